@@ -1,0 +1,41 @@
+"""Namespace name to collection name, injectively.
+
+Namespace names match `^[a-z]+:[A-Za-z0-9_:.\\-]+$` and may be 256 characters
+long. A Qdrant server rejects `< > : " / \\ | ? *` and control characters in
+collection names and caps them at 255 characters (and a file name, which the
+embedded store uses, is capped at 255 bytes).
+
+The mapping, with `prefix` (default `memory-`):
+- short form: `prefix + name.replace(":", "~")`, when that fits in 255
+  characters. `~` never occurs in a namespace name, so this is a bijection, and
+  the result starts with `prefix` and then a lower-case letter.
+- long form: `prefix + "~" + sha256(name)`, otherwise. It starts with `prefix`
+  and then `~`, so it can never equal a short form. The full name is kept in
+  the namespace record; an adapter that finds a different name there raises
+  `NamespaceConflict` instead of merging two namespaces.
+
+Only characters safe in a URL path segment are produced (`A-Z a-z 0-9 - . _ ~`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+DEFAULT_PREFIX = "memory-"
+MAX_COLLECTION_NAME = 255
+_FORBIDDEN = frozenset('<>:"/\\|?*')
+
+
+def collection_name(namespace: str, prefix: str = DEFAULT_PREFIX) -> str:
+    short = prefix + namespace.replace(":", "~")
+    if len(short) <= MAX_COLLECTION_NAME:
+        return short
+    return prefix + "~" + hashlib.sha256(namespace.encode()).hexdigest()
+
+
+def is_valid_collection_name(name: str) -> bool:
+    """The Qdrant server's own rule for collection names."""
+    return (
+        0 < len(name) <= MAX_COLLECTION_NAME
+        and not any(ch in _FORBIDDEN or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name)
+    )

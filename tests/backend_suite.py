@@ -1,0 +1,253 @@
+"""The backend test suite: the same calls against every `VectorBackend`.
+
+Each backend's test module subclasses `BackendSuite` and provides a `backend`
+fixture (fsspec's abstract-test pattern). Vectors here are small synthetic
+ones: adapters take vectors, and the real model is exercised by the API tests.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, VectorBackend
+
+DIM = 8
+T0 = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)
+
+
+def unit(*components: float) -> list[float]:
+    """A unit vector of DIM dimensions starting with `components`."""
+    padded = list(components) + [0.0] * (DIM - len(components))
+    norm = math.sqrt(sum(c * c for c in padded))
+    return [c / norm for c in padded]
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def memory(namespace: str, **overrides: object) -> MemoryRecord:
+    fields: dict[str, object] = {
+        "id": new_id(),
+        "namespace": namespace,
+        "content": "user prefers tabs over spaces",
+        "kind": "fact",
+        "source": "agent",
+        "created_at": T0,
+    }
+    fields.update(overrides)
+    return MemoryRecord(**fields)  # type: ignore[arg-type]
+
+
+def everything(now: datetime = T0) -> MemoryFilter:
+    return MemoryFilter(now=now)
+
+
+class BackendSuite:
+    """Behaviour every backend must share. Subclasses provide `backend`."""
+
+    @pytest.fixture
+    async def ns(self, backend: VectorBackend) -> str:
+        name = "workspace:550e8400-e29b-41d4-a716-446655440000"
+        await backend.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
+        return name
+
+    async def test_ping_answers(self, backend: VectorBackend) -> None:
+        await backend.ping()
+
+    async def test_namespace_round_trip_and_replace(self, backend: VectorBackend) -> None:
+        name = "team:alpha"
+        assert await backend.get_namespace(name) is None
+        first = NamespaceRecord(
+            name=name,
+            kind="team",
+            created_at=T0,
+            expires_at=T0 + timedelta(days=1),
+            metadata={"owner": "ops", "nested": {"list": [1, 2.5, "x", None, True]}},
+        )
+        await backend.save_namespace(first)
+        assert await backend.get_namespace(name) == first
+        second = NamespaceRecord(name=name, kind="org", created_at=T0, metadata=None)
+        await backend.save_namespace(second)
+        assert await backend.get_namespace(name) == second
+        assert [r for r in await backend.list_namespaces() if r.name == name] == [second]
+
+    async def test_namespace_names_map_injectively(self, backend: VectorBackend) -> None:
+        longest_a = "custom:" + "a" * 249
+        longest_b = "custom:" + "a" * 248 + "b"
+        names = ["org:a:b", "org:a.b", "org:a_b", "org:a-b", "org:A:b", longest_a, longest_b]
+        assert len(longest_a) == 256
+        for index, name in enumerate(names):
+            await backend.save_namespace(
+                NamespaceRecord(name=name, kind="custom", created_at=T0, metadata={"i": index})
+            )
+            await backend.upsert_memory(memory(name, content=f"in {name}"), unit(1, index))
+        for index, name in enumerate(names):
+            record = await backend.get_namespace(name)
+            assert record is not None
+            assert record.metadata == {"i": index}
+            listed = await backend.list_memories(name, everything(), 10)
+            assert [m.content for m in listed] == [f"in {name}"]
+        listed_names = {r.name for r in await backend.list_namespaces()}
+        assert set(names) <= listed_names
+
+    async def test_delete_namespace_drops_its_memories(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        await backend.upsert_memory(memory(ns), unit(1))
+        assert await backend.delete_namespace(ns) is True
+        assert await backend.get_namespace(ns) is None
+        assert await backend.delete_namespace(ns) is False
+        await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
+        assert await backend.list_memories(ns, everything(), 100) == []
+
+    async def test_memory_round_trip_keeps_every_field(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        written = memory(
+            ns,
+            content="deploys happen on Tuesdays ✓",
+            kind="summary",
+            source="user",
+            pin=True,
+            expires_at=T0 + timedelta(hours=1, microseconds=7),
+            propagation={"to": ["team:a"], "depth": 2, "why": None},
+        )
+        await backend.upsert_memory(written, unit(1))
+        assert await backend.get_memory(ns, written.id) == written
+        assert await backend.get_memory(ns, new_id()) is None
+        assert await backend.get_memory("org:missing", written.id) is None
+
+    async def test_upsert_with_same_id_replaces_in_place(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        first = memory(ns, content="first")
+        await backend.upsert_memory(first, unit(1))
+        second = memory(ns, id=first.id, content="second", pin=True)
+        await backend.upsert_memory(second, unit(0, 1))
+        assert await backend.list_memories(ns, everything(), 100) == [second]
+        hits = await backend.query_memories(ns, unit(0, 1), everything(), 10)
+        assert [(h.memory, round(h.score, 4)) for h in hits] == [(second, 1.0)]
+
+    async def test_same_id_in_two_namespaces_is_two_memories(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        other = "team:beta"
+        await backend.save_namespace(NamespaceRecord(name=other, kind="team", created_at=T0))
+        shared_id = new_id()
+        await backend.upsert_memory(memory(ns, id=shared_id, content="mine"), unit(1))
+        await backend.upsert_memory(memory(other, id=shared_id, content="theirs"), unit(1))
+        mine = await backend.get_memory(ns, shared_id)
+        theirs = await backend.get_memory(other, shared_id)
+        assert (mine and mine.content, theirs and theirs.content) == ("mine", "theirs")
+        assert await backend.delete_memory(other, shared_id) is True
+        assert await backend.get_memory(ns, shared_id) == mine
+
+    async def test_query_ranks_by_cosine(self, backend: VectorBackend, ns: str) -> None:
+        vectors = {"close": unit(1, 0.1), "middle": unit(1, 1), "far": unit(0, 1), "away": unit(-1)}
+        written = {}
+        for content, vector in vectors.items():
+            written[content] = memory(ns, content=content)
+            await backend.upsert_memory(written[content], vector)
+        query = unit(1)
+        hits = await backend.query_memories(ns, query, everything(), 3)
+        assert [h.memory.content for h in hits] == ["close", "middle", "far"]
+        for hit in hits:
+            assert hit.score == pytest.approx(cosine(query, vectors[hit.memory.content]), abs=1e-4)
+        assert hits[0].memory == written["close"]
+
+    async def test_filters_by_pin_and_kind(self, backend: VectorBackend, ns: str) -> None:
+        rows = [("pinned fact", True, "fact"), ("plain fact", False, "fact"),
+                ("pinned summary", True, "summary"), ("plain checkpoint", False, "checkpoint")]
+        for content, pin, kind in rows:
+            await backend.upsert_memory(memory(ns, content=content, pin=pin, kind=kind), unit(1))
+
+        async def contents(memory_filter: MemoryFilter) -> set[str]:
+            queried = await backend.query_memories(ns, unit(1), memory_filter, 10)
+            listed = await backend.list_memories(ns, memory_filter, 10)
+            assert {h.memory.content for h in queried} == {m.content for m in listed}
+            return {m.content for m in listed}
+
+        assert await contents(MemoryFilter(now=T0, pinned=True)) == {"pinned fact", "pinned summary"}
+        assert await contents(MemoryFilter(now=T0, pinned=False)) == {"plain fact", "plain checkpoint"}
+        assert await contents(MemoryFilter(now=T0, kinds=frozenset({"fact", "checkpoint"}))) == {
+            "pinned fact", "plain fact", "plain checkpoint"}
+        assert await contents(
+            MemoryFilter(now=T0, pinned=True, kinds=frozenset({"summary"}))
+        ) == {"pinned summary"}
+
+    async def test_expired_memories_are_never_returned(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        await backend.upsert_memory(memory(ns, content="forever"), unit(1))
+        await backend.upsert_memory(
+            memory(ns, content="gone", expires_at=T0 - timedelta(microseconds=1)), unit(1))
+        await backend.upsert_memory(memory(ns, content="at the edge", expires_at=T0), unit(1))
+        await backend.upsert_memory(
+            memory(ns, content="later", expires_at=T0 + timedelta(microseconds=1)), unit(1))
+        listed = await backend.list_memories(ns, everything(T0), 10)
+        queried = await backend.query_memories(ns, unit(1), everything(T0), 10)
+        assert {m.content for m in listed} == {"forever", "later"}
+        assert {h.memory.content for h in queried} == {"forever", "later"}
+
+    async def test_listing_is_newest_first_and_limited(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        for minute in [3, 1, 4, 0, 2]:
+            await backend.upsert_memory(
+                memory(ns, content=f"m{minute}", created_at=T0 + timedelta(minutes=minute)),
+                unit(1, minute))
+        listed = await backend.list_memories(ns, everything(T0), 3)
+        assert [m.content for m in listed] == ["m4", "m3", "m2"]
+
+    async def test_delete_memory_only_in_its_namespace(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        written = memory(ns)
+        await backend.upsert_memory(written, unit(1))
+        assert await backend.delete_memory("org:elsewhere", written.id) is False
+        assert await backend.delete_memory(ns, new_id()) is False
+        assert await backend.delete_memory(ns, written.id) is True
+        assert await backend.get_memory(ns, written.id) is None
+        assert await backend.delete_memory(ns, written.id) is False
+
+    async def test_delete_expired_memories(self, backend: VectorBackend, ns: str) -> None:
+        keep = [memory(ns, content="no ttl"),
+                memory(ns, content="future", expires_at=T0 + timedelta(days=1))]
+        drop = [memory(ns, content=f"old{i}", expires_at=T0 - timedelta(seconds=i))
+                for i in range(3)]
+        for record in keep + drop:
+            await backend.upsert_memory(record, unit(1))
+        assert await backend.delete_expired_memories(ns, T0) == 3
+        assert await backend.delete_expired_memories(ns, T0) == 0
+        remaining = await backend.list_memories(ns, everything(T0 - timedelta(days=9)), 10)
+        assert sorted(m.content for m in remaining) == ["future", "no ttl"]
+
+    async def test_missing_namespace_reads_empty(self, backend: VectorBackend) -> None:
+        assert await backend.list_memories("org:none", everything(), 10) == []
+        assert await backend.query_memories("org:none", unit(1), everything(), 10) == []
+        assert await backend.delete_memory("org:none", new_id()) is False
+
+    async def test_many_memories_listing_and_query_limit(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        for index in range(150):
+            await backend.upsert_memory(
+                memory(ns, content=f"n{index}", created_at=T0 + timedelta(seconds=index)),
+                unit(1, index / 150))
+        listed = await backend.list_memories(ns, everything(), 100)
+        assert [m.content for m in listed] == [f"n{i}" for i in range(149, 49, -1)]
+        hits = await backend.query_memories(ns, unit(1), everything(), 100)
+        assert len(hits) == 100
+        assert [h.memory.content for h in hits[:3]] == ["n0", "n1", "n2"]
+        assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
