@@ -93,13 +93,13 @@ class VectorBackend(abc.ABC):
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension
 
-    async def start(self) -> None:
+    async def start(self) -> None:  # noqa: B027 - optional hook
         """Open local resources. Default: nothing to open."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources and make every accepted write durable."""
 
-    async def maintain(self) -> None:
+    async def maintain(self) -> None:  # noqa: B027 - optional hook
         """Periodic housekeeping run by the janitor (compaction, flushes)."""
 
     @abc.abstractmethod

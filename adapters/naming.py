@@ -35,7 +35,6 @@ def collection_name(namespace: str, prefix: str = DEFAULT_PREFIX) -> str:
 
 def is_valid_collection_name(name: str) -> bool:
     """The Qdrant server's own rule for collection names."""
-    return (
-        0 < len(name) <= MAX_COLLECTION_NAME
-        and not any(ch in _FORBIDDEN or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name)
+    return 0 < len(name) <= MAX_COLLECTION_NAME and not any(
+        ch in _FORBIDDEN or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name
     )

@@ -220,7 +220,9 @@ class QdrantEdgeBackend(VectorBackend):
 
     async def delete_expired_memories(self, namespace: str, now: datetime) -> int:
         expired = qe.Filter(
-            must=[qe.FieldCondition(FIELD_EXPIRES_US, range=qe.RangeFloat(lte=float(to_micros(now))))]
+            must=[
+                qe.FieldCondition(FIELD_EXPIRES_US, range=qe.RangeFloat(lte=float(to_micros(now))))
+            ]
         )
 
         def sweep(shard: Any) -> int:

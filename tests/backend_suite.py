@@ -7,6 +7,7 @@ ones: adapters take vectors, and the real model is exercised by the API tests.
 
 from __future__ import annotations
 
+import itertools
 import math
 import uuid
 from collections.abc import Sequence
@@ -167,8 +168,12 @@ class BackendSuite:
         assert hits[0].memory == written["close"]
 
     async def test_filters_by_pin_and_kind(self, backend: VectorBackend, ns: str) -> None:
-        rows = [("pinned fact", True, "fact"), ("plain fact", False, "fact"),
-                ("pinned summary", True, "summary"), ("plain checkpoint", False, "checkpoint")]
+        rows = [
+            ("pinned fact", True, "fact"),
+            ("plain fact", False, "fact"),
+            ("pinned summary", True, "summary"),
+            ("plain checkpoint", False, "checkpoint"),
+        ]
         for content, pin, kind in rows:
             await backend.upsert_memory(memory(ns, content=content, pin=pin, kind=kind), unit(1))
 
@@ -178,23 +183,34 @@ class BackendSuite:
             assert {h.memory.content for h in queried} == {m.content for m in listed}
             return {m.content for m in listed}
 
-        assert await contents(MemoryFilter(now=T0, pinned=True)) == {"pinned fact", "pinned summary"}
-        assert await contents(MemoryFilter(now=T0, pinned=False)) == {"plain fact", "plain checkpoint"}
+        assert await contents(MemoryFilter(now=T0, pinned=True)) == {
+            "pinned fact",
+            "pinned summary",
+        }
+        assert await contents(MemoryFilter(now=T0, pinned=False)) == {
+            "plain fact",
+            "plain checkpoint",
+        }
         assert await contents(MemoryFilter(now=T0, kinds=frozenset({"fact", "checkpoint"}))) == {
-            "pinned fact", "plain fact", "plain checkpoint"}
-        assert await contents(
-            MemoryFilter(now=T0, pinned=True, kinds=frozenset({"summary"}))
-        ) == {"pinned summary"}
+            "pinned fact",
+            "plain fact",
+            "plain checkpoint",
+        }
+        assert await contents(MemoryFilter(now=T0, pinned=True, kinds=frozenset({"summary"}))) == {
+            "pinned summary"
+        }
 
     async def test_expired_memories_are_never_returned(
         self, backend: VectorBackend, ns: str
     ) -> None:
         await backend.upsert_memory(memory(ns, content="forever"), unit(1))
         await backend.upsert_memory(
-            memory(ns, content="gone", expires_at=T0 - timedelta(microseconds=1)), unit(1))
+            memory(ns, content="gone", expires_at=T0 - timedelta(microseconds=1)), unit(1)
+        )
         await backend.upsert_memory(memory(ns, content="at the edge", expires_at=T0), unit(1))
         await backend.upsert_memory(
-            memory(ns, content="later", expires_at=T0 + timedelta(microseconds=1)), unit(1))
+            memory(ns, content="later", expires_at=T0 + timedelta(microseconds=1)), unit(1)
+        )
         listed = await backend.list_memories(ns, everything(T0), 10)
         queried = await backend.query_memories(ns, unit(1), everything(T0), 10)
         assert {m.content for m in listed} == {"forever", "later"}
@@ -206,7 +222,8 @@ class BackendSuite:
         for minute in [3, 1, 4, 0, 2]:
             await backend.upsert_memory(
                 memory(ns, content=f"m{minute}", created_at=T0 + timedelta(minutes=minute)),
-                unit(1, minute))
+                unit(1, minute),
+            )
         listed = await backend.list_memories(ns, everything(T0), 3)
         assert [m.content for m in listed] == ["m4", "m3", "m2"]
 
@@ -222,10 +239,13 @@ class BackendSuite:
         assert await backend.delete_memory(ns, written.id) is False
 
     async def test_delete_expired_memories(self, backend: VectorBackend, ns: str) -> None:
-        keep = [memory(ns, content="no ttl"),
-                memory(ns, content="future", expires_at=T0 + timedelta(days=1))]
-        drop = [memory(ns, content=f"old{i}", expires_at=T0 - timedelta(seconds=i))
-                for i in range(3)]
+        keep = [
+            memory(ns, content="no ttl"),
+            memory(ns, content="future", expires_at=T0 + timedelta(days=1)),
+        ]
+        drop = [
+            memory(ns, content=f"old{i}", expires_at=T0 - timedelta(seconds=i)) for i in range(3)
+        ]
         for record in keep + drop:
             await backend.upsert_memory(record, unit(1))
         assert await backend.delete_expired_memories(ns, T0) == 3
@@ -244,10 +264,11 @@ class BackendSuite:
         for index in range(150):
             await backend.upsert_memory(
                 memory(ns, content=f"n{index}", created_at=T0 + timedelta(seconds=index)),
-                unit(1, index / 150))
+                unit(1, index / 150),
+            )
         listed = await backend.list_memories(ns, everything(), 100)
         assert [m.content for m in listed] == [f"n{i}" for i in range(149, 49, -1)]
         hits = await backend.query_memories(ns, unit(1), everything(), 100)
         assert len(hits) == 100
         assert [h.memory.content for h in hits[:3]] == ["n0", "n1", "n2"]
-        assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
+        assert all(a.score >= b.score for a, b in itertools.pairwise(hits))

@@ -69,7 +69,8 @@ async def test_maintain_vacuums_after_many_changes(tmp_path: Path) -> None:
     written = memory("org:busy")
     for index in range(1001):
         await store.upsert_memory(
-            memory("org:busy", id=written.id, content=f"v{index}"), unit(1, index))
+            memory("org:busy", id=written.id, content=f"v{index}"), unit(1, index)
+        )
     await store.maintain()
     assert [m.content for m in await store.list_memories("org:busy", everything(), 5)] == ["v1000"]
     await store.close()

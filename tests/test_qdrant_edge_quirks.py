@@ -16,8 +16,9 @@ def test_bool_match_value_never_matches(tmp_path: Path) -> None:
         str(tmp_path / "s"),
         qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=2, distance=qe.Distance.Cosine)),
     )
-    shard.update(qe.UpdateOperation.upsert_points(
-        [qe.Point(1, [1.0, 0.0], {"flag": True, "flag_int": 1})]))
+    shard.update(
+        qe.UpdateOperation.upsert_points([qe.Point(1, [1.0, 0.0], {"flag": True, "flag_int": 1})])
+    )
 
     def hits(condition: object) -> int:
         records, _ = shard.scroll(qe.ScrollRequest(limit=10, filter=qe.Filter(must=[condition])))

@@ -1,0 +1,80 @@
+"""The aiohttp application: routes, middleware, and resources in `cleanup_ctx`.
+
+Start-up order (each step's cleanup runs in reverse at shutdown): load the model
+and start the batcher, open the backend, then start the janitor. The backend
+need not be reachable for start-up to finish: the server boots during an
+outage, answers 503, and recovers by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from adapters.base import VectorBackend
+from plugin.backends import build_backend
+from plugin.embedder import BatchingEmbedder, Encoder, SentenceTransformerEncoder
+from plugin.handlers import routes
+from plugin.janitor import run_janitor
+from plugin.keys import BACKEND, EMBEDDER, ENCODER, SERVICE, SETTINGS
+from plugin.middleware import envelope, request_context
+from plugin.service import Clock, MemoryService, utc_now
+from plugin.settings import Settings
+
+
+async def _embedder(app: web.Application) -> AsyncIterator[None]:
+    if ENCODER not in app:
+        model_dir = app[SETTINGS].embedding_model
+        app[ENCODER] = await asyncio.to_thread(SentenceTransformerEncoder.load, model_dir)
+    embedder = BatchingEmbedder(app[ENCODER])
+    await embedder.start()
+    app[EMBEDDER] = embedder
+    yield
+    await embedder.close()
+
+
+async def _backend(app: web.Application) -> AsyncIterator[None]:
+    if BACKEND not in app:
+        app[BACKEND] = build_backend(app[SETTINGS], app[ENCODER].dimension)
+    await app[BACKEND].start()
+    yield
+    await app[BACKEND].close()
+
+
+def _service(clock: Clock):  # type: ignore[no-untyped-def]
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        settings = app[SETTINGS]
+        app[SERVICE] = MemoryService(
+            app[BACKEND], app[EMBEDDER], deadline_s=settings.backend_timeout_s, clock=clock
+        )
+        janitor = asyncio.create_task(
+            run_janitor(app[SERVICE], settings.janitor_interval_s), name="janitor"
+        )
+        yield
+        janitor.cancel()
+        await asyncio.gather(janitor, return_exceptions=True)
+
+    return context
+
+
+def create_app(
+    settings: Settings,
+    *,
+    encoder: Encoder | None = None,
+    backend: VectorBackend | None = None,
+    clock: Clock = utc_now,
+) -> web.Application:
+    """Build the app. Tests pass a loaded `encoder` (loading takes seconds) or a `backend`."""
+    app = web.Application(
+        client_max_size=settings.max_body_bytes, middlewares=[request_context, envelope]
+    )
+    app[SETTINGS] = settings
+    if encoder is not None:
+        app[ENCODER] = encoder
+    if backend is not None:
+        app[BACKEND] = backend
+    app.cleanup_ctx.extend([_embedder, _backend, _service(clock)])
+    app.add_routes(routes)
+    return app

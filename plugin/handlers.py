@@ -1,0 +1,113 @@
+"""One handler per contract operation: parse, call the service, serialise.
+
+Bodies are read in full (bounded by the app's `client_max_size`) and validated
+with the strict wire models; any failure is a 400 in the contract's envelope.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from adapters.errors import BackendError
+from plugin import CAPABILITIES, CONTRACT_VERSION
+from plugin.errors import bad_request, from_validation
+from plugin.keys import SERVICE
+from plugin.middleware import MEMORY_ID_KEY
+from plugin.wire import (
+    ForgetRequest,
+    MemoryWrite,
+    NamespacePatch,
+    NamespaceUpsert,
+    SearchRequest,
+    canonical_uuid,
+    check_namespace_name,
+    memory_body,
+    namespace_body,
+)
+
+M = TypeVar("M", bound=BaseModel)
+routes = web.RouteTableDef()
+
+
+async def _body(request: web.Request, model: type[M]) -> M:
+    raw = await request.read()
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as error:
+        raise from_validation(error) from None
+
+
+def _namespace(request: web.Request) -> str:
+    name = request.match_info["name"]
+    try:
+        return check_namespace_name(name)
+    except ValueError as error:
+        raise bad_request(f"invalid namespace name: {error}") from None
+
+
+def health_body(status: str) -> dict[str, object]:
+    return {"status": status, "version": CONTRACT_VERSION, "capabilities": list(CAPABILITIES)}
+
+
+@routes.get("/v1/health")
+async def health(request: web.Request) -> web.Response:
+    try:
+        await request.app[SERVICE].ping()
+    except BackendError as error:
+        # Both the spec's Error and the reference plugin's degraded health shape.
+        body = health_body("degraded") | {"code": "unavailable", "message": str(error)}
+        return web.json_response(body, status=503)
+    return web.json_response(health_body("ok"))
+
+
+@routes.put("/v1/namespaces/{name}")
+async def upsert_namespace(request: web.Request) -> web.Response:
+    name = _namespace(request)
+    body = await _body(request, NamespaceUpsert)
+    record = await request.app[SERVICE].upsert_namespace(name, body)
+    return web.json_response(namespace_body(record))
+
+
+@routes.patch("/v1/namespaces/{name}")
+async def patch_namespace(request: web.Request) -> web.Response:
+    name = _namespace(request)
+    body = await _body(request, NamespacePatch)
+    record = await request.app[SERVICE].patch_namespace(name, body, body.model_fields_set)
+    return web.json_response(namespace_body(record))
+
+
+@routes.delete("/v1/namespaces/{name}")
+async def delete_namespace(request: web.Request) -> web.Response:
+    await request.app[SERVICE].delete_namespace(_namespace(request))
+    return web.Response(status=204)
+
+
+@routes.post("/v1/namespaces/{name}/memories")
+async def commit_memory(request: web.Request) -> web.Response:
+    name = _namespace(request)
+    body = await _body(request, MemoryWrite)
+    memory = await request.app[SERVICE].commit(name, body)
+    request[MEMORY_ID_KEY] = memory.id
+    return web.json_response({"id": memory.id, "namespace": memory.namespace}, status=201)
+
+
+@routes.post("/v1/search")
+async def search(request: web.Request) -> web.Response:
+    body = await _body(request, SearchRequest)
+    hits = await request.app[SERVICE].search(body)
+    return web.json_response({"memories": [memory_body(h.memory, h.score) for h in hits]})
+
+
+@routes.delete("/v1/memories/{id}")
+async def forget_memory(request: web.Request) -> web.Response:
+    try:
+        memory_id = canonical_uuid(request.match_info["id"])
+    except ValueError as error:
+        raise bad_request(f"invalid memory id: {error}") from None
+    request[MEMORY_ID_KEY] = memory_id
+    body = await _body(request, ForgetRequest)
+    await request.app[SERVICE].forget(memory_id, body.requested_by_namespace)
+    return web.Response(status=204)

@@ -1,0 +1,16 @@
+"""Typed application keys: what the app holds, by name and type."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from adapters.base import VectorBackend
+from plugin.embedder import BatchingEmbedder, Encoder
+from plugin.service import MemoryService
+from plugin.settings import Settings
+
+SETTINGS = web.AppKey("settings", Settings)
+ENCODER = web.AppKey("encoder", Encoder)
+EMBEDDER = web.AppKey("embedder", BatchingEmbedder)
+BACKEND = web.AppKey("backend", VectorBackend)
+SERVICE = web.AppKey("service", MemoryService)

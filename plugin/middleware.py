@@ -1,0 +1,98 @@
+"""Request ids, one log line per request, and the error envelope for every failure.
+
+Whatever goes wrong, the answer is the contract's `{"code","message"}`:
+aiohttp's own 404/405/413 included, and an unexpected exception becomes a 500
+`internal` whose details stay in the log (with the request id), not on the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from adapters.errors import BackendError, BackendRejected, BackendUnavailable, NamespaceConflict
+from plugin.errors import ApiError, bad_request, not_found, unavailable
+
+log = logging.getLogger("memory_plugin.access")
+REQUEST_ID = "X-Request-ID"
+REQUEST_ID_KEY = web.RequestKey("request_id", str)
+MEMORY_ID_KEY = web.RequestKey("memory_id", str)
+MAX_REQUEST_ID = 128
+
+
+def _from_http(error: web.HTTPException) -> ApiError:
+    if error.status == 404:
+        return not_found("no such route")
+    if error.status == 405:
+        return ApiError(405, "bad_request", f"method not allowed on this route: {error.reason}")
+    if error.status == 413:
+        return ApiError(413, "bad_request", "request body too large")
+    if error.status < 500:
+        return ApiError(error.status, "bad_request", error.reason or "bad request")
+    return ApiError(error.status, "internal", error.reason or "internal error")
+
+
+def _from_backend(error: BackendError) -> ApiError:
+    if isinstance(error, BackendUnavailable):
+        return unavailable(f"backend unavailable: {error}")
+    if isinstance(error, BackendRejected):
+        return bad_request(str(error))
+    if isinstance(error, NamespaceConflict):
+        return ApiError(500, "internal", "namespace storage conflict")
+    return ApiError(500, "internal", "backend error")
+
+
+@web.middleware
+async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn every failure into the contract's error envelope."""
+    try:
+        return await handler(request)
+    except ApiError as error:
+        failure = error
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        failure = _from_http(error)
+    except BackendError as error:
+        failure = _from_backend(error)
+        if failure.status >= 500 and failure.code == "internal":
+            log.error(
+                "backend error", exc_info=error, extra={"request_id": request[REQUEST_ID_KEY]}
+            )
+    except Exception as error:
+        log.error("unhandled error", exc_info=error, extra={"request_id": request[REQUEST_ID_KEY]})
+        failure = ApiError(
+            500,
+            "internal",
+            f"internal error; see the plugin log for request {request[REQUEST_ID_KEY]}",
+        )
+    return web.json_response(failure.body(), status=failure.status)
+
+
+@web.middleware
+async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Honour or mint `X-Request-ID`, echo it, and log the request once it is done."""
+    given = request.headers.get(REQUEST_ID, "")
+    request_id = given if 0 < len(given) <= MAX_REQUEST_ID and given.isprintable() else ""
+    request[REQUEST_ID_KEY] = request_id or uuid.uuid4().hex
+    started = time.perf_counter()
+    response = await handler(request)
+    response.headers[REQUEST_ID] = request[REQUEST_ID_KEY]
+    resource = request.match_info.route.resource
+    log.info(
+        "request",
+        extra={
+            "request_id": request[REQUEST_ID_KEY],
+            "method": request.method,
+            "route": resource.canonical if resource is not None else None,
+            "namespace": request.match_info.get("name"),
+            "memory_id": request.get(MEMORY_ID_KEY),
+            "status": response.status,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+        },
+    )
+    return response

@@ -1,0 +1,106 @@
+"""All configuration, read from the environment once at start-up.
+
+Nothing else in the code reads the environment: `Settings.from_env()` is called
+by the CLI, and everything downstream receives the resulting object.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from adapters.naming import DEFAULT_PREFIX
+
+MIB = 1024 * 1024
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+def parse_listen_addr(value: str) -> tuple[str, int]:
+    """`host:port` or `[v6]:port` to (host, port)."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:9100 or [::1]:9100")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        ipaddress.IPv6Address(host)
+    elif ":" in host:
+        raise ValueError("put an IPv6 address in brackets, e.g. [::1]:9100")
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise ValueError("port must be 1..65535")
+    return host, port
+
+
+class Settings(BaseModel):
+    """Environment variables, each documented in README.md ("Settings")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    listen_addr: str = Field("127.0.0.1:9100", alias="MEMORY_PLUGIN_LISTEN_ADDR")
+    backend: Literal["qdrant"] = Field("qdrant", alias="MEMORY_PLUGIN_BACKEND")
+    data_dir: Path = Field(Path("./data"), alias="MEMORY_PLUGIN_DATA_DIR")
+    qdrant_url: str | None = Field(None, alias="QDRANT_URL")
+    qdrant_api_key: SecretStr | None = Field(None, alias="QDRANT_API_KEY")
+    collection_prefix: str = Field(DEFAULT_PREFIX, alias="MEMORY_PLUGIN_COLLECTION_PREFIX")
+    embedding_model: Path | None = Field(None, alias="MEMORY_PLUGIN_EMBEDDING_MODEL")
+    janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
+    max_body_bytes: int = Field(MIB, ge=1024, alias="MEMORY_PLUGIN_MAX_BODY_BYTES")
+    backend_timeout_s: float = Field(1.5, gt=0, le=10, alias="MEMORY_PLUGIN_BACKEND_TIMEOUT")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", alias="MEMORY_PLUGIN_LOG_LEVEL"
+    )
+
+    @field_validator("listen_addr")
+    @classmethod
+    def _listen_addr(cls, value: str) -> str:
+        parse_listen_addr(value)
+        return value
+
+    @field_validator("qdrant_url")
+    @classmethod
+    def _qdrant_url(cls, value: str | None) -> str | None:
+        if value is None or value.strip() == "":
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @field_validator("collection_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+        if not value or len(value) > 64 or not set(value) <= allowed:
+            raise ValueError("1..64 characters from A-Z a-z 0-9 - _ .")
+        return value
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model_dir(cls, value: Path | None) -> Path | None:
+        if value is not None and not (value / "modules.json").is_file():
+            raise ValueError("must be a sentence-transformers model directory (modules.json)")
+        return value
+
+    @property
+    def listen(self) -> tuple[str, int]:
+        return parse_listen_addr(self.listen_addr)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Build from `environ`; raise `SettingsError` with one readable line."""
+        known = {f.alias for f in cls.model_fields.values() if f.alias}
+        values = {key: value for key, value in environ.items() if key in known}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = str(first["loc"][0]) if first["loc"] else "settings"
+            raw = values.get(field)
+            shown = "" if raw is None or "KEY" in field else f"={raw!r}"
+            raise SettingsError(f"invalid setting {field}{shown}: {first['msg']}") from None

@@ -1,0 +1,169 @@
+"""Request and response bodies of the v1 contract, validated strictly.
+
+Mirrors `components/schemas` of memory-plugin-v1.yaml and the client-side rules
+in NOTES.md. Validation is strict about types (no "2" for 2, no 1 for true) and
+lenient about unknown fields, which the spec allows and a newer client may send.
+
+Times must carry an offset: the platform's Go client cannot decode one without,
+so naive input is refused and every time goes out as UTC with a `Z`. Fractions
+finer than microseconds (Go sends nanoseconds) are truncated.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+)
+
+from adapters.base import MemoryRecord, NamespaceRecord
+from adapters.payload import format_time
+
+NAMESPACE_PATTERN = re.compile(r"[a-z]+:[A-Za-z0-9_:.\-]+")
+NAMESPACE_MAX = 256
+UUID_PATTERN = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+RFC3339 = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"
+)
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+
+NamespaceKind = Literal["workspace", "team", "org", "custom"]
+MemoryKind = Literal["fact", "summary", "checkpoint"]
+MemorySource = Literal["agent", "runtime", "user"]
+
+
+def check_namespace_name(value: str) -> str:
+    """The contract's namespace name rule (`fullmatch`: `$` would admit a newline)."""
+    if len(value) > NAMESPACE_MAX:
+        raise ValueError(f"namespace name is longer than {NAMESPACE_MAX} characters")
+    if not NAMESPACE_PATTERN.fullmatch(value):
+        raise ValueError("namespace name must match ^[a-z]+:[A-Za-z0-9_:.\\-]+$")
+    return value
+
+
+def canonical_uuid(value: str) -> str:
+    """A hyphenated UUID in any case, returned in canonical lower-case form."""
+    if not UUID_PATTERN.fullmatch(value):
+        raise ValueError("must be a UUID like 550e8400-e29b-41d4-a716-446655440000")
+    return str(uuid.UUID(value))
+
+
+def _rfc3339(value: Any) -> Any:
+    """RFC 3339 text to an aware datetime; other types go on to fail strict validation."""
+    if not isinstance(value, str):
+        return value
+    match = RFC3339.fullmatch(value)
+    if match is None:
+        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2026-01-02T03:04:05Z")
+    day, clock, fraction, offset = match.groups()
+    micros = (fraction or "")[:6].ljust(6, "0")
+    offset = "+00:00" if offset in ("Z", "z") else offset
+    try:
+        return datetime.fromisoformat(f"{day}T{clock}.{micros}{offset}")
+    except ValueError as error:
+        raise ValueError(f"not a valid date-time: {error}") from None
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+NamespaceName = Annotated[str, AfterValidator(check_namespace_name)]
+MemoryId = Annotated[str, AfterValidator(canonical_uuid)]
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
+JsonObject = dict[str, Any]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class NamespaceUpsert(_Request):
+    kind: NamespaceKind
+    expires_at: Timestamp | None = None
+    metadata: JsonObject | None = None
+
+
+class NamespacePatch(_Request):
+    expires_at: Timestamp | None = None
+    metadata: JsonObject | None = None
+
+
+class MemoryWrite(_Request):
+    id: MemoryId | None = None
+    content: Annotated[str, AfterValidator(_not_blank)]
+    kind: MemoryKind
+    source: MemorySource
+    expires_at: Timestamp | None = None
+    propagation: JsonObject | None = None
+    pin: bool = False
+    # Accepted and ignored: this plugin computes every vector itself (README).
+    embedding: list[float] | None = None
+
+
+class SearchRequest(_Request):
+    namespaces: Annotated[list[NamespaceName], Field(min_length=1)]
+    query: str | None = None
+    kinds: list[MemoryKind] | None = None
+    limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = 0
+    # Accepted and ignored, as on writes.
+    embedding: list[float] | None = None
+
+    @property
+    def effective_limit(self) -> int:
+        """0 or absent means the default, as the platform's client sends it."""
+        return self.limit or DEFAULT_LIMIT
+
+    @property
+    def query_text(self) -> str | None:
+        """A blank query lists instead of ranking."""
+        return self.query if self.query and self.query.strip() else None
+
+
+class ForgetRequest(_Request):
+    requested_by_namespace: NamespaceName
+
+
+def time_or_none(moment: datetime | None) -> str | None:
+    return format_time(moment) if moment is not None else None
+
+
+def namespace_body(record: NamespaceRecord) -> JsonObject:
+    """The contract's `Namespace` object."""
+    return {
+        "name": record.name,
+        "kind": record.kind,
+        "expires_at": time_or_none(record.expires_at),
+        "metadata": record.metadata,
+        "created_at": format_time(record.created_at),
+    }
+
+
+def memory_body(memory: MemoryRecord, score: float | None) -> JsonObject:
+    """The contract's `Memory` object; `score` only when relevance ordered it."""
+    return {
+        "id": memory.id,
+        "namespace": memory.namespace,
+        "content": memory.content,
+        "kind": memory.kind,
+        "source": memory.source,
+        "expires_at": time_or_none(memory.expires_at),
+        "propagation": memory.propagation,
+        "pin": memory.pin,
+        "created_at": format_time(memory.created_at),
+        "score": score,
+    }

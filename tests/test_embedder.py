@@ -1,0 +1,62 @@
+"""The real model, offline, and the batching in front of it."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from plugin.embedder import BatchingEmbedder, SentenceTransformerEncoder
+
+
+def dot(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+async def test_vectors_are_unit_length_and_meaningful(encoder: SentenceTransformerEncoder) -> None:
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        tabs, spaces, weather = await asyncio.gather(
+            embedder.embed("the user prefers tabs for indentation"),
+            embedder.embed("indent code with tab characters"),
+            embedder.embed("it will rain in lisbon tomorrow"),
+        )
+    finally:
+        await embedder.close()
+    assert encoder.dimension == len(tabs) == 384
+    assert math.isclose(dot(tabs, tabs), 1.0, abs_tol=1e-4)
+    assert dot(tabs, spaces) > dot(tabs, weather) + 0.2
+
+
+async def test_concurrent_requests_share_batches(encoder: SentenceTransformerEncoder) -> None:
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        texts = [f"sentence number {i}" for i in range(50)]
+        vectors = await asyncio.gather(*(embedder.embed(t) for t in texts))
+        alone = encoder.encode([texts[17]])[0]
+    finally:
+        await embedder.close()
+    assert embedder.stats.texts == 50
+    assert embedder.stats.batches < 10
+    assert max(abs(a - b) for a, b in zip(vectors[17], alone, strict=True)) < 1e-4
+
+
+class FailingEncoder:
+    dimension = 3
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        if "bad" in texts:
+            raise RuntimeError("model exploded")
+        return [[1.0, 0.0, 0.0] for _ in texts]
+
+
+async def test_a_failed_batch_does_not_stop_the_worker() -> None:
+    embedder = BatchingEmbedder(FailingEncoder())
+    await embedder.start()
+    try:
+        results = await asyncio.gather(embedder.embed("bad"), return_exceptions=True)
+        assert isinstance(results[0], RuntimeError)
+        assert await embedder.embed("good") == [1.0, 0.0, 0.0]
+    finally:
+        await embedder.close()

