@@ -125,7 +125,10 @@ class VectorBackend(abc.ABC):
 
     @abc.abstractmethod
     async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
-        """Insert or replace the memory with `memory.id`; durable when it returns."""
+        """Insert or replace the memory with `memory.id`; durable when it returns.
+
+        Raises `NamespaceGone` when the namespace has no storage (deleted meanwhile).
+        """
 
     @abc.abstractmethod
     async def query_memories(

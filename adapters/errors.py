@@ -23,6 +23,10 @@ class BackendRejected(BackendError):
     """
 
 
+class NamespaceGone(BackendError):
+    """The namespace's storage vanished under a write (deleted concurrently): HTTP 404."""
+
+
 class NamespaceConflict(BackendError):
     """Storage for a namespace is held by a different namespace name.
 

@@ -40,7 +40,7 @@ import qdrant_edge as qe
 
 from adapters import naming
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory, VectorBackend
-from adapters.errors import BackendError, BackendUnavailable, NamespaceConflict
+from adapters.errors import BackendError, BackendUnavailable, NamespaceConflict, NamespaceGone
 from adapters.payload import (
     FIELD_CREATED_US,
     FIELD_EXPIRES_US,
@@ -84,7 +84,7 @@ def edge_filter(memory_filter: MemoryFilter) -> Any:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()
@@ -172,7 +172,7 @@ class QdrantEdgeBackend(VectorBackend):
             return True
 
         if not await self._with_shard(memory.namespace, write, False, count_change=True):
-            raise BackendError(f"namespace {memory.namespace!r} has no storage")
+            raise NamespaceGone(f"namespace {memory.namespace} not found")
 
     async def query_memories(
         self, namespace: str, vector: Sequence[float], memory_filter: MemoryFilter, limit: int

@@ -24,7 +24,13 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from adapters import naming
 from adapters import payload as layout
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory, VectorBackend
-from adapters.errors import BackendError, BackendRejected, BackendUnavailable, NamespaceConflict
+from adapters.errors import (
+    BackendError,
+    BackendRejected,
+    BackendUnavailable,
+    NamespaceConflict,
+    NamespaceGone,
+)
 from adapters.payload import FIELD_CREATED_US, FIELD_EXPIRES_US, FIELD_KIND, FIELD_PINNED
 
 T = TypeVar("T")
@@ -298,7 +304,7 @@ class QdrantServerBackend(VectorBackend):
         try:
             await self._call(lambda c: c.upsert(collection, [point], wait=True))
         except _CollectionMissing as exc:
-            raise BackendError(f"namespace {memory.namespace!r} does not exist") from exc
+            raise NamespaceGone(f"namespace {memory.namespace} not found") from exc
 
     async def query_memories(
         self,

@@ -14,7 +14,13 @@ import uuid
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from adapters.errors import BackendError, BackendRejected, BackendUnavailable, NamespaceConflict
+from adapters.errors import (
+    BackendError,
+    BackendRejected,
+    BackendUnavailable,
+    NamespaceConflict,
+    NamespaceGone,
+)
 from plugin.errors import ApiError, bad_request, not_found, unavailable
 
 log = logging.getLogger("memory_plugin.access")
@@ -41,6 +47,8 @@ def _from_backend(error: BackendError) -> ApiError:
         return unavailable(f"backend unavailable: {error}")
     if isinstance(error, BackendRejected):
         return bad_request(str(error))
+    if isinstance(error, NamespaceGone):
+        return not_found(str(error))
     if isinstance(error, NamespaceConflict):
         return ApiError(500, "internal", "namespace storage conflict")
     return ApiError(500, "internal", "backend error")

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, VectorBackend
+from adapters.errors import NamespaceGone
 
 DIM = 8
 T0 = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)
@@ -252,6 +253,10 @@ class BackendSuite:
         assert await backend.delete_expired_memories(ns, T0) == 0
         remaining = await backend.list_memories(ns, everything(T0 - timedelta(days=9)), 10)
         assert sorted(m.content for m in remaining) == ["future", "no ttl"]
+
+    async def test_upsert_into_missing_namespace_is_gone(self, backend: VectorBackend) -> None:
+        with pytest.raises(NamespaceGone):
+            await backend.upsert_memory(memory("org:never-created"), unit(1))
 
     async def test_missing_namespace_reads_empty(self, backend: VectorBackend) -> None:
         assert await backend.list_memories("org:none", everything(), 10) == []

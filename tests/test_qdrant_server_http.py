@@ -23,7 +23,7 @@ from qdrant_client.http import models
 
 from adapters import naming
 from adapters.base import MemoryFilter, NamespaceRecord, VectorBackend
-from adapters.errors import BackendError, BackendUnavailable, NamespaceConflict
+from adapters.errors import BackendError, BackendUnavailable, NamespaceConflict, NamespaceGone
 from adapters.payload import memory_to_payload, namespace_from_json, namespace_to_json, to_micros
 from adapters.qdrant_server import RECORD_KEY, QdrantServerBackend
 from tests.backend_suite import DIM, T0, memory, unit
@@ -307,11 +307,11 @@ async def test_upsert_waits_and_sends_the_shared_payload(
     assert point["payload"] == memory_to_payload(written)
 
 
-async def test_upsert_into_missing_collection_is_backend_error(
+async def test_upsert_into_missing_collection_is_namespace_gone(
     mock: respx.MockRouter, backend: QdrantServerBackend
 ) -> None:
     mock.put(f"{COLL}/points").mock(return_value=not_found())
-    with pytest.raises(BackendError, match="does not exist"):
+    with pytest.raises(NamespaceGone, match="namespace workspace:abc not found"):
         await backend.upsert_memory(memory(NS), unit(1))
 
 
