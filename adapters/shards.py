@@ -117,11 +117,12 @@ def edge_config(dimension: int) -> Any:
     """Shard settings: cosine, one search thread, HNSW indexing off.
 
     Indexing is off on purpose (`indexing_threshold=0`): qdrant-edge builds HNSW
-    inside `optimize()` while holding the GIL (50k points froze the process for
-    18 s here), and with its default search settings recall fell to 0.62 on random
-    vectors. Without an index every search is exact (recall 1.0 by construction),
-    which costs about 1 ms per 10k points in a namespace; `optimize()` then only
-    vacuums and merges segments (0.16 s for 50k points).
+    inside `optimize()` while holding the GIL, freezing the whole server (0.77 s
+    for 10k real embeddings, 18 s for 50k random vectors, measured here). Recall
+    was not the problem on real embeddings (1.0 at 10k, `benchmarks/recall.py`),
+    only on random vectors (0.60 with default search settings). Without an index
+    every search is exact (recall 1.0 by construction) at about 0.7 ms per 10k
+    points; `optimize()` then only vacuums and merges (0.16 s for 50k points).
     """
     return qe.EdgeConfig(
         vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),

