@@ -241,9 +241,9 @@ class QdrantEdgeBackend(VectorBackend):
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, partial(func, *args))
-        except (BackendError, OSError) as error:
-            if isinstance(error, BackendError):
-                raise
+        except BackendError:
+            raise
+        except OSError as error:  # disk full, permissions: the store cannot serve now
             raise BackendUnavailable(f"embedded store: {error}") from error
         except Exception as error:  # qdrant-edge raises plain exceptions
             raise BackendError(f"embedded store: {error}") from error

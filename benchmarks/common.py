@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import platform
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,3 +51,23 @@ def print_table(title: str, rows: list[tuple[str, int, dict[str, float]]]) -> No
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def run_against_server(title: str, measure: Callable[[Any], Awaitable[None]]) -> None:
+    """Start a fresh server process on a temporary data dir, measure, stop it with SIGTERM."""
+    use_repo_root()
+    from tests.server_process import ServerProcess
+
+    print(f"{title} ({machine()})")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log") as server,
+    ):
+        server.start()
+        print(f"cold start (spawn -> first 200 on /v1/health): {server.wait_healthy():.2f} s")
+        try:
+            asyncio.run(measure(server))
+        except BaseException:
+            print("server log tail:\n" + server.log_tail())
+            raise
+        print(f"server stopped with SIGTERM: exit code {server.terminate()}")

@@ -14,7 +14,6 @@ Run: python benchmarks/latency.py   (about 1-3 minutes on 2 cores)
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from common import machine, print_table, summary_ms, use_repo_root
+from common import print_table, run_against_server, summary_ms, use_repo_root
 from sentences import queries, sentences
 
 use_repo_root()
@@ -169,21 +168,7 @@ async def measure(server: ServerProcess) -> None:
 
 
 def main() -> None:
-    print(f"latency.py: real server process, embedded qdrant-edge backend ({machine()})")
-    with (
-        tempfile.TemporaryDirectory(prefix="latency-bench-") as tmp,
-        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log") as server,
-    ):
-        server.start()
-        cold = server.wait_healthy()
-        print(f"cold start (spawn -> first 200 on /v1/health): {cold:.2f} s")
-        try:
-            asyncio.run(measure(server))
-        except BaseException:
-            print("server log tail:\n" + server.log_tail())
-            raise
-        exit_code = server.terminate()
-        print(f"server stopped with SIGTERM: exit code {exit_code}")
+    run_against_server("latency.py: real server process, embedded qdrant-edge backend", measure)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,11 @@ Run: python benchmarks/parallel_writes.py   (under a minute on 2 cores)
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import aiohttp
-from common import machine, percentile, use_repo_root
+from common import percentile, run_against_server, use_repo_root
 from sentences import sentences
 
 use_repo_root()
@@ -96,19 +94,9 @@ def _open_gate() -> asyncio.Event:
 
 
 def main() -> None:
-    print(f"parallel_writes.py: {PARALLEL} simultaneous commits x {ROUNDS} rounds ({machine()})")
-    with (
-        tempfile.TemporaryDirectory(prefix="parallel-bench-") as tmp,
-        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log") as server,
-    ):
-        server.start()
-        print(f"cold start: {server.wait_healthy():.2f} s")
-        try:
-            asyncio.run(measure(server))
-        except BaseException:
-            print("server log tail:\n" + server.log_tail())
-            raise
-        print(f"server stopped with SIGTERM: exit code {server.terminate()}")
+    run_against_server(
+        f"parallel_writes.py: {PARALLEL} simultaneous commits x {ROUNDS} rounds", measure
+    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ outage, answers 503, and recovers by itself.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
@@ -43,7 +43,7 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
     await app[BACKEND].close()
 
 
-def _service(clock: Clock):  # type: ignore[no-untyped-def]
+def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
     async def context(app: web.Application) -> AsyncIterator[None]:
         settings = app[SETTINGS]
         app[SERVICE] = MemoryService(

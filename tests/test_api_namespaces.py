@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import NamespaceRecord
 from adapters.qdrant_edge import QdrantEdgeBackend
@@ -69,8 +70,6 @@ class CountingEdge(QdrantEdgeBackend):
 
 
 async def test_put_unchanged_writes_nothing(make_app: AppFactory, tmp_path: Any) -> None:
-    from aiohttp.test_utils import TestClient, TestServer
-
     CountingEdge.saves = 0
     app = make_app(backend=CountingEdge(384, tmp_path / "counted"))
     async with TestClient(TestServer(app)) as client:
