@@ -38,6 +38,10 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def format_optional_time(moment: datetime | None) -> str | None:
+    return format_time(moment) if moment is not None else None
+
+
 def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text).astimezone(UTC)
 
@@ -83,7 +87,7 @@ def namespace_to_json(record: NamespaceRecord) -> str:
             "name": record.name,
             "kind": record.kind,
             "created_at": format_time(record.created_at),
-            "expires_at": format_time(record.expires_at) if record.expires_at else None,
+            "expires_at": format_optional_time(record.expires_at),
             "metadata": record.metadata,
         },
         separators=(",", ":"),

@@ -71,16 +71,18 @@ _INDEXES = {
 }
 
 
+def _expired_by(now: datetime) -> Any:
+    """Memories whose `expires_at` is at or before `now`."""
+    return qe.FieldCondition(FIELD_EXPIRES_US, range=qe.RangeFloat(lte=float(to_micros(now))))
+
+
 def edge_filter(memory_filter: MemoryFilter) -> Any:
     must: list[Any] = []
     if memory_filter.pinned is not None:
         must.append(qe.FieldCondition(FIELD_PINNED, match=qe.MatchValue(int(memory_filter.pinned))))
     if memory_filter.kinds is not None:
         must.append(qe.FieldCondition(FIELD_KIND, match=qe.MatchAny(sorted(memory_filter.kinds))))
-    expired = qe.FieldCondition(
-        FIELD_EXPIRES_US, range=qe.RangeFloat(lte=float(to_micros(memory_filter.now)))
-    )
-    return qe.Filter(must=must or None, must_not=[expired])
+    return qe.Filter(must=must or None, must_not=[_expired_by(memory_filter.now)])
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -219,11 +221,7 @@ class QdrantEdgeBackend(VectorBackend):
         return await self._with_shard(namespace, delete, False, count_change=True)
 
     async def delete_expired_memories(self, namespace: str, now: datetime) -> int:
-        expired = qe.Filter(
-            must=[
-                qe.FieldCondition(FIELD_EXPIRES_US, range=qe.RangeFloat(lte=float(to_micros(now))))
-            ]
-        )
+        expired = qe.Filter(must=[_expired_by(now)])
 
         def sweep(shard: Any) -> int:
             count: int = shard.count(qe.CountRequest(filter=expired, exact=True))

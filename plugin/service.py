@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory, VectorBackend
+from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, VectorBackend
 from adapters.errors import BackendUnavailable
 from plugin.errors import bad_request, not_found
 from plugin.wire import MemoryWrite, NamespacePatch, NamespaceUpsert, SearchRequest
 
-T = TypeVar("T")
 Clock = Callable[[], datetime]
 
 
@@ -55,12 +54,12 @@ def _utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment is not None else None
 
 
-def _newest_first(memories: Iterable[MemoryRecord]) -> list[MemoryRecord]:
-    return sorted(memories, key=lambda m: (m.created_at, m.id), reverse=True)
+def _newest_first(hit: Hit) -> tuple[datetime, str]:
+    return hit.memory.created_at, hit.memory.id
 
 
-def _best_first(hits: Iterable[ScoredMemory]) -> list[ScoredMemory]:
-    return sorted(hits, key=lambda h: (h.score, h.memory.created_at, h.memory.id), reverse=True)
+def _best_first(hit: Hit) -> tuple[float, datetime, str]:
+    return hit.score or 0.0, hit.memory.created_at, hit.memory.id
 
 
 class MemoryService:
@@ -189,42 +188,28 @@ class MemoryService:
             if not live:
                 return []
             now = self.clock()
-            pinned = MemoryFilter(now=now, pinned=True, kinds=kinds)
-            unpinned = MemoryFilter(now=now, pinned=False, kinds=kinds)
             text = request.query_text
-            if text is None:
-                return self._merge_listing(
-                    await _gather_per_namespace(
-                        live, lambda n, f: self.backend.list_memories(n, f, limit), pinned, unpinned
-                    ),
-                    now,
-                    limit,
-                )
-            vector = await self.embedder.embed(text)
-            return self._merge_ranked(
-                await _gather_per_namespace(
-                    live,
-                    lambda n, f: self.backend.query_memories(n, vector, f, limit),
-                    pinned,
-                    unpinned,
-                ),
-                now,
-                limit,
+            vector = None if text is None else await self.embedder.embed(text)
+
+            async def fetch(name: str, side: MemoryFilter) -> list[Hit]:
+                if vector is None:
+                    listed = await self.backend.list_memories(name, side, limit)
+                    return [Hit(m, None) for m in listed]
+                found = await self.backend.query_memories(name, vector, side, limit)
+                return [Hit(s.memory, s.score) for s in found]
+
+            async def side_hits(pinned: bool) -> list[Hit]:
+                side = MemoryFilter(now=now, pinned=pinned, kinds=kinds)
+                parts = await asyncio.gather(*(fetch(name, side) for name in live))
+                return [hit for part in parts for hit in part]
+
+            # ORDER BY pin DESC, then score (with a query) or recency (without).
+            order: Callable[[Hit], tuple[Any, ...]] = (
+                _newest_first if vector is None else _best_first
             )
-
-    @staticmethod
-    def _merge_listing(
-        sides: tuple[list[MemoryRecord], list[MemoryRecord]], now: datetime, limit: int
-    ) -> list[Hit]:
-        ordered = [m for side in sides for m in _newest_first(side) if not m.is_expired(now)]
-        return [Hit(m, None) for m in ordered[:limit]]
-
-    @staticmethod
-    def _merge_ranked(
-        sides: tuple[list[ScoredMemory], list[ScoredMemory]], now: datetime, limit: int
-    ) -> list[Hit]:
-        ordered = [h for side in sides for h in _best_first(side) if not h.memory.is_expired(now)]
-        return [Hit(h.memory, h.score) for h in ordered[:limit]]
+            sides = await asyncio.gather(side_hits(True), side_hits(False))
+            ordered = [hit for side in sides for hit in sorted(side, key=order, reverse=True)]
+            return [hit for hit in ordered if not hit.memory.is_expired(now)][:limit]
 
     # -- janitor ---------------------------------------------------------------------
 
@@ -239,18 +224,3 @@ class MemoryService:
                 memories_deleted += await self.backend.delete_expired_memories(record.name, now)
         await self.backend.maintain()
         return SweepReport(namespaces_deleted, memories_deleted)
-
-
-async def _gather_per_namespace(
-    names: list[str],
-    fetch: Callable[[str, MemoryFilter], Awaitable[list[T]]],
-    pinned: MemoryFilter,
-    unpinned: MemoryFilter,
-) -> tuple[list[T], list[T]]:
-    """Both sides (pinned, unpinned) of every namespace, fetched concurrently."""
-    results = await asyncio.gather(
-        *(fetch(name, side) for name in names for side in (pinned, unpinned))
-    )
-    pinned_hits = [hit for index, part in enumerate(results) if index % 2 == 0 for hit in part]
-    unpinned_hits = [hit for index, part in enumerate(results) if index % 2 == 1 for hit in part]
-    return pinned_hits, unpinned_hits

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from adapters.base import MemoryRecord, NamespaceRecord
-from adapters.payload import format_time
+from adapters.payload import format_optional_time, format_time
 
 NAMESPACE_PATTERN = re.compile(r"[a-z]+:[A-Za-z0-9_:.\-]+")
 NAMESPACE_MAX = 256
@@ -138,16 +138,12 @@ class ForgetRequest(_Request):
     requested_by_namespace: NamespaceName
 
 
-def time_or_none(moment: datetime | None) -> str | None:
-    return format_time(moment) if moment is not None else None
-
-
 def namespace_body(record: NamespaceRecord) -> JsonObject:
     """The contract's `Namespace` object."""
     return {
         "name": record.name,
         "kind": record.kind,
-        "expires_at": time_or_none(record.expires_at),
+        "expires_at": format_optional_time(record.expires_at),
         "metadata": record.metadata,
         "created_at": format_time(record.created_at),
     }
@@ -161,7 +157,7 @@ def memory_body(memory: MemoryRecord, score: float | None) -> JsonObject:
         "content": memory.content,
         "kind": memory.kind,
         "source": memory.source,
-        "expires_at": time_or_none(memory.expires_at),
+        "expires_at": format_optional_time(memory.expires_at),
         "propagation": memory.propagation,
         "pin": memory.pin,
         "created_at": format_time(memory.created_at),
