@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from adapters.naming import DEFAULT_PREFIX
 
@@ -44,10 +52,19 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     listen_addr: str = Field("127.0.0.1:9100", alias="MEMORY_PLUGIN_LISTEN_ADDR")
-    backend: Literal["qdrant"] = Field("qdrant", alias="MEMORY_PLUGIN_BACKEND")
+    backend: Literal["qdrant", "pinecone"] = Field("qdrant", alias="MEMORY_PLUGIN_BACKEND")
     data_dir: Path = Field(Path("./data"), alias="MEMORY_PLUGIN_DATA_DIR")
     qdrant_url: str | None = Field(None, alias="QDRANT_URL")
     qdrant_api_key: SecretStr | None = Field(None, alias="QDRANT_API_KEY")
+    pinecone_api_key: SecretStr | None = Field(None, alias="PINECONE_API_KEY")
+    pinecone_index: str | None = Field(None, alias="PINECONE_INDEX")
+    pinecone_host: str | None = Field(None, alias="PINECONE_HOST")
+    freshness_window_s: float = Field(
+        30.0, gt=0, le=3600, alias="MEMORY_PLUGIN_PINECONE_FRESHNESS_WINDOW"
+    )
+    overlay_max_entries: int = Field(
+        5000, ge=100, le=1_000_000, alias="MEMORY_PLUGIN_PINECONE_OVERLAY_MAX"
+    )
     collection_prefix: str = Field(DEFAULT_PREFIX, alias="MEMORY_PLUGIN_COLLECTION_PREFIX")
     embedding_model: Path | None = Field(None, alias="MEMORY_PLUGIN_EMBEDDING_MODEL")
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
@@ -71,6 +88,23 @@ class Settings(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value
+
+    @field_validator("pinecone_index", "pinecone_host")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return None if value is None or value.strip() == "" else value.strip()
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> Settings:
+        if self.backend == "pinecone":
+            if self.pinecone_api_key is None or not self.pinecone_api_key.get_secret_value():
+                raise ValueError("PINECONE_API_KEY is required when MEMORY_PLUGIN_BACKEND=pinecone")
+            if self.pinecone_index is None and self.pinecone_host is None:
+                raise ValueError(
+                    "PINECONE_INDEX or PINECONE_HOST is required"
+                    " when MEMORY_PLUGIN_BACKEND=pinecone"
+                )
+        return self
 
     @field_validator("collection_prefix")
     @classmethod
@@ -100,7 +134,10 @@ class Settings(BaseModel):
             return cls.model_validate(values)
         except ValidationError as error:
             first = error.errors()[0]
-            field = str(first["loc"][0]) if first["loc"] else "settings"
+            message = first["msg"].removeprefix("Value error, ")
+            if not first["loc"]:
+                raise SettingsError(f"invalid settings: {message}") from None
+            field = str(first["loc"][0])
             raw = values.get(field)
             shown = "" if raw is None or "KEY" in field else f"={raw!r}"
-            raise SettingsError(f"invalid setting {field}{shown}: {first['msg']}") from None
+            raise SettingsError(f"invalid setting {field}{shown}: {message}") from None
