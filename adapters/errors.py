@@ -16,6 +16,13 @@ class BackendUnavailable(BackendError):
     """The backend cannot be reached or did not answer in time (HTTP 503)."""
 
 
+class BackendMisconfigured(BackendError):
+    """The backend answers, but not as configured (wrong key, index, dimension, metric).
+
+    Raised by `start()` to end start-up with one clear line; retrying cannot help.
+    """
+
+
 class BackendRejected(BackendError):
     """The backend refuses this input for a reason the caller can fix (HTTP 400).
 

@@ -28,7 +28,24 @@ def _qdrant(settings: Settings, dimension: int) -> VectorBackend:
     return QdrantEdgeBackend(dimension, settings.data_dir, prefix=settings.collection_prefix)
 
 
-BACKENDS: dict[str, BackendFactory] = {"qdrant": _qdrant}
+def _pinecone(settings: Settings, dimension: int) -> VectorBackend:
+    """An existing Pinecone serverless index (settings checked at start-up)."""
+    from adapters.pinecone import PineconeBackend
+
+    assert settings.pinecone_api_key is not None  # Settings requires it for this backend
+    return PineconeBackend(
+        dimension,
+        api_key=settings.pinecone_api_key.get_secret_value(),
+        index_name=settings.pinecone_index,
+        host=settings.pinecone_host,
+        prefix=settings.collection_prefix,
+        timeout_s=settings.backend_timeout_s,
+        freshness_window_s=settings.freshness_window_s,
+        overlay_max_entries=settings.overlay_max_entries,
+    )
+
+
+BACKENDS: dict[str, BackendFactory] = {"qdrant": _qdrant, "pinecone": _pinecone}
 
 
 def build_backend(settings: Settings, dimension: int) -> VectorBackend:

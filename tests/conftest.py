@@ -18,10 +18,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import VectorBackend
+from adapters.pinecone import PineconeBackend
 from plugin.app import create_app
 from plugin.embedder import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.contract import assert_conforms
+from tests.pinecone_fake import FakePinecone
 
 
 @pytest.fixture(scope="session")
@@ -111,8 +113,46 @@ def make_app(
     return build
 
 
+BACKEND_KINDS = ("embedded", "pinecone", "pinecone-lagging")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`pytestmark = pytest.mark.every_backend` runs a module's `api` tests on each backend."""
+    if "backend_kind" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "every_backend"
+    ):
+        metafunc.parametrize("backend_kind", BACKEND_KINDS)
+
+
 @pytest.fixture
-async def api(make_app: AppFactory, clock: FakeClock) -> AsyncIterator[ContractClient]:
-    app = make_app()
-    async with TestClient(TestServer(app)) as client:
-        yield ContractClient(client, app, clock)
+def backend_kind() -> str:
+    """Which store `api` runs on; modules marked `every_backend` get all of BACKEND_KINDS.
+
+    - embedded: the real qdrant-edge store on disk (the default backend).
+    - pinecone: PineconeBackend against the HTTP-level fake, every write visible at once.
+    - pinecone-lagging: the same, but Pinecone shows no write made during the test, so
+      every fresh read is served by the read-your-writes overlay.
+    """
+    return "embedded"
+
+
+@pytest.fixture
+async def api(
+    make_app: AppFactory, clock: FakeClock, backend_kind: str, settings: Settings
+) -> AsyncIterator[ContractClient]:
+    if backend_kind == "embedded":
+        app = make_app()
+        async with TestClient(TestServer(app)) as client:
+            yield ContractClient(client, app, clock)
+        return
+    lag = 3600.0 if backend_kind == "pinecone-lagging" else 0.0
+    with FakePinecone(dimension=384, visibility_delay_s=lag).mocked() as fake:
+        backend = PineconeBackend(
+            384,
+            api_key=fake.api_key,
+            index_name=fake.name,
+            timeout_s=settings.backend_timeout_s,
+        )
+        app = make_app(backend=backend)
+        async with TestClient(TestServer(app)) as client:
+            yield ContractClient(client, app, clock)

@@ -12,6 +12,8 @@ from adapters.base import NamespaceRecord
 from adapters.qdrant_edge import QdrantEdgeBackend
 from tests.conftest import AppFactory, ContractClient, FakeClock
 
+pytestmark = pytest.mark.every_backend
+
 
 async def test_health(api: ContractClient) -> None:
     reply = await api.call("GET", "/v1/health")

@@ -12,6 +12,8 @@ import pytest
 from plugin.keys import EMBEDDER
 from tests.conftest import ContractClient
 
+pytestmark = pytest.mark.every_backend
+
 NS = "workspace:abc"
 OTHER = "team:xyz"
 

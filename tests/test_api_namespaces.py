@@ -12,6 +12,8 @@ from adapters.base import NamespaceRecord
 from adapters.qdrant_edge import QdrantEdgeBackend
 from tests.conftest import AppFactory, ContractClient, FakeClock
 
+pytestmark = pytest.mark.every_backend
+
 NS = "workspace:550e8400-e29b-41d4-a716-446655440000"
 
 

@@ -11,6 +11,8 @@ from adapters.base import MemoryFilter
 from plugin.keys import SERVICE
 from tests.conftest import ContractClient
 
+pytestmark = pytest.mark.every_backend
+
 A = "workspace:alpha"
 B = "team:beta"
 

@@ -1,0 +1,128 @@
+"""Opening the Pinecone index and checking it is the index the plugin needs.
+
+The checks (run at start-up, and again before the first request if Pinecone
+was unreachable then): the API key is accepted, the index exists, its
+dimension is the embedder's, and its metric is cosine. A failed check at
+start-up ends the process with one line (`BackendMisconfigured`); an
+unreachable Pinecone does not: the server boots, answers 503, and checks
+again on the next request, at most once a second.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from pinecone import AsyncIndex, AsyncPinecone
+from pinecone._internal.config import RetryConfig
+
+from adapters.errors import BackendMisconfigured, BackendUnavailable
+from adapters.pinecone_calls import PineconeAuthFailed, PineconeMissing, call, open_index
+
+log = logging.getLogger("memory_plugin.pinecone")
+REVERIFY_S = 1.0
+
+
+class PineconeConnection:
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        api_key: str,
+        index_name: str | None,
+        host: str | None,
+        budget_s: float,
+        clock: Callable[[], float],
+    ) -> None:
+        if index_name is None and host is None:
+            raise ValueError("a Pinecone index name or host is required")
+        self.dimension = dimension
+        self.host = host
+        self._api_key = api_key
+        self._index_name = index_name
+        self._budget_s = budget_s
+        self._clock = clock
+        self._index: AsyncIndex | None = None
+        self._verified = False
+        self._last_attempt = float("-inf")
+
+    async def start(self) -> None:
+        try:
+            await self._verify()
+        except BackendMisconfigured:
+            raise
+        except BackendUnavailable as error:
+            log.warning("pinecone not reachable at start-up; will retry: %s", error)
+
+    async def close(self) -> None:
+        if self._index is not None:
+            await self._index.close()
+            self._index = None
+        self._verified = False
+
+    async def index(self) -> AsyncIndex:
+        """The verified index; `BackendUnavailable` while it cannot be checked."""
+        if not self._verified or self._index is None:
+            if self._clock() - self._last_attempt < REVERIFY_S:
+                raise BackendUnavailable("pinecone not reachable (start-up checks pending)")
+            try:
+                await self._verify()
+            except BackendMisconfigured as error:
+                raise BackendUnavailable(str(error)) from None
+        assert self._index is not None
+        return self._index
+
+    async def _verify(self) -> None:
+        self._last_attempt = self._clock()
+        metric: str | None = None
+        if self.host is None:
+            assert self._index_name is not None
+            self.host, metric = await self._describe(self._index_name)
+        if self._index is None:
+            self._index = open_index(self.host, self._api_key, self._budget_s)
+        index = self._index
+        try:
+            stats = await call(
+                "describe_index_stats",
+                lambda t: index.describe_index_stats(timeout=t),
+                self._budget_s,
+            )
+        except PineconeAuthFailed as error:
+            raise BackendMisconfigured(f"{error} (check PINECONE_API_KEY)") from None
+        except PineconeMissing:
+            raise BackendMisconfigured(
+                f"no Pinecone index answers at {self.host} (check PINECONE_HOST)"
+            ) from None
+        metric = stats.metric or metric
+        if stats.dimension is not None and stats.dimension != self.dimension:
+            raise BackendMisconfigured(
+                f"Pinecone index has dimension {stats.dimension} but the embedding model"
+                f" produces {self.dimension}; create the index with dimension {self.dimension}"
+            )
+        if metric is not None and metric != "cosine":
+            raise BackendMisconfigured(
+                f"Pinecone index uses metric {metric!r}; the plugin needs 'cosine'"
+            )
+        self._verified = True
+
+    async def _describe(self, name: str) -> tuple[str, str | None]:
+        """Resolve the index name to its host (control plane), with its metric if reported."""
+        client = AsyncPinecone(
+            api_key=self._api_key, timeout=self._budget_s, retry_config=RetryConfig(max_retries=0)
+        )
+        try:
+            model = await call(
+                "describe_index", lambda t: client.indexes.describe(name), self._budget_s
+            )
+        except PineconeAuthFailed as error:
+            raise BackendMisconfigured(f"{error} (check PINECONE_API_KEY)") from None
+        except PineconeMissing:
+            raise BackendMisconfigured(
+                f"Pinecone index {name!r} does not exist (check PINECONE_INDEX)"
+            ) from None
+        finally:
+            await client.close()
+        if not model.host or not model.status.ready:
+            raise BackendUnavailable(f"Pinecone index {name!r} is not ready yet")
+        dense = [f for f in model.schema.fields.values() if hasattr(f, "metric")]
+        return model.host, (dense[0].metric if len(dense) == 1 else None)

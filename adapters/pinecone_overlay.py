@@ -1,0 +1,226 @@
+"""Read-your-writes on an eventually consistent index: a bounded overlay of recent writes.
+
+Pinecone acknowledges a write before its queries, fetches and listings show it
+(usually within seconds). The platform writes and then searches at once, and
+the backfill verifier lists right after applying, so the plugin keeps what it
+wrote or deleted during the last `window_s` seconds and merges it into every
+read: a recent upsert replaces whatever Pinecone returns for that id (or is
+added when Pinecone does not return it yet), a recent delete hides it.
+
+Why a time window and not Pinecone's LSNs: a query reports how far the index
+has reconciled, but a fetch reports nothing, and the SDK documents that fetch
+and query see a write at different times. Dropping an entry because a query
+caught up could make the next fetch miss it. The window is simple and safe as
+long as Pinecone's lag stays below it.
+
+Bounds: at most `max_entries` entries (memories and namespace records
+together); the oldest go first, and `evicted_early` counts entries dropped
+before their window ended (read-your-writes is no longer guaranteed for those).
+Each memory entry holds its record and a float32 vector: about 1.5 KB plus
+the content for a 384-dimension model.
+
+The overlay is per process: with several replicas, a search served by another
+replica than the write sees the write only once Pinecone does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory
+from adapters.pinecone_layout import matches
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    """A recent upsert (`memory` set) or delete (`memory` None) of one id."""
+
+    memory: MemoryRecord | None
+    vector: Vector | None
+    epoch: str
+    written_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceEntry:
+    """A recent save (`record` set) or delete (`record` None) of a namespace."""
+
+    name: str
+    record: NamespaceRecord | None
+    epoch: str | None
+    written_at: float
+
+
+_Key = tuple[str, str]
+
+
+class FreshnessOverlay:
+    def __init__(
+        self,
+        window_s: float,
+        max_entries: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.window_s = window_s
+        self.max_entries = max_entries
+        self.clock = clock
+        self.evicted_early = 0
+        self._memories: OrderedDict[_Key, MemoryEntry] = OrderedDict()
+        self._by_namespace: dict[str, set[str]] = {}
+        self._namespaces: OrderedDict[str, NamespaceEntry] = OrderedDict()
+
+    def __len__(self) -> int:
+        self._expire()
+        return len(self._memories) + len(self._namespaces)
+
+    # -- writes ------------------------------------------------------------------------
+
+    def memory_written(self, memory: MemoryRecord, vector: Sequence[float], epoch: str) -> None:
+        array = np.asarray(vector, dtype=np.float32)
+        self._put((memory.namespace, memory.id), MemoryEntry(memory, array, epoch, self.clock()))
+
+    def memory_deleted(self, namespace: str, memory_id: str, epoch: str) -> None:
+        self._put((namespace, memory_id), MemoryEntry(None, None, epoch, self.clock()))
+
+    def namespace_saved(self, record: NamespaceRecord, epoch: str) -> None:
+        self._put_namespace(record.name, NamespaceEntry(record.name, record, epoch, self.clock()))
+
+    def namespace_deleted(self, name: str) -> None:
+        for memory_id in self._by_namespace.pop(name, set()):
+            self._memories.pop((name, memory_id), None)
+        self._put_namespace(name, NamespaceEntry(name, None, None, self.clock()))
+
+    # -- reads -------------------------------------------------------------------------
+
+    def namespace(self, name: str) -> NamespaceEntry | None:
+        self._expire()
+        return self._namespaces.get(name)
+
+    def namespaces(self) -> list[NamespaceEntry]:
+        self._expire()
+        return list(self._namespaces.values())
+
+    def memory(self, namespace: str, memory_id: str, epoch: str) -> MemoryEntry | None:
+        self._expire()
+        entry = self._memories.get((namespace, memory_id))
+        return entry if entry is not None and entry.epoch == epoch else None
+
+    def ids_in(self, namespace: str) -> set[str]:
+        """Ids with a recent write or delete: Pinecone's answer for them may be stale."""
+        self._expire()
+        return set(self._by_namespace.get(namespace, ()))
+
+    def live_memories(self, namespace: str, epoch: str) -> list[MemoryEntry]:
+        entries = (self._memories[(namespace, i)] for i in self.ids_in(namespace))
+        return [e for e in entries if e.memory is not None and e.epoch == epoch]
+
+    def merge_query(
+        self,
+        namespace: str,
+        epoch: str,
+        vector: Sequence[float],
+        memory_filter: MemoryFilter,
+        from_index: list[ScoredMemory],
+        limit: int,
+    ) -> list[ScoredMemory]:
+        """Pinecone's hits with recent writes applied, best first."""
+        recent = self.ids_in(namespace)
+        merged = [hit for hit in from_index if hit.memory.id not in recent]
+        fresh = [
+            e for e in self.live_memories(namespace, epoch) if matches(_memory(e), memory_filter)
+        ]
+        if fresh:
+            query = np.asarray(vector, dtype=np.float32)
+            stacked = np.stack([_vector(e) for e in fresh])
+            norms = np.linalg.norm(stacked, axis=1) * float(np.linalg.norm(query))
+            scores = stacked @ query / np.where(norms == 0, 1.0, norms)
+            merged += [
+                ScoredMemory(_memory(e), float(s)) for e, s in zip(fresh, scores, strict=True)
+            ]
+        merged.sort(key=lambda hit: (hit.score, hit.memory.created_at, hit.memory.id), reverse=True)
+        return merged[:limit]
+
+    def merge_listing(
+        self,
+        namespace: str,
+        epoch: str,
+        memory_filter: MemoryFilter,
+        from_index: list[MemoryRecord],
+        limit: int,
+    ) -> list[MemoryRecord]:
+        """Pinecone's listing with recent writes applied, newest first."""
+        recent = self.ids_in(namespace)
+        merged = [memory for memory in from_index if memory.id not in recent]
+        merged += [
+            _memory(e)
+            for e in self.live_memories(namespace, epoch)
+            if matches(_memory(e), memory_filter)
+        ]
+        merged.sort(key=lambda memory: (memory.created_at, memory.id), reverse=True)
+        return merged[:limit]
+
+    # -- bounds ------------------------------------------------------------------------
+
+    def _put(self, key: _Key, entry: MemoryEntry) -> None:
+        self._memories.pop(key, None)
+        self._memories[key] = entry
+        self._by_namespace.setdefault(key[0], set()).add(key[1])
+        self._trim()
+
+    def _put_namespace(self, name: str, entry: NamespaceEntry) -> None:
+        self._namespaces.pop(name, None)
+        self._namespaces[name] = entry
+        self._trim()
+
+    def _expire(self) -> None:
+        oldest_kept = self.clock() - self.window_s
+        while self._memories:
+            key, entry = next(iter(self._memories.items()))
+            if entry.written_at > oldest_kept:
+                break
+            self._drop_memory(key)
+        while self._namespaces:
+            name, namespace_entry = next(iter(self._namespaces.items()))
+            if namespace_entry.written_at > oldest_kept:
+                break
+            del self._namespaces[name]
+
+    def _trim(self) -> None:
+        self._expire()
+        while len(self) > self.max_entries:
+            self.evicted_early += 1
+            memory_first = self._memories and (
+                not self._namespaces
+                or next(iter(self._memories.values())).written_at
+                <= next(iter(self._namespaces.values())).written_at
+            )
+            if memory_first:
+                self._drop_memory(next(iter(self._memories)))
+            else:
+                self._namespaces.popitem(last=False)
+
+    def _drop_memory(self, key: _Key) -> None:
+        del self._memories[key]
+        ids = self._by_namespace.get(key[0])
+        if ids is not None:
+            ids.discard(key[1])
+            if not ids:
+                del self._by_namespace[key[0]]
+
+
+def _memory(entry: MemoryEntry) -> MemoryRecord:
+    assert entry.memory is not None
+    return entry.memory
+
+
+def _vector(entry: MemoryEntry) -> Vector:
+    assert entry.vector is not None
+    return entry.vector

@@ -1,0 +1,56 @@
+"""`memory-plugin-vector serve` on Pinecone: a misconfigured index ends start-up in one line.
+
+The CLI runs in this process (Pinecone is the HTTP-level fake, which a child
+process could not see) and stops before binding, so no port is needed.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from plugin.cli import main
+from tests.pinecone_fake import FakePinecone
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("breakage", "expected"),
+    [
+        (
+            {"api_key": "rotated-key"},
+            "refused the API key (describe_index): Invalid API Key (check PINECONE_API_KEY)",
+        ),
+        ({"dimension": 768}, "dimension 768 but the embedding model produces 384"),
+    ],
+)
+def test_serve_exits_1_with_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    breakage: dict[str, object],
+    expected: str,
+) -> None:
+    for name, value in {
+        "MEMORY_PLUGIN_BACKEND": "pinecone",
+        "PINECONE_API_KEY": "test-api-key",
+        "PINECONE_INDEX": "memories",
+        "MEMORY_PLUGIN_LISTEN_ADDR": f"127.0.0.1:{_free_port()}",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with FakePinecone(dimension=384).mocked() as fake:
+        for key, value in breakage.items():
+            setattr(fake, key, value)
+        status = main(["serve"])
+    err = capsys.readouterr().err.strip().splitlines()
+    lines = [line for line in err if not line.startswith("{")]  # JSON log lines aside
+    assert status == 1
+    assert len(lines) == 1, err
+    assert lines[0].startswith("memory-plugin-vector: cannot start: ")
+    assert expected in lines[0]
