@@ -4,6 +4,9 @@ Start-up order (each step's cleanup runs in reverse at shutdown): load the model
 and start the batcher, open the backend, then start the janitor. The backend
 need not be reachable for start-up to finish: the server boots during an
 outage, answers 503, and recovers by itself.
+
+Metrics live in a registry of this app's own (`METRICS`); the service talks to
+the backend through `InstrumentedBackend`, so every backend is timed alike.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from adapters.base import VectorBackend
 from plugin.backends import build_backend
 from plugin.embedder import BatchingEmbedder, Encoder, SentenceTransformerEncoder
 from plugin.handlers import routes
+from plugin.instrumented import InstrumentedBackend
 from plugin.janitor import run_janitor
-from plugin.keys import BACKEND, EMBEDDER, ENCODER, SERVICE, SETTINGS
+from plugin.keys import BACKEND, EMBEDDER, ENCODER, METRICS, SERVICE, SETTINGS
+from plugin.metrics import Metrics
 from plugin.middleware import envelope, request_context
 from plugin.service import Clock, MemoryService, utc_now
 from plugin.settings import Settings
@@ -28,7 +33,7 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
     if ENCODER not in app:
         model_dir = app[SETTINGS].embedding_model
         app[ENCODER] = await asyncio.to_thread(SentenceTransformerEncoder.load, model_dir)
-    embedder = BatchingEmbedder(app[ENCODER])
+    embedder = BatchingEmbedder(app[ENCODER], observer=app[METRICS].observe_embedding)
     await embedder.start()
     app[EMBEDDER] = embedder
     yield
@@ -45,12 +50,14 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
 
 def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
     async def context(app: web.Application) -> AsyncIterator[None]:
-        settings = app[SETTINGS]
+        settings, metrics = app[SETTINGS], app[METRICS]
+        backend = InstrumentedBackend(app[BACKEND], metrics.observe_backend)
         app[SERVICE] = MemoryService(
-            app[BACKEND], app[EMBEDDER], deadline_s=settings.backend_timeout_s, clock=clock
+            backend, app[EMBEDDER], deadline_s=settings.backend_timeout_s, clock=clock
         )
         janitor = asyncio.create_task(
-            run_janitor(app[SERVICE], settings.janitor_interval_s), name="janitor"
+            run_janitor(app[SERVICE], settings.janitor_interval_s, metrics.observe_sweep),
+            name="janitor",
         )
         yield
         janitor.cancel()
@@ -71,6 +78,7 @@ def create_app(
         client_max_size=settings.max_body_bytes, middlewares=[request_context, envelope]
     )
     app[SETTINGS] = settings
+    app[METRICS] = Metrics()
     if encoder is not None:
         app[ENCODER] = encoder
     if backend is not None:

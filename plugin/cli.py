@@ -1,15 +1,23 @@
-"""`memory-plugin-vector serve`: settings from the environment, then the server.
+"""`memory-plugin-vector serve` runs the server; `check URL` verifies any plugin.
 
-A bad setting prints one line on stderr and exits 2 before anything is loaded
-or bound; a failure while starting (model, port) prints one line and exits 1.
+serve: a bad setting prints one line on stderr and exits 2 before anything is
+loaded or bound; a failure while starting (model, port) prints one line and
+exits 1. SIGTERM or SIGINT stops it cleanly: the listener closes, in-flight
+requests finish (up to `SHUTDOWN_GRACE_S`), the store is flushed and closed,
+"stopped" is logged and the exit status is 0.
+
+check: see `plugin/check.py`; exit 0 only when every step passed.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import signal
 import sys
+import time
 from collections.abc import Sequence
 
 from aiohttp import web
@@ -17,7 +25,41 @@ from aiohttp import web
 from plugin.settings import Settings, SettingsError
 
 PROG = "memory-plugin-vector"
+# Drain time for in-flight requests after SIGTERM. A request needs at most the
+# backend deadline (1.5 s by default), and the platform's client gives up after
+# 2 s, so a later answer helps nobody. 3 s of drain, the store's flush and the
+# interpreter's exit (about 2 s, mostly torch) stay well inside 10 s.
+SHUTDOWN_GRACE_S = 3.0
 log = logging.getLogger("memory_plugin")
+
+
+async def _run(app: web.Application, host: str, port: int) -> None:
+    """Serve `app` until SIGTERM or SIGINT, then shut down in order."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    received: list[str] = []
+
+    def on_signal(signum: signal.Signals) -> None:
+        received.append(signum.name)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
+    await runner.setup()  # loads the model, opens the backend, starts the janitor
+    try:
+        if not stop.is_set():  # a signal during start-up: do not start serving
+            await web.TCPSite(runner, host, port).start()
+            log.info("listening", extra={"host": host, "port": port})
+            await stop.wait()
+        log.info(
+            "stopping: closed to new connections, finishing in-flight requests",
+            extra={"signal": received[0], "grace_s": SHUTDOWN_GRACE_S},
+        )
+    finally:
+        # Stops the listener, waits for in-flight handlers (cancelling any still
+        # running after the grace), then runs cleanup_ctx: janitor, store, model.
+        await runner.cleanup()
 
 
 def _serve(settings: Settings) -> int:
@@ -26,6 +68,7 @@ def _serve(settings: Settings) -> int:
 
     logs.configure(settings.log_level)
     host, port = settings.listen
+    started = time.monotonic()
     log.info(
         "starting",
         extra={
@@ -36,26 +79,62 @@ def _serve(settings: Settings) -> int:
         },
     )
     try:
-        web.run_app(
-            create_app(settings),
-            host=host,
-            port=port,
-            print=None,
-            access_log=None,
-            shutdown_timeout=10.0,
-            handle_signals=True,
-        )
+        asyncio.run(_run(create_app(settings), host, port))
     except Exception as error:  # model missing, port taken, ...
         print(f"{PROG}: cannot start: {error}", file=sys.stderr)
         return 1
+    log.info("stopped", extra={"uptime_s": round(time.monotonic() - started, 1)})
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _check(args: argparse.Namespace) -> int:
+    from plugin.check import DEFAULT_CAPABILITIES, CheckOptions, run_check
+
+    required = DEFAULT_CAPABILITIES
+    if args.require_capability is not None:
+        required = tuple(
+            cap for value in args.require_capability for cap in value.split(",") if cap.strip()
+        )
+    options = CheckOptions(
+        url=args.url, timeout_s=args.timeout, ttl_s=args.ttl, required=tuple(required)
+    )
+    return asyncio.run(run_check(options, print))
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Memory plugin on a vector database.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the HTTP server (settings from the environment)")
+    check = commands.add_parser(
+        "check",
+        help="verify a running plugin over the v1 contract (health, then a scratch namespace)",
+    )
+    check.add_argument("url", help="the plugin's base URL, e.g. http://127.0.0.1:9100")
+    check.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds per request (default: 5)"
+    )
+    check.add_argument(
+        "--ttl", type=float, default=2.0, help="seconds until the TTL probe expires (default: 2)"
+    )
+    check.add_argument(
+        "--require-capability",
+        action="append",
+        metavar="CAP[,CAP...]",
+        help="capabilities health must advertise (repeatable; default: embedding,ttl,pin; "
+        "an empty value requires none)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "check":
+        if not args.url.startswith(("http://", "https://")):
+            parser.error(f"URL must start with http:// or https://, got {args.url!r}")
+        if args.timeout <= 0 or args.ttl <= 0:
+            parser.error("--timeout and --ttl must be positive")
+        return _check(args)
     if args.command == "serve":
         try:
             settings = Settings.from_env(os.environ)

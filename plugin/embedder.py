@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 Vector = list[float]
+# Called after each batch the model embedded: (texts in the batch, seconds it took).
+BatchObserver = Callable[[int, float], None]
 
 
 class Encoder(Protocol):
@@ -89,11 +93,14 @@ class BatchStats:
 class BatchingEmbedder:
     """Async front of an `Encoder` that merges concurrent requests into batches."""
 
-    def __init__(self, encoder: Encoder, max_batch: int = 128) -> None:
+    def __init__(
+        self, encoder: Encoder, max_batch: int = 128, observer: BatchObserver | None = None
+    ) -> None:
         self.encoder = encoder
         self.dimension = encoder.dimension
         self.max_batch = max_batch
         self.stats = BatchStats()
+        self._observer = observer
         self._queue: asyncio.Queue[tuple[str, asyncio.Future[Vector]]] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -135,6 +142,7 @@ class BatchingEmbedder:
             if not batch:
                 continue
             texts = [text for text, _ in batch]
+            started = time.perf_counter()
             try:
                 vectors = await loop.run_in_executor(self._executor, self.encoder.encode, texts)
             except Exception as error:  # a model failure fails this batch, not the worker
@@ -143,6 +151,8 @@ class BatchingEmbedder:
                         future.set_exception(error)
                 continue
             self.stats.record(len(batch))
+            if self._observer is not None:
+                self._observer(len(batch), time.perf_counter() - started)
             for (_, future), vector in zip(batch, vectors, strict=True):
                 if not future.done():
                     future.set_result(vector)

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ValidationError
 from adapters.errors import BackendError
 from plugin import CAPABILITIES, CONTRACT_VERSION
 from plugin.errors import bad_request, from_validation
-from plugin.keys import SERVICE
-from plugin.middleware import MEMORY_ID_KEY
+from plugin.keys import METRICS, SERVICE
+from plugin.metrics import CONTENT_TYPE
+from plugin.middleware import MEMORY_ID_KEY, NAMESPACE_KEY, SEARCHED_KEY
 from plugin.wire import (
     ForgetRequest,
     MemoryWrite,
@@ -97,6 +98,7 @@ async def commit_memory(request: web.Request) -> web.Response:
 @routes.post("/v1/search")
 async def search(request: web.Request) -> web.Response:
     body = await _body(request, SearchRequest)
+    request[SEARCHED_KEY] = list(dict.fromkeys(body.namespaces))
     hits = await request.app[SERVICE].search(body)
     return web.json_response({"memories": [memory_body(h.memory, h.score) for h in hits]})
 
@@ -109,5 +111,13 @@ async def forget_memory(request: web.Request) -> web.Response:
         raise bad_request(f"invalid memory id: {error}") from None
     request[MEMORY_ID_KEY] = memory_id
     body = await _body(request, ForgetRequest)
+    request[NAMESPACE_KEY] = body.requested_by_namespace
     await request.app[SERVICE].forget(memory_id, body.requested_by_namespace)
     return web.Response(status=204)
+
+
+@routes.get("/metrics")
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text, outside the contract: no JSON, no error envelope on success."""
+    body = request.app[METRICS].render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
-from plugin.service import MemoryService
+from plugin.service import MemoryService, SweepReport
 
 log = logging.getLogger("memory_plugin.janitor")
 SWEEP_TIMEOUT_S = 300.0
+# Told about every sweep: its report, or None when it failed (for metrics).
+SweepObserver = Callable[[SweepReport | None], None]
 
 
-async def run_janitor(service: MemoryService, interval_s: float) -> None:
+def _ignore(report: SweepReport | None) -> None:
+    """The default observer: nobody is counting."""
+
+
+async def run_janitor(
+    service: MemoryService, interval_s: float, observe: SweepObserver = _ignore
+) -> None:
     while True:
         await asyncio.sleep(interval_s)
         try:
@@ -25,7 +34,9 @@ async def run_janitor(service: MemoryService, interval_s: float) -> None:
             raise
         except Exception as error:
             log.warning("sweep failed: %s", error)
+            observe(None)
             continue
+        observe(report)
         if report.namespaces_deleted or report.memories_deleted:
             log.info(
                 "sweep",

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from adapters.base import VectorBackend
 from plugin.embedder import BatchingEmbedder, Encoder
+from plugin.metrics import Metrics
 from plugin.service import MemoryService
 from plugin.settings import Settings
 
@@ -14,3 +15,4 @@ ENCODER = web.AppKey("encoder", Encoder)
 EMBEDDER = web.AppKey("embedder", BatchingEmbedder)
 BACKEND = web.AppKey("backend", VectorBackend)
 SERVICE = web.AppKey("service", MemoryService)
+METRICS = web.AppKey("metrics", Metrics)

@@ -10,6 +10,9 @@ import logging
 from datetime import UTC, datetime
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# Client libraries that log every HTTP call at INFO; the plugin logs each request
+# once itself, and backend failures reach the log through its own error lines.
+CHATTY_LIBRARIES = ("pinecone", "httpx", "httpcore")
 
 
 class JsonFormatter(logging.Formatter):
@@ -32,3 +35,5 @@ def configure(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for name in CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

@@ -1,4 +1,4 @@
-"""Request ids, one log line per request, and the error envelope for every failure.
+"""Request ids, one log line and metrics per request, and the error envelope.
 
 Whatever goes wrong, the answer is the contract's `{"code","message"}`:
 aiohttp's own 404/405/413 included, and an unexpected exception becomes a 500
@@ -22,12 +22,18 @@ from adapters.errors import (
     NamespaceGone,
 )
 from plugin.errors import ApiError, bad_request, not_found, unavailable
+from plugin.keys import METRICS
 
 log = logging.getLogger("memory_plugin.access")
 REQUEST_ID = "X-Request-ID"
 REQUEST_ID_KEY = web.RequestKey("request_id", str)
 MEMORY_ID_KEY = web.RequestKey("memory_id", str)
+# The namespace a request acts in when its path does not name one (forget).
+NAMESPACE_KEY = web.RequestKey("namespace", str)
+# The namespaces a search covered (deduplicated); names only, never the query.
+SEARCHED_KEY = web.RequestKey("searched", list[str])
 MAX_REQUEST_ID = 128
+MAX_LOGGED_NAMESPACES = 50
 
 
 def _from_http(error: web.HTTPException) -> ApiError:
@@ -81,26 +87,55 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
     return web.json_response(failure.body(), status=failure.status)
 
 
+def _route(request: web.Request) -> str | None:
+    """The route template (`/v1/namespaces/{name}`), never the raw path."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else None
+
+
+def _log_fields(request: web.Request, status: int | None, started: float) -> dict[str, object]:
+    fields: dict[str, object] = {
+        "request_id": request[REQUEST_ID_KEY],
+        "method": request.method,
+        "route": _route(request),
+        "namespace": request.match_info.get("name") or request.get(NAMESPACE_KEY),
+        "memory_id": request.get(MEMORY_ID_KEY),
+        "status": status,
+        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
+    searched = request.get(SEARCHED_KEY)
+    if searched is not None:
+        fields["namespaces"] = searched[:MAX_LOGGED_NAMESPACES]
+        fields["namespaces_count"] = len(searched)
+    return fields
+
+
+def _finish(request: web.Request, status: int, started: float) -> None:
+    seconds = time.perf_counter() - started
+    request.app[METRICS].observe_request(_route(request), request.method, status, seconds)
+    log.info("request", extra=_log_fields(request, status, started))
+
+
 @web.middleware
 async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Honour or mint `X-Request-ID`, echo it, and log the request once it is done."""
+    """Honour or mint `X-Request-ID`, echo it; log and count the request once it is done.
+
+    Runs outside `envelope`, so it sees the final status of every answer. A
+    handler cancelled at shutdown sends nothing: it is logged, not counted.
+    """
     given = request.headers.get(REQUEST_ID, "")
     request_id = given if 0 < len(given) <= MAX_REQUEST_ID and given.isprintable() else ""
     request[REQUEST_ID_KEY] = request_id or uuid.uuid4().hex
     started = time.perf_counter()
-    response = await handler(request)
+    try:
+        response = await handler(request)
+    except web.HTTPException as error:  # only non-errors (< 400) get past the envelope
+        error.headers[REQUEST_ID] = request[REQUEST_ID_KEY]
+        _finish(request, error.status, started)
+        raise
+    except BaseException:
+        log.warning("request aborted", extra=_log_fields(request, None, started))
+        raise
     response.headers[REQUEST_ID] = request[REQUEST_ID_KEY]
-    resource = request.match_info.route.resource
-    log.info(
-        "request",
-        extra={
-            "request_id": request[REQUEST_ID_KEY],
-            "method": request.method,
-            "route": resource.canonical if resource is not None else None,
-            "namespace": request.match_info.get("name"),
-            "memory_id": request.get(MEMORY_ID_KEY),
-            "status": response.status,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 2),
-        },
-    )
+    _finish(request, response.status, started)
     return response

@@ -6,12 +6,27 @@ process could not see) and stops before binding, so no port is needed.
 
 from __future__ import annotations
 
+import logging
 import socket
+from collections.abc import Iterator
 
 import pytest
 
 from plugin.cli import main
+from plugin.logs import CHATTY_LIBRARIES
 from tests.pinecone_fake import FakePinecone
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """`serve` configures logging for the process; give the next tests theirs back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    muted = {name: logging.getLogger(name).level for name in CHATTY_LIBRARIES}
+    yield
+    root.handlers[:], root.level = handlers, level
+    for name, previous in muted.items():
+        logging.getLogger(name).setLevel(previous)
 
 
 def _free_port() -> int:
@@ -50,6 +65,7 @@ def test_serve_exits_1_with_one_line(
         status = main(["serve"])
     err = capsys.readouterr().err.strip().splitlines()
     lines = [line for line in err if not line.startswith("{")]  # JSON log lines aside
+    assert not [line for line in err if '"logger": "pinecone' in line]  # SDK INFO lines muted
     assert status == 1
     assert len(lines) == 1, err
     assert lines[0].startswith("memory-plugin-vector: cannot start: ")

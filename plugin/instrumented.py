@@ -1,0 +1,134 @@
+"""A `VectorBackend` that times every call of the one it wraps.
+
+The adapters stay free of metrics: the app wraps whichever backend it has
+(built from settings, or handed in by a test) in this proxy, which delegates
+every method and reports (operation, outcome, seconds) to an observer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import ClassVar
+
+from adapters.base import (
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    VectorBackend,
+)
+from adapters.errors import (
+    BackendRejected,
+    BackendUnavailable,
+    NamespaceConflict,
+    NamespaceGone,
+)
+
+OperationObserver = Callable[[str, str, float], None]
+
+# Outcome labels; the set is closed, whatever an adapter raises.
+_OUTCOMES: tuple[tuple[type[BaseException], str], ...] = (
+    (asyncio.CancelledError, "cancelled"),  # the request's deadline, or shutdown
+    (BackendUnavailable, "unavailable"),
+    (BackendRejected, "rejected"),
+    (NamespaceGone, "namespace_gone"),
+    (NamespaceConflict, "conflict"),
+)
+
+
+def outcome_of(error: BaseException) -> str:
+    for kind, label in _OUTCOMES:
+        if isinstance(error, kind):
+            return label
+    return "error"
+
+
+class InstrumentedBackend(VectorBackend):
+    """Delegates every call to `inner`, observing its duration and outcome."""
+
+    name: ClassVar[str] = "instrumented"
+
+    def __init__(self, inner: VectorBackend, observe: OperationObserver) -> None:
+        super().__init__(inner.dimension)
+        self.inner = inner
+        self._observe = observe
+
+    @asynccontextmanager
+    async def _timed(self, operation: str) -> AsyncIterator[None]:
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            yield
+        except BaseException as error:
+            outcome = outcome_of(error)
+            raise
+        finally:
+            self._observe(operation, outcome, time.perf_counter() - started)
+
+    async def start(self) -> None:
+        async with self._timed("start"):
+            await self.inner.start()
+
+    async def close(self) -> None:
+        async with self._timed("close"):
+            await self.inner.close()
+
+    async def maintain(self) -> None:
+        async with self._timed("maintain"):
+            await self.inner.maintain()
+
+    async def ping(self) -> None:
+        async with self._timed("ping"):
+            await self.inner.ping()
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        async with self._timed("get_namespace"):
+            return await self.inner.get_namespace(name)
+
+    async def save_namespace(self, record: NamespaceRecord) -> None:
+        async with self._timed("save_namespace"):
+            await self.inner.save_namespace(record)
+
+    async def delete_namespace(self, name: str) -> bool:
+        async with self._timed("delete_namespace"):
+            return await self.inner.delete_namespace(name)
+
+    async def list_namespaces(self) -> list[NamespaceRecord]:
+        async with self._timed("list_namespaces"):
+            return await self.inner.list_namespaces()
+
+    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
+        async with self._timed("get_memory"):
+            return await self.inner.get_memory(namespace, memory_id)
+
+    async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
+        async with self._timed("upsert_memory"):
+            await self.inner.upsert_memory(memory, vector)
+
+    async def query_memories(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[ScoredMemory]:
+        async with self._timed("query_memories"):
+            return await self.inner.query_memories(namespace, vector, memory_filter, limit)
+
+    async def list_memories(
+        self, namespace: str, memory_filter: MemoryFilter, limit: int
+    ) -> list[MemoryRecord]:
+        async with self._timed("list_memories"):
+            return await self.inner.list_memories(namespace, memory_filter, limit)
+
+    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
+        async with self._timed("delete_memory"):
+            return await self.inner.delete_memory(namespace, memory_id)
+
+    async def delete_expired_memories(self, namespace: str, now: datetime) -> int:
+        async with self._timed("delete_expired_memories"):
+            return await self.inner.delete_expired_memories(namespace, now)

@@ -1,0 +1,106 @@
+"""Prometheus metrics: one registry per app, served as text on `GET /metrics`.
+
+A registry per app (not prometheus_client's global one) lets tests build many
+apps side by side, each counting only its own traffic. Labels are bounded by
+construction: route templates, a fixed set of methods, status codes, backend
+method names and outcomes; never a namespace, an id or anything a caller chose.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from plugin.service import SweepReport
+
+# The 0.0.4 text format, which every scraper understands.
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+PREFIX = "memory_plugin"
+UNMATCHED_ROUTE = "unmatched"
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# 1.5 s is the default backend deadline, 2 s the platform's client timeout.
+REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 5.0)
+BACKEND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+EMBEDDING_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+class Metrics:
+    """Every metric the plugin exports, registered in this instance's own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            f"{PREFIX}_http_requests",
+            "HTTP requests answered, by route template, method and status.",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.request_seconds = Histogram(
+            f"{PREFIX}_http_request_duration_seconds",
+            "Time from receiving a request to having its response, by route and method.",
+            ["route", "method"],
+            buckets=REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        self.backend_seconds = Histogram(
+            f"{PREFIX}_backend_operation_duration_seconds",
+            "Duration of one VectorBackend call, by operation and outcome.",
+            ["operation", "outcome"],
+            buckets=BACKEND_BUCKETS,
+            registry=self.registry,
+        )
+        self.embedding_seconds = Histogram(
+            f"{PREFIX}_embedding_batch_duration_seconds",
+            "Time the model took to embed one batch of texts.",
+            buckets=EMBEDDING_BUCKETS,
+            registry=self.registry,
+        )
+        self.embedding_batch_size = Histogram(
+            f"{PREFIX}_embedding_batch_size",
+            "Texts per embedding batch (concurrent requests are merged).",
+            buckets=BATCH_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.janitor_deleted = Counter(
+            f"{PREFIX}_janitor_deleted",
+            "Expired namespaces and memories the janitor deleted, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.janitor_sweeps = Counter(
+            f"{PREFIX}_janitor_sweeps",
+            "Janitor sweeps, by outcome (ok or failed).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        # Export zeros from the start: "no deletions yet" differs from "no data".
+        for kind in ("namespace", "memory"):
+            self.janitor_deleted.labels(kind)
+        for outcome in ("ok", "failed"):
+            self.janitor_sweeps.labels(outcome)
+
+    def observe_request(self, route: str | None, method: str, status: int, seconds: float) -> None:
+        route_label = route or UNMATCHED_ROUTE
+        method_label = method if method in KNOWN_METHODS else "other"
+        self.requests.labels(route_label, method_label, str(status)).inc()
+        self.request_seconds.labels(route_label, method_label).observe(seconds)
+
+    def observe_backend(self, operation: str, outcome: str, seconds: float) -> None:
+        self.backend_seconds.labels(operation, outcome).observe(seconds)
+
+    def observe_embedding(self, size: int, seconds: float) -> None:
+        self.embedding_batch_size.observe(size)
+        self.embedding_seconds.observe(seconds)
+
+    def observe_sweep(self, report: SweepReport | None) -> None:
+        """Count one sweep; `None` means it failed."""
+        if report is None:
+            self.janitor_sweeps.labels("failed").inc()
+            return
+        self.janitor_sweeps.labels("ok").inc()
+        self.janitor_deleted.labels("namespace").inc(report.namespaces_deleted)
+        self.janitor_deleted.labels("memory").inc(report.memories_deleted)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
