@@ -7,7 +7,7 @@ Layout (see README "Pinecone"):
   `[a-z:A-Z0-9_.-]`, so the mapping is the identity plus the prefix: injective.
 - Namespace records live in one reserved Pinecone namespace, `prefix + "~namespaces"`,
   one vector per namespace with the name as its id (`~` never starts a name, so
-  the reserved namespace cannot collide with a mapped one).
+  the reserved namespace cannot collide with a mapped one): `adapters.pinecone_records`.
 - Memory ids are the vector ids; upsert is native, so a retried commit updates in place.
 - Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone_layout`.
 - Read-your-writes: `adapters.pinecone_overlay`. Retries and errors: `adapters.pinecone_calls`.
@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from pinecone import AsyncIndex
+from pinecone.models.vectors.vector import ScoredVector
 
 from adapters import pinecone_layout as layout
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory, VectorBackend
@@ -35,14 +34,9 @@ from adapters.pinecone_calls import PineconeMissing, call
 from adapters.pinecone_connection import PineconeConnection
 from adapters.pinecone_listing import newest_memories
 from adapters.pinecone_overlay import FreshnessOverlay
+from adapters.pinecone_records import NamespaceRecords
 
-RECORDS_SUFFIX = "~namespaces"
-PAGE = 100  # ids per list page and per fetch (fetch ids travel in the URL)
 QUERY_TOP_K_WITH_METADATA = 1000
-_STATE_CACHE_S = 1.0  # covers the get-then-write pairs inside one request
-_STATE_CACHE_MAX = 1024
-
-NamespaceState = tuple[NamespaceRecord, str] | None
 
 
 class PineconeBackend(VectorBackend):
@@ -71,11 +65,16 @@ class PineconeBackend(VectorBackend):
             clock=clock,
         )
         self._prefix = prefix
-        self._records = prefix + RECORDS_SUFFIX
         self._budget_s = timeout_s
-        self._clock = clock
         self.overlay = FreshnessOverlay(freshness_window_s, overlay_max_entries, clock)
-        self._states: OrderedDict[str, tuple[float, NamespaceState]] = OrderedDict()
+        self._records = NamespaceRecords(
+            prefix=prefix,
+            dimension=dimension,
+            overlay=self.overlay,
+            ready=self._ready,
+            budget_s=timeout_s,
+            clock=clock,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -94,30 +93,6 @@ class PineconeBackend(VectorBackend):
     def _ns(self, name: str) -> str:
         return self._prefix + name
 
-    async def _state(self, name: str) -> NamespaceState:
-        entry = self.overlay.namespace(name)
-        if entry is not None:
-            return (entry.record, entry.epoch) if entry.record and entry.epoch else None
-        cached = self._states.get(name)
-        if cached is not None and self._clock() - cached[0] < _STATE_CACHE_S:
-            return cached[1]
-        index = await self._ready()
-        found = await call(
-            "fetch namespace record",
-            lambda t: index.fetch(ids=[name], namespace=self._records, timeout=t),
-            self._budget_s,
-        )
-        vector = found.vectors.get(name)
-        state = layout.namespace_from_metadata(vector.metadata or {}) if vector else None
-        self._remember(name, state)
-        return state
-
-    def _remember(self, name: str, state: NamespaceState) -> None:
-        self._states.pop(name, None)
-        self._states[name] = (self._clock(), state)
-        while len(self._states) > _STATE_CACHE_MAX:
-            self._states.popitem(last=False)
-
     async def ping(self) -> None:
         index = await self._ready()
         await call(
@@ -125,27 +100,16 @@ class PineconeBackend(VectorBackend):
         )
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        state = await self._state(name)
+        state = await self._records.state(name)
         return state[0] if state else None
 
     async def save_namespace(self, record: NamespaceRecord) -> None:
-        state = await self._state(record.name)
-        epoch = state[1] if state else uuid.uuid4().hex
-        metadata = layout.namespace_to_metadata(record, epoch)
-        index = await self._ready()
-        item = {"id": record.name, "values": self._unit, "metadata": metadata}
-        await call(
-            "upsert namespace record",
-            lambda t: index.upsert(vectors=[item], namespace=self._records, timeout=t),
-            self._budget_s,
-        )
-        self.overlay.namespace_saved(record, epoch)
-        self._states.pop(record.name, None)
+        await self._records.save(record)
 
     async def delete_namespace(self, name: str) -> bool:
         """Vectors first, then the record: a failure half-way leaves a namespace that a
         retried DELETE finishes, never a record-less namespace full of vectors."""
-        if await self._state(name) is None:
+        if await self._records.state(name) is None:
             return False
         index = await self._ready()
         with contextlib.suppress(PineconeMissing):  # no vector was ever written there
@@ -154,57 +118,12 @@ class PineconeBackend(VectorBackend):
                 lambda t: index.delete_namespace(name=self._ns(name), timeout=t),
                 self._budget_s,
             )
-        await call(
-            "delete namespace record",
-            lambda t: index.delete(ids=[name], namespace=self._records, timeout=t),
-            self._budget_s,
-        )
-        self.overlay.namespace_deleted(name)
-        self._states.pop(name, None)
+        await self._records.delete(name)
         return True
 
     async def list_namespaces(self) -> list[NamespaceRecord]:
-        """Every namespace record: list the reserved namespace's ids, fetch them in pages.
-
-        Used by the janitor only; its cost grows with the number of namespaces.
-        """
-        index = await self._ready()
-
-        async def page_after(token: str | None) -> tuple[list[str], str | None]:
-            page = await call(
-                "list namespace records",
-                lambda t: index.list_paginated(
-                    namespace=self._records, limit=PAGE, pagination_token=token, timeout=t
-                ),
-                self._budget_s,
-            )
-            ids = [item.id for item in page.vectors if item.id]
-            return ids, page.pagination.next if page.pagination else None
-
-        async def fetch(ids: list[str]) -> list[NamespaceRecord]:
-            found = await call(
-                "fetch namespace records",
-                lambda t: index.fetch(ids=ids, namespace=self._records, timeout=t),
-                self._budget_s,
-            )
-            return [
-                layout.namespace_from_metadata(v.metadata or {})[0] for v in found.vectors.values()
-            ]
-
-        names, token = await page_after(None)
-        while token:
-            more, token = await page_after(token)
-            names += more
-        records: dict[str, NamespaceRecord] = {}
-        for start in range(0, len(names), PAGE):
-            for record in await fetch(names[start : start + PAGE]):
-                records[record.name] = record
-        for entry in self.overlay.namespaces():
-            if entry.record is None:
-                records.pop(entry.name, None)
-            else:
-                records[entry.name] = entry.record
-        return sorted(records.values(), key=lambda record: record.name)
+        """Every record (the janitor's use only: its cost grows with the namespace count)."""
+        return await self._records.all()
 
     # -- memories ----------------------------------------------------------------------
 
@@ -214,7 +133,7 @@ class PineconeBackend(VectorBackend):
         return [1.0] + [0.0] * (self.dimension - 1)
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
-        state = await self._state(namespace)
+        state = await self._records.state(namespace)
         if state is None:
             return None
         entry = self.overlay.memory(namespace, memory_id, state[1])
@@ -233,7 +152,7 @@ class PineconeBackend(VectorBackend):
         return layout.memory_from_metadata(memory_id, namespace, metadata)
 
     async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
-        state = await self._state(memory.namespace)
+        state = await self._records.state(memory.namespace)
         if state is None:
             raise NamespaceGone(f"namespace {memory.namespace} was deleted")
         epoch = state[1]
@@ -254,7 +173,7 @@ class PineconeBackend(VectorBackend):
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
-        state = await self._state(namespace)
+        state = await self._records.state(namespace)
         if state is None:
             return []
         epoch = state[1]
@@ -281,29 +200,14 @@ class PineconeBackend(VectorBackend):
     async def list_memories(
         self, namespace: str, memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
-        state = await self._state(namespace)
+        state = await self._records.state(namespace)
         if state is None:
             return []
         epoch = state[1]
-        index = await self._ready()
 
         async def scan(flt: dict[str, Any]) -> list[MemoryRecord]:
-            found = await call(
-                "list memories",
-                lambda t: index.query(
-                    top_k=QUERY_TOP_K_WITH_METADATA,
-                    vector=self._unit,
-                    namespace=self._ns(namespace),
-                    filter=flt,
-                    include_metadata=True,
-                    timeout=t,
-                ),
-                self._budget_s,
-            )
-            return [
-                layout.memory_from_metadata(m.id, namespace, m.metadata or {})
-                for m in found.matches
-            ]
+            matches = await self._unranked(namespace, flt, "list memories", with_metadata=True)
+            return [layout.memory_from_metadata(m.id, namespace, m.metadata or {}) for m in matches]
 
         want = min(limit + len(self.overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
         base = layout.memory_filter(epoch, memory_filter)
@@ -311,7 +215,7 @@ class PineconeBackend(VectorBackend):
         return self.overlay.merge_listing(namespace, epoch, memory_filter, listed, limit)
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
-        state = await self._state(namespace)
+        state = await self._records.state(namespace)
         if state is None or await self.get_memory(namespace, memory_id) is None:
             return False
         index = await self._ready()
@@ -327,7 +231,7 @@ class PineconeBackend(VectorBackend):
         """Delete by metadata filter what has expired; count what Pinecone and the overlay
         show (Pinecone's part capped at one query's 1000). Pinecone applies writes in order,
         so the delete also covers expired writes it does not show yet."""
-        state = await self._state(namespace)
+        state = await self._records.state(namespace)
         if state is None:
             return 0
         epoch = state[1]
@@ -337,19 +241,8 @@ class PineconeBackend(VectorBackend):
                 {layout.F_EXPIRES_US: {"$lte": to_micros(now)}},
             ]
         }
-        index = await self._ready()
-        found = await call(
-            "find expired",
-            lambda t: index.query(
-                top_k=QUERY_TOP_K_WITH_METADATA,
-                vector=self._unit,
-                namespace=self._ns(namespace),
-                filter=expired,
-                timeout=t,
-            ),
-            self._budget_s,
-        )
-        gone = {match.id for match in found.matches}
+        matches = await self._unranked(namespace, expired, "find expired", with_metadata=False)
+        gone = {match.id for match in matches}
         gone |= {
             entry.memory.id
             for entry in self.overlay.live_memories(namespace, epoch)
@@ -357,6 +250,7 @@ class PineconeBackend(VectorBackend):
         }
         if not gone:
             return 0
+        index = await self._ready()
         await call(
             "delete expired",
             lambda t: index.delete(filter=expired, namespace=self._ns(namespace), timeout=t),
@@ -365,3 +259,22 @@ class PineconeBackend(VectorBackend):
         for memory_id in gone:
             self.overlay.memory_deleted(namespace, memory_id, epoch)
         return len(gone)
+
+    async def _unranked(
+        self, namespace: str, flt: dict[str, Any], operation: str, *, with_metadata: bool
+    ) -> list[ScoredVector]:
+        """Up to 1000 memories matching `flt`, in no useful order (a query by a fixed vector)."""
+        index = await self._ready()
+        found = await call(
+            operation,
+            lambda t: index.query(
+                top_k=QUERY_TOP_K_WITH_METADATA,
+                vector=self._unit,
+                namespace=self._ns(namespace),
+                filter=flt,
+                include_metadata=with_metadata,
+                timeout=t,
+            ),
+            self._budget_s,
+        )
+        return list(found.matches)

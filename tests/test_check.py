@@ -200,6 +200,7 @@ def scratch_names(lines: list[str]) -> tuple[str, str]:
     return match.group(1), memory_id
 
 
+@pytest.mark.every_backend
 async def test_real_plugin_passes_every_step(api: ContractClient) -> None:
     url = str(api.client.make_url("")).rstrip("/")
     code, lines, stderr = await run_cli(url, "--ttl", "1", "--timeout", "5")

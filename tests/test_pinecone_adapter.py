@@ -251,3 +251,17 @@ async def test_unreachable_at_start_boots_then_recovers(
     ticks.advance(2.0)
     await store.ping()
     await store.close()
+
+
+async def test_listing_namespaces_pages_through_records(
+    backend: PineconeBackend, fake: FakePinecone, ticks: ManualClock
+) -> None:
+    names = [f"team:t{index:03d}" for index in range(150)]
+    for name in names:
+        await backend.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
+    fake.visibility_delay_s = 3600.0
+    await backend.delete_namespace("team:t000")  # recent: Pinecone still lists it
+    ticks.advance(1.0)
+    listed = [record.name for record in await backend.list_namespaces()]
+    assert listed == sorted([*names[1:], NS])
+    assert fake.calls["GET /vectors/list"] == 2  # 151 records, 100 per page
