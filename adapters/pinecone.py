@@ -66,10 +66,11 @@ class PineconeBackend(VectorBackend):
         )
         self._prefix = prefix
         self._budget_s = timeout_s
+        self._unit = layout.fixed_unit_vector(dimension)
         self.overlay = FreshnessOverlay(freshness_window_s, overlay_max_entries, clock)
         self._records = NamespaceRecords(
             prefix=prefix,
-            dimension=dimension,
+            unit_vector=self._unit,
             overlay=self.overlay,
             ready=self._ready,
             budget_s=timeout_s,
@@ -126,11 +127,6 @@ class PineconeBackend(VectorBackend):
         return await self._records.all()
 
     # -- memories ----------------------------------------------------------------------
-
-    @property
-    def _unit(self) -> list[float]:
-        """A fixed non-zero vector: Pinecone refuses all-zero vectors under cosine."""
-        return [1.0] + [0.0] * (self.dimension - 1)
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         state = await self._records.state(namespace)
@@ -243,11 +239,8 @@ class PineconeBackend(VectorBackend):
         }
         matches = await self._unranked(namespace, expired, "find expired", with_metadata=False)
         gone = {match.id for match in matches}
-        gone |= {
-            entry.memory.id
-            for entry in self.overlay.live_memories(namespace, epoch)
-            if entry.memory is not None and entry.memory.is_expired(now)
-        }
+        recent = self.overlay.live_memories(namespace, epoch)
+        gone |= {memory.id for memory, _ in recent if memory.is_expired(now)}
         if not gone:
             return 0
         index = await self._ready()

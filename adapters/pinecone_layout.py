@@ -42,6 +42,12 @@ F_NAME = "name"
 F_METADATA = "metadata"
 
 
+def fixed_unit_vector(dimension: int) -> list[float]:
+    """The vector of namespace records and of listing queries: any fixed non-zero one
+    (Pinecone refuses an all-zero vector under cosine)."""
+    return [1.0] + [0.0] * (dimension - 1)
+
+
 def _compact(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 

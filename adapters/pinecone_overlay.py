@@ -118,9 +118,14 @@ class FreshnessOverlay:
         self._expire()
         return set(self._by_namespace.get(namespace, ()))
 
-    def live_memories(self, namespace: str, epoch: str) -> list[MemoryEntry]:
+    def live_memories(self, namespace: str, epoch: str) -> list[tuple[MemoryRecord, Vector]]:
+        """Recent upserts (not deletes) of this namespace epoch, with their vectors."""
         entries = (self._memories[(namespace, i)] for i in self.ids_in(namespace))
-        return [e for e in entries if e.memory is not None and e.epoch == epoch]
+        return [
+            (e.memory, e.vector)
+            for e in entries
+            if e.memory is not None and e.vector is not None and e.epoch == epoch
+        ]
 
     def merge_query(
         self,
@@ -135,15 +140,17 @@ class FreshnessOverlay:
         recent = self.ids_in(namespace)
         merged = [hit for hit in from_index if hit.memory.id not in recent]
         fresh = [
-            e for e in self.live_memories(namespace, epoch) if matches(_memory(e), memory_filter)
+            (memory, stored)
+            for memory, stored in self.live_memories(namespace, epoch)
+            if matches(memory, memory_filter)
         ]
         if fresh:
             query = np.asarray(vector, dtype=np.float32)
-            stacked = np.stack([_vector(e) for e in fresh])
+            stacked = np.stack([stored for _, stored in fresh])
             norms = np.linalg.norm(stacked, axis=1) * float(np.linalg.norm(query))
             scores = stacked @ query / np.where(norms == 0, 1.0, norms)
             merged += [
-                ScoredMemory(_memory(e), float(s)) for e, s in zip(fresh, scores, strict=True)
+                ScoredMemory(memory, float(s)) for (memory, _), s in zip(fresh, scores, strict=True)
             ]
         merged.sort(key=lambda hit: (hit.score, hit.memory.created_at, hit.memory.id), reverse=True)
         return merged[:limit]
@@ -160,9 +167,9 @@ class FreshnessOverlay:
         recent = self.ids_in(namespace)
         merged = [memory for memory in from_index if memory.id not in recent]
         merged += [
-            _memory(e)
-            for e in self.live_memories(namespace, epoch)
-            if matches(_memory(e), memory_filter)
+            memory
+            for memory, _ in self.live_memories(namespace, epoch)
+            if matches(memory, memory_filter)
         ]
         merged.sort(key=lambda memory: (memory.created_at, memory.id), reverse=True)
         return merged[:limit]
@@ -214,13 +221,3 @@ class FreshnessOverlay:
             ids.discard(key[1])
             if not ids:
                 del self._by_namespace[key[0]]
-
-
-def _memory(entry: MemoryEntry) -> MemoryRecord:
-    assert entry.memory is not None
-    return entry.memory
-
-
-def _vector(entry: MemoryEntry) -> Vector:
-    assert entry.vector is not None
-    return entry.vector

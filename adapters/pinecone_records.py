@@ -34,14 +34,14 @@ class NamespaceRecords:
         self,
         *,
         prefix: str,
-        dimension: int,
+        unit_vector: list[float],
         overlay: FreshnessOverlay,
         ready: Callable[[], Awaitable[AsyncIndex]],
         budget_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.namespace = prefix + RECORDS_SUFFIX
-        self._unit = [1.0] + [0.0] * (dimension - 1)
+        self._unit = unit_vector
         self._overlay = overlay
         self._ready = ready
         self._budget_s = budget_s

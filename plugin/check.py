@@ -24,6 +24,8 @@ from typing import Any
 
 import aiohttp
 
+from adapters.payload import format_time
+
 DEFAULT_CAPABILITIES = ("embedding", "ttl", "pin")
 TTL_MARGIN_S = 0.5  # past expires_at before the probe must be gone
 Output = Callable[[str], None]
@@ -57,10 +59,6 @@ class Reply:
         if isinstance(self.body, dict) and "code" in self.body:
             text += f" {self.body.get('code')}: {self.body.get('message')}"
         return f"{text} (request {self.request_id})"
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -141,7 +139,7 @@ class Checker:
         self.namespace_may_exist = True
         body: dict[str, Any] = {"kind": "workspace"}
         if "ttl" in self.capabilities:
-            body["expires_at"] = rfc3339(datetime.now(UTC) + timedelta(hours=1))
+            body["expires_at"] = format_time(datetime.now(UTC) + timedelta(hours=1))
         reply = await self.expect(200, "PUT", f"/v1/namespaces/{self.namespace}", body)
         got = reply.body if isinstance(reply.body, dict) else {}
         if got.get("name") != self.namespace or got.get("kind") != "workspace":
@@ -189,7 +187,7 @@ class Checker:
             raise StepSkipped("the plugin does not advertise ttl")
         probe = str(uuid.uuid4())
         expires = datetime.now(UTC) + timedelta(seconds=self.options.ttl_s)
-        await self.commit(probe, self.content(3), expires_at=rfc3339(expires))
+        await self.commit(probe, self.content(3), expires_at=format_time(expires))
         if not any(m.get("id") == probe for m in await self.search()):
             raise StepFailed("not returned before its expires_at (plugin clock ahead of ours?)")
         remaining = (expires - datetime.now(UTC)).total_seconds() + TTL_MARGIN_S

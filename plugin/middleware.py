@@ -93,7 +93,7 @@ def _route(request: web.Request) -> str | None:
     return resource.canonical if resource is not None else None
 
 
-def _log_fields(request: web.Request, status: int | None, started: float) -> dict[str, object]:
+def _log_fields(request: web.Request, status: int | None, seconds: float) -> dict[str, object]:
     fields: dict[str, object] = {
         "request_id": request[REQUEST_ID_KEY],
         "method": request.method,
@@ -101,7 +101,7 @@ def _log_fields(request: web.Request, status: int | None, started: float) -> dic
         "namespace": request.match_info.get("name") or request.get(NAMESPACE_KEY),
         "memory_id": request.get(MEMORY_ID_KEY),
         "status": status,
-        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+        "latency_ms": round(seconds * 1000, 2),
     }
     searched = request.get(SEARCHED_KEY)
     if searched is not None:
@@ -113,7 +113,7 @@ def _log_fields(request: web.Request, status: int | None, started: float) -> dic
 def _finish(request: web.Request, status: int, started: float) -> None:
     seconds = time.perf_counter() - started
     request.app[METRICS].observe_request(_route(request), request.method, status, seconds)
-    log.info("request", extra=_log_fields(request, status, started))
+    log.info("request", extra=_log_fields(request, status, seconds))
 
 
 @web.middleware
@@ -134,7 +134,8 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
         _finish(request, error.status, started)
         raise
     except BaseException:
-        log.warning("request aborted", extra=_log_fields(request, None, started))
+        seconds = time.perf_counter() - started
+        log.warning("request aborted", extra=_log_fields(request, None, seconds))
         raise
     response.headers[REQUEST_ID] = request[REQUEST_ID_KEY]
     _finish(request, response.status, started)
