@@ -6,12 +6,20 @@ the same calls against every implementation. Types here are plain dataclasses,
 never SDK objects, and no adapter imports aiohttp.
 
 Semantics every implementation must keep:
-- A namespace is a collection: it has its own storage and a record
-  (name, kind, metadata, expires_at, created_at) kept with that storage.
-- Memory ids are UUIDs in canonical (lower-case, hyphenated) form and are the
-  vector ids, so `upsert_memory` with a known id replaces that memory in place.
-  An id is scoped to its namespace: a write only ever touches the namespace it
-  names.
+- A namespace behaves as a collection: it has a record (name, kind, metadata,
+  expires_at, created_at), full isolation, and `delete_namespace` makes it and
+  all its memories vanish for every later call at once, even if the physical
+  removal finishes later (in `maintain`). How it is stored is the adapter's
+  business: a partition of one shared store (Qdrant), a Pinecone namespace, or a
+  collection of its own (Qdrant's `collections` layout).
+- Memory ids are UUIDs in canonical (lower-case, hyphenated) form. An id is
+  scoped to its namespace: `upsert_memory` with a known (namespace, id) replaces
+  that memory in place, and the same id in two namespaces is two memories.
+- Reads span namespaces: `query_memories` and `list_memories` take every
+  namespace a search asks for, so a backend can answer with one engine request.
+  Both return pinned memories first, then each side best first (cosine) or
+  newest first, `limit` in all (`adapters.merge` does this for adapters that
+  must ask per namespace).
 - Expiry: `MemoryFilter.now` excludes every memory whose `expires_at` is at or
   before it, whatever the janitor has already deleted.
 """
@@ -19,12 +27,15 @@ Semantics every implementation must keep:
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
 JsonObject = dict[str, Any]
+# What every backend puts before its own names (collections, Pinecone namespaces).
+DEFAULT_PREFIX = "memory-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +83,7 @@ class MemoryFilter:
     """Which memories a query or listing may return.
 
     `now`: memories with `expires_at <= now` are excluded.
-    `pinned`: None for both, True or False for one side only.
+    `pinned`: None for both sides (pinned first), True or False for one side only.
     `kinds`: None for all kinds, else only these.
     """
 
@@ -100,7 +111,7 @@ class VectorBackend(abc.ABC):
         """Release resources and make every accepted write durable."""
 
     async def maintain(self) -> None:  # noqa: B027 - optional hook
-        """Periodic housekeeping run by the janitor (compaction, flushes)."""
+        """Periodic housekeeping run by the janitor: finish namespace deletes, compact, flush."""
 
     @abc.abstractmethod
     async def ping(self) -> None:
@@ -109,16 +120,29 @@ class VectorBackend(abc.ABC):
     @abc.abstractmethod
     async def get_namespace(self, name: str) -> NamespaceRecord | None: ...
 
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        """The records of those `names` that exist. Default: one `get_namespace` each."""
+        found = await asyncio.gather(*(self.get_namespace(name) for name in names))
+        return {record.name: record for record in found if record is not None}
+
     @abc.abstractmethod
     async def save_namespace(self, record: NamespaceRecord) -> None:
         """Create the namespace's collection if missing and store `record` with it."""
 
     @abc.abstractmethod
     async def delete_namespace(self, name: str) -> bool:
-        """Drop the namespace with all its memories; False if it did not exist."""
+        """Drop the namespace with all its memories; False if it did not exist.
+
+        When it returns, no call sees the namespace or any of its memories, and a
+        namespace created again under the same name starts empty.
+        """
 
     @abc.abstractmethod
     async def list_namespaces(self) -> list[NamespaceRecord]: ...
+
+    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
+        """Namespaces whose `expires_at` is at or before `now`. Default: scan them all."""
+        return [record for record in await self.list_namespaces() if record.is_expired(now)]
 
     @abc.abstractmethod
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None: ...
@@ -133,23 +157,33 @@ class VectorBackend(abc.ABC):
     @abc.abstractmethod
     async def query_memories(
         self,
-        namespace: str,
+        namespaces: Sequence[str],
         vector: Sequence[float],
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
-        """The `limit` memories most similar (cosine) to `vector`, best first."""
+        """Up to `limit` memories of `namespaces`: pinned first, each side by cosine, best first.
+
+        Namespaces that do not exist contribute nothing.
+        """
 
     @abc.abstractmethod
     async def list_memories(
-        self, namespace: str, memory_filter: MemoryFilter, limit: int
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
-        """Up to `limit` memories, newest `created_at` first (equal times in any order)."""
+        """Up to `limit` memories of `namespaces`: pinned first, each side newest first.
+
+        Equal `created_at` come in any order; namespaces that do not exist contribute nothing.
+        """
 
     @abc.abstractmethod
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         """Delete one memory; False if the namespace holds no such id."""
 
     @abc.abstractmethod
-    async def delete_expired_memories(self, namespace: str, now: datetime) -> int:
-        """Delete memories with `expires_at <= now`; return how many went."""
+    async def delete_expired_memories(self, now: datetime) -> int:
+        """Delete every memory with `expires_at <= now`, in every namespace; how many went.
+
+        The janitor's hot loop: its cost should not grow with the number of
+        namespaces that have nothing to expire.
+        """

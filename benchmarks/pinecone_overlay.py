@@ -22,10 +22,10 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from adapters.base import JsonObject, MemoryFilter, MemoryRecord
-from adapters.payload import to_micros
-from adapters.pinecone_layout import F_CREATED_US, memory_filter
-from adapters.pinecone_listing import newest_memories
-from adapters.pinecone_overlay import FreshnessOverlay
+from adapters.pinecone.layout import F_CREATED_US, memory_filter
+from adapters.pinecone.listing import newest_memories
+from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.times import to_micros
 
 DIM = 384
 T0 = datetime(2026, 11, 22, tzinfo=UTC)

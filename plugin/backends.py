@@ -1,4 +1,7 @@
-"""Which backend the settings ask for: a small registry, one factory per backend."""
+"""Which backend the settings ask for: a small registry, one factory per backend.
+
+Imports are deferred so that a deployment loads only its own backend's SDK.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +13,33 @@ from plugin.settings import Settings
 BackendFactory = Callable[[Settings, int], VectorBackend]
 
 
-def _qdrant(settings: Settings, dimension: int) -> VectorBackend:
-    """A Qdrant server when QDRANT_URL is set, else the embedded engine on disk."""
-    if settings.qdrant_url:
-        from adapters.qdrant_server import QdrantServerBackend
-
-        key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantServerBackend(
-            dimension,
-            url=settings.qdrant_url,
-            api_key=key,
-            prefix=settings.collection_prefix,
-            timeout_s=settings.backend_timeout_s,
-        )
-    from adapters.qdrant_edge import QdrantEdgeBackend
+def _embedded(settings: Settings, dimension: int) -> VectorBackend:
+    """Qdrant's engine in-process (qdrant-edge), on disk under MEMORY_PLUGIN_DATA_DIR."""
+    from adapters.qdrant.edge import QdrantEdgeBackend
 
     return QdrantEdgeBackend(dimension, settings.data_dir, prefix=settings.collection_prefix)
+
+
+def qdrant_server(settings: Settings, dimension: int, layout: str | None = None) -> VectorBackend:
+    """A Qdrant server at QDRANT_URL, in the layout asked for (default: the setting)."""
+    from adapters.qdrant.server import QdrantServerBackend
+    from adapters.qdrant.server_collections import QdrantCollectionsBackend
+
+    key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+    chosen: type[QdrantServerBackend] | type[QdrantCollectionsBackend] = QdrantServerBackend
+    if (layout or settings.qdrant_layout) == "collections":
+        chosen = QdrantCollectionsBackend
+    return chosen(
+        dimension,
+        url=settings.qdrant_url,
+        api_key=key,
+        prefix=settings.collection_prefix,
+        timeout_s=settings.backend_timeout_s,
+    )
+
+
+def _qdrant(settings: Settings, dimension: int) -> VectorBackend:
+    return qdrant_server(settings, dimension)
 
 
 def _pinecone(settings: Settings, dimension: int) -> VectorBackend:
@@ -45,7 +59,11 @@ def _pinecone(settings: Settings, dimension: int) -> VectorBackend:
     )
 
 
-BACKENDS: dict[str, BackendFactory] = {"qdrant": _qdrant, "pinecone": _pinecone}
+BACKENDS: dict[str, BackendFactory] = {
+    "embedded": _embedded,
+    "qdrant": _qdrant,
+    "pinecone": _pinecone,
+}
 
 
 def build_backend(settings: Settings, dimension: int) -> VectorBackend:

@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 
-from adapters.payload import format_time
+from adapters.times import format_time
 
 DEFAULT_CAPABILITIES = ("embedding", "ttl", "pin")
 TTL_MARGIN_S = 0.5  # past expires_at before the probe must be gone

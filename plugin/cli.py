@@ -7,6 +7,9 @@ requests finish (up to `SHUTDOWN_GRACE_S`), the store is flushed and closed,
 "stopped" is logged and the exit status is 0.
 
 check: see `plugin/check.py`; exit 0 only when every step passed.
+
+migrate-layout: see `plugin/migrate_layout.py`; a Qdrant server from one
+collection per namespace to the shared layout.
 """
 
 from __future__ import annotations
@@ -123,7 +126,28 @@ def _parser() -> argparse.ArgumentParser:
         help="capabilities health must advertise (repeatable; default: embedding,ttl,pin; "
         "an empty value requires none)",
     )
+    migrate = commands.add_parser(
+        "migrate-layout",
+        help="copy a Qdrant server's per-namespace collections into the shared layout "
+        "(settings from the environment; vectors copied, idempotent)",
+    )
+    migrate.add_argument(
+        "--drop-source",
+        action="store_true",
+        help="delete the per-namespace collections once everything was copied",
+    )
     return parser
+
+
+def _migrate_layout(args: argparse.Namespace) -> int:
+    from plugin.migrate_layout import migrate_from_settings
+
+    try:
+        settings = Settings.from_env(os.environ)
+    except SettingsError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    return asyncio.run(migrate_from_settings(settings, drop_source=args.drop_source, out=print))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.timeout <= 0 or args.ttl <= 0:
             parser.error("--timeout and --ttl must be positive")
         return _check(args)
+    if args.command == "migrate-layout":
+        return _migrate_layout(args)
     if args.command == "serve":
         try:
             settings = Settings.from_env(os.environ)

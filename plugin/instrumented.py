@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import ClassVar
@@ -89,6 +89,10 @@ class InstrumentedBackend(VectorBackend):
         async with self._timed("get_namespace"):
             return await self.inner.get_namespace(name)
 
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        async with self._timed("get_namespaces"):
+            return await self.inner.get_namespaces(names)
+
     async def save_namespace(self, record: NamespaceRecord) -> None:
         async with self._timed("save_namespace"):
             await self.inner.save_namespace(record)
@@ -101,6 +105,10 @@ class InstrumentedBackend(VectorBackend):
         async with self._timed("list_namespaces"):
             return await self.inner.list_namespaces()
 
+    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
+        async with self._timed("expired_namespaces"):
+            return await self.inner.expired_namespaces(now)
+
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         async with self._timed("get_memory"):
             return await self.inner.get_memory(namespace, memory_id)
@@ -111,24 +119,24 @@ class InstrumentedBackend(VectorBackend):
 
     async def query_memories(
         self,
-        namespace: str,
+        namespaces: Sequence[str],
         vector: Sequence[float],
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
         async with self._timed("query_memories"):
-            return await self.inner.query_memories(namespace, vector, memory_filter, limit)
+            return await self.inner.query_memories(namespaces, vector, memory_filter, limit)
 
     async def list_memories(
-        self, namespace: str, memory_filter: MemoryFilter, limit: int
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         async with self._timed("list_memories"):
-            return await self.inner.list_memories(namespace, memory_filter, limit)
+            return await self.inner.list_memories(namespaces, memory_filter, limit)
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         async with self._timed("delete_memory"):
             return await self.inner.delete_memory(namespace, memory_id)
 
-    async def delete_expired_memories(self, namespace: str, now: datetime) -> int:
+    async def delete_expired_memories(self, now: datetime) -> int:
         async with self._timed("delete_expired_memories"):
-            return await self.inner.delete_expired_memories(namespace, now)
+            return await self.inner.delete_expired_memories(now)

@@ -5,7 +5,8 @@ hold for every backend live here, once:
 - An expired namespace or memory behaves exactly as if the janitor had already
   deleted it: not found, never returned, and re-creating it starts afresh.
 - Ordering: pinned first; within each side by score (with a query) or newest
-  first (without). `limit` applies to the merged result of all namespaces.
+  first (without). `limit` applies to the merged result of all namespaces, and
+  the backend answers a search over many namespaces with one read.
 - Every operation finishes within `deadline_s` or fails as unavailable (503), so
   the platform's 2 s client timeout never fires on us.
 """
@@ -18,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, VectorBackend
 from adapters.errors import BackendUnavailable
@@ -52,14 +53,6 @@ class SweepReport:
 
 def _utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment is not None else None
-
-
-def _newest_first(hit: Hit) -> tuple[datetime, str]:
-    return hit.memory.created_at, hit.memory.id
-
-
-def _best_first(hit: Hit) -> tuple[float, datetime, str]:
-    return hit.score or 0.0, hit.memory.created_at, hit.memory.id
 
 
 class MemoryService:
@@ -179,48 +172,39 @@ class MemoryService:
                 raise gone
 
     async def search(self, request: SearchRequest) -> list[Hit]:
+        """One backend read over every live namespace asked for; pinned first, `limit` in all."""
         limit = request.effective_limit
         kinds = frozenset(request.kinds) if request.kinds else None
         async with self._deadline():
             names = list(dict.fromkeys(request.namespaces))
-            records = await asyncio.gather(*(self._live_namespace(n) for n in names))
-            live = [name for name, record in zip(names, records, strict=True) if record]
+            records = await self.backend.get_namespaces(names)
+            now = self.clock()
+            live = [name for name in names if name in records and not records[name].is_expired(now)]
             if not live:
                 return []
-            now = self.clock()
+            memory_filter = MemoryFilter(now=now, kinds=kinds)
             text = request.query_text
-            vector = None if text is None else await self.embedder.embed(text)
-
-            async def fetch(name: str, side: MemoryFilter) -> list[Hit]:
-                if vector is None:
-                    listed = await self.backend.list_memories(name, side, limit)
-                    return [Hit(m, None) for m in listed]
-                found = await self.backend.query_memories(name, vector, side, limit)
-                return [Hit(s.memory, s.score) for s in found]
-
-            async def side_hits(pinned: bool) -> list[Hit]:
-                side = MemoryFilter(now=now, pinned=pinned, kinds=kinds)
-                parts = await asyncio.gather(*(fetch(name, side) for name in live))
-                return [hit for part in parts for hit in part]
-
-            # ORDER BY pin DESC, then score (with a query) or recency (without).
-            order: Callable[[Hit], tuple[Any, ...]] = (
-                _newest_first if vector is None else _best_first
-            )
-            sides = await asyncio.gather(side_hits(True), side_hits(False))
-            ordered = [hit for side in sides for hit in sorted(side, key=order, reverse=True)]
-            return [hit for hit in ordered if not hit.memory.is_expired(now)][:limit]
+            if text is None:
+                listed = await self.backend.list_memories(live, memory_filter, limit)
+                hits = [Hit(memory, None) for memory in listed]
+            else:
+                vector = await self.embedder.embed(text)
+                found = await self.backend.query_memories(live, vector, memory_filter, limit)
+                hits = [Hit(scored.memory, scored.score) for scored in found]
+            return [hit for hit in hits if not hit.memory.is_expired(now)][:limit]
 
     # -- janitor ---------------------------------------------------------------------
 
     async def sweep(self) -> SweepReport:
-        """Delete expired namespaces and expired memories, then let the backend tidy up."""
+        """Delete expired namespaces and expired memories, then let the backend tidy up.
+
+        Two store-wide calls, not a visit to every namespace: the cost follows what
+        expired, not how many namespaces exist.
+        """
         now = self.clock()
-        namespaces_deleted = memories_deleted = 0
-        for record in await self.backend.list_namespaces():
-            if record.is_expired(now):
-                namespaces_deleted += int(await self.backend.delete_namespace(record.name))
-            else:
-                memories_deleted += await self.backend.delete_expired_memories(record.name, now)
+        namespaces_deleted = 0
+        for record in await self.backend.expired_namespaces(now):
+            namespaces_deleted += int(await self.backend.delete_namespace(record.name))
+        memories_deleted = await self.backend.delete_expired_memories(now)
         await self.backend.maintain()
         return SweepReport(namespaces_deleted, memories_deleted)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from adapters.naming import DEFAULT_PREFIX
+from adapters.base import DEFAULT_PREFIX
 
 MIB = 1024 * 1024
 
@@ -52,9 +52,14 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     listen_addr: str = Field("127.0.0.1:9100", alias="MEMORY_PLUGIN_LISTEN_ADDR")
-    backend: Literal["qdrant", "pinecone"] = Field("qdrant", alias="MEMORY_PLUGIN_BACKEND")
+    backend: Literal["embedded", "qdrant", "pinecone"] = Field(
+        "embedded", alias="MEMORY_PLUGIN_BACKEND"
+    )
     data_dir: Path = Field(Path("./data"), alias="MEMORY_PLUGIN_DATA_DIR")
     qdrant_url: str | None = Field(None, alias="QDRANT_URL")
+    qdrant_layout: Literal["shared", "collections"] = Field(
+        "shared", alias="MEMORY_PLUGIN_QDRANT_LAYOUT"
+    )
     qdrant_api_key: SecretStr | None = Field(None, alias="QDRANT_API_KEY")
     pinecone_api_key: SecretStr | None = Field(None, alias="PINECONE_API_KEY")
     pinecone_index: str | None = Field(None, alias="PINECONE_INDEX")
@@ -94,8 +99,30 @@ class Settings(BaseModel):
     def _blank_is_none(cls, value: str | None) -> str | None:
         return None if value is None or value.strip() == "" else value.strip()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_backend(cls, data: Any) -> Any:
+        """No MEMORY_PLUGIN_BACKEND: a Qdrant server when QDRANT_URL is set, else embedded."""
+        if not isinstance(data, dict):
+            return data
+        keys = ("MEMORY_PLUGIN_BACKEND", "backend")
+        if any(str(data.get(key) or "").strip() for key in keys):
+            return data
+        url = str(data.get("QDRANT_URL", data.get("qdrant_url")) or "").strip()
+        rest = {key: value for key, value in data.items() if key not in keys}
+        return {**rest, "backend": "qdrant" if url else "embedded"}
+
     @model_validator(mode="after")
     def _backend_needs(self) -> Settings:
+        if self.backend == "qdrant" and self.qdrant_url is None:
+            raise ValueError(
+                "MEMORY_PLUGIN_BACKEND=qdrant needs QDRANT_URL"
+                " (the embedded store is MEMORY_PLUGIN_BACKEND=embedded)"
+            )
+        if self.backend == "embedded" and self.qdrant_url is not None:
+            raise ValueError(
+                "QDRANT_URL is set but MEMORY_PLUGIN_BACKEND=embedded: unset one of them"
+            )
         if self.backend == "pinecone":
             if self.pinecone_api_key is None or not self.pinecone_api_key.get_secret_value():
                 raise ValueError("PINECONE_API_KEY is required when MEMORY_PLUGIN_BACKEND=pinecone")

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from adapters.base import MemoryRecord, NamespaceRecord
-from adapters.payload import format_optional_time, format_time
+from adapters.times import format_optional_time, format_time
 
 NAMESPACE_PATTERN = re.compile(r"[a-z]+:[A-Za-z0-9_:.\-]+")
 NAMESPACE_MAX = 256

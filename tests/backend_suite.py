@@ -98,7 +98,7 @@ class BackendSuite:
             record = await backend.get_namespace(name)
             assert record is not None
             assert record.metadata == {"i": index}
-            listed = await backend.list_memories(name, everything(), 10)
+            listed = await backend.list_memories([name], everything(), 10)
             assert [m.content for m in listed] == [f"in {name}"]
         listed_names = {r.name for r in await backend.list_namespaces()}
         assert set(names) <= listed_names
@@ -111,7 +111,7 @@ class BackendSuite:
         assert await backend.get_namespace(ns) is None
         assert await backend.delete_namespace(ns) is False
         await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
-        assert await backend.list_memories(ns, everything(), 100) == []
+        assert await backend.list_memories([ns], everything(), 100) == []
 
     async def test_memory_round_trip_keeps_every_field(
         self, backend: VectorBackend, ns: str
@@ -137,8 +137,8 @@ class BackendSuite:
         await backend.upsert_memory(first, unit(1))
         second = memory(ns, id=first.id, content="second", pin=True)
         await backend.upsert_memory(second, unit(0, 1))
-        assert await backend.list_memories(ns, everything(), 100) == [second]
-        hits = await backend.query_memories(ns, unit(0, 1), everything(), 10)
+        assert await backend.list_memories([ns], everything(), 100) == [second]
+        hits = await backend.query_memories([ns], unit(0, 1), everything(), 10)
         assert [(h.memory, round(h.score, 4)) for h in hits] == [(second, 1.0)]
 
     async def test_same_id_in_two_namespaces_is_two_memories(
@@ -162,7 +162,7 @@ class BackendSuite:
             written[content] = memory(ns, content=content)
             await backend.upsert_memory(written[content], vector)
         query = unit(1)
-        hits = await backend.query_memories(ns, query, everything(), 3)
+        hits = await backend.query_memories([ns], query, everything(), 3)
         assert [h.memory.content for h in hits] == ["close", "middle", "far"]
         for hit in hits:
             assert hit.score == pytest.approx(cosine(query, vectors[hit.memory.content]), abs=1e-4)
@@ -179,8 +179,8 @@ class BackendSuite:
             await backend.upsert_memory(memory(ns, content=content, pin=pin, kind=kind), unit(1))
 
         async def contents(memory_filter: MemoryFilter) -> set[str]:
-            queried = await backend.query_memories(ns, unit(1), memory_filter, 10)
-            listed = await backend.list_memories(ns, memory_filter, 10)
+            queried = await backend.query_memories([ns], unit(1), memory_filter, 10)
+            listed = await backend.list_memories([ns], memory_filter, 10)
             assert {h.memory.content for h in queried} == {m.content for m in listed}
             return {m.content for m in listed}
 
@@ -212,8 +212,8 @@ class BackendSuite:
         await backend.upsert_memory(
             memory(ns, content="later", expires_at=T0 + timedelta(microseconds=1)), unit(1)
         )
-        listed = await backend.list_memories(ns, everything(T0), 10)
-        queried = await backend.query_memories(ns, unit(1), everything(T0), 10)
+        listed = await backend.list_memories([ns], everything(T0), 10)
+        queried = await backend.query_memories([ns], unit(1), everything(T0), 10)
         assert {m.content for m in listed} == {"forever", "later"}
         assert {h.memory.content for h in queried} == {"forever", "later"}
 
@@ -225,7 +225,7 @@ class BackendSuite:
                 memory(ns, content=f"m{minute}", created_at=T0 + timedelta(minutes=minute)),
                 unit(1, minute),
             )
-        listed = await backend.list_memories(ns, everything(T0), 3)
+        listed = await backend.list_memories([ns], everything(T0), 3)
         assert [m.content for m in listed] == ["m4", "m3", "m2"]
 
     async def test_delete_memory_only_in_its_namespace(
@@ -249,9 +249,9 @@ class BackendSuite:
         ]
         for record in keep + drop:
             await backend.upsert_memory(record, unit(1))
-        assert await backend.delete_expired_memories(ns, T0) == 3
-        assert await backend.delete_expired_memories(ns, T0) == 0
-        remaining = await backend.list_memories(ns, everything(T0 - timedelta(days=9)), 10)
+        assert await backend.delete_expired_memories(T0) == 3
+        assert await backend.delete_expired_memories(T0) == 0
+        remaining = await backend.list_memories([ns], everything(T0 - timedelta(days=9)), 10)
         assert sorted(m.content for m in remaining) == ["future", "no ttl"]
 
     async def test_upsert_into_missing_namespace_is_gone(self, backend: VectorBackend) -> None:
@@ -259,8 +259,8 @@ class BackendSuite:
             await backend.upsert_memory(memory("org:never-created"), unit(1))
 
     async def test_missing_namespace_reads_empty(self, backend: VectorBackend) -> None:
-        assert await backend.list_memories("org:none", everything(), 10) == []
-        assert await backend.query_memories("org:none", unit(1), everything(), 10) == []
+        assert await backend.list_memories(["org:none"], everything(), 10) == []
+        assert await backend.query_memories(["org:none"], unit(1), everything(), 10) == []
         assert await backend.delete_memory("org:none", new_id()) is False
 
     async def test_many_memories_listing_and_query_limit(
@@ -271,9 +271,104 @@ class BackendSuite:
                 memory(ns, content=f"n{index}", created_at=T0 + timedelta(seconds=index)),
                 unit(1, index / 150),
             )
-        listed = await backend.list_memories(ns, everything(), 100)
+        listed = await backend.list_memories([ns], everything(), 100)
         assert [m.content for m in listed] == [f"n{i}" for i in range(149, 49, -1)]
-        hits = await backend.query_memories(ns, unit(1), everything(), 100)
+        hits = await backend.query_memories([ns], unit(1), everything(), 100)
         assert len(hits) == 100
         assert [h.memory.content for h in hits[:3]] == ["n0", "n1", "n2"]
         assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
+
+    async def test_search_spans_namespaces_pinned_first(self, backend: VectorBackend) -> None:
+        names = ["workspace:w1", "team:t1", "org:o1", "org:not-asked"]
+        for name in names:
+            await backend.save_namespace(NamespaceRecord(name=name, kind="org", created_at=T0))
+        rows = [
+            ("workspace:w1", "w1 close", False, unit(1, 0.1), 1),
+            ("workspace:w1", "w1 pinned far", True, unit(-1, 1), 2),
+            ("team:t1", "t1 closest", False, unit(1), 3),
+            ("team:t1", "t1 pinned", True, unit(0, 1), 4),
+            ("org:o1", "o1 middle", False, unit(1, 1), 5),
+            ("org:not-asked", "never", True, unit(1), 6),
+        ]
+        for name, content, pin, vector, minute in rows:
+            written = memory(
+                name, content=content, pin=pin, created_at=T0 + timedelta(minutes=minute)
+            )
+            await backend.upsert_memory(written, vector)
+        asked = ["workspace:w1", "team:t1", "org:o1", "org:missing"]
+        hits = await backend.query_memories(asked, unit(1), everything(), 10)
+        assert [h.memory.content for h in hits] == [
+            "t1 pinned",
+            "w1 pinned far",
+            "t1 closest",
+            "w1 close",
+            "o1 middle",
+        ]
+        assert [h.memory.namespace for h in hits[:2]] == ["team:t1", "workspace:w1"]
+        top = await backend.query_memories(asked, unit(1), everything(), 3)
+        assert [h.memory.content for h in top] == ["t1 pinned", "w1 pinned far", "t1 closest"]
+        listed = await backend.list_memories(asked, everything(), 4)
+        assert [m.content for m in listed] == [
+            "t1 pinned",
+            "w1 pinned far",
+            "o1 middle",
+            "t1 closest",
+        ]
+        unpinned = MemoryFilter(now=T0, pinned=False)
+        listed = await backend.list_memories(asked, unpinned, 10)
+        assert [m.content for m in listed] == ["o1 middle", "t1 closest", "w1 close"]
+
+    async def test_recreated_namespace_never_shows_old_memories(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        old = memory(ns, content="old")
+        await backend.upsert_memory(old, unit(1))
+        assert await backend.delete_namespace(ns) is True
+        assert await backend.get_memory(ns, old.id) is None
+        await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
+        assert await backend.get_memory(ns, old.id) is None
+        assert await backend.query_memories([ns], unit(1), everything(), 10) == []
+        assert await backend.delete_memory(ns, old.id) is False
+        again = memory(ns, id=old.id, content="new life")
+        await backend.upsert_memory(again, unit(0, 1))
+        assert await backend.list_memories([ns], everything(), 10) == [again]
+        await backend.maintain()
+        assert await backend.list_memories([ns], everything(), 10) == [again]
+
+    async def test_get_namespaces_returns_those_that_exist(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        other = NamespaceRecord(name="team:gamma", kind="team", created_at=T0, metadata={"k": 1})
+        await backend.save_namespace(other)
+        found = await backend.get_namespaces([ns, "team:gamma", "org:absent"])
+        assert dict(found) == {ns: await backend.get_namespace(ns), "team:gamma": other}
+        assert dict(await backend.get_namespaces([])) == {}
+
+    async def test_expired_namespaces(self, backend: VectorBackend) -> None:
+        soon = NamespaceRecord(
+            name="org:soon", kind="org", created_at=T0, expires_at=T0 + timedelta(seconds=1)
+        )
+        later = NamespaceRecord(
+            name="org:later", kind="org", created_at=T0, expires_at=T0 + timedelta(days=1)
+        )
+        never = NamespaceRecord(name="org:never", kind="org", created_at=T0)
+        for record in (soon, later, never):
+            await backend.save_namespace(record)
+        assert await backend.expired_namespaces(T0) == []
+        assert await backend.expired_namespaces(T0 + timedelta(seconds=1)) == [soon]
+
+    async def test_delete_expired_memories_spans_namespaces(self, backend: VectorBackend) -> None:
+        names = [f"workspace:exp{i}" for i in range(3)]
+        for index, name in enumerate(names):
+            await backend.save_namespace(
+                NamespaceRecord(name=name, kind="workspace", created_at=T0)
+            )
+            await backend.upsert_memory(memory(name, content="keep"), unit(1))
+            if index != 1:
+                await backend.upsert_memory(
+                    memory(name, content="drop", expires_at=T0 - timedelta(seconds=1)), unit(1)
+                )
+        assert await backend.delete_expired_memories(T0) == 2
+        past = everything(T0 - timedelta(days=1))
+        for name in names:
+            assert [m.content for m in await backend.list_memories([name], past, 10)] == ["keep"]

@@ -5,11 +5,18 @@ Bodies are built from `qdrant_client.http.models`, so their shapes are the SDK's
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
+import respx
 from pydantic import BaseModel
 from qdrant_client.http import models
+
+from adapters.qdrant import layout
+from adapters.qdrant.server import MEMORY_STORE_INDEXES, RECORD_INDEXES
+
+KEYWORD_KINDS = frozenset({layout.IndexKind.TENANT, layout.IndexKind.KEYWORD})
 
 
 def ok(result: Any) -> httpx.Response:
@@ -33,3 +40,71 @@ def not_found(collection: str) -> httpx.Response:
 
 def completed() -> httpx.Response:
     return ok(models.UpdateResult(operation_id=7, status=models.UpdateStatus.COMPLETED))
+
+
+def collections(*names: str) -> httpx.Response:
+    """GET /collections listing `names`."""
+    described = [models.CollectionDescription(name=name) for name in names]
+    return ok(models.CollectionsResponse(collections=described))
+
+
+def collection_info(
+    vectors: models.VectorParams | dict[str, models.VectorParams],
+    indexed: Iterable[str] = (),
+    *,
+    keyword: Iterable[str] = (),
+    metadata: dict[str, Any] | None = None,
+) -> httpx.Response:
+    """GET /collections/{name} as a Qdrant 1.16+ server answers it."""
+    keywords = set(keyword)
+    schema = {
+        field: models.PayloadIndexInfo(
+            data_type=models.PayloadSchemaType.KEYWORD
+            if field in keywords
+            else models.PayloadSchemaType.INTEGER,
+            points=0,
+        )
+        for field in indexed
+    }
+    return ok(
+        models.CollectionInfo(
+            status=models.CollectionStatus.GREEN,
+            optimizer_status=models.OptimizersStatusOneOf.OK,
+            points_count=0,
+            indexed_vectors_count=0,
+            segments_count=2,
+            config=models.CollectionConfig(
+                params=models.CollectionParams(vectors=vectors),
+                hnsw_config=models.HnswConfig(m=16, ef_construct=100, full_scan_threshold=10000),
+                optimizer_config=models.OptimizersConfig(
+                    default_segment_number=0, flush_interval_sec=5, deleted_threshold=0.2
+                ),
+                wal_config=models.WalConfig(wal_capacity_mb=32, wal_segments_ahead=0),
+                metadata=metadata,
+            ),
+            payload_schema=schema,
+        )
+    )
+
+
+def shared_store_info(
+    dimension: int, indexes: dict[str, layout.IndexKind], *, vectors: bool = True
+) -> httpx.Response:
+    """A shared-layout collection with all of `indexes` (memories, or records without vectors)."""
+    keywords = [field for field, kind in indexes.items() if kind in KEYWORD_KINDS]
+    params: models.VectorParams | dict[str, models.VectorParams] = {}
+    if vectors:
+        params = models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+    return collection_info(params, indexes, keyword=keywords)
+
+
+def mock_shared_ready(router: respx.MockRouter, dimension: int, prefix: str = "memory-") -> None:
+    """The first-use requests of the shared layout, both collections already in place."""
+    memories, records = f"{prefix}memories", f"{prefix}namespaces"
+    router.get("/collections").mock(return_value=collections(memories, records))
+    router.get(f"/collections/{memories}").mock(
+        return_value=shared_store_info(dimension, MEMORY_STORE_INDEXES)
+    )
+    router.get(f"/collections/{records}").mock(
+        return_value=shared_store_info(dimension, RECORD_INDEXES, vectors=False)
+    )

@@ -200,5 +200,5 @@ async def test_janitor_sweep_deletes_expired(api: ContractClient, two: tuple[str
     assert (report.namespaces_deleted, report.memories_deleted) == (1, 1)
     assert await service.backend.get_namespace("org:temporary") is None
     everything = MemoryFilter(now=now - timedelta(days=1))
-    remaining = await service.backend.list_memories(A, everything, 10)
+    remaining = await service.backend.list_memories([A], everything, 10)
     assert [m.content for m in remaining] == ["long lived"]

@@ -1,4 +1,4 @@
-"""The shared backend suite against a real Qdrant server at QDRANT_URL.
+"""The shared backend suite against a real Qdrant server at QDRANT_URL, in both layouts.
 
 Skipped unless QDRANT_URL is set and a server answers there, e.g.:
 
@@ -21,7 +21,9 @@ from collections.abc import AsyncIterator
 import pytest
 from qdrant_client import AsyncQdrantClient
 
-from adapters.qdrant_server import QdrantServerBackend
+from adapters.base import VectorBackend
+from adapters.qdrant.server import QdrantServerBackend
+from adapters.qdrant.server_collections import QdrantCollectionsBackend
 from tests.backend_suite import DIM, BackendSuite
 
 pytestmark = pytest.mark.live_qdrant
@@ -73,18 +75,35 @@ async def _delete_collections(url: str, api_key: str | None, prefix: str) -> lis
         await client.close()
 
 
+async def _live_backend(
+    kind: type[QdrantServerBackend | QdrantCollectionsBackend], url: str, api_key: str | None
+) -> AsyncIterator[VectorBackend]:
+    prefix = f"{RUN_PREFIX}{uuid.uuid4().hex[:6]}-"
+    backend = kind(DIM, url=url, api_key=api_key, prefix=prefix, timeout_s=5)
+    await backend.start()
+    try:
+        yield backend
+    finally:
+        await backend.close()
+        await _delete_collections(url, api_key, prefix)
+
+
 class TestQdrantServerLive(BackendSuite):
+    """The shared layout: one memories collection, namespaces as tenants."""
+
     @pytest.fixture
-    async def backend(self, qdrant: tuple[str, str | None]) -> AsyncIterator[QdrantServerBackend]:
-        url, api_key = qdrant
-        prefix = f"{RUN_PREFIX}{uuid.uuid4().hex[:6]}-"
-        backend = QdrantServerBackend(DIM, url=url, api_key=api_key, prefix=prefix, timeout_s=5)
-        await backend.start()
-        try:
+    async def backend(self, qdrant: tuple[str, str | None]) -> AsyncIterator[VectorBackend]:
+        async for backend in _live_backend(QdrantServerBackend, *qdrant):
             yield backend
-        finally:
-            await backend.close()
-            await _delete_collections(url, api_key, prefix)
+
+
+class TestQdrantCollectionsLive(BackendSuite):
+    """The `collections` layout: one collection per namespace."""
+
+    @pytest.fixture
+    async def backend(self, qdrant: tuple[str, str | None]) -> AsyncIterator[VectorBackend]:
+        async for backend in _live_backend(QdrantCollectionsBackend, *qdrant):
+            yield backend
 
 
 async def test_cleanup_leaves_nothing_behind(qdrant: tuple[str, str | None]) -> None:

@@ -348,11 +348,18 @@ def env_refs(objects: list[Manifest]) -> dict[str, Manifest]:
     return {e["name"]: e["valueFrom"] for e in server_container(objects).get("env", [])}
 
 
+def test_qdrant_layout_can_be_collections() -> None:
+    data = one(render("qdrant-server", "qdrant.layout=collections"), "ConfigMap")["data"]
+    assert Settings.from_env(dict(data)).qdrant_layout == "collections"
+    assert "layout" in render_fails("qdrant-server", "qdrant.layout=tenants")
+
+
 def test_qdrant_server_backend() -> None:
     objects = render("qdrant-server")
     data = one(objects, "ConfigMap")["data"]
     assert data["MEMORY_PLUGIN_BACKEND"] == "qdrant"
     assert data["QDRANT_URL"] == "http://qdrant:6333"
+    assert data["MEMORY_PLUGIN_QDRANT_LAYOUT"] == "shared"
     assert "MEMORY_PLUGIN_DATA_DIR" not in data
     assert env_refs(objects) == {
         "QDRANT_API_KEY": {"secretKeyRef": {"name": "qdrant-apikey", "key": "api-key"}}
@@ -420,9 +427,10 @@ def test_embedded_is_one_replica_on_a_claim_recreated() -> None:
     mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
     assert volumes[mounts["/data"]]["persistentVolumeClaim"] == {"claimName": f"{FULLNAME}-data"}
     data = one(objects, "ConfigMap")["data"]
-    assert data["MEMORY_PLUGIN_BACKEND"] == "qdrant"
+    assert data["MEMORY_PLUGIN_BACKEND"] == "embedded"
     assert data["MEMORY_PLUGIN_DATA_DIR"] == "/data"
-    assert "QDRANT_URL" not in data  # no URL: the embedded store
+    assert "QDRANT_URL" not in data
+    assert "MEMORY_PLUGIN_QDRANT_LAYOUT" not in data
     assert env_refs(objects) == {}
 
 

@@ -1,4 +1,4 @@
-"""Properties of the namespace-to-collection mapping in adapters/naming.py.
+"""Properties of the namespace-to-collection mapping in adapters/qdrant/names.py.
 
 The mapping must give every valid namespace name a collection name that a
 Qdrant server accepts and that is safe in a URL path, and must never send two
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from adapters.naming import (
+from adapters.qdrant.names import (
     DEFAULT_PREFIX,
     MAX_COLLECTION_NAME,
     collection_name,

@@ -17,11 +17,10 @@ import httpx
 import pytest
 import respx
 from aiohttp.test_utils import TestClient, TestServer
-from qdrant_client.http import models
 
-from adapters.qdrant_server import QdrantServerBackend
+from adapters.qdrant.server import QdrantServerBackend
 from tests.conftest import AppFactory, ContractClient, FakeClock
-from tests.qdrant_rest import not_found, ok
+from tests.qdrant_rest import mock_shared_ready, ok
 
 URL = "http://qdrant.test:6333"
 NS = "workspace:abc"
@@ -95,10 +94,8 @@ async def test_recovers_when_the_backend_returns(
         assert (await api.call("GET", "/v1/health")).status == 503
     outage.side_effect = None
     mock.routes.clear()
-    mock.get("/collections").mock(return_value=ok(models.CollectionsResponse(collections=[])))
-    mock.get("/collections/memory-workspace~abc").mock(
-        return_value=not_found("memory-workspace~abc")
-    )
+    mock_shared_ready(mock, 384)
+    mock.post("/collections/memory-namespaces/points").mock(return_value=ok([]))
     assert (await api.call("GET", "/v1/health")).body["status"] == "ok"
     reply = await api.call("POST", "/v1/search", {"namespaces": [NS], "query": "x"})
     assert (reply.status, reply.body) == (200, {"memories": []})

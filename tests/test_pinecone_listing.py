@@ -1,4 +1,4 @@
-"""The newest-first listing over an unordered, capped query (adapters/pinecone_listing.py).
+"""The newest-first listing over an unordered, capped query (adapters/pinecone/listing.py).
 
 The scan here behaves like a Pinecone query used for listing: it returns at
 most `scan_size` of the matching memories, in an order unrelated to time.
@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 
 from adapters.base import JsonObject, MemoryFilter, MemoryRecord
-from adapters.payload import to_micros
-from adapters.pinecone_layout import F_CREATED_US, memory_filter
-from adapters.pinecone_listing import newest_memories
+from adapters.pinecone.layout import F_CREATED_US, memory_filter
+from adapters.pinecone.listing import newest_memories
+from adapters.times import to_micros
 from tests.backend_suite import T0, memory
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from adapters.base import MemoryFilter, NamespaceRecord, ScoredMemory
-from adapters.pinecone_overlay import FreshnessOverlay
+from adapters.pinecone.overlay import FreshnessOverlay
 from tests.backend_suite import T0, cosine, memory, unit
 
 

@@ -1,4 +1,4 @@
-"""Pins the qdrant-edge-py 0.9.0 behaviour that shaped adapters/payload.py.
+"""Pins the qdrant-edge-py 0.9.0 behaviour that shaped adapters/qdrant/layout.py.
 
 If this test starts failing after an upgrade, the quirk is fixed: `pinned` could
 then be stored as a bool again.

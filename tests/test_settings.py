@@ -74,3 +74,46 @@ def test_listen_addr_parser() -> None:
     assert parse_listen_addr("[::1]:9100") == ("::1", 9100)
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_listen_addr(":9100")
+
+
+@pytest.mark.parametrize(
+    ("env", "backend"),
+    [
+        ({}, "embedded"),
+        ({"QDRANT_URL": "http://qdrant:6333"}, "qdrant"),
+        ({"MEMORY_PLUGIN_BACKEND": "embedded"}, "embedded"),
+        ({"MEMORY_PLUGIN_BACKEND": "", "QDRANT_URL": "http://q:6333"}, "qdrant"),
+        ({"MEMORY_PLUGIN_BACKEND": "qdrant", "QDRANT_URL": "http://q:6333"}, "qdrant"),
+    ],
+)
+def test_backend_follows_the_chart_names_and_qdrant_url_alone(
+    env: dict[str, str], backend: str
+) -> None:
+    assert Settings.from_env(env).backend == backend
+
+
+def test_qdrant_layout_defaults_to_shared() -> None:
+    url = {"QDRANT_URL": "http://q:6333"}
+    assert Settings.from_env(url).qdrant_layout == "shared"
+    chosen = Settings.from_env({**url, "MEMORY_PLUGIN_QDRANT_LAYOUT": "collections"})
+    assert chosen.qdrant_layout == "collections"
+    with pytest.raises(SettingsError, match="MEMORY_PLUGIN_QDRANT_LAYOUT='tenants'"):
+        Settings.from_env({**url, "MEMORY_PLUGIN_QDRANT_LAYOUT": "tenants"})
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MEMORY_PLUGIN_BACKEND": "qdrant"}, "MEMORY_PLUGIN_BACKEND=qdrant needs QDRANT_URL"),
+        (
+            {"MEMORY_PLUGIN_BACKEND": "embedded", "QDRANT_URL": "http://q:6333"},
+            "QDRANT_URL is set but MEMORY_PLUGIN_BACKEND=embedded",
+        ),
+        ({"MEMORY_PLUGIN_BACKEND": "postgres"}, "MEMORY_PLUGIN_BACKEND='postgres'"),
+    ],
+)
+def test_contradicting_backend_settings_are_one_line(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env(env)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)

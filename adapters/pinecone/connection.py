@@ -17,7 +17,7 @@ from pinecone import AsyncIndex, AsyncPinecone
 from pinecone._internal.config import RetryConfig
 
 from adapters.errors import BackendMisconfigured, BackendUnavailable
-from adapters.pinecone_calls import PineconeAuthFailed, PineconeMissing, call, open_index
+from adapters.pinecone.calls import PineconeAuthFailed, PineconeMissing, call, open_index
 
 log = logging.getLogger("memory_plugin.pinecone")
 REVERIFY_S = 1.0

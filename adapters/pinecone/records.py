@@ -4,22 +4,24 @@ The record (kind, created_at, expires_at, metadata, and the namespace's epoch)
 is the metadata of a vector whose id is the namespace name, in the Pinecone
 namespace `prefix + "~namespaces"`. Reads see recent saves and deletes through
 the overlay first, then a short cache (one request usually reads the record
-twice), then Pinecone.
+twice), then Pinecone. Keeping every record in one Pinecone namespace is what
+lets a search read all of its namespaces' records with one fetch.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from pinecone import AsyncIndex
 
-from adapters import pinecone_layout as layout
 from adapters.base import NamespaceRecord
-from adapters.pinecone_calls import call
-from adapters.pinecone_overlay import FreshnessOverlay
+from adapters.pinecone import layout
+from adapters.pinecone.calls import call
+from adapters.pinecone.overlay import FreshnessOverlay
 
 RECORDS_SUFFIX = "~namespaces"
 PAGE = 100  # ids per list page and per fetch (fetch ids travel in the URL)
@@ -50,25 +52,50 @@ class NamespaceRecords:
 
     async def state(self, name: str) -> NamespaceState:
         """The live record and its epoch, or None."""
-        entry = self._overlay.namespace(name)
-        if entry is not None:
-            return (entry.record, entry.epoch) if entry.record and entry.epoch else None
-        cached = self._states.get(name)
-        if cached is not None and self._clock() - cached[0] < STATE_CACHE_S:
-            return cached[1]
+        return (await self.states([name])).get(name)
+
+    async def states(self, names: Sequence[str]) -> dict[str, tuple[NamespaceRecord, str]]:
+        """The live records and epochs of those `names` that exist.
+
+        What the overlay or the cache does not answer is fetched at once: one request
+        per `PAGE` names (a search names a handful, so one request).
+        """
+        known: dict[str, NamespaceState] = {}
+        missing: list[str] = []
+        for name in dict.fromkeys(names):
+            entry = self._overlay.namespace(name)
+            cached = self._states.get(name)
+            if entry is not None:
+                known[name] = (entry.record, entry.epoch) if entry.record and entry.epoch else None
+            elif cached is not None and self._clock() - cached[0] < STATE_CACHE_S:
+                known[name] = cached[1]
+            else:
+                missing.append(name)
+        if missing:
+            pages = [missing[start : start + PAGE] for start in range(0, len(missing), PAGE)]
+            for page in await asyncio.gather(*(self._fetch(ids) for ids in pages)):
+                known.update(page)
+        return {name: state for name, state in known.items() if state is not None}
+
+    async def _fetch(self, names: list[str]) -> dict[str, NamespaceState]:
+        """Read `names` from Pinecone (one request) and remember the answers briefly."""
         index = await self._ready()
         found = await call(
-            "fetch namespace record",
-            lambda t: index.fetch(ids=[name], namespace=self.namespace, timeout=t),
+            "fetch namespace records",
+            lambda t: index.fetch(ids=names, namespace=self.namespace, timeout=t),
             self._budget_s,
         )
-        vector = found.vectors.get(name)
-        state = layout.namespace_from_metadata(vector.metadata or {}) if vector else None
-        self._states.pop(name, None)
-        self._states[name] = (self._clock(), state)
+        fetched: dict[str, NamespaceState] = {}
+        for name in names:
+            vector = found.vectors.get(name)
+            fetched[name] = (
+                layout.namespace_from_metadata(vector.metadata or {}) if vector else None
+            )
+            self._states.pop(name, None)
+            self._states[name] = (self._clock(), fetched[name])
         while len(self._states) > STATE_CACHE_MAX:
             self._states.popitem(last=False)
-        return state
+        return fetched
 
     async def save(self, record: NamespaceRecord) -> None:
         """Write the record, keeping the epoch of a live namespace, minting one otherwise."""
@@ -98,8 +125,9 @@ class NamespaceRecords:
         self._overlay.namespace_deleted(name)
         self._states.pop(name, None)
 
-    async def all(self) -> list[NamespaceRecord]:
-        """Every namespace record: list the reserved namespace's ids, fetch them in pages.
+    async def all(self) -> dict[str, tuple[NamespaceRecord, str]]:
+        """Every live record with its epoch: list the reserved namespace's ids, fetch them
+        in pages, apply the overlay.
 
         Used by the janitor only; its cost grows with the number of namespaces.
         """
@@ -116,27 +144,17 @@ class NamespaceRecords:
             ids = [item.id for item in page.vectors if item.id]
             return ids, page.pagination.next if page.pagination else None
 
-        async def fetch(ids: list[str]) -> list[NamespaceRecord]:
-            found = await call(
-                "fetch namespace records",
-                lambda t: index.fetch(ids=ids, namespace=self.namespace, timeout=t),
-                self._budget_s,
-            )
-            return [
-                layout.namespace_from_metadata(v.metadata or {})[0] for v in found.vectors.values()
-            ]
-
         names, token = await page_after(None)
         while token:
             more, token = await page_after(token)
             names += more
-        records: dict[str, NamespaceRecord] = {}
+        states: dict[str, tuple[NamespaceRecord, str]] = {}
         for start in range(0, len(names), PAGE):
-            for record in await fetch(names[start : start + PAGE]):
-                records[record.name] = record
+            fetched = await self._fetch(names[start : start + PAGE])
+            states.update((name, state) for name, state in fetched.items() if state is not None)
         for entry in self._overlay.namespaces():
-            if entry.record is None:
-                records.pop(entry.name, None)
+            if entry.record is None or entry.epoch is None:
+                states.pop(entry.name, None)
             else:
-                records[entry.name] = entry.record
-        return sorted(records.values(), key=lambda record: record.name)
+                states[entry.name] = (entry.record, entry.epoch)
+        return dict(sorted(states.items()))

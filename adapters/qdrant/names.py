@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import hashlib
 
-DEFAULT_PREFIX = "memory-"
+from adapters.base import DEFAULT_PREFIX
+
 MAX_COLLECTION_NAME = 255
 _FORBIDDEN = frozenset('<>:"/\\|?*')
 
@@ -38,3 +39,18 @@ def is_valid_collection_name(name: str) -> bool:
     return 0 < len(name) <= MAX_COLLECTION_NAME and not any(
         ch in _FORBIDDEN or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name
     )
+
+
+def memories_store_name(prefix: str = DEFAULT_PREFIX) -> str:
+    """The shared layout's one memories collection. No `~`, so never a namespace's name."""
+    return prefix + "memories"
+
+
+def records_store_name(prefix: str = DEFAULT_PREFIX) -> str:
+    """The shared layout's namespace records collection (a server only)."""
+    return prefix + "namespaces"
+
+
+def is_namespace_collection(name: str, prefix: str = DEFAULT_PREFIX) -> bool:
+    """A collection of the per-namespace (`collections`) layout: prefix, then a `~` somewhere."""
+    return name.startswith(prefix) and "~" in name[len(prefix) :]

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory
-from adapters.pinecone_layout import matches
+from adapters.pinecone.layout import matches
 
 Vector = npt.NDArray[np.float32]
 

@@ -7,36 +7,49 @@ Layout (see README "Pinecone"):
   `[a-z:A-Z0-9_.-]`, so the mapping is the identity plus the prefix: injective.
 - Namespace records live in one reserved Pinecone namespace, `prefix + "~namespaces"`,
   one vector per namespace with the name as its id (`~` never starts a name, so
-  the reserved namespace cannot collide with a mapped one): `adapters.pinecone_records`.
+  the reserved namespace cannot collide with a mapped one): `adapters.pinecone.records`.
+  So `get_namespaces` (and a search's look-up of its namespaces) is one fetch.
 - Memory ids are the vector ids; upsert is native, so a retried commit updates in place.
-- Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone_layout`.
-- Read-your-writes: `adapters.pinecone_overlay`. Retries and errors: `adapters.pinecone_calls`.
-- Listing without a query: `adapters.pinecone_listing`.
+- Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone.layout`.
+- Read-your-writes: `adapters.pinecone.overlay`. Retries and errors: `adapters.pinecone.calls`.
+- Searches over several namespaces: `adapters.pinecone.reads`; listing without a
+  query: `adapters.pinecone.listing`.
+
+Expiry is the exception to "cost independent of the namespace count": Pinecone
+has no delete (or query) across namespaces, so `delete_expired_memories` asks
+every namespace, a few at a time: one query each, plus one delete where
+something expired. The janitor's cost there grows with the number of namespaces.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from pinecone import AsyncIndex
-from pinecone.models.vectors.vector import ScoredVector
 
-from adapters import pinecone_layout as layout
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory, VectorBackend
+from adapters.base import (
+    DEFAULT_PREFIX,
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    VectorBackend,
+)
 from adapters.errors import NamespaceGone
-from adapters.naming import DEFAULT_PREFIX
-from adapters.payload import to_micros
-from adapters.pinecone_calls import PineconeMissing, call
-from adapters.pinecone_connection import PineconeConnection
-from adapters.pinecone_listing import newest_memories
-from adapters.pinecone_overlay import FreshnessOverlay
-from adapters.pinecone_records import NamespaceRecords
+from adapters.pinecone import layout
+from adapters.pinecone.calls import PineconeMissing, call
+from adapters.pinecone.connection import PineconeConnection
+from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.reads import MemoryReads
+from adapters.pinecone.records import NamespaceRecords
+from adapters.times import to_micros
 
-QUERY_TOP_K_WITH_METADATA = 1000
+# Namespaces the janitor sweeps at once: enough to hide latency, few enough not to be throttled.
+EXPIRY_CONCURRENCY = 8
 
 
 class PineconeBackend(VectorBackend):
@@ -64,7 +77,6 @@ class PineconeBackend(VectorBackend):
             budget_s=timeout_s,
             clock=clock,
         )
-        self._prefix = prefix
         self._budget_s = timeout_s
         self._unit = layout.fixed_unit_vector(dimension)
         self.overlay = FreshnessOverlay(freshness_window_s, overlay_max_entries, clock)
@@ -75,6 +87,13 @@ class PineconeBackend(VectorBackend):
             ready=self._ready,
             budget_s=timeout_s,
             clock=clock,
+        )
+        self._reads = MemoryReads(
+            prefix=prefix,
+            unit_vector=self._unit,
+            overlay=self.overlay,
+            ready=self._ready,
+            budget_s=timeout_s,
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -92,7 +111,7 @@ class PineconeBackend(VectorBackend):
     # -- namespaces --------------------------------------------------------------------
 
     def _ns(self, name: str) -> str:
-        return self._prefix + name
+        return self._reads.pinecone_namespace(name)
 
     async def ping(self) -> None:
         index = await self._ready()
@@ -103,6 +122,11 @@ class PineconeBackend(VectorBackend):
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
         state = await self._records.state(name)
         return state[0] if state else None
+
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        """One fetch of every name the overlay and the short cache do not answer."""
+        states = await self._records.states(names)
+        return {name: record for name, (record, _) in states.items()}
 
     async def save_namespace(self, record: NamespaceRecord) -> None:
         await self._records.save(record)
@@ -124,7 +148,7 @@ class PineconeBackend(VectorBackend):
 
     async def list_namespaces(self) -> list[NamespaceRecord]:
         """Every record (the janitor's use only: its cost grows with the namespace count)."""
-        return await self._records.all()
+        return [record for record, _ in (await self._records.all()).values()]
 
     # -- memories ----------------------------------------------------------------------
 
@@ -164,51 +188,24 @@ class PineconeBackend(VectorBackend):
 
     async def query_memories(
         self,
-        namespace: str,
+        namespaces: Sequence[str],
         vector: Sequence[float],
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
-        state = await self._records.state(namespace)
-        if state is None:
-            return []
-        epoch = state[1]
-        top_k = min(limit + len(self.overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
-        index = await self._ready()
-        found = await call(
-            "query",
-            lambda t: index.query(
-                top_k=top_k,
-                vector=[float(x) for x in vector],
-                namespace=self._ns(namespace),
-                filter=layout.memory_filter(epoch, memory_filter),
-                include_metadata=True,
-                timeout=t,
-            ),
-            self._budget_s,
-        )
-        hits = [
-            ScoredMemory(layout.memory_from_metadata(m.id, namespace, m.metadata or {}), m.score)
-            for m in found.matches
-        ]
-        return self.overlay.merge_query(namespace, epoch, vector, memory_filter, hits, limit)
+        epochs = await self._epochs(namespaces)
+        return await self._reads.query(epochs, vector, memory_filter, limit)
 
     async def list_memories(
-        self, namespace: str, memory_filter: MemoryFilter, limit: int
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
-        state = await self._records.state(namespace)
-        if state is None:
-            return []
-        epoch = state[1]
+        epochs = await self._epochs(namespaces)
+        return await self._reads.listing(epochs, memory_filter, limit)
 
-        async def scan(flt: dict[str, Any]) -> list[MemoryRecord]:
-            matches = await self._unranked(namespace, flt, "list memories", with_metadata=True)
-            return [layout.memory_from_metadata(m.id, namespace, m.metadata or {}) for m in matches]
-
-        want = min(limit + len(self.overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
-        base = layout.memory_filter(epoch, memory_filter)
-        listed = await newest_memories(scan, base, want, QUERY_TOP_K_WITH_METADATA)
-        return self.overlay.merge_listing(namespace, epoch, memory_filter, listed, limit)
+    async def _epochs(self, namespaces: Sequence[str]) -> dict[str, str]:
+        """The epochs of the live ones among `namespaces` (one fetch for all of them)."""
+        states = await self._records.states(namespaces)
+        return {name: epoch for name, (_, epoch) in states.items()}
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         state = await self._records.state(namespace)
@@ -223,51 +220,47 @@ class PineconeBackend(VectorBackend):
         self.overlay.memory_deleted(namespace, memory_id, state[1])
         return True
 
-    async def delete_expired_memories(self, namespace: str, now: datetime) -> int:
+    async def delete_expired_memories(self, now: datetime) -> int:
+        """Every namespace, `EXPIRY_CONCURRENCY` at a time: see the module docstring."""
+        gate = asyncio.Semaphore(EXPIRY_CONCURRENCY)
+
+        async def expire(namespace: str, epoch: str) -> int:
+            async with gate:
+                return await self._delete_expired_in(namespace, epoch, now)
+
+        states = await self._records.all()
+        counts = await asyncio.gather(*(expire(name, epoch) for name, (_, epoch) in states.items()))
+        return sum(counts)
+
+    async def _delete_expired_in(self, namespace: str, epoch: str, now: datetime) -> int:
         """Delete by metadata filter what has expired; count what Pinecone and the overlay
-        show (Pinecone's part capped at one query's 1000). Pinecone applies writes in order,
-        so the delete also covers expired writes it does not show yet."""
-        state = await self._records.state(namespace)
-        if state is None:
-            return 0
-        epoch = state[1]
+        show (Pinecone's part capped at one query's 1000; a recent delete is not counted
+        twice). Pinecone applies writes in order, so the delete also covers expired writes
+        it does not show yet, and spares a memory updated since to expire later."""
         expired = {
             "$and": [
                 {layout.F_EPOCH: {"$eq": epoch}},
                 {layout.F_EXPIRES_US: {"$lte": to_micros(now)}},
             ]
         }
-        matches = await self._unranked(namespace, expired, "find expired", with_metadata=False)
-        gone = {match.id for match in matches}
-        recent = self.overlay.live_memories(namespace, epoch)
-        gone |= {memory.id for memory, _ in recent if memory.is_expired(now)}
+        gone: set[str] = set()
+        recent = self.overlay.ids_in(namespace)  # for these, the overlay knows better
+        with contextlib.suppress(PineconeMissing):  # no vector was ever written there
+            matches = await self._reads.unranked(
+                namespace, expired, "find expired", with_metadata=False
+            )
+            gone = {match.id for match in matches if match.id not in recent}
+        live = self.overlay.live_memories(namespace, epoch)
+        gone |= {memory.id for memory, _ in live if memory.is_expired(now)}
         if not gone:
             return 0
         index = await self._ready()
-        await call(
-            "delete expired",
-            lambda t: index.delete(filter=expired, namespace=self._ns(namespace), timeout=t),
-            self._budget_s,
-        )
+        with contextlib.suppress(PineconeMissing):  # the namespace was deleted meanwhile
+            await call(
+                "delete expired",
+                lambda t: index.delete(filter=expired, namespace=self._ns(namespace), timeout=t),
+                self._budget_s,
+            )
         for memory_id in gone:
             self.overlay.memory_deleted(namespace, memory_id, epoch)
         return len(gone)
-
-    async def _unranked(
-        self, namespace: str, flt: dict[str, Any], operation: str, *, with_metadata: bool
-    ) -> list[ScoredVector]:
-        """Up to 1000 memories matching `flt`, in no useful order (a query by a fixed vector)."""
-        index = await self._ready()
-        found = await call(
-            operation,
-            lambda t: index.query(
-                top_k=QUERY_TOP_K_WITH_METADATA,
-                vector=self._unit,
-                namespace=self._ns(namespace),
-                filter=flt,
-                include_metadata=with_metadata,
-                timeout=t,
-            ),
-            self._budget_s,
-        )
-        return list(found.matches)

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from adapters.base import JsonObject, MemoryRecord
-from adapters.payload import to_micros
-from adapters.pinecone_layout import newer_than
+from adapters.pinecone.layout import newer_than
+from adapters.times import to_micros
 
 MAX_ROUNDS = 6
 

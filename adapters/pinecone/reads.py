@@ -1,0 +1,141 @@
+"""Searches and listings over several namespaces, for a store that answers one at a time.
+
+A Pinecone query reads exactly one Pinecone namespace, so a search over N
+namespaces costs N queries per pin side, sent at once and merged by
+`adapters.merge`. Each pin side is its own query (a `pinned` filter), so
+`limit` unpinned memories that rank higher can never crowd a pinned one out of
+a `top_k`; with both sides asked, that is 2 queries per namespace. Within each
+(namespace, side) part, the epoch filter hides a deleted namespace's memories
+and the overlay applies recent writes before the cut to `limit`, so every part
+holds its true `limit` best and the merge of the parts is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from pinecone import AsyncIndex
+from pinecone.models.vectors.vector import ScoredVector
+
+from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory
+from adapters.merge import merge_listed, merge_scored, pin_sides
+from adapters.pinecone import layout
+from adapters.pinecone.calls import call
+from adapters.pinecone.listing import newest_memories
+from adapters.pinecone.overlay import FreshnessOverlay
+
+QUERY_TOP_K_WITH_METADATA = 1000
+
+# A live namespace's name and its epoch.
+Epochs = Mapping[str, str]
+
+
+class MemoryReads:
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        unit_vector: list[float],
+        overlay: FreshnessOverlay,
+        ready: Callable[[], Awaitable[AsyncIndex]],
+        budget_s: float,
+    ) -> None:
+        self._prefix = prefix
+        self._unit = unit_vector
+        self._overlay = overlay
+        self._ready = ready
+        self._budget_s = budget_s
+
+    def pinecone_namespace(self, name: str) -> str:
+        return self._prefix + name
+
+    async def query(
+        self, epochs: Epochs, vector: Sequence[float], memory_filter: MemoryFilter, limit: int
+    ) -> list[ScoredMemory]:
+        """Up to `limit` memories of these namespaces: pinned first, best first."""
+        if limit <= 0:
+            return []
+        parts = await asyncio.gather(
+            *(
+                self._query_one(name, epoch, vector, side, limit)
+                for name, epoch in epochs.items()
+                for side in pin_sides(memory_filter)
+            )
+        )
+        return merge_scored(parts, limit)
+
+    async def listing(
+        self, epochs: Epochs, memory_filter: MemoryFilter, limit: int
+    ) -> list[MemoryRecord]:
+        """Up to `limit` memories of these namespaces: pinned first, newest first."""
+        if limit <= 0:
+            return []
+        parts = await asyncio.gather(
+            *(
+                self._list_one(name, epoch, side, limit)
+                for name, epoch in epochs.items()
+                for side in pin_sides(memory_filter)
+            )
+        )
+        return merge_listed(parts, limit)
+
+    async def _query_one(
+        self,
+        namespace: str,
+        epoch: str,
+        vector: Sequence[float],
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[ScoredMemory]:
+        top_k = min(limit + len(self._overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
+        index = await self._ready()
+        found = await call(
+            "query",
+            lambda t: index.query(
+                top_k=top_k,
+                vector=[float(x) for x in vector],
+                namespace=self.pinecone_namespace(namespace),
+                filter=layout.memory_filter(epoch, memory_filter),
+                include_metadata=True,
+                timeout=t,
+            ),
+            self._budget_s,
+        )
+        hits = [
+            ScoredMemory(layout.memory_from_metadata(m.id, namespace, m.metadata or {}), m.score)
+            for m in found.matches
+        ]
+        return self._overlay.merge_query(namespace, epoch, vector, memory_filter, hits, limit)
+
+    async def _list_one(
+        self, namespace: str, epoch: str, memory_filter: MemoryFilter, limit: int
+    ) -> list[MemoryRecord]:
+        async def scan(flt: dict[str, Any]) -> list[MemoryRecord]:
+            matches = await self.unranked(namespace, flt, "list memories", with_metadata=True)
+            return [layout.memory_from_metadata(m.id, namespace, m.metadata or {}) for m in matches]
+
+        want = min(limit + len(self._overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
+        base = layout.memory_filter(epoch, memory_filter)
+        listed = await newest_memories(scan, base, want, QUERY_TOP_K_WITH_METADATA)
+        return self._overlay.merge_listing(namespace, epoch, memory_filter, listed, limit)
+
+    async def unranked(
+        self, namespace: str, flt: dict[str, Any], operation: str, *, with_metadata: bool
+    ) -> list[ScoredVector]:
+        """Up to 1000 memories matching `flt`, in no useful order (a query by a fixed vector)."""
+        index = await self._ready()
+        found = await call(
+            operation,
+            lambda t: index.query(
+                top_k=QUERY_TOP_K_WITH_METADATA,
+                vector=self._unit,
+                namespace=self.pinecone_namespace(namespace),
+                filter=flt,
+                include_metadata=with_metadata,
+                timeout=t,
+            ),
+            self._budget_s,
+        )
+        return list(found.matches)

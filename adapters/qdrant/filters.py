@@ -1,0 +1,75 @@
+"""The one filter builder for every Qdrant layout and engine.
+
+qdrant-edge and qdrant-client spell conditions with different classes, so each
+engine supplies a small `Dialect` (five constructors) and the decisions, which
+conditions a read, a sweep or a purge needs, are made here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Generic, Protocol, TypeVar
+
+from adapters.base import MemoryFilter
+from adapters.qdrant.layout import (
+    FIELD_EPOCH,
+    FIELD_EXPIRES_US,
+    FIELD_KIND,
+    FIELD_NAMESPACE,
+    FIELD_PINNED,
+    Scope,
+)
+from adapters.times import to_micros
+
+F = TypeVar("F", covariant=True)
+C = TypeVar("C")
+
+
+class Dialect(Protocol, Generic[F, C]):
+    """How one engine spells a filter (`F`) and a condition (`C`)."""
+
+    def match_value(self, key: str, value: str | int) -> C: ...
+
+    def match_any(self, key: str, values: Sequence[str]) -> C: ...
+
+    def at_most(self, key: str, value: int) -> C: ...
+
+    def filter(self, must: list[C], must_not: list[C]) -> F: ...
+
+
+def _expired_by(dialect: Dialect[F, C], now: datetime) -> C:
+    return dialect.at_most(FIELD_EXPIRES_US, to_micros(now))
+
+
+def _in_scope(dialect: Dialect[F, C], scope: Scope) -> list[C]:
+    """Tenant key first (the engine plans on it), then the incarnations still alive."""
+    if len(scope.names) == 1:
+        return [
+            dialect.match_value(FIELD_NAMESPACE, scope.names[0]),
+            dialect.match_value(FIELD_EPOCH, scope.epochs[0]),
+        ]
+    return [
+        dialect.match_any(FIELD_NAMESPACE, sorted(scope.names)),
+        dialect.match_any(FIELD_EPOCH, sorted(scope.epochs)),
+    ]
+
+
+def memories(dialect: Dialect[F, C], memory_filter: MemoryFilter, scope: Scope | None = None) -> F:
+    """What a read may return: in `scope` (shared layout), not expired, pin side and kinds."""
+    must = [] if scope is None else _in_scope(dialect, scope)
+    if memory_filter.pinned is not None:
+        must.append(dialect.match_value(FIELD_PINNED, int(memory_filter.pinned)))
+    if memory_filter.kinds is not None:
+        must.append(dialect.match_any(FIELD_KIND, sorted(memory_filter.kinds)))
+    return dialect.filter(must, [_expired_by(dialect, memory_filter.now)])
+
+
+def expired(dialect: Dialect[F, C], now: datetime) -> F:
+    """Every memory whose `expires_at` is at or before `now`, in every namespace."""
+    return dialect.filter([_expired_by(dialect, now)], [])
+
+
+def incarnations(dialect: Dialect[F, C], epochs: Sequence[str]) -> F:
+    """Every memory written by these namespace incarnations (a namespace delete)."""
+    return dialect.filter([dialect.match_any(FIELD_EPOCH, sorted(epochs))], [])

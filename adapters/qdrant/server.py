@@ -1,0 +1,288 @@
+"""`VectorBackend` on a Qdrant server in the shared (multitenant) layout.
+
+Installations have thousands of namespaces; Qdrant advises against thousands of
+collections (Qdrant Cloud caps a cluster at 1000) and recommends one collection
+partitioned by a tenant key. So every memory lives in `<prefix>memories`, keyed
+by the `ns` payload field (keyword index, `is_tenant=true`; HNSW per tenant,
+`m=0, payload_m=16`), payload layout in `adapters.qdrant.layout`. Namespace
+records and pending purges live in `<prefix>namespaces` (`server_records`).
+
+Reads see only memories of the namespaces' current epochs, so a delete (purge
+point written and record removed in one request) is immediate for every caller
+while the physical delete by epoch may finish later (`maintain`). Collections
+are created on first use, so the plugin boots while Qdrant is down. The
+one-collection-per-namespace layout is `adapters.qdrant.server_collections`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from functools import cached_property
+from typing import Any, TypeVar
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.http import models
+
+from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory
+from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable, NamespaceGone
+from adapters.merge import merge_listed, merge_scored
+from adapters.qdrant import filters, layout, names
+from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.server_calls import (
+    DIALECT,
+    NEWEST_FIRST,
+    CollectionMissing,
+    QdrantServerBase,
+    Query,
+    StoredMemory,
+    side_requests,
+)
+from adapters.qdrant.server_records import (
+    RECORD_INDEXES,
+    NamespaceRecords,
+    epoch_of,
+    purge_id,
+    record_id,
+)
+
+__all__ = [
+    "MEMORY_STORE_INDEXES",
+    "RECORD_INDEXES",
+    "QdrantServerBackend",
+    "legacy_layout_line",
+    "purge_id",
+    "record_id",
+]
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MEMORY_STORE_INDEXES = {**layout.TENANT_INDEXES, **layout.MEMORY_INDEXES}
+# HNSW per tenant only, no graph across namespaces (Qdrant's multitenancy guide).
+TENANT_HNSW = models.HnswConfigDiff(m=0, payload_m=16)
+
+
+def legacy_layout_line(found: Sequence[str]) -> str:
+    return (
+        f"Qdrant holds {len(found)} namespace collections in the per-namespace layout "
+        f"(e.g. {found[0]}); run 'memory-plugin-vector migrate-layout' to copy them into "
+        "the shared layout, or set MEMORY_PLUGIN_QDRANT_LAYOUT=collections"
+    )
+
+
+class QdrantServerBackend(QdrantServerBase):
+    """Memories of every namespace in one Qdrant collection, partitioned by tenant."""
+
+    name = "qdrant"
+    _is_ready = False  # set per instance by prepare()
+
+    @cached_property
+    def _memories(self) -> str:
+        return names.memories_store_name(self._prefix)
+
+    @cached_property
+    def _records(self) -> NamespaceRecords:
+        collection = names.records_store_name(self._prefix)
+        return NamespaceRecords(self.connection, collection, self._call)
+
+    @cached_property
+    def _ready_lock(self) -> asyncio.Lock:
+        return asyncio.Lock()
+
+    async def start(self) -> None:
+        """Contact Qdrant if it answers; only a store it cannot serve fails the boot."""
+        try:
+            await self.prepare()
+        except BackendMisconfigured:
+            raise
+        except BackendError as exc:
+            log.warning("qdrant not ready at start, retrying on first use: %s", exc)
+
+    async def prepare(self, *, allow_namespace_collections: bool = False) -> None:
+        """Create or check both collections, once per process. The migration allows
+        collections of the per-namespace layout meanwhile; everyone else refuses them."""
+        self.connection.open()
+        async with self._ready_lock:
+            if self._is_ready:
+                return
+            listing = await self.connection.call(lambda c: c.get_collections())
+            present = {description.name for description in listing.collections}
+            legacy = sorted(n for n in present if names.is_namespace_collection(n, self._prefix))
+            if legacy and not allow_namespace_collections:
+                raise BackendMisconfigured(legacy_layout_line(legacy))
+            vectors = models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)
+            await self.connection.ensure_collection(
+                self._memories, present, vectors, MEMORY_STORE_INDEXES, hnsw=TENANT_HNSW
+            )
+            await self.connection.ensure_collection(
+                self._records.collection, present, {}, RECORD_INDEXES
+            )
+            self._is_ready = True
+
+    async def maintain(self) -> None:
+        """Finish namespace deletes whose memories were not purged (a crash, an outage)."""
+        async for dead in self._records.dead():
+            if dead:
+                await self._purge(list(dead.values()), list(dead))
+
+    async def ping(self) -> None:
+        await self._ready()
+        await self.connection.ping()
+
+    # -- namespaces ------------------------------------------------------------------
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        return (await self.get_namespaces([name])).get(name)
+
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        return {name: record for name, (record, _) in (await self._records.live(names)).items()}
+
+    async def save_namespace(self, record: NamespaceRecord) -> None:
+        await self._records.save(record)
+
+    async def delete_namespace(self, name: str) -> bool:
+        epoch = await self._records.bury(name)
+        if epoch is None:
+            return False
+        try:
+            await self._purge([epoch], [purge_id(epoch)])
+        except BackendError as exc:  # the namespace is gone already; maintain() finishes
+            log.warning("namespace %s deleted, its memories are purged later: %s", name, exc)
+        return True
+
+    async def list_namespaces(self) -> list[NamespaceRecord]:
+        return await self._records.listed()
+
+    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
+        return await self._records.expired(now)
+
+    # -- memories --------------------------------------------------------------------
+
+    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
+        point = await self._visible_point(namespace, memory_id)
+        return None if point is None else layout.memory_from_shared(point.payload or {})
+
+    async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
+        await self.upsert_memories([(memory, [float(x) for x in vector])])
+
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], *, only_changed: bool = False
+    ) -> int:
+        """Write many memories in one request, as `upsert_memory`; how many were written.
+
+        `only_changed` first reads the points and skips those already holding the
+        same payload (a re-run migration writes nothing: Qdrant's re-normalisation
+        of a stored vector may differ in the last bit)."""
+        live = await self._records.live([memory.namespace for memory, _ in memories])
+        points: dict[str, models.PointStruct] = {}
+        for memory, vector in memories:
+            epoch = epoch_of(live, memory.namespace)
+            if epoch is None:
+                raise NamespaceGone(f"namespace {memory.namespace} not found")
+            point_id = layout.point_id(memory.namespace, memory.id)
+            payload = layout.memory_to_payload(memory, epoch)
+            points[point_id] = models.PointStruct(id=point_id, vector=list(vector), payload=payload)
+        if only_changed and points:
+            ids: list[models.ExtendedPointId] = list(points)
+            for found in await self._call(lambda c: c.retrieve(self._memories, ids)):
+                if points[str(found.id)].payload == found.payload:
+                    del points[str(found.id)]
+        if points:
+            writes = list(points.values())
+            await self._call(lambda c: c.upsert(self._memories, writes, wait=True))
+        return len(points)
+
+    async def query_memories(
+        self,
+        namespaces: Sequence[str],
+        vector: Sequence[float],
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[ScoredMemory]:
+        sides = await self._batch(namespaces, memory_filter, limit, [float(x) for x in vector])
+        parts = (
+            [ScoredMemory(layout.memory_from_shared(p.payload or {}), p.score) for p in side]
+            for side in sides
+        )
+        return merge_scored(parts, limit)
+
+    async def list_memories(
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+    ) -> list[MemoryRecord]:
+        sides = await self._batch(namespaces, memory_filter, limit, NEWEST_FIRST)
+        parts = ([layout.memory_from_shared(p.payload or {}) for p in side] for side in sides)
+        return merge_listed(parts, limit)
+
+    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
+        point = await self._visible_point(namespace, memory_id)
+        if point is None:
+            return False
+        selector = models.PointIdsList(points=[point.id])
+        await self._call(lambda c: c.delete(self._memories, selector, wait=True))
+        return True
+
+    async def delete_expired_memories(self, now: datetime) -> int:
+        expired = filters.expired(DIALECT, now)
+        found = await self._call(lambda c: c.count(self._memories, expired, exact=True))
+        if found.count == 0:
+            return 0
+        selector = models.FilterSelector(filter=expired)
+        await self._call(lambda c: c.delete(self._memories, selector, wait=True))
+        return found.count
+
+    # -- internals -------------------------------------------------------------------
+
+    async def _ready(self) -> None:
+        """The first-use setup; a request only ever sees a 503 for it."""
+        if not self._is_ready:
+            try:
+                await self.prepare()
+            except BackendMisconfigured as exc:
+                raise BackendUnavailable(str(exc)) from exc
+
+    async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
+        await self._ready()
+        try:
+            return await self.connection.call(op)
+        except CollectionMissing as exc:  # dropped behind our back: set up again next time
+            self._is_ready = False
+            raise BackendUnavailable(f"qdrant collection vanished: {exc}") from exc
+
+    async def _purge(self, epochs: list[str], purge_ids: list[models.ExtendedPointId]) -> None:
+        """Delete the memories of dead incarnations, then their purge points."""
+        dead = models.FilterSelector(filter=filters.incarnations(DIALECT, epochs))
+        await self._call(lambda c: c.delete(self._memories, dead, wait=True))
+        await self._records.forget(purge_ids)
+
+    async def _visible_point(self, namespace: str, memory_id: str) -> models.Record | None:
+        """The memory's point if it belongs to the namespace's current incarnation."""
+        ids: list[models.ExtendedPointId] = [layout.point_id(namespace, memory_id)]
+        live, points = await asyncio.gather(
+            self._records.live([namespace]), self._call(lambda c: c.retrieve(self._memories, ids))
+        )
+        current = (namespace, epoch_of(live, namespace))
+        found = [p for p in points if _owner(p) == current]
+        return found[0] if found else None
+
+    async def _batch(
+        self,
+        namespaces: Sequence[str],
+        memory_filter: MemoryFilter,
+        limit: int,
+        query: Query,
+    ) -> list[list[models.ScoredPoint]]:
+        """Each pin side's best `limit` over `namespaces`: one query_batch_points request."""
+        live = await self._records.live(namespaces)
+        if not live or limit <= 0:
+            return []
+        scope = layout.Scope(tuple(live), tuple(epoch for _, epoch in live.values()))
+        requests = side_requests(memory_filter, limit, query, scope)
+        responses = await self._call(lambda c: c.query_batch_points(self._memories, requests))
+        return [response.points for response in responses]
+
+
+def _owner(point: models.Record) -> tuple[Any, Any]:
+    payload = point.payload or {}
+    return payload.get(layout.FIELD_NAMESPACE), payload.get(FIELD_EPOCH)

@@ -1,0 +1,341 @@
+"""What both Qdrant server layouts share: the client, error mapping, filters and indexes.
+
+`QdrantConnection` builds qdrant-client's `AsyncQdrantClient` (a URL, or
+`location=":memory:"` for its in-process local mode in tests) without I/O, so
+the plugin boots while Qdrant is down; `QdrantServerBase` holds it for both
+backends, with their prefix. One connection can serve several
+backends: the layout migration reads the `collections` layout and writes the
+shared one over the same client, which local mode needs (each local client is
+a store of its own). Every SDK call goes through `QdrantConnection.call`, the
+only place SDK and httpx exceptions become `adapters.errors` types.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from typing import TypeVar
+
+import httpx
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.common.client_exceptions import QdrantException
+from qdrant_client.http import models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from adapters.base import DEFAULT_PREFIX, MemoryFilter, MemoryRecord, VectorBackend
+from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable
+from adapters.merge import pin_sides
+from adapters.qdrant import filters, names
+from adapters.qdrant.layout import FIELD_CREATED_US, IndexKind, Scope
+
+T = TypeVar("T")
+Page = tuple[list[models.Record], models.ExtendedPointId | None]
+Caller = Callable[[Callable[[AsyncQdrantClient], Awaitable[Page]]], Awaitable[Page]]
+# A memory with the vector Qdrant stores for it (normalised, for cosine).
+StoredMemory = tuple[MemoryRecord, list[float]]
+IndexParams = models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
+
+# What a read asks for: nearest to a vector, or newest first.
+Query = list[float] | models.OrderByQuery
+NEWEST_FIRST = models.OrderByQuery(
+    order_by=models.OrderBy(key=FIELD_CREATED_US, direction=models.Direction.DESC)
+)
+_UNAVAILABLE_STATUSES = frozenset({408, 429})
+_INT = models.PayloadSchemaType.INTEGER
+_INDEX_PARAMS: dict[IndexKind, IndexParams] = {
+    IndexKind.TENANT: models.KeywordIndexParams(
+        type=models.KeywordIndexType.KEYWORD, is_tenant=True
+    ),
+    IndexKind.KEYWORD: models.PayloadSchemaType.KEYWORD,
+    # order_by on a server needs a range index; lookup serves equality too.
+    IndexKind.ORDERED_INTEGER: models.IntegerIndexParams(type=_INT, lookup=True, range=True),
+    IndexKind.RANGE_INTEGER: models.IntegerIndexParams(type=_INT, lookup=False, range=True),
+    IndexKind.MATCH_INTEGER: models.IntegerIndexParams(type=_INT, lookup=True, range=False),
+}
+
+
+class CollectionMissing(BackendError):
+    """The collection does not exist (HTTP 404, or local mode's 'not found')."""
+
+
+class CollectionExists(BackendError):
+    """A create lost a race: another replica created the collection first."""
+
+
+def index_params(kind: IndexKind) -> IndexParams:
+    """How qdrant-client spells a payload index of this kind."""
+    return _INDEX_PARAMS[kind]
+
+
+class ClientDialect:
+    """qdrant-client's spelling of conditions, for `adapters.qdrant.filters`."""
+
+    def match_value(self, key: str, value: str | int) -> models.FieldCondition:
+        return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+    def match_any(self, key: str, values: Sequence[str]) -> models.FieldCondition:
+        return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+
+    def at_most(self, key: str, value: int) -> models.FieldCondition:
+        return models.FieldCondition(key=key, range=models.Range(lte=value))
+
+    def filter(
+        self, must: list[models.FieldCondition], must_not: list[models.FieldCondition]
+    ) -> models.Filter:
+        return models.Filter(must=list(must) or None, must_not=list(must_not) or None)
+
+
+DIALECT = ClientDialect()
+
+
+def side_requests(
+    memory_filter: MemoryFilter, limit: int, query: Query, scope: Scope | None = None
+) -> list[models.QueryRequest]:
+    """One request per pin side asked (pinned first), for one `query_batch_points`.
+
+    Search params are left to the server: HNSW, per tenant in the shared layout."""
+    return [
+        models.QueryRequest(
+            query=query,
+            filter=filters.memories(DIALECT, side, scope),
+            limit=limit,
+            with_payload=True,
+        )
+        for side in pin_sides(memory_filter)
+    ]
+
+
+def _from_response(exc: UnexpectedResponse) -> BackendError:
+    status = exc.status_code or 0
+    body = exc.content.decode("utf-8", "replace")
+    detail = body[:200]
+    if status >= 500 or status in _UNAVAILABLE_STATUSES:
+        return BackendUnavailable(f"qdrant answered {status}: {detail}")
+    if status == 404:
+        return CollectionMissing(detail)
+    if status == 409 or (status == 400 and "already exists" in body):
+        return CollectionExists(detail)
+    return BackendError(f"qdrant rejected the request ({status}): {detail}")
+
+
+def _from_value_error(exc: ValueError) -> BackendError:
+    """Local mode raises ValueError where a server answers 404 / 409 / 400."""
+    text = str(exc)
+    if text.startswith("Collection ") and text.endswith(" not found"):
+        return CollectionMissing(text)
+    if text.startswith("Collection ") and text.endswith(" already exists"):
+        return CollectionExists(text)
+    return BackendError(f"qdrant client refused the request: {text}")
+
+
+class QdrantConnection:
+    """One `AsyncQdrantClient`, built on `open()` without I/O; shareable between backends."""
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        timeout_s: float = 1.0,
+    ) -> None:
+        if (url is None) == (location is None):
+            raise ValueError("give exactly one of url and location")
+        self._url = url
+        self._api_key = api_key
+        self._location = location
+        # The SDK takes whole seconds; round up so a 0.2 s budget is not "no timeout".
+        self._timeout = max(1, math.ceil(timeout_s))
+        # Local mode ignores payload indexes and warns on each one: skip them there.
+        self.local = url is None and not str(location).startswith(("http://", "https://"))
+        self._client: AsyncQdrantClient | None = None
+
+    @classmethod
+    def of_backend(
+        cls,
+        connection: QdrantConnection | None,
+        *,
+        url: str | None,
+        api_key: str | None,
+        location: str | None,
+        timeout_s: float,
+        prefix: str,
+    ) -> QdrantConnection:
+        """A backend's connection: the one it shares, or its own; checks the prefix too."""
+        if not names.is_valid_collection_name(prefix):
+            raise ValueError(f"prefix {prefix!r} cannot start a Qdrant collection name")
+        if connection is None:
+            return cls(url=url, api_key=api_key, location=location, timeout_s=timeout_s)
+        if url is not None or location is not None:
+            raise ValueError("give either a connection or url/location, not both")
+        return connection
+
+    def open(self) -> None:
+        if self._client is not None:
+            return
+        if self._url is not None:
+            self._client = AsyncQdrantClient(
+                url=self._url,
+                api_key=self._api_key,
+                timeout=self._timeout,
+                check_compatibility=False,
+            )
+        else:
+            self._client = AsyncQdrantClient(location=self._location)
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await self.call(lambda c: c.close(), client)
+
+    async def call(
+        self,
+        op: Callable[[AsyncQdrantClient], Awaitable[T]],
+        client: AsyncQdrantClient | None = None,
+    ) -> T:
+        """Run one SDK call, letting out only `adapters.errors` types."""
+        client = self._client if client is None else client
+        if client is None:
+            raise BackendUnavailable("qdrant backend is not started")
+        try:
+            return await op(client)
+        except UnexpectedResponse as exc:
+            raise _from_response(exc) from exc
+        except (ResponseHandlingException, QdrantException, httpx.HTTPError) as exc:
+            # QdrantException: 429 with Retry-After (ResourceExhaustedResponse) or a bad one.
+            raise BackendUnavailable(f"qdrant unreachable: {exc!r}") from exc
+        except ValueError as exc:
+            raise _from_value_error(exc) from exc
+        except Exception as exc:
+            raise BackendError(f"qdrant client failed: {exc!r}") from exc
+
+    async def ping(self) -> None:
+        """BackendUnavailable unless Qdrant answers now, whatever the failure."""
+        try:
+            await self.call(lambda c: c.get_collections())
+        except BackendUnavailable:
+            raise
+        except BackendError as exc:
+            raise BackendUnavailable(f"qdrant did not answer ping: {exc}") from exc
+
+    async def create_collection(
+        self,
+        name: str,
+        vectors: models.VectorParams | Mapping[str, models.VectorParams],
+        *,
+        hnsw: models.HnswConfigDiff | None = None,
+        metadata: dict[str, object] | None = None,
+    ) -> bool:
+        """Create `name`; False when another replica created it first."""
+        try:
+            await self.call(
+                lambda c: c.create_collection(
+                    name, vectors_config=vectors, hnsw_config=hnsw, metadata=metadata
+                )
+            )
+        except CollectionExists:
+            return False
+        return True
+
+    async def ensure_indexes(
+        self, collection: str, wanted: Mapping[str, IndexKind], present: Mapping[str, object]
+    ) -> None:
+        """Create the payload indexes missing from `present` (heals a create cut short)."""
+        if self.local:
+            return
+        for field, kind in wanted.items():
+            if field not in present:
+                await self.call(_index_creator(collection, field, index_params(kind)))
+
+    async def ensure_collection(
+        self,
+        name: str,
+        present: Collection[str],
+        vectors: models.VectorParams | dict[str, models.VectorParams],
+        indexes: Mapping[str, IndexKind],
+        *,
+        hnsw: models.HnswConfigDiff | None = None,
+    ) -> None:
+        """Create `name` unless `present` (a lost race is fine), check its vectors, heal indexes."""
+        if name not in present and await self.create_collection(name, vectors, hnsw=hnsw):
+            await self.ensure_indexes(name, indexes, {})
+            return
+        info = await self.call(lambda c: c.get_collection(name))
+        configured = info.config.params.vectors
+        if isinstance(vectors, models.VectorParams) and (
+            not isinstance(configured, models.VectorParams)
+            or (configured.size, configured.distance) != (vectors.size, vectors.distance)
+        ):
+            raise BackendMisconfigured(
+                f"qdrant collection {name} holds vectors {configured}, not {vectors}"
+            )
+        await self.ensure_indexes(name, indexes, info.payload_schema)
+
+    async def pages(
+        self,
+        collection: str,
+        scroll_filter: models.Filter | None = None,
+        *,
+        with_vectors: bool = False,
+        size: int = 256,
+        call: Caller | None = None,
+    ) -> AsyncIterator[list[models.Record]]:
+        """Every point matching `scroll_filter`, a page at a time (through `call`, if given)."""
+        run: Caller = self.call if call is None else call
+        offset: models.ExtendedPointId | None = None
+        while True:
+            points, offset = await run(
+                _scroller(collection, scroll_filter, size, offset, with_vectors)
+            )
+            yield points
+            if offset is None:
+                return
+
+
+class QdrantServerBase(VectorBackend):
+    """A server layout's backend: its own connection or one it shares, and a prefix."""
+
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        timeout_s: float = 1.0,
+        connection: QdrantConnection | None = None,
+    ) -> None:
+        super().__init__(dimension)
+        self._owns_connection = connection is None
+        self.connection = QdrantConnection.of_backend(
+            connection,
+            url=url,
+            api_key=api_key,
+            location=location,
+            timeout_s=timeout_s,
+            prefix=prefix,
+        )
+        self._prefix = prefix
+
+    async def close(self) -> None:
+        if self._owns_connection:
+            await self.connection.close()
+
+
+def _index_creator(
+    collection: str, field: str, schema: IndexParams
+) -> Callable[[AsyncQdrantClient], Awaitable[models.UpdateResult]]:
+    return lambda c: c.create_payload_index(collection, field, field_schema=schema, wait=True)
+
+
+def _scroller(
+    collection: str,
+    scroll_filter: models.Filter | None,
+    size: int,
+    offset: models.ExtendedPointId | None,
+    with_vectors: bool,
+) -> Callable[[AsyncQdrantClient], Awaitable[Page]]:
+    return lambda c: c.scroll(
+        collection, scroll_filter, size, offset=offset, with_vectors=with_vectors
+    )

@@ -1,0 +1,278 @@
+"""`VectorBackend` on a Qdrant server, one collection per namespace (`collections` layout).
+
+Its limit: one collection per namespace. Qdrant advises against hundreds or
+thousands of collections (each has its own segments, WAL and HNSW graph) and
+Qdrant Cloud caps a cluster at 1000, so this layout is for operators who want
+hard isolation and have few namespaces; the default is the shared layout
+(`adapters.qdrant.server`), and `adapters.qdrant.migrate` copies this one into it.
+
+The namespace record lives in the collection's `metadata` under a single key,
+so replacing it is one atomic PATCH (Qdrant merges metadata keys, it never
+drops them). Reads over several namespaces ask each collection once (both pin
+sides in one `query_batch_points`) and merge with `adapters.merge`; the
+expired-memory sweep visits every collection. Calls go through
+`adapters.qdrant.server_calls`, which maps SDK errors to `adapters.errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.http import models
+
+from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory
+from adapters.errors import (
+    BackendError,
+    BackendRejected,
+    NamespaceConflict,
+    NamespaceGone,
+)
+from adapters.merge import merge_listed, merge_scored
+from adapters.qdrant import filters, layout, names
+from adapters.qdrant.server_calls import (
+    DIALECT,
+    NEWEST_FIRST,
+    CollectionMissing,
+    QdrantServerBase,
+    Query,
+    StoredMemory,
+    side_requests,
+)
+
+T = TypeVar("T")
+
+RECORD_KEY = "memory_plugin_namespace"
+
+
+def _point_id(memory_id: str) -> str | None:
+    """Canonical UUID text, or None: a server answers 400 to a non-UUID id."""
+    try:
+        return str(uuid.UUID(memory_id))
+    except ValueError:
+        return None
+
+
+def _memory(namespace: str, point: models.Record | models.ScoredPoint) -> MemoryRecord:
+    return layout.memory_from_payload(str(point.id), namespace, point.payload or {})
+
+
+def _stored(namespace: str, point: models.Record) -> StoredMemory:
+    raw = point.vector if isinstance(point.vector, list) else []
+    vector = [float(x) for x in raw if isinstance(x, int | float)]
+    if not vector or len(vector) != len(raw):
+        raise BackendError(f"point {point.id} of {namespace} has no plain dense vector")
+    return _memory(namespace, point), vector
+
+
+class QdrantCollectionsBackend(QdrantServerBase):
+    """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
+
+    name = "qdrant-collections"
+
+    async def start(self) -> None:
+        """Build the client without I/O: the plugin must boot while Qdrant is down."""
+        self.connection.open()
+
+    async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
+        return await self.connection.call(op)
+
+    async def _read(self, op: Callable[[AsyncQdrantClient], Awaitable[T]], missing: T) -> T:
+        """A read on a namespace whose collection is missing answers `missing`."""
+        try:
+            return await self._call(op)
+        except CollectionMissing:
+            return missing
+
+    def _collection(self, namespace: str) -> str:
+        return names.collection_name(namespace, self._prefix)
+
+    async def ping(self) -> None:
+        await self.connection.ping()
+
+    async def _info(self, collection: str) -> models.CollectionInfo | None:
+        return await self._read(lambda c: c.get_collection(collection), None)
+
+    def _record(
+        self, info: models.CollectionInfo, namespace: str | None, collection: str
+    ) -> NamespaceRecord | None:
+        """Decode the record kept with `collection`; conflict if it names another namespace."""
+        raw = (info.config.metadata or {}).get(RECORD_KEY)
+        if not isinstance(raw, str):
+            return None
+        try:
+            record = layout.namespace_from_json(raw)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackendError(f"collection {collection!r} holds a corrupt record") from exc
+        if namespace is not None and record.name != namespace:
+            raise NamespaceConflict(
+                f"collection {collection!r} belongs to {record.name!r}, not {namespace!r}"
+            )
+        return record
+
+    async def _namespace_collections(self) -> list[str]:
+        listing = await self._call(lambda c: c.get_collections())
+        found = (d.name for d in listing.collections)
+        return sorted(name for name in found if names.is_namespace_collection(name, self._prefix))
+
+    # -- namespaces ------------------------------------------------------------------
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        collection = self._collection(name)
+        info = await self._info(collection)
+        return None if info is None else self._record(info, name, collection)
+
+    async def save_namespace(self, record: NamespaceRecord) -> None:
+        collection = self._collection(record.name)
+        metadata: dict[str, Any] = {RECORD_KEY: layout.namespace_to_json(record)}
+        info = await self._info(collection)
+        if info is None:
+            vectors = models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)
+            if await self.connection.create_collection(collection, vectors, metadata=metadata):
+                await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, {})
+                return
+            info = await self._info(collection)  # another replica won the race
+            if info is None:
+                raise BackendError(f"collection {collection!r} vanished while saving")
+        self._record(info, record.name, collection)
+        await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, info.payload_schema)
+        await self._call(lambda c: c.update_collection(collection, metadata=metadata))
+
+    async def delete_namespace(self, name: str) -> bool:
+        collection = self._collection(name)
+        info = await self._info(collection)
+        if info is None:
+            return False
+        self._record(info, name, collection)
+        return await self._read(lambda c: c.delete_collection(collection), False)
+
+    async def list_namespaces(self) -> list[NamespaceRecord]:
+        records: list[NamespaceRecord] = []
+        for collection in await self._namespace_collections():
+            info = await self._info(collection)
+            record = None if info is None else self._record(info, None, collection)
+            if record is not None and self._collection(record.name) == collection:
+                records.append(record)
+        return records
+
+    async def dump(
+        self, page_size: int = 256
+    ) -> AsyncIterator[tuple[NamespaceRecord, list[StoredMemory]]]:
+        """Every namespace with its memories and their stored vectors, for the migration.
+
+        Yields (record, page) per page of memories: a namespace's pages in a row, at
+        least one (maybe empty) per namespace; a namespace deleted meanwhile is skipped.
+        """
+        for record in await self.list_namespaces():
+            pages = self.connection.pages(
+                self._collection(record.name), with_vectors=True, size=page_size
+            )
+            try:
+                async for points in pages:
+                    yield record, [_stored(record.name, point) for point in points]
+            except CollectionMissing:
+                continue
+
+    # -- memories --------------------------------------------------------------------
+
+    async def _retrieve(self, namespace: str, memory_id: str) -> models.Record | None:
+        point_id = _point_id(memory_id)
+        if point_id is None:
+            return None
+        collection = self._collection(namespace)
+        none: list[models.Record] = []
+        found = await self._read(lambda c: c.retrieve(collection, [point_id]), none)
+        return found[0] if found else None
+
+    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
+        point = await self._retrieve(namespace, memory_id)
+        return None if point is None else _memory(namespace, point)
+
+    async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
+        point_id = _point_id(memory.id)
+        if point_id is None:
+            raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
+        point = models.PointStruct(
+            id=point_id, vector=[float(x) for x in vector], payload=layout.memory_to_payload(memory)
+        )
+        collection = self._collection(memory.namespace)
+        try:
+            await self._call(lambda c: c.upsert(collection, [point], wait=True))
+        except CollectionMissing as exc:
+            raise NamespaceGone(f"namespace {memory.namespace} not found") from exc
+
+    async def _sides(
+        self,
+        namespace: str,
+        memory_filter: MemoryFilter,
+        limit: int,
+        query: Query,
+    ) -> list[list[models.ScoredPoint]]:
+        """Each pin side's best `limit` in one namespace: one query_batch_points request."""
+        collection = self._collection(namespace)
+        requests = side_requests(memory_filter, limit, query)
+        none: list[models.QueryResponse] = []
+        responses = await self._read(lambda c: c.query_batch_points(collection, requests), none)
+        return [response.points for response in responses]
+
+    async def _each(
+        self,
+        namespaces: Sequence[str],
+        memory_filter: MemoryFilter,
+        limit: int,
+        query: Query,
+    ) -> list[tuple[str, list[models.ScoredPoint]]]:
+        if limit <= 0:
+            return []
+        wanted = list(dict.fromkeys(namespaces))
+        found = await asyncio.gather(
+            *(self._sides(name, memory_filter, limit, query) for name in wanted)
+        )
+        return [(name, side) for name, sides in zip(wanted, found, strict=True) for side in sides]
+
+    async def query_memories(
+        self,
+        namespaces: Sequence[str],
+        vector: Sequence[float],
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[ScoredMemory]:
+        parts = await self._each(namespaces, memory_filter, limit, [float(x) for x in vector])
+        return merge_scored(
+            ([ScoredMemory(_memory(name, p), p.score) for p in side] for name, side in parts),
+            limit,
+        )
+
+    async def list_memories(
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+    ) -> list[MemoryRecord]:
+        parts = await self._each(namespaces, memory_filter, limit, NEWEST_FIRST)
+        return merge_listed(([_memory(name, p) for p in side] for name, side in parts), limit)
+
+    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
+        point = await self._retrieve(namespace, memory_id)
+        if point is None:
+            return False
+        collection, selector = self._collection(namespace), models.PointIdsList(points=[point.id])
+        deleted = await self._read(lambda c: c.delete(collection, selector, wait=True), None)
+        return deleted is not None
+
+    async def delete_expired_memories(self, now: datetime) -> int:
+        """One count and delete per namespace collection: this layout's cost."""
+        expired = filters.expired(DIALECT, now)
+        swept = [await self._sweep(name, expired) for name in await self._namespace_collections()]
+        return sum(swept)
+
+    async def _sweep(self, collection: str, expired: models.Filter) -> int:
+        found = await self._read(
+            lambda c: c.count(collection, expired, exact=True), models.CountResult(count=0)
+        )
+        if found.count == 0:
+            return 0
+        selector = models.FilterSelector(filter=expired)
+        deleted = await self._read(lambda c: c.delete(collection, selector, wait=True), None)
+        return 0 if deleted is None else found.count

@@ -1,0 +1,143 @@
+"""The shared layout's namespace records, kept apart from its memories.
+
+`<prefix>namespaces` is a collection without vectors: one point per namespace
+(record and current epoch) and one "purge" point per unfinished delete. Point
+ids derive from names and epochs, so every replica finds them without a lookup.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.http import models
+
+from adapters.base import NamespaceRecord
+from adapters.errors import BackendError
+from adapters.qdrant import filters, layout
+from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US, IndexKind
+from adapters.qdrant.server_calls import DIALECT, QdrantConnection
+from adapters.times import to_micros
+
+T = TypeVar("T")
+
+# Never change: every stored record and purge point id depends on it.
+_RECORD_IDS = uuid.UUID("2b7d5c1e-8a4f-4c3b-9e6d-0f1a2b3c4d5e")
+FIELD_TYPE, RECORD, PURGE = "type", "record", "purge"
+RECORD_INDEXES = {FIELD_TYPE: IndexKind.KEYWORD, FIELD_EXPIRES_US: IndexKind.RANGE_INTEGER}
+_RECORDS = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, RECORD)], [])
+_PURGES = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, PURGE)], [])
+Live = dict[str, tuple[NamespaceRecord, str]]  # name -> (record, current epoch)
+
+
+class Call(Protocol):
+    """The backend's SDK call: first-use setup and error mapping included."""
+
+    def __call__(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> Awaitable[T]: ...
+
+
+def record_id(name: str) -> str:
+    return str(uuid.uuid5(_RECORD_IDS, name))
+
+
+def purge_id(epoch: str) -> str:
+    return str(uuid.uuid5(_RECORD_IDS, f"purge\n{epoch}"))  # names never hold a newline
+
+
+def epoch_of(live: Live, name: str) -> str | None:
+    found = live.get(name)
+    return None if found is None else found[1]
+
+
+def _record_point(record: NamespaceRecord, epoch: str) -> models.PointStruct:
+    payload: dict[str, Any] = {FIELD_TYPE: RECORD, "name": record.name, FIELD_EPOCH: epoch}
+    payload["record"] = layout.namespace_to_json(record)
+    if record.expires_at is not None:
+        payload[FIELD_EXPIRES_US] = to_micros(record.expires_at)
+    return models.PointStruct(id=record_id(record.name), vector={}, payload=payload)
+
+
+def _decode(point: models.Record) -> tuple[NamespaceRecord, str] | None:
+    payload = point.payload or {}
+    if payload.get(FIELD_TYPE) != RECORD:
+        return None
+    try:
+        return layout.namespace_from_json(payload["record"]), str(payload[FIELD_EPOCH])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BackendError(f"namespace record point {point.id} is corrupt") from exc
+
+
+class NamespaceRecords:
+    """Record and purge points of `collection`, read and written through `call`."""
+
+    def __init__(self, connection: QdrantConnection, collection: str, call: Call) -> None:
+        self.connection = connection
+        self.collection = collection
+        self._call = call
+
+    async def live(self, asked: Sequence[str]) -> Live:
+        """(record, epoch) of the namespaces `asked` that exist: one retrieve."""
+        wanted = list(dict.fromkeys(asked))
+        if not wanted:
+            return {}
+        ids: list[models.ExtendedPointId] = [record_id(name) for name in wanted]
+        points = await self._call(lambda c: c.retrieve(self.collection, ids))
+        decoded = (_decode(point) for point in points)
+        return {d[0].name: d for d in decoded if d is not None and d[0].name in wanted}
+
+    async def save(self, record: NamespaceRecord) -> None:
+        epoch = epoch_of(await self.live([record.name]), record.name)
+        point = _record_point(record, epoch or layout.new_epoch())
+        await self._call(lambda c: c.upsert(self.collection, [point], wait=True))
+        if epoch is None:
+            return
+        purge = [purge_id(epoch)]
+        if await self._call(lambda c: c.retrieve(self.collection, purge, with_payload=False)):
+            # Deleted while we saved: what we wrote is a new namespace, not the old revived.
+            fresh = _record_point(record, layout.new_epoch())
+            await self._call(lambda c: c.upsert(self.collection, [fresh], wait=True))
+
+    async def bury(self, name: str) -> str | None:
+        """Write the purge point and remove the record in one request; the dead epoch."""
+        epoch = epoch_of(await self.live([name]), name)
+        if epoch is None:
+            return None
+        payload = {FIELD_TYPE: PURGE, FIELD_EPOCH: epoch, "name": name}
+        purge = models.PointStruct(id=purge_id(epoch), vector={}, payload=payload)
+        operations: list[models.UpdateOperation] = [
+            models.UpsertOperation(upsert=models.PointsList(points=[purge])),
+            models.DeleteOperation(delete=models.PointIdsList(points=[record_id(name)])),
+        ]
+        await self._call(lambda c: c.batch_update_points(self.collection, operations, wait=True))
+        return epoch
+
+    async def forget(self, purge_ids: list[models.ExtendedPointId]) -> None:
+        """Drop purge points whose memories are gone."""
+        done = models.PointIdsList(points=purge_ids)
+        await self._call(lambda c: c.delete(self.collection, done, wait=True))
+
+    async def dead(self) -> AsyncIterator[dict[models.ExtendedPointId, str]]:
+        """Per page of purge points, those whose epoch no live namespace holds (id -> epoch)."""
+        async for points in self.connection.pages(self.collection, _PURGES, call=self._call):
+            pending = {point.id: point.payload or {} for point in points}
+            live = await self.live([str(payload.get("name")) for payload in pending.values()])
+            yield {  # never an epoch that is some live namespace's current one
+                point: str(payload.get(FIELD_EPOCH))
+                for point, payload in pending.items()
+                if epoch_of(live, str(payload.get("name"))) != payload.get(FIELD_EPOCH)
+            }
+
+    async def listed(self) -> list[NamespaceRecord]:
+        return await self._scan(_RECORDS)
+
+    async def expired(self, now: datetime) -> list[NamespaceRecord]:
+        # Only records carry expires_us: the cost follows expired namespaces, not live ones.
+        return await self._scan(filters.expired(DIALECT, now))
+
+    async def _scan(self, scan_filter: models.Filter) -> list[NamespaceRecord]:
+        pages = self.connection.pages(self.collection, scan_filter, call=self._call)
+        decoded = [_decode(point) async for page in pages for point in page]
+        return sorted((d[0] for d in decoded if d is not None), key=lambda r: r.name)
