@@ -162,10 +162,10 @@ async def test_recreated_namespace_hides_memories_left_by_a_failed_purge(
         with pytest.raises(BackendUnavailable):
             await shared.maintain()  # the outage is still on
         assert await count(connection, MEMORIES) == 3
-        assert await count(connection, RECORDS) == 2  # the record and one purge point
+        assert await count(connection, RECORDS) == 3  # record, purge and generation points
     await shared.maintain()
     assert await count(connection, MEMORIES) == 1
-    assert await count(connection, RECORDS) == 1
+    assert await count(connection, RECORDS) == 2  # the record and the name's generation
     assert await shared.list_memories([name], everything(), 10) == [again]
 
 
@@ -194,7 +194,7 @@ async def test_purge_points_survive_a_failure_and_maintain_finishes_them(
     await restarted.start()
     await restarted.maintain()
     assert await count(connection, MEMORIES) == 1
-    assert await count(connection, RECORDS) == 1
+    assert await count(connection, RECORDS) == 3  # one record, two names' generations
     assert [m.namespace for m in await restarted.list_memories(names, everything(), 10)] == [
         names[2]
     ]
@@ -361,3 +361,35 @@ async def test_expired_memories_go_in_one_count_and_one_delete(
     assert (len(counts), len(deletes)) == (2, 1)
     past = MemoryFilter(now=T0 - timedelta(days=1))
     assert {m.content for m in await shared.list_memories(names, past, 50)} == {"stays"}
+
+
+async def test_racing_first_saves_agree_on_one_incarnation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A first PUT that raced another (it too saw no record) must not replace the epoch.
+
+    Two replicas creating one new namespace at once: with a random epoch per save,
+    a memory written under the first would vanish behind the second.
+    """
+    backend = QdrantServerBackend(DIM, location=":memory:")
+    await backend.start()
+    name = "workspace:racing"
+    record = NamespaceRecord(name=name, kind="workspace", created_at=T0)
+    await backend.save_namespace(record)
+    written = memory(name)
+    await backend.upsert_memory(written, unit(1))
+    records = backend._records
+    seen_before = records.live
+
+    async def nothing_yet(asked: object) -> dict[str, object]:
+        return {}
+
+    monkeypatch.setattr(records, "live", nothing_yet)
+    await backend.save_namespace(record)  # the racing replica's save
+    monkeypatch.setattr(records, "live", seen_before)
+    assert await backend.get_memory(name, written.id) == written
+    # A delete still starts a new incarnation: the old memory stays invisible.
+    assert await backend.delete_namespace(name) is True
+    await backend.save_namespace(record)
+    assert await backend.get_memory(name, written.id) is None
+    await backend.close()

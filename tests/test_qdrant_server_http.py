@@ -33,6 +33,7 @@ from adapters.qdrant.layout import memory_to_payload, namespace_to_json, point_i
 from adapters.qdrant.names import collection_name
 from adapters.qdrant.server import QdrantServerBackend, purge_id, record_id
 from adapters.qdrant.server_collections import RECORD_KEY, QdrantCollectionsBackend
+from adapters.qdrant.server_records import generation_id, incarnation_epoch
 from adapters.times import to_micros
 from tests.backend_suite import DIM, T0, memory, unit
 from tests.qdrant_rest import (
@@ -338,9 +339,10 @@ async def test_save_gives_a_new_namespace_a_fresh_epoch(
     write = mock.put(f"{REC}/points").mock(return_value=completed())
     await shared.save_namespace(record())
     [point] = body(write.calls.last)["points"]
-    assert len(point["payload"]["epoch"]) == 32
+    # Never deleted (no generation point): generation 0's epoch, the same on every replica.
+    assert point["payload"]["epoch"] == incarnation_epoch(NS, 0)
     assert "expires_us" not in point["payload"]
-    assert len(mock.calls) == 2
+    assert len(mock.calls) == 3  # record, generation, upsert
 
 
 async def test_delete_namespace_is_one_batch_then_a_purge(
@@ -364,7 +366,12 @@ async def test_delete_namespace_is_one_batch_then_a_purge(
                             "id": purge_id("e5"),
                             "vector": {},
                             "payload": {"type": "purge", "epoch": "e5", "name": NS},
-                        }
+                        },
+                        {
+                            "id": generation_id(NS),
+                            "vector": {},
+                            "payload": {"type": "generation", "name": NS, "generation": 1},
+                        },
                     ]
                 }
             },
@@ -378,11 +385,12 @@ async def test_delete_namespace_is_one_batch_then_a_purge(
     paths = [c.request.url.path for c in mock.calls]
     assert paths == [
         f"{REC}/points",
+        f"{REC}/points",
         f"{REC}/points/batch",
         f"{MEM}/points/delete",
         f"{REC}/points/delete",
     ]
-    assert all(c.request.url.params["wait"] == "true" for c in mock.calls[1:])
+    assert all(c.request.url.params["wait"] == "true" for c in mock.calls[2:])  # the writes
 
 
 async def test_delete_namespace_holds_when_the_purge_fails(

@@ -1,8 +1,15 @@
 """The shared layout's namespace records, kept apart from its memories.
 
 `<prefix>namespaces` is a collection without vectors: one point per namespace
-(record and current epoch) and one "purge" point per unfinished delete. Point
-ids derive from names and epochs, so every replica finds them without a lookup.
+(record and current epoch), one "purge" point per unfinished delete, and one
+"generation" point per name ever deleted (how many times). Point ids derive from
+names and epochs, so every replica finds them without a lookup.
+
+A new incarnation's epoch is UUIDv5 of (name, generation), not random: replicas
+racing to create one new namespace (the platform PUTs before every write) agree
+on it, so no memory is written under an epoch a concurrent PUT then replaces.
+A delete bumps the generation in the same request that buries the record, so a
+re-created namespace still gets a new epoch and never shows old memories.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ T = TypeVar("T")
 
 # Never change: every stored record and purge point id depends on it.
 _RECORD_IDS = uuid.UUID("2b7d5c1e-8a4f-4c3b-9e6d-0f1a2b3c4d5e")
-FIELD_TYPE, RECORD, PURGE = "type", "record", "purge"
+FIELD_TYPE, RECORD, PURGE, GENERATION = "type", "record", "purge", "generation"
 RECORD_INDEXES = {FIELD_TYPE: IndexKind.KEYWORD, FIELD_EXPIRES_US: IndexKind.RANGE_INTEGER}
 _RECORDS = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, RECORD)], [])
 _PURGES = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, PURGE)], [])
@@ -41,6 +48,15 @@ class Call(Protocol):
 
 def record_id(name: str) -> str:
     return str(uuid.uuid5(_RECORD_IDS, name))
+
+
+def generation_id(name: str) -> str:
+    return str(uuid.uuid5(_RECORD_IDS, f"generation\n{name}"))
+
+
+def incarnation_epoch(name: str, generation: int) -> str:
+    """The epoch of `name`'s incarnation after `generation` deletes."""
+    return uuid.uuid5(_RECORD_IDS, f"epoch\n{name}\n{generation}").hex
 
 
 def purge_id(epoch: str) -> str:
@@ -88,16 +104,28 @@ class NamespaceRecords:
         decoded = (_decode(point) for point in points)
         return {d[0].name: d for d in decoded if d is not None and d[0].name in wanted}
 
+    async def _generation(self, name: str) -> int:
+        """How many times `name` was deleted: a new incarnation's epoch derives from it."""
+        ids: list[models.ExtendedPointId] = [generation_id(name)]
+        found = await self._call(lambda c: c.retrieve(self.collection, ids))
+        return int((found[0].payload or {}).get(GENERATION, 0)) if found else 0
+
+    async def _fresh_epoch(self, name: str) -> str:
+        # Deterministic, not random: replicas racing to create one new namespace (the
+        # platform PUTs before every write) agree on its incarnation, so no write
+        # lands in an epoch that a concurrent PUT then replaces.
+        return incarnation_epoch(name, await self._generation(name))
+
     async def save(self, record: NamespaceRecord) -> None:
         epoch = epoch_of(await self.live([record.name]), record.name)
-        point = _record_point(record, epoch or layout.new_epoch())
+        point = _record_point(record, epoch or await self._fresh_epoch(record.name))
         await self._call(lambda c: c.upsert(self.collection, [point], wait=True))
         if epoch is None:
             return
         purge = [purge_id(epoch)]
         if await self._call(lambda c: c.retrieve(self.collection, purge, with_payload=False)):
             # Deleted while we saved: what we wrote is a new namespace, not the old revived.
-            fresh = _record_point(record, layout.new_epoch())
+            fresh = _record_point(record, await self._fresh_epoch(record.name))
             await self._call(lambda c: c.upsert(self.collection, [fresh], wait=True))
 
     async def bury(self, name: str) -> str | None:
@@ -107,8 +135,11 @@ class NamespaceRecords:
             return None
         payload = {FIELD_TYPE: PURGE, FIELD_EPOCH: epoch, "name": name}
         purge = models.PointStruct(id=purge_id(epoch), vector={}, payload=payload)
+        deletes = await self._generation(name) + 1
+        generation: dict[str, Any] = {FIELD_TYPE: GENERATION, "name": name, GENERATION: deletes}
+        bumped = models.PointStruct(id=generation_id(name), vector={}, payload=generation)
         operations: list[models.UpdateOperation] = [
-            models.UpsertOperation(upsert=models.PointsList(points=[purge])),
+            models.UpsertOperation(upsert=models.PointsList(points=[purge, bumped])),
             models.DeleteOperation(delete=models.PointIdsList(points=[record_id(name)])),
         ]
         await self._call(lambda c: c.batch_update_points(self.collection, operations, wait=True))
