@@ -6,40 +6,51 @@ Imports are deferred so that a deployment loads only its own backend's SDK.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from adapters.base import VectorBackend
 from plugin.settings import Settings
 
+if TYPE_CHECKING:  # the SDK is imported only by a deployment that uses it
+    from adapters.qdrant.server_calls import QdrantServerBase
+
 BackendFactory = Callable[[Settings, int], VectorBackend]
+ServerBackend = TypeVar("ServerBackend", bound="QdrantServerBase")
 
 
 def _embedded(settings: Settings, dimension: int) -> VectorBackend:
     """Qdrant's engine in-process (qdrant-edge), on disk under MEMORY_PLUGIN_DATA_DIR."""
     from adapters.qdrant.edge import QdrantEdgeBackend
 
-    return QdrantEdgeBackend(dimension, settings.data_dir, prefix=settings.collection_prefix)
+    return QdrantEdgeBackend(dimension, settings.data_dir)
 
 
-def qdrant_server(settings: Settings, dimension: int, layout: str | None = None) -> VectorBackend:
-    """A Qdrant server at QDRANT_URL, in the layout asked for (default: the setting)."""
-    from adapters.qdrant.server import QdrantServerBackend
-    from adapters.qdrant.server_collections import QdrantCollectionsBackend
-
+def qdrant_server(
+    settings: Settings,
+    dimension: int,
+    layout: type[ServerBackend],
+    *,
+    timeout_s: float | None = None,
+) -> ServerBackend:
+    """A Qdrant server at QDRANT_URL in `layout` (the migration builds both layouts)."""
     key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-    chosen: type[QdrantServerBackend] | type[QdrantCollectionsBackend] = QdrantServerBackend
-    if (layout or settings.qdrant_layout) == "collections":
-        chosen = QdrantCollectionsBackend
-    return chosen(
+    return layout(
         dimension,
         url=settings.qdrant_url,
         api_key=key,
         prefix=settings.collection_prefix,
-        timeout_s=settings.backend_timeout_s,
+        timeout_s=settings.backend_timeout_s if timeout_s is None else timeout_s,
     )
 
 
 def _qdrant(settings: Settings, dimension: int) -> VectorBackend:
-    return qdrant_server(settings, dimension)
+    """A Qdrant server in the layout MEMORY_PLUGIN_QDRANT_LAYOUT asks for."""
+    from adapters.qdrant.server import QdrantServerBackend
+    from adapters.qdrant.server_collections import QdrantCollectionsBackend
+
+    if settings.qdrant_layout == "collections":
+        return qdrant_server(settings, dimension, QdrantCollectionsBackend)
+    return qdrant_server(settings, dimension, QdrantServerBackend)
 
 
 def _pinecone(settings: Settings, dimension: int) -> VectorBackend:

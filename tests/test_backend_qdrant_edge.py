@@ -60,7 +60,6 @@ async def test_thousands_of_namespaces_share_one_shard(tmp_path: Path) -> None:
     hits = await store.query_memories(asked, unit(1), everything(), 10)
     assert sorted(h.memory.namespace for h in hits) == sorted(asked)
     assert point_count(store) == 3000
-    assert [p.name for p in (tmp_path / "store").iterdir()] != []
     assert sorted(p.name for p in (tmp_path / "store").iterdir() if p.is_dir()) == ["memories"]
     await store.close()
 

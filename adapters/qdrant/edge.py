@@ -46,7 +46,6 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from adapters.base import (
-    DEFAULT_PREFIX,
     MemoryFilter,
     MemoryRecord,
     NamespaceRecord,
@@ -135,13 +134,10 @@ class QdrantEdgeBackend(VectorBackend):
 
     name = "qdrant-edge"
 
-    def __init__(
-        self, dimension: int, data_dir: Path, *, workers: int = 4, prefix: str = DEFAULT_PREFIX
-    ) -> None:
+    def __init__(self, dimension: int, data_dir: Path, *, workers: int = 4) -> None:
         super().__init__(dimension)
         self._data_dir = Path(data_dir)
         self._root = self._data_dir / STORE_DIR
-        self._prefix = prefix  # names nothing on disk; kept for the other layouts' symmetry
         self._workers = workers
         self._records = RecordStore(self._root / RECORDS_FILE)
         self._shard: Any = None
