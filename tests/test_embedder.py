@@ -44,6 +44,7 @@ async def test_concurrent_requests_share_batches(encoder: SentenceTransformerEnc
 
 class FailingEncoder:
     dimension = 3
+    fingerprint = "failing/test"
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         if "bad" in texts:
