@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -36,6 +36,9 @@ from typing import Any, ClassVar
 JsonObject = dict[str, Any]
 # What every backend puts before its own names (collections, Pinecone namespaces).
 DEFAULT_PREFIX = "memory-"
+
+# A memory with the vector the store keeps for it (export, import, migrations).
+StoredMemory = tuple["MemoryRecord", list[float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,23 @@ class MemoryFilter:
     kinds: frozenset[str] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class StoreCondition:
+    """What a backend that still serves wants an operator to know (health, metrics).
+
+    `unreadable_namespaces`: names whose stored data cannot be read; requests for
+    them answer 503 while the rest are served. `problems`: one line each, naming
+    no file path (e.g. "the data volume is full ...").
+    """
+
+    unreadable_namespaces: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.unreadable_namespaces or self.problems)
+
+
 class VectorBackend(abc.ABC):
     """A vector store holding namespaces (collections) of memories.
 
@@ -116,6 +136,10 @@ class VectorBackend(abc.ABC):
     @abc.abstractmethod
     async def ping(self) -> None:
         """Raise `BackendUnavailable` unless the backend answers now."""
+
+    def condition(self) -> StoreCondition:
+        """Degradations seen so far (cheap, no I/O: `ping` refreshes). Default: none."""
+        return StoreCondition()
 
     @abc.abstractmethod
     async def get_namespace(self, name: str) -> NamespaceRecord | None: ...
@@ -187,3 +211,35 @@ class VectorBackend(abc.ABC):
         The janitor's hot loop: its cost should not grow with the number of
         namespaces that have nothing to expire.
         """
+
+    # -- bulk transfer (export, import, parity) -------------------------------------
+
+    async def iter_memories(
+        self,
+        namespace: str,
+        now: datetime,
+        *,
+        page_size: int = 256,
+        with_vectors: bool = True,
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Every memory of the namespace's current incarnation live at `now`, a page at a time.
+
+        Why: the contract lists at most 100 memories per search and cannot name every
+        namespace, so export, import and the parity check read the store through this.
+        Each memory comes with its stored vector (an empty list without `with_vectors`),
+        in the store's own order (not by time), at most once. A namespace that does not
+        exist yields nothing; memories written while iterating may or may not appear.
+        """
+        raise NotImplementedError(f"the {self.name} backend cannot stream its memories")
+        yield []  # pragma: no cover - makes this an async generator, as overrides are
+
+    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+        """Insert or replace many memories, each as `upsert_memory` would; how many were written.
+
+        Default: one `upsert_memory` each. Backends override it with one request per
+        batch, which is what makes an import fast. Raises `NamespaceGone` when a
+        namespace has no storage (earlier items may already be written: retry is safe).
+        """
+        for memory, vector in memories:
+            await self.upsert_memory(memory, vector)
+        return len(memories)

@@ -16,6 +16,26 @@ class BackendUnavailable(BackendError):
     """The backend cannot be reached or did not answer in time (HTTP 503)."""
 
 
+class StorageFull(BackendUnavailable):
+    """The data volume has no room for writes; reads still work (HTTP 503).
+
+    The message says how much is free and how much writes need, never a path.
+    """
+
+
+class StorageDamaged(BackendUnavailable):
+    """Stored data could not be read: damaged files or records (HTTP 503).
+
+    Raised for the namespace (or store) concerned only, so one damaged namespace
+    does not fail the others. The message names no file; the cause, logged by
+    the HTTP layer, does.
+    """
+
+    def __init__(self, message: str, namespaces: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.namespaces = namespaces
+
+
 class BackendMisconfigured(BackendError):
     """The backend answers, but not as configured (wrong key, index, dimension, metric).
 

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from adapters.base import VectorBackend
+from plugin.admin import admin_routes
 from plugin.backends import build_backend
 from plugin.embedder import BatchingEmbedder, Encoder, SentenceTransformerEncoder
 from plugin.handlers import routes
@@ -55,6 +56,7 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
         app[SERVICE] = MemoryService(
             backend, app[EMBEDDER], deadline_s=settings.backend_timeout_s, clock=clock
         )
+        metrics.watch_condition(app[SERVICE].condition)
         janitor = asyncio.create_task(
             run_janitor(app[SERVICE], settings.janitor_interval_s, metrics.observe_sweep),
             name="janitor",
@@ -85,4 +87,5 @@ def create_app(
         app[BACKEND] = backend
     app.cleanup_ctx.extend([_embedder, _backend, _service(clock)])
     app.add_routes(routes)
+    app.add_routes(admin_routes)  # GET /admin/export, outside the contract
     return app

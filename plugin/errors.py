@@ -18,13 +18,19 @@ class ApiError(Exception):
     """An error with its HTTP status and contract code."""
 
     def __init__(
-        self, status: int, code: ErrorCode, message: str, details: dict[str, Any] | None = None
+        self,
+        status: int,
+        code: ErrorCode,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.details = details
+        self.headers = headers
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message}

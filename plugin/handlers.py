@@ -55,13 +55,31 @@ def health_body(status: str) -> dict[str, object]:
 
 @routes.get("/v1/health")
 async def health(request: web.Request) -> web.Response:
+    """503 when the store cannot serve; 200 `degraded` when it serves with a problem.
+
+    Degraded but serving (a full disk: reads work; some namespaces unreadable:
+    the rest work) stays 200, so a readiness probe keeps the pod in service.
+    """
     try:
-        await request.app[SERVICE].ping()
+        condition = await request.app[SERVICE].ping()
     except BackendError as error:
         # Both the spec's Error and the reference plugin's degraded health shape.
         body = health_body("degraded") | {"code": "unavailable", "message": str(error)}
         return web.json_response(body, status=503)
-    return web.json_response(health_body("ok"))
+    if not condition.degraded:
+        return web.json_response(health_body("ok"))
+    unreadable = condition.unreadable_namespaces
+    problems = list(condition.problems)
+    if unreadable:
+        problems.append(
+            f"{len(unreadable)} namespace(s) unreadable and left out of searches "
+            "(named in the log; README, 'Repairing the embedded store')"
+        )
+    body = health_body("degraded") | {
+        "message": "; ".join(problems),
+        "unreadable_namespaces": len(unreadable),
+    }
+    return web.json_response(body)
 
 
 @routes.put("/v1/namespaces/{name}")

@@ -19,6 +19,7 @@ from adapters.base import (
     MemoryRecord,
     NamespaceRecord,
     ScoredMemory,
+    StoreCondition,
     VectorBackend,
 )
 from adapters.errors import (
@@ -26,6 +27,8 @@ from adapters.errors import (
     BackendUnavailable,
     NamespaceConflict,
     NamespaceGone,
+    StorageDamaged,
+    StorageFull,
 )
 
 OperationObserver = Callable[[str, str, float], None]
@@ -33,6 +36,8 @@ OperationObserver = Callable[[str, str, float], None]
 # Outcome labels; the set is closed, whatever an adapter raises.
 _OUTCOMES: tuple[tuple[type[BaseException], str], ...] = (
     (asyncio.CancelledError, "cancelled"),  # the request's deadline, or shutdown
+    (StorageFull, "storage_full"),
+    (StorageDamaged, "storage_damaged"),
     (BackendUnavailable, "unavailable"),
     (BackendRejected, "rejected"),
     (NamespaceGone, "namespace_gone"),
@@ -84,6 +89,9 @@ class InstrumentedBackend(VectorBackend):
     async def ping(self) -> None:
         async with self._timed("ping"):
             await self.inner.ping()
+
+    def condition(self) -> StoreCondition:
+        return self.inner.condition()
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
         async with self._timed("get_namespace"):

@@ -8,9 +8,12 @@ method names and outcomes; never a namespace, an id or anything a caller chose.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from adapters.base import StoreCondition
 from plugin.service import SweepReport
 
 # The 0.0.4 text format, which every scraper understands.
@@ -79,6 +82,19 @@ class Metrics:
             self.janitor_deleted.labels(kind)
         for outcome in ("ok", "failed"):
             self.janitor_sweeps.labels(outcome)
+
+    def watch_condition(self, condition: Callable[[], StoreCondition]) -> None:
+        """Gauges read from the store's condition at scrape time (no I/O: it is cached)."""
+        Gauge(
+            f"{PREFIX}_unreadable_namespaces",
+            "Namespaces whose stored data cannot be read: 503 for them, left out of searches.",
+            registry=self.registry,
+        ).set_function(lambda: len(condition().unreadable_namespaces))
+        Gauge(
+            f"{PREFIX}_store_problems",
+            "Problems the store serves around (e.g. 1 while the data volume is full).",
+            registry=self.registry,
+        ).set_function(lambda: len(condition().problems))
 
     def observe_request(self, route: str | None, method: str, status: int, seconds: float) -> None:
         route_label = route or UNMATCHED_ROUTE

@@ -1,8 +1,14 @@
 """Request ids, one log line and metrics per request, and the error envelope.
 
 Whatever goes wrong, the answer is the contract's `{"code","message"}`:
-aiohttp's own 404/405/413 included, and an unexpected exception becomes a 500
-`internal` whose details stay in the log (with the request id), not on the wire.
+aiohttp's own 404/405/413 included (405 with its `Allow` header). The plugin's
+own trouble (a backend down, a full disk, damaged files) is a 503 `unavailable`
+whose message names no file path: the details go to the log with the request
+id. Only a bug (an exception nobody expected) is a 500 `internal`.
+
+A client that hangs up before its body arrived is nobody's error: it is logged
+at info level without a traceback and counted with status 499 (nginx's "client
+closed request"), so an alert on 5xx does not fire for it.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ from adapters.errors import (
     BackendError,
     BackendRejected,
     BackendUnavailable,
-    NamespaceConflict,
     NamespaceGone,
+    StorageDamaged,
 )
 from plugin.errors import ApiError, bad_request, not_found, unavailable
 from plugin.keys import METRICS
+from plugin.service_errors import InvalidRequest, NotFound, ServiceError
 
 log = logging.getLogger("memory_plugin.access")
 REQUEST_ID = "X-Request-ID"
@@ -34,13 +41,20 @@ NAMESPACE_KEY = web.RequestKey("namespace", str)
 SEARCHED_KEY = web.RequestKey("searched", list[str])
 MAX_REQUEST_ID = 128
 MAX_LOGGED_NAMESPACES = 50
+CLIENT_CLOSED = 499
 
 
 def _from_http(error: web.HTTPException) -> ApiError:
     if error.status == 404:
         return not_found("no such route")
-    if error.status == 405:
-        return ApiError(405, "bad_request", f"method not allowed on this route: {error.reason}")
+    if isinstance(error, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(error.allowed_methods))
+        return ApiError(
+            405,
+            "bad_request",
+            f"method {error.method} not allowed on this route; allowed: {allowed}",
+            headers={"Allow": allowed},
+        )
     if error.status == 413:
         return ApiError(413, "bad_request", "request body too large")
     if error.status < 500:
@@ -48,35 +62,55 @@ def _from_http(error: web.HTTPException) -> ApiError:
     return ApiError(error.status, "internal", error.reason or "internal error")
 
 
-def _from_backend(error: BackendError) -> ApiError:
+def _from_backend(error: BackendError, request_id: str) -> ApiError:
+    if isinstance(error, StorageDamaged):
+        return unavailable(str(error))
     if isinstance(error, BackendUnavailable):
         return unavailable(f"backend unavailable: {error}")
     if isinstance(error, BackendRejected):
         return bad_request(str(error))
     if isinstance(error, NamespaceGone):
         return not_found(str(error))
-    if isinstance(error, NamespaceConflict):
-        return ApiError(500, "internal", "namespace storage conflict")
-    return ApiError(500, "internal", "backend error")
+    # The adapter's own trouble, whatever it is: 503, details only in the log.
+    return unavailable(f"backend error; see the plugin log for request {request_id}")
+
+
+def _from_service(error: ServiceError) -> ApiError:
+    if isinstance(error, NotFound):
+        return not_found(str(error))
+    if isinstance(error, InvalidRequest):
+        return bad_request(str(error))
+    return bad_request(str(error))
+
+
+def _logged(error: BackendError) -> bool:
+    """Errors an operator must look into; outages and caller mistakes are not."""
+    if isinstance(error, StorageDamaged):
+        return error.__cause__ is not None  # an engine failure, not a record known bad
+    return not isinstance(error, BackendUnavailable | BackendRejected | NamespaceGone)
 
 
 @web.middleware
 async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Turn every failure into the contract's error envelope."""
+    request_id = request[REQUEST_ID_KEY]
     try:
         return await handler(request)
     except ApiError as error:
         failure = error
+    except ServiceError as error:
+        failure = _from_service(error)
     except web.HTTPException as error:
         if error.status < 400:
             raise
         failure = _from_http(error)
     except BackendError as error:
-        failure = _from_backend(error)
-        if failure.status >= 500 and failure.code == "internal":
-            log.error(
-                "backend error", exc_info=error, extra={"request_id": request[REQUEST_ID_KEY]}
-            )
+        failure = _from_backend(error, request_id)
+        if _logged(error):
+            log.error("backend error", exc_info=error, extra={"request_id": request_id})
+    except ConnectionResetError:  # the client hung up mid-body: nobody to answer
+        log.info("client closed the connection", extra={"request_id": request_id})
+        failure = ApiError(CLIENT_CLOSED, "bad_request", "client closed the connection")
     except Exception as error:
         log.error("unhandled error", exc_info=error, extra={"request_id": request[REQUEST_ID_KEY]})
         failure = ApiError(
@@ -84,7 +118,7 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
             "internal",
             f"internal error; see the plugin log for request {request[REQUEST_ID_KEY]}",
         )
-    return web.json_response(failure.body(), status=failure.status)
+    return web.json_response(failure.body(), status=failure.status, headers=failure.headers)
 
 
 def _route(request: web.Request) -> str | None:

@@ -9,24 +9,50 @@ hold for every backend live here, once:
   the backend answers a search over many namespaces with one read.
 - Every operation finishes within `deadline_s` or fails as unavailable (503), so
   the platform's 2 s client timeout never fires on us.
+- Writes to one namespace record (PUT, PATCH, DELETE) are serialised per name in
+  this process: 50 concurrent first PUTs create it once and all answer the same
+  `created_at`, and a PUT racing a DELETE sees the delete before or after, never
+  half of it. (Replicas sharing a Qdrant server are not serialised with each
+  other; README, "Concurrency".)
+- One damaged namespace does not fail a search over several: when the one read
+  reports damage, each namespace is read on its own and the unreadable ones are
+  left out (logged, counted, and named by health); only if all are unreadable
+  does the search fail (503).
+- The model reads at most its first 256 tokens, so only the first
+  `MAX_EMBEDDED_CHARS` characters are handed to it: tokenising a 900 KiB content
+  in full held the shared embedder for a second and stalled every caller.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, VectorBackend
-from adapters.errors import BackendUnavailable
-from plugin.errors import bad_request, not_found
+from adapters.base import (
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    StoreCondition,
+    VectorBackend,
+)
+from adapters.errors import BackendUnavailable, StorageDamaged
+from adapters.merge import merge_listed, merge_scored
+from plugin.keyed_lock import KeyedLock
+from plugin.service_errors import InvalidRequest, NotFound
 from plugin.wire import MemoryWrite, NamespacePatch, NamespaceUpsert, SearchRequest
 
 Clock = Callable[[], datetime]
+log = logging.getLogger(__name__)
+# all-MiniLM-L6-v2 reads 256 tokens, about 1,000 to 1,500 characters of prose; 8,192
+# characters hold more than 256 tokens of any text short of one padded with spaces.
+MAX_EMBEDDED_CHARS = 8192
 
 
 class Embedder(Protocol):
@@ -68,6 +94,9 @@ class MemoryService:
         self.embedder = embedder
         self.deadline_s = deadline_s
         self.clock = clock
+        self._namespace_writes = KeyedLock()
+        # Namespaces a search found unreadable (left out of its answer), for health.
+        self._unreadable: set[str] = set()
 
     @asynccontextmanager
     async def _deadline(self) -> AsyncIterator[None]:
@@ -77,9 +106,19 @@ class MemoryService:
         except TimeoutError:
             raise BackendUnavailable(f"no answer within {self.deadline_s:g} s") from None
 
-    async def ping(self) -> None:
+    async def ping(self) -> StoreCondition:
+        """Raise unless the backend answers; what it serves in a degraded way, if anything."""
         async with self._deadline():
             await self.backend.ping()
+        return self.condition()
+
+    def condition(self) -> StoreCondition:
+        found = self.backend.condition()
+        unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._unreadable))
+        return StoreCondition(unreadable, found.problems)
+
+    async def _embed(self, text: str) -> list[float]:
+        return await self.embedder.embed(text[:MAX_EMBEDDED_CHARS])
 
     # -- namespaces ------------------------------------------------------------------
 
@@ -90,7 +129,7 @@ class MemoryService:
         return record
 
     async def upsert_namespace(self, name: str, body: NamespaceUpsert) -> NamespaceRecord:
-        async with self._deadline():
+        async with self._deadline(), self._namespace_writes.hold(name):
             existing = await self.backend.get_namespace(name)
             now = self.clock()
             if existing is not None and existing.is_expired(now):
@@ -112,34 +151,41 @@ class MemoryService:
     ) -> NamespaceRecord:
         changes = {key: getattr(body, key) for key in ("expires_at", "metadata") if key in fields}
         if not changes:
-            raise bad_request("PATCH needs at least one of expires_at, metadata")
+            raise InvalidRequest("PATCH needs at least one of expires_at, metadata")
         if "expires_at" in changes:
             changes["expires_at"] = _utc(changes["expires_at"])
-        async with self._deadline():
+        async with self._deadline(), self._namespace_writes.hold(name):
             existing = await self._live_namespace(name)
             if existing is None:
-                raise not_found(f"namespace {name} not found")
+                raise NotFound(f"namespace {name} not found")
             record = replace(existing, **changes)
             if record != existing:
                 await self.backend.save_namespace(record)
             return record
 
     async def delete_namespace(self, name: str) -> None:
-        async with self._deadline():
-            existing = await self.backend.get_namespace(name)
+        """Also the way to drop a namespace whose stored record is unreadable."""
+        async with self._deadline(), self._namespace_writes.hold(name):
+            try:
+                existing = await self.backend.get_namespace(name)
+            except StorageDamaged:
+                await self.backend.delete_namespace(name)
+                self._unreadable.discard(name)
+                return
             if existing is None:
-                raise not_found(f"namespace {name} not found")
+                raise NotFound(f"namespace {name} not found")
             await self.backend.delete_namespace(name)
+            self._unreadable.discard(name)
             if existing.is_expired(self.clock()):
-                raise not_found(f"namespace {name} not found (it had expired)")
+                raise NotFound(f"namespace {name} not found (it had expired)")
 
     # -- memories --------------------------------------------------------------------
 
     async def commit(self, namespace: str, body: MemoryWrite) -> MemoryRecord:
         async with self._deadline():
             if await self._live_namespace(namespace) is None:
-                raise not_found(f"namespace {namespace} not found")
-            vector = await self.embedder.embed(body.content)
+                raise NotFound(f"namespace {namespace} not found")
+            vector = await self._embed(body.content)
             now = self.clock()
             created_at = now
             if body.id is not None:
@@ -162,7 +208,7 @@ class MemoryService:
 
     async def forget(self, memory_id: str, namespace: str) -> None:
         async with self._deadline():
-            gone = not_found(f"memory {memory_id} not found in {namespace}")
+            gone = NotFound(f"memory {memory_id} not found in {namespace}")
             if await self._live_namespace(namespace) is None:
                 raise gone
             existing = await self.backend.get_memory(namespace, memory_id)
@@ -184,14 +230,57 @@ class MemoryService:
                 return []
             memory_filter = MemoryFilter(now=now, kinds=kinds)
             text = request.query_text
-            if text is None:
-                listed = await self.backend.list_memories(live, memory_filter, limit)
-                hits = [Hit(memory, None) for memory in listed]
-            else:
-                vector = await self.embedder.embed(text)
-                found = await self.backend.query_memories(live, vector, memory_filter, limit)
-                hits = [Hit(scored.memory, scored.score) for scored in found]
+            vector = None if text is None else await self._embed(text)
+            try:
+                hits = await self._read(live, vector, memory_filter, limit)
+            except StorageDamaged:
+                hits = await self._read_around_damage(live, vector, memory_filter, limit)
             return [hit for hit in hits if not hit.memory.is_expired(now)][:limit]
+
+    async def _read(
+        self,
+        namespaces: Sequence[str],
+        vector: list[float] | None,
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[Hit]:
+        if vector is None:
+            listed = await self.backend.list_memories(namespaces, memory_filter, limit)
+            return [Hit(memory, None) for memory in listed]
+        found = await self.backend.query_memories(namespaces, vector, memory_filter, limit)
+        return [Hit(scored.memory, scored.score) for scored in found]
+
+    async def _read_around_damage(
+        self,
+        namespaces: Sequence[str],
+        vector: list[float] | None,
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[Hit]:
+        """Read each namespace alone; leave out (and remember) those that fail; 503 if all do."""
+        parts: list[list[Hit]] = []
+        for name in namespaces:
+            try:
+                parts.append(await self._read([name], vector, memory_filter, limit))
+            except StorageDamaged as error:
+                if name not in self._unreadable:
+                    log.error("namespace unreadable, left out of searches: %s (%s)", name, error)
+                self._unreadable.add(name)
+                continue
+            self._unreadable.discard(name)
+        if not parts:
+            named = ", ".join(namespaces[:5]) + (", ..." if len(namespaces) > 5 else "")
+            raise StorageDamaged(
+                f"stored data unreadable (damaged files; see the plugin log): {named}",
+                tuple(namespaces),
+            )
+        if vector is None:
+            listed = merge_listed(([hit.memory for hit in part] for part in parts), limit)
+            return [Hit(memory, None) for memory in listed]
+        scored = merge_scored(
+            ([ScoredMemory(h.memory, h.score or 0.0) for h in part] for part in parts), limit
+        )
+        return [Hit(hit.memory, hit.score) for hit in scored]
 
     # -- janitor ---------------------------------------------------------------------
 

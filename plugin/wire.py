@@ -6,14 +6,23 @@ lenient about unknown fields, which the spec allows and a newer client may send.
 
 Times must carry an offset: the platform's Go client cannot decode one without,
 so naive input is refused and every time goes out as UTC with a `Z`. Fractions
-finer than microseconds (Go sends nanoseconds) are truncated.
+finer than microseconds (Go sends nanoseconds) are truncated. A valid time
+whose UTC equivalent falls outside years 1..9999 (`9999-12-31T23:59:59-23:59`)
+is clamped to the first or last representable microsecond: it is accepted, and
+it expires never (in practice) or already.
+
+Opaque JSON (`metadata`, `propagation`) must be JSON: numbers that overflow a
+double (`1e400`) and the non-JSON literals `NaN`/`Infinity` (which the parser
+tolerates) are refused with a 400, because they could not be answered back as
+JSON. Integers of any size are kept exactly as sent.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -71,9 +80,29 @@ def _rfc3339(value: Any) -> Any:
     micros = (fraction or "")[:6].ljust(6, "0")
     offset = "+00:00" if offset in ("Z", "z") else offset
     try:
-        return datetime.fromisoformat(f"{day}T{clock}.{micros}{offset}")
+        moment = datetime.fromisoformat(f"{day}T{clock}.{micros}{offset}")
     except ValueError as error:
         raise ValueError(f"not a valid date-time: {error}") from None
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # within a day of year 1 or 9999: clamp (module docstring)
+        return (datetime.max if moment.year == datetime.max.year else datetime.min).replace(
+            tzinfo=UTC
+        )
+
+
+def _finite_json(value: dict[str, Any]) -> dict[str, Any]:
+    """Refuse non-finite numbers anywhere inside (iteratively: nesting may be deep)."""
+    pending: list[Any] = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("numbers must be finite: 1e400 overflows a double, NaN is not JSON")
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return value
 
 
 def _not_blank(value: str) -> str:
@@ -86,6 +115,7 @@ NamespaceName = Annotated[str, AfterValidator(check_namespace_name)]
 MemoryId = Annotated[str, AfterValidator(canonical_uuid)]
 Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
 JsonObject = dict[str, Any]
+OpaqueJson = Annotated[JsonObject, AfterValidator(_finite_json)]
 
 
 class _Request(BaseModel):
@@ -95,12 +125,12 @@ class _Request(BaseModel):
 class NamespaceUpsert(_Request):
     kind: NamespaceKind
     expires_at: Timestamp | None = None
-    metadata: JsonObject | None = None
+    metadata: OpaqueJson | None = None
 
 
 class NamespacePatch(_Request):
     expires_at: Timestamp | None = None
-    metadata: JsonObject | None = None
+    metadata: OpaqueJson | None = None
 
 
 class MemoryWrite(_Request):
@@ -109,7 +139,7 @@ class MemoryWrite(_Request):
     kind: MemoryKind
     source: MemorySource
     expires_at: Timestamp | None = None
-    propagation: JsonObject | None = None
+    propagation: OpaqueJson | None = None
     pin: bool = False
     # Accepted and ignored: this plugin computes every vector itself (README).
     embedding: list[float] | None = None

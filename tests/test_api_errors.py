@@ -33,21 +33,26 @@ async def test_unknown_route(api: ContractClient) -> None:
 
 
 @pytest.mark.parametrize(
-    ("method", "path"),
+    ("method", "path", "allowed"),
     [
-        ("POST", "/v1/health"),
-        ("GET", "/v1/search"),
-        ("GET", "/v1/namespaces/org:a"),
-        ("POST", "/v1/namespaces/org:a"),
-        ("GET", "/v1/memories/x"),
-        ("PUT", "/v1/namespaces/org:a/memories"),
+        ("POST", "/v1/health", "GET, HEAD"),
+        ("GET", "/v1/search", "POST"),
+        ("GET", "/v1/namespaces/org:a", "DELETE, PATCH, PUT"),
+        ("POST", "/v1/namespaces/org:a", "DELETE, PATCH, PUT"),
+        ("GET", "/v1/memories/x", "DELETE"),
+        ("PUT", "/v1/namespaces/org:a/memories", "POST"),
     ],
 )
-async def test_wrong_method(api: ContractClient, method: str, path: str) -> None:
+async def test_wrong_method(api: ContractClient, method: str, path: str, allowed: str) -> None:
+    """405 names the methods the route takes, in the body and in `Allow` (RFC 9110)."""
     reply = await api.call(method, path)
-    assert (reply.status, reply.body) == (
+    assert (reply.status, reply.body, reply.headers.get("Allow")) == (
         405,
-        {"code": "bad_request", "message": "method not allowed on this route: Method Not Allowed"},
+        {
+            "code": "bad_request",
+            "message": f"method {method} not allowed on this route; allowed: {allowed}",
+        },
+        allowed,
     )
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
@@ -50,24 +50,27 @@ from adapters.base import (
     MemoryRecord,
     NamespaceRecord,
     ScoredMemory,
+    StoreCondition,
+    StoredMemory,
     VectorBackend,
 )
-from adapters.errors import BackendError, BackendUnavailable, NamespaceGone
+from adapters.errors import BackendUnavailable, NamespaceGone, StorageDamaged
 from adapters.merge import pin_sides
 from adapters.qdrant import filters
+from adapters.qdrant.edge_disk import DEFAULT_HEADROOM_BYTES, DiskGuard, allocated_bytes
 from adapters.qdrant.edge_legacy import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge_records import LiveNamespace, RecordStore
+from adapters.qdrant.edge_shard import EDGE, edge_config, fatal, open_shard, translate
 from adapters.qdrant.layout import (
     FIELD_CREATED_US,
     FIELD_EPOCH,
-    MEMORY_INDEXES,
-    TENANT_INDEXES,
-    IndexKind,
     Scope,
     memory_from_shared,
     memory_to_payload,
     point_id,
 )
+
+__all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
 log = logging.getLogger(__name__)
 
@@ -78,55 +81,14 @@ RECORDS_FILE = "namespaces.sqlite3"
 # Vacuum once this many points were replaced or deleted since the last time.
 OPTIMIZE_AFTER_CHANGES = 20_000
 
-_INDEX_SCHEMAS: dict[IndexKind, Any] = {
-    IndexKind.TENANT: qe.KeywordIndexParams(is_tenant=True),
-    IndexKind.KEYWORD: qe.PayloadSchemaType.Keyword,
-    IndexKind.ORDERED_INTEGER: qe.PayloadSchemaType.Integer,
-    IndexKind.RANGE_INTEGER: qe.PayloadSchemaType.Integer,
-    IndexKind.MATCH_INTEGER: qe.PayloadSchemaType.Integer,
-}
 
-
-class EdgeDialect:
-    """qdrant-edge's spelling of filters (adapters/qdrant/filters.py)."""
-
-    def match_value(self, key: str, value: str | int) -> Any:
-        return qe.FieldCondition(key, match=qe.MatchValue(value))
-
-    def match_any(self, key: str, values: Sequence[str]) -> Any:
-        return qe.FieldCondition(key, match=qe.MatchAny(list(values)))
-
-    def at_most(self, key: str, value: int) -> Any:
-        return qe.FieldCondition(key, range=qe.RangeFloat(lte=float(value)))
-
-    def filter(self, must: list[Any], must_not: list[Any]) -> Any:
-        return qe.Filter(must=must or None, must_not=must_not or None)
-
-
-EDGE = EdgeDialect()
-
-
-def edge_config(dimension: int) -> Any:
-    """Cosine, one search thread per query, HNSW indexing off (see the module docstring)."""
-    return qe.EdgeConfig(
-        vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
-        max_search_threads=1,
-        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=0),
-    )
-
-
-def open_shard(path: Path, dimension: int) -> Any:
-    """Load the shard at `path` (or create it) with every payload index in place."""
-    segments = path / "segments"
-    if segments.is_dir() and any(segments.iterdir()):
-        shard = qe.EdgeShard.load(str(path))
-    else:
-        shard = qe.EdgeShard.create(str(path), edge_config(dimension))
-    present = set(shard.info().payload_schema)
-    for field_name, kind in {**TENANT_INDEXES, **MEMORY_INDEXES}.items():
-        if field_name not in present:  # also heals a create cut short by a crash
-            shard.update(qe.UpdateOperation.create_field_index(field_name, _INDEX_SCHEMAS[kind]))
-    return shard
+def _parsed(point: Any) -> MemoryRecord | None:
+    """The memory in `point`'s payload; None (and a log line) when the payload is damaged."""
+    try:
+        return memory_from_shared(point.payload)
+    except (KeyError, TypeError, ValueError) as error:
+        log.error("memory payload unreadable, point %s skipped: %r", point.id, error)
+        return None
 
 
 class QdrantEdgeBackend(VectorBackend):
@@ -134,13 +96,23 @@ class QdrantEdgeBackend(VectorBackend):
 
     name = "qdrant-edge"
 
-    def __init__(self, dimension: int, data_dir: Path, *, workers: int = 4) -> None:
+    def __init__(
+        self,
+        dimension: int,
+        data_dir: Path,
+        *,
+        workers: int = 4,
+        disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+    ) -> None:
         super().__init__(dimension)
         self._data_dir = Path(data_dir)
         self._root = self._data_dir / STORE_DIR
         self._workers = workers
         self._records = RecordStore(self._root / RECORDS_FILE)
+        self._disk = DiskGuard(self._root, disk_headroom_bytes)
         self._shard: Any = None
+        # Why the shard could not be opened at start (memory calls answer 503), or None.
+        self._shard_problem: str | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._purging: set[asyncio.Task[None]] = set()
         self._changes = 0
@@ -154,7 +126,18 @@ class QdrantEdgeBackend(VectorBackend):
     def _open(self) -> None:
         self._root.mkdir(parents=True, exist_ok=True)
         self._records.open()
-        self._shard = open_shard(self._root / SHARD_DIR, self.dimension)
+        try:
+            self._shard = open_shard(self._root / SHARD_DIR, self.dimension)
+        except BaseException as error:
+            if fatal(error):
+                raise
+            # Serve what can be served (namespace records) and say why memories cannot.
+            log.error("the memory store could not be opened: %s", error)
+            self._shard_problem = (
+                "the embedded memory store could not be opened at start (damaged files);"
+                " see the plugin log and the README's 'Repairing the embedded store'"
+            )
+            return
         legacy = self._data_dir / LEGACY_DIR
         if legacy.is_dir():
             migrate_legacy_layout(legacy, self._shard, self._records)
@@ -180,10 +163,13 @@ class QdrantEdgeBackend(VectorBackend):
         await self._run(self._tidy)
 
     def _tidy(self) -> None:
+        shard = self._shard_or_fail()
         if self._changes >= OPTIMIZE_AFTER_CHANGES:
+            # Vacuuming rewrites the segment: only with room for a second copy.
+            self._disk.check(extra_bytes=allocated_bytes(self._root / SHARD_DIR))
             self._changes = 0
-            self._shard.optimize()
-        self._shard.flush()
+            shard.optimize()
+        shard.flush()
 
     async def ping(self) -> None:
         await self._run(self._check_writable)
@@ -191,11 +177,32 @@ class QdrantEdgeBackend(VectorBackend):
     def _check_writable(self) -> None:
         if not os.access(self._root, os.W_OK | os.X_OK):
             raise BackendUnavailable("the data directory is not writable")
+        if self._shard_problem is not None:
+            raise BackendUnavailable(self._shard_problem)
+        self._disk.refresh()
+
+    def condition(self) -> StoreCondition:
+        problems = (self._disk.problem,) if self._disk.problem else ()
+        return StoreCondition(tuple(sorted(self._records.damaged)), problems)
+
+    def _shard_or_fail(self) -> Any:
+        if self._shard is None:  # the whole store is down, not one namespace
+            raise BackendUnavailable(self._shard_problem or "embedded store is not open")
+        return self._shard
+
+    def _unreadable(self, name: str) -> StorageDamaged:
+        return StorageDamaged(
+            f"namespace {name} is unreadable in the embedded store; an operator can repair"
+            " or drop it (README, 'Repairing the embedded store')",
+            (name,),
+        )
 
     # -- namespaces ------------------------------------------------------------------
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
         found = self._records.live.get(name)
+        if found is None and name in self._records.damaged:
+            raise self._unreadable(name)
         return None if found is None else found.record
 
     async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
@@ -203,10 +210,17 @@ class QdrantEdgeBackend(VectorBackend):
         return {name: live[name].record for name in names if name in live}
 
     async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self._run(self._records.save, record)
+        if record.name in self._records.damaged:
+            raise self._unreadable(record.name)
+        await self._run(self._guarded, self._records.save, record)
+
+    def _guarded(self, func: Callable[..., T], *args: Any) -> T:
+        self._disk.check()
+        return func(*args)
 
     async def delete_namespace(self, name: str) -> bool:
-        epoch = await self._run(self._records.bury, name)
+        """Also drops a namespace whose record is unreadable (its memories go too)."""
+        epoch = await self._run(self._guarded, self._records.bury, name)
         if epoch is None:
             return False
         task = asyncio.create_task(self._run(self._purge, epoch), name=f"purge {epoch}")
@@ -225,7 +239,7 @@ class QdrantEdgeBackend(VectorBackend):
         self._records.purged(epoch)
 
     def _delete_incarnation(self, epoch: str) -> None:
-        self._shard.update(
+        self._update(
             qe.UpdateOperation.delete_points_by_filter(filters.incarnations(EDGE, [epoch]))
         )
 
@@ -245,7 +259,7 @@ class QdrantEdgeBackend(VectorBackend):
 
     def _retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None:
         """The point of `memory_id` in that incarnation of its namespace, or None."""
-        found = self._shard.retrieve(
+        found = self._shard_or_fail().retrieve(
             [point_id(live.record.name, memory_id)], with_payload=True, with_vector=False
         )
         if found and found[0].payload.get(FIELD_EPOCH) == live.epoch:
@@ -257,7 +271,12 @@ class QdrantEdgeBackend(VectorBackend):
         if live is None:
             return None
         point = await self._run(self._retrieve, live, memory_id)
-        return None if point is None else memory_from_shared(point.payload)
+        if point is None:
+            return None
+        memory = _parsed(point)
+        if memory is None:
+            raise StorageDamaged(f"memory {memory_id} in {namespace} is unreadable", (namespace,))
+        return memory
 
     async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
         live = self._records.live.get(memory.namespace)
@@ -278,13 +297,16 @@ class QdrantEdgeBackend(VectorBackend):
             raise NamespaceGone(f"namespace {memory.namespace} was deleted during the write")
 
     def _update(self, operation: Any) -> None:
-        self._shard.update(operation)
+        """Every write to the shard goes through here, behind the disk guard."""
+        shard = self._shard_or_fail()
+        self._disk.check()
+        shard.update(operation)
         self._changes += 1
 
     def _batch(self, requests: list[Any]) -> list[Any]:
         return [
             point
-            for side in self._shard.query_batch(qe.QueryBatchRequest(requests))
+            for side in self._shard_or_fail().query_batch(qe.QueryBatchRequest(requests))
             for point in side
         ]
 
@@ -310,7 +332,9 @@ class QdrantEdgeBackend(VectorBackend):
             for side in pin_sides(memory_filter)
         ]
         points = await self._run(self._batch, requests)
-        return [ScoredMemory(memory_from_shared(p.payload), p.score) for p in points][:limit]
+        return [
+            ScoredMemory(memory, p.score) for p in points if (memory := _parsed(p)) is not None
+        ][:limit]
 
     async def list_memories(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
@@ -329,7 +353,7 @@ class QdrantEdgeBackend(VectorBackend):
             for side in pin_sides(memory_filter)
         ]
         points = await self._run(self._batch, requests)
-        return [memory_from_shared(p.payload) for p in points][:limit]
+        return [memory for p in points if (memory := _parsed(p)) is not None][:limit]
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         live = self._records.live.get(namespace)
@@ -349,7 +373,8 @@ class QdrantEdgeBackend(VectorBackend):
         expired = filters.expired(EDGE, now)
 
         def sweep() -> int:
-            count: int = self._shard.count(qe.CountRequest(filter=expired, exact=True))
+            shard = self._shard_or_fail()
+            count: int = shard.count(qe.CountRequest(filter=expired, exact=True))
             if count:
                 self._update(qe.UpdateOperation.delete_points_by_filter(expired))
             return count
@@ -364,9 +389,83 @@ class QdrantEdgeBackend(VectorBackend):
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, partial(func, *args))
-        except BackendError:
-            raise
-        except OSError as error:  # disk full, permissions: the store cannot serve now
-            raise BackendUnavailable(f"embedded store: {error.strerror or error}") from error
-        except Exception as error:  # qdrant-edge and sqlite raise plain exceptions
-            raise BackendError(f"embedded store: {error}") from error
+        except BaseException as error:  # a Rust panic is a BaseException
+            if fatal(error):
+                raise
+            translated = translate(error)
+            if translated is error:
+                raise
+            raise translated from error
+
+    # -- bulk transfer (export, import) ----------------------------------------------
+
+    async def iter_memories(
+        self,
+        namespace: str,
+        now: datetime,
+        *,
+        page_size: int = 256,
+        with_vectors: bool = True,
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Scroll the namespace's incarnation, one page per worker-thread call, so a long
+        export never holds a worker (or the event loop) for more than a page. Stops when
+        the namespace is deleted meanwhile: its memories vanish, as for every read."""
+        live = self._records.live.get(namespace)
+        if live is None:
+            return
+        scope = Scope((namespace,), (live.epoch,))
+        wanted = filters.memories(EDGE, MemoryFilter(now=now), scope)
+        offset: Any = None
+        while True:
+            page, offset = await self._run(self._scroll, wanted, offset, page_size, with_vectors)
+            current = self._records.live.get(namespace)
+            if current is None or current.epoch != live.epoch:
+                return
+            found = [
+                (memory, _point_vector(point) if with_vectors else [])
+                for point in page
+                if (memory := _parsed(point)) is not None
+            ]
+            if found:
+                yield found
+            if offset is None:
+                return
+
+    def _scroll(
+        self, wanted: Any, offset: Any, limit: int, with_vectors: bool
+    ) -> tuple[list[Any], Any]:
+        request = qe.ScrollRequest(
+            offset=offset, limit=limit, filter=wanted, with_payload=True, with_vector=with_vectors
+        )
+        page, next_offset = self._shard_or_fail().scroll(request)
+        return list(page), next_offset
+
+    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+        """One shard update for the whole batch: an import writes thousands a second where
+        one update per memory manages a few hundred. Same epoch rules as `upsert_memory`."""
+        epochs: dict[str, str] = {}
+        points: list[Any] = []
+        for memory, vector in memories:
+            live = self._records.live.get(memory.namespace)
+            if live is None:
+                raise NamespaceGone(f"namespace {memory.namespace} not found")
+            epochs[memory.namespace] = live.epoch
+            payload = memory_to_payload(memory, live.epoch)
+            points.append(qe.Point(point_id(memory.namespace, memory.id), list(vector), payload))
+        if not points:
+            return 0
+        await self._run(self._update, qe.UpdateOperation.upsert_points(points))
+        for name, epoch in epochs.items():
+            current = self._records.live.get(name)
+            if current is None or current.epoch != epoch:
+                await self._run(self._purge, epoch)  # as in upsert_memory: no orphans
+                raise NamespaceGone(f"namespace {name} was deleted during the write")
+        return len(points)
+
+
+def _point_vector(point: Any) -> list[float]:
+    """The stored vector of a scrolled point (qdrant-edge names the default vector '')."""
+    vector = point.vector
+    if isinstance(vector, dict):
+        vector = vector[""]
+    return [float(x) for x in vector]

@@ -18,11 +18,16 @@ Tables:
   row is only removed once they are gone. A `kill -9` anywhere in between
   leaves a row that the next purge finishes.
 
+A row whose record cannot be parsed is not fatal: `open` skips it, keeps its
+name and epoch in `damaged` (the adapter answers 503 for that namespace and
+health counts it), and `bury` can still drop it with its memories.
+
 All methods block; the adapter calls them from its worker threads.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -30,6 +35,8 @@ from pathlib import Path
 
 from adapters.base import NamespaceRecord
 from adapters.qdrant.layout import namespace_from_json, namespace_to_json, new_epoch
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS namespaces (
@@ -53,16 +60,26 @@ class RecordStore:
         self._lock = threading.Lock()
         self.live: dict[str, LiveNamespace] = {}
         self.purges: dict[str, str] = {}
+        # Namespaces whose stored record cannot be read: name -> epoch.
+        self.damaged: dict[str, str] = {}
 
     def open(self) -> None:
         db = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
-        self.live = {
-            name: LiveNamespace(namespace_from_json(text), epoch)
-            for name, epoch, text in db.execute("SELECT name, epoch, record FROM namespaces")
-        }
+        self.live, self.damaged = {}, {}
+        for name, epoch, text in db.execute("SELECT name, epoch, record FROM namespaces"):
+            try:
+                self.live[name] = LiveNamespace(namespace_from_json(text), epoch)
+            except (ValueError, KeyError, TypeError) as error:
+                self.damaged[name] = epoch
+                log.error(
+                    "namespace record unreadable, namespace skipped: %s (%s: %s)",
+                    name,
+                    type(error).__name__,
+                    error,
+                )
         self.purges = dict(db.execute("SELECT epoch, name FROM purges"))
         self._db = db
 
@@ -97,16 +114,18 @@ class RecordStore:
         """Delete `name` for callers in one transaction; its epoch, to purge, or None."""
         with self._lock:
             found = self.live.get(name)
-            if found is None:
+            epoch = found.epoch if found is not None else self.damaged.get(name)
+            if epoch is None:
                 return None
             db = self._conn()
             with db:  # one transaction: BEGIN ... COMMIT
                 db.execute("BEGIN")
                 db.execute("DELETE FROM namespaces WHERE name = ?", (name,))
-                db.execute("INSERT OR REPLACE INTO purges VALUES (?, ?)", (found.epoch, name))
-            del self.live[name]
-            self.purges[found.epoch] = name
-            return found.epoch
+                db.execute("INSERT OR REPLACE INTO purges VALUES (?, ?)", (epoch, name))
+            self.live.pop(name, None)
+            self.damaged.pop(name, None)
+            self.purges[epoch] = name
+            return epoch
 
     def purged(self, epoch: str) -> None:
         """The memories of `epoch` are gone from disk: forget the purge."""

@@ -5,7 +5,9 @@ written by one reads the same in the other:
 
 - `content`, `kind`, `source`, `pinned` (0/1), `created_at` (RFC 3339) and
   `created_us` (integer microseconds, for ordering), `expires_at` and
-  `expires_us` (absent without expiry), `propagation`.
+  `expires_us` (absent without expiry), `propagation_json` (the caller's opaque
+  object as JSON text: a payload object would turn integers beyond 64 bits into
+  floats; stores written before 0.3 have a `propagation` object, still read).
 - In the shared (tenant) layout, also `ns` (the namespace name: the tenant key,
   indexed with `is_tenant=true`), `epoch` (the namespace incarnation that wrote
   it) and `memory_id` (the caller's id). The point id is then derived from
@@ -38,6 +40,7 @@ FIELD_EPOCH = "epoch"
 FIELD_MEMORY_ID = "memory_id"
 FIELD_CREATED_US = "created_us"
 FIELD_EXPIRES_US = "expires_us"
+FIELD_PROPAGATION_JSON = "propagation_json"
 FIELD_PINNED = "pinned"
 FIELD_KIND = "kind"
 
@@ -100,8 +103,9 @@ def memory_to_payload(memory: MemoryRecord, epoch: str | None = None) -> JsonObj
         "created_at": format_time(memory.created_at),
         FIELD_CREATED_US: to_micros(memory.created_at),
         "expires_at": None,
-        "propagation": memory.propagation,
     }
+    if memory.propagation is not None:
+        payload[FIELD_PROPAGATION_JSON] = json.dumps(memory.propagation, separators=(",", ":"))
     if memory.expires_at is not None:
         payload["expires_at"] = format_time(memory.expires_at)
         payload[FIELD_EXPIRES_US] = to_micros(memory.expires_at)
@@ -122,8 +126,16 @@ def memory_from_payload(memory_id: str, namespace: str, payload: JsonObject) -> 
         created_at=parse_time(payload["created_at"]),
         pin=bool(payload.get(FIELD_PINNED, 0)),
         expires_at=parse_optional_time(payload.get("expires_at")),
-        propagation=payload.get("propagation"),
+        propagation=_propagation(payload),
     )
+
+
+def _propagation(payload: JsonObject) -> JsonObject | None:
+    text = payload.get(FIELD_PROPAGATION_JSON)
+    if isinstance(text, str):
+        found: JsonObject = json.loads(text)
+        return found
+    return payload.get("propagation")
 
 
 def memory_from_shared(payload: JsonObject) -> MemoryRecord:

@@ -1,0 +1,98 @@
+"""Refuse writes before the data volume fills: a full disk must not kill the plugin.
+
+Why: qdrant-edge writes through memory-mapped files (its WAL segments, vector
+chunks, payload pages) that it creates at full size but sparse. Touching a page
+that the filesystem cannot allocate is not an error the engine can return: the
+kernel sends SIGBUS and the whole process dies, every in-flight request with it
+(measured: a full tmpfs killed the plugin on the next commit).
+
+So before every write the guard checks that the volume could still hold every
+page those files may yet touch (their holes: apparent size minus allocated
+blocks) plus `headroom_bytes` for files the engine may create next (a new WAL
+segment or vector chunk is 32 MiB). Below that, writes fail fast with
+`StorageFull` (HTTP 503), reads go on, and writes resume by themselves once
+space returns. `statvfs` costs microseconds; the holes walk (about a hundred
+files) is redone at most once per `recheck_s`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from pathlib import Path
+
+from adapters.errors import StorageFull
+
+MIB = 1024 * 1024
+DEFAULT_HEADROOM_BYTES = 128 * MIB
+
+
+def sparse_bytes(root: Path) -> int:
+    """Bytes of `root`'s files not yet backed by disk blocks (pages a write may still claim)."""
+    total = 0
+    for directory, _, files in os.walk(root):
+        for name in files:
+            try:
+                info = os.stat(os.path.join(directory, name))
+            except FileNotFoundError:  # removed by the engine meanwhile
+                continue
+            total += max(0, info.st_size - info.st_blocks * 512)
+    return total
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes an unprivileged writer may still use on the volume holding `path`."""
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+class DiskGuard:
+    """Says whether a write may go ahead on the volume of `root` (thread-safe)."""
+
+    def __init__(
+        self, root: Path, headroom_bytes: int = DEFAULT_HEADROOM_BYTES, recheck_s: float = 1.0
+    ) -> None:
+        self._root = root
+        self._headroom = headroom_bytes
+        self._recheck_s = recheck_s
+        self._lock = threading.Lock()
+        self._holes = 0
+        self._holes_at = float("-inf")
+        self.problem: str | None = None  # the last verdict, for health
+
+    def check(self, extra_bytes: int = 0) -> None:
+        """Raise `StorageFull` unless the volume can take a write (and `extra_bytes` more)."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._holes_at >= self._recheck_s:
+                self._holes = sparse_bytes(self._root)
+                self._holes_at = now
+            need = self._holes + self._headroom + extra_bytes
+            free = free_bytes(self._root)
+            if free >= need:
+                self.problem = None
+                return
+            self.problem = (
+                f"the data volume is full: {free // MIB} MiB free, writes need {need // MIB} MiB;"
+                " free space or grow the volume (writes resume by themselves)"
+            )
+        raise StorageFull(self.problem)
+
+    def refresh(self) -> None:
+        """Re-evaluate now (for health), without raising."""
+        with contextlib.suppress(StorageFull):
+            self.check()
+
+
+def allocated_bytes(root: Path) -> int:
+    """Bytes `root`'s files occupy on disk (what a rewrite of them needs again)."""
+    total = 0
+    for directory, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(directory, name)).st_blocks * 512
+            except FileNotFoundError:
+                continue
+    return total

@@ -1,0 +1,21 @@
+"""The service's own failures, in domain terms; the HTTP layer maps them to statuses.
+
+`plugin/service.py` knows no HTTP: it raises these (and the adapters'
+`BackendError`s pass through it), and `plugin/middleware.py` turns each into
+the contract's envelope (`NotFound` 404, `InvalidRequest` 400, a
+`BackendUnavailable` 503).
+"""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """A request the service cannot carry out, for a reason the caller can act on."""
+
+
+class NotFound(ServiceError):
+    """The namespace or memory does not exist (or has expired)."""
+
+
+class InvalidRequest(ServiceError):
+    """Well-formed input that the operation cannot accept (e.g. a PATCH with no field)."""

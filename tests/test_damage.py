@@ -1,0 +1,176 @@
+"""Damaged stores (issue 9, cases 2 and 3): serve what can be read, 503 for the rest, never 500.
+
+Each test builds a real embedded store, closes it, damages it on disk the way a
+bad disk or a careless hand would, and opens it again under the real app.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import qdrant_edge as qe
+from aiohttp.test_utils import TestClient, TestServer
+
+from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
+from adapters.qdrant.edge import QdrantEdgeBackend
+from adapters.qdrant.layout import point_id
+from plugin.embedder import SentenceTransformerEncoder
+from plugin.settings import Settings
+from tests.conftest import AppFactory, ContractClient, FakeClock
+
+GOOD, BAD = "workspace:good", "workspace:bad"
+CAPABILITIES = ["embedding", "ttl", "pin"]
+
+
+@pytest.fixture
+async def seeded(make_app: AppFactory, clock: FakeClock, settings: Settings) -> AsyncIterator[Path]:
+    """A data dir with BAD's 3 memories written first, then GOOD's 20."""
+    app = make_app()
+    async with TestClient(TestServer(app)) as client:
+        api = ContractClient(client, app, clock)
+        for name, count in ((BAD, 3), (GOOD, 20)):
+            await api.put_ns(name)
+            for i in range(count):
+                assert (await api.commit(name, f"memory {i} of {name}")).status == 201
+    return settings.data_dir
+
+
+async def _serve(make_app: AppFactory, clock: FakeClock) -> AsyncIterator[ContractClient]:
+    app = make_app()
+    async with TestClient(TestServer(app)) as client:
+        yield ContractClient(client, app, clock)
+
+
+def _smash(path: Path) -> None:
+    with open(path, "r+b") as page:
+        page.write(b"\xde\xad\xbe\xef" * 64)
+
+
+def _damage_record(data_dir: Path) -> None:
+    db = sqlite3.connect(data_dir / "store" / "namespaces.sqlite3")
+    with db:
+        db.execute("UPDATE namespaces SET record = '{broken' WHERE name = ?", (BAD,))
+    db.close()
+
+
+async def test_damaged_record_skips_one_namespace_and_serves_the_rest(
+    seeded: Path, make_app: AppFactory, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    _damage_record(seeded)
+    async for api in _serve(make_app, clock):
+        health = await api.call("GET", "/v1/health")
+        assert (health.status, health.body) == (
+            200,
+            {
+                "status": "degraded",
+                "version": "1.0.0",
+                "capabilities": CAPABILITIES,
+                "message": "1 namespace(s) unreadable and left out of searches (named in the "
+                "log; README, 'Repairing the embedded store')",
+                "unreadable_namespaces": 1,
+            },
+        )
+        found = await api.search(GOOD, BAD, limit=100)
+        assert found.status == 200
+        assert {m["namespace"] for m in found.body["memories"]} == {GOOD}
+        assert len(found.body["memories"]) == 20
+        unreadable = {
+            "code": "unavailable",
+            "message": f"namespace {BAD} is unreadable in the embedded store; an operator can "
+            "repair or drop it (README, 'Repairing the embedded store')",
+        }
+        for reply in (await api.commit(BAD, "x"), await api.put_ns(BAD)):
+            assert (reply.status, reply.body) == (503, unreadable)
+        metrics = await _metrics(api)
+        assert "memory_plugin_unreadable_namespaces 1.0" in metrics
+        # The operator drops it; the platform re-creates it empty on its next PUT.
+        assert (await api.call("DELETE", f"/v1/namespaces/{BAD}")).status == 204
+        assert (await api.put_ns(BAD)).status == 200
+        assert (await api.search(BAD)).body == {"memories": []}
+        assert (await api.call("GET", "/v1/health")).body["status"] == "ok"
+        assert "memory_plugin_unreadable_namespaces 0.0" in await _metrics(api)
+    named = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any(BAD in line and "skipped" in line for line in named), named
+
+
+async def test_damaged_payload_pages_answer_503_never_500(
+    seeded: Path, make_app: AppFactory, clock: FakeClock
+) -> None:
+    segment = next((seeded / "store" / "memories" / "segments").iterdir())
+    _smash(segment / "payload_storage" / "page_0.dat")
+    async for api in _serve(make_app, clock):
+        unreadable = {
+            "code": "unavailable",
+            "message": f"stored data unreadable (damaged files; see the plugin log): {BAD}",
+        }
+        for reply in (await api.search(BAD, query="memory"), await api.search(BAD)):
+            assert (reply.status, reply.body) == (503, unreadable)
+        both = await api.search(GOOD, BAD, query="memory")
+        assert both.status == 200
+        assert [m["namespace"] for m in both.body["memories"]] == [GOOD] * 20
+        health = await api.call("GET", "/v1/health")
+        assert (health.status, health.body["status"], health.body["unreadable_namespaces"]) == (
+            200,
+            "degraded",
+            1,
+        )
+
+
+async def test_damaged_segment_manifest_starts_degraded(
+    seeded: Path, make_app: AppFactory, clock: FakeClock
+) -> None:
+    segment = next((seeded / "store" / "memories" / "segments").iterdir())
+    (segment / "segment.json").write_text("{damaged")
+    async for api in _serve(make_app, clock):
+        problem = (
+            "the embedded memory store could not be opened at start (damaged files); see the "
+            "plugin log and the README's 'Repairing the embedded store'"
+        )
+        health = await api.call("GET", "/v1/health")
+        assert (health.status, health.body) == (
+            503,
+            {
+                "status": "degraded",
+                "version": "1.0.0",
+                "capabilities": CAPABILITIES,
+                "code": "unavailable",
+                "message": problem,
+            },
+        )
+        assert (await api.put_ns(GOOD)).status == 200  # the records are intact
+        down = {"code": "unavailable", "message": f"backend unavailable: {problem}"}
+        for reply in (await api.search(GOOD, query="memory"), await api.commit(GOOD, "x")):
+            assert (reply.status, reply.body) == (503, down)
+
+
+async def _metrics(api: ContractClient) -> str:
+    async with api.client.get("/metrics") as response:
+        return await response.text()
+
+
+async def test_unparseable_payload_is_skipped_not_500(
+    tmp_path: Path, encoder: SentenceTransformerEncoder
+) -> None:
+    """A point whose payload lacks fields (a bad hand edit) is left out of reads."""
+    backend = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    await backend.start()
+    try:
+        now = datetime.now(UTC)
+        await backend.save_namespace(NamespaceRecord(GOOD, "workspace", now))
+        vector = encoder.encode(["a fact"])[0]
+        memory = MemoryRecord(
+            "7f3e2a10-0000-4000-8000-000000000001", GOOD, "a", "fact", "agent", now
+        )
+        await backend.upsert_memory(memory, vector)
+        epoch = backend._records.live[GOOD].epoch
+        broken = qe.Point(point_id(GOOD, "x"), vector, {"ns": GOOD, "epoch": epoch})
+        backend._shard.update(qe.UpdateOperation.upsert_points([broken]))
+        listed = await backend.list_memories([GOOD], MemoryFilter(now=now), 10)
+        assert [m.id for m in listed] == [memory.id]
+    finally:
+        await backend.close()
