@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
-from adapters.qdrant.layout import point_id
+from adapters.qdrant.layout import memory_to_payload, point_id
 from plugin.embedder import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.conftest import AppFactory, ContractClient, FakeClock
@@ -168,7 +169,10 @@ async def test_unparseable_payload_is_skipped_not_500(
         )
         await backend.upsert_memory(memory, vector)
         epoch = backend._records.live[GOOD].epoch
-        broken = qe.Point(point_id(GOOD, "x"), vector, {"ns": GOOD, "epoch": epoch})
+        other = replace(memory, id="7f3e2a10-0000-4000-8000-000000000002")
+        payload = memory_to_payload(other, epoch)
+        del payload["content"]  # matches every filter, cannot be read back
+        broken = qe.Point(point_id(GOOD, other.id), vector, payload)
         backend._shard.update(qe.UpdateOperation.upsert_points([broken]))
         listed = await backend.list_memories([GOOD], MemoryFilter(now=now), 10)
         assert [m.id for m in listed] == [memory.id]
