@@ -212,6 +212,21 @@ class VectorBackend(abc.ABC):
         namespaces that have nothing to expire.
         """
 
+    # -- store metadata -------------------------------------------------------------
+
+    async def read_store_meta(self) -> Mapping[str, str]:
+        """Store-wide facts written by `write_store_meta`; empty when none were.
+
+        Why: the embedding fingerprint (model and runtime) is recorded with the store,
+        so that vectors of another vector space are never mixed in silently
+        (plugin/fingerprint.py). Keys and values are short strings.
+        """
+        raise NotImplementedError(f"the {self.name} backend keeps no store metadata")
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        """Set one store-wide fact, durably; visible to every later `read_store_meta`."""
+        raise NotImplementedError(f"the {self.name} backend keeps no store metadata")
+
     # -- bulk transfer (export, import, parity) -------------------------------------
 
     async def iter_memories(

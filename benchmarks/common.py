@@ -8,7 +8,7 @@ import os
 import platform
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,11 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
-def run_against_server(title: str, measure: Callable[[Any], Awaitable[None]]) -> None:
+def run_against_server(
+    title: str,
+    measure: Callable[[Any], Awaitable[None]],
+    env: Mapping[str, str] | None = None,
+) -> None:
     """Start a fresh server process on a temporary data dir, measure, stop it with SIGTERM."""
     use_repo_root()
     from tests.server_process import ServerProcess
@@ -61,7 +65,7 @@ def run_against_server(title: str, measure: Callable[[Any], Awaitable[None]]) ->
     print(f"{title} ({machine()})")
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
-        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log") as server,
+        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log", env=env) as server,
     ):
         server.start()
         print(f"cold start (spawn -> first 200 on /v1/health): {server.wait_healthy():.2f} s")

@@ -8,12 +8,21 @@ times sequential requests from one client: commits, semantic searches (query
 text, limit 20), listings (no query, limit 100), the namespace PUT the platform
 sends before every write, and health. Client and server share the machine.
 
-Run: python benchmarks/latency.py   (about 1-3 minutes on 2 cores)
+Issue 10's two checks, against the model's own figures measured in this run (the
+configured backend loaded in this process, server idle): a sequential commit with
+an explicit id (what `memory-backfill -apply` sends) against the model's single-text
+time plus 5 ms (medians), and commits with ids from 8 closed-loop callers against
+the model's throughput in batches of 8 (target: 0.8x or more).
+
+Run: python benchmarks/latency.py [--backend onnx]   (about 1-3 minutes on 2 cores)
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import statistics
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -32,6 +41,8 @@ NAMESPACE = "workspace:bench-latency"
 PRELOAD = 10_000
 CONCURRENCY = 32
 SAMPLES = 200
+CALLERS = 8
+CLOSED_LOOP_S = 15.0
 RETRIES = 5
 TIMEOUT = aiohttp.ClientTimeout(total=10)
 
@@ -167,8 +178,103 @@ async def measure(server: ServerProcess) -> None:
             print(f"unexpected statuses: {failed}")
 
 
+def model_figures(backend: str, onnx_dir: str) -> tuple[float, float]:
+    """The configured model alone in this process: single-text median (s), texts/s in 8s."""
+    from plugin.embedder import load_encoder
+    from plugin.settings import Settings
+
+    encoder = load_encoder(
+        Settings.model_validate(
+            {"MEMORY_PLUGIN_EMBEDDING_BACKEND": backend, "MEMORY_PLUGIN_ONNX_DIR": onnx_dir}
+        )
+    )
+    texts = sentences(SAMPLES * 4, seed=5)
+    for text in texts[:20]:
+        encoder.encode([text])
+    single = []
+    for text in texts[:SAMPLES]:
+        started = time.perf_counter()
+        encoder.encode([text])
+        single.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    for start in range(0, len(texts), 8):
+        encoder.encode(texts[start : start + 8])
+    return statistics.median(single), len(texts) / (time.perf_counter() - started)
+
+
+async def post_commit(session: aiohttp.ClientSession, url: str, text: str) -> tuple[int, Any]:
+    body = {"content": text, "kind": "fact", "source": "agent", "id": str(uuid.uuid4())}
+    return await post_json(session, "POST", url, body)
+
+
+async def closed_loop(session: aiohttp.ClientSession, url: str, texts: list[str]) -> float:
+    """CALLERS callers, each committing (with an id) again as soon as answered; commits/s."""
+    done = 0
+    failed = 0
+    deadline = time.perf_counter() + CLOSED_LOOP_S
+
+    async def caller(offset: int) -> None:
+        nonlocal done, failed
+        i = offset
+        while time.perf_counter() < deadline:
+            status, _ = await post_commit(session, url, texts[i % len(texts)])
+            done, failed = done + (status == 201), failed + (status != 201)
+            i += CALLERS
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller(k) for k in range(CALLERS)))
+    if failed:
+        print(f"  closed loop: {failed} answers other than 201")
+    return done / (time.perf_counter() - started)
+
+
+def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Awaitable[None]]:
+    async def run(server: ServerProcess) -> None:
+        await measure(server)
+        single_s, rate8 = model_figures(backend, onnx_dir)
+        url = f"{server.base_url}/v1/namespaces/{NAMESPACE}/memories"
+        texts = sentences(PRELOAD + SAMPLES * 60)[PRELOAD + SAMPLES :]
+        connector = aiohttp.TCPConnector(limit=CONCURRENCY)
+        async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
+            await post_commit(session, url, texts[-1])  # warm-up
+            durations, failures = await timed(
+                SAMPLES, lambda i: post_commit(session, url, texts[i]), 201
+            )
+            rate = await closed_loop(session, url, texts[SAMPLES:])
+        commit_ms, model_ms = statistics.median(durations) * 1000, single_s * 1000
+        print()
+        print(f"issue 10 checks, embedding backend {backend} (model figures from this run):")
+        print(f"  model alone, one text:            {model_ms:7.2f} ms median")
+        print(f"  model alone, batches of 8:        {rate8:7.0f} texts/s")
+        print(
+            f"  sequential commit with an id:     {commit_ms:7.2f} ms median over {SAMPLES}"
+            f" = model + {commit_ms - model_ms:.2f} ms (target: + 5 ms at most)"
+            + (f"; {failures} not 201" if failures else "")
+        )
+        print(
+            f"  {CALLERS} closed-loop callers (ids):    {rate:7.0f} commits/s"
+            f" = {rate / rate8:.2f}x the model's batch-8 rate (target: 0.8x)"
+        )
+
+    return run
+
+
 def main() -> None:
-    run_against_server("latency.py: real server process, embedded qdrant-edge backend", measure)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", default="onnx", choices=["torch", "onnx", "onnx-int8"])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-onnx-") as onnx_dir:
+        if args.backend != "torch":  # exported beforehand, as the image does at build time
+            from plugin.embedder import resolve_model_dir
+            from plugin.onnx_model import export_onnx
+
+            export_onnx(resolve_model_dir(None), Path(onnx_dir))
+        env = {"MEMORY_PLUGIN_EMBEDDING_BACKEND": args.backend, "MEMORY_PLUGIN_ONNX_DIR": onnx_dir}
+        run_against_server(
+            f"latency.py: real server process, embedded qdrant-edge backend, {args.backend}",
+            issue_checks(args.backend, onnx_dir),
+            env,
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The aiohttp application: routes, middleware, and resources in `cleanup_ctx`.
 
 Start-up order (each step's cleanup runs in reverse at shutdown): load the model
-and start the batcher, open the backend, then start the janitor. The backend
+and start the batcher, open the backend and check its embedding fingerprint, then
+start the janitor. The backend
 need not be reachable for start-up to finish: the server boots during an
 outage, answers 503, and recovers by itself.
 
@@ -19,7 +20,8 @@ from aiohttp import web
 from adapters.base import VectorBackend
 from plugin.admin import admin_routes
 from plugin.backends import build_backend
-from plugin.embedder import BatchingEmbedder, Encoder, SentenceTransformerEncoder
+from plugin.embedder import BatchingEmbedder, Encoder, load_encoder
+from plugin.fingerprint import check_at_start
 from plugin.handlers import routes
 from plugin.instrumented import InstrumentedBackend
 from plugin.janitor import run_janitor
@@ -32,8 +34,7 @@ from plugin.settings import Settings
 
 async def _embedder(app: web.Application) -> AsyncIterator[None]:
     if ENCODER not in app:
-        model_dir = app[SETTINGS].embedding_model
-        app[ENCODER] = await asyncio.to_thread(SentenceTransformerEncoder.load, model_dir)
+        app[ENCODER] = await asyncio.to_thread(load_encoder, app[SETTINGS])
     embedder = BatchingEmbedder(app[ENCODER], observer=app[METRICS].observe_embedding)
     await embedder.start()
     app[EMBEDDER] = embedder
@@ -45,7 +46,17 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
     if BACKEND not in app:
         app[BACKEND] = build_backend(app[SETTINGS], app[ENCODER].dimension)
     await app[BACKEND].start()
+    try:  # vectors of another space are never mixed in (plugin/fingerprint.py)
+        later = await check_at_start(
+            app[BACKEND], app[ENCODER].fingerprint, app[SETTINGS].backend_timeout_s
+        )
+    except BaseException:
+        await app[BACKEND].close()
+        raise
     yield
+    if later is not None:
+        later.cancel()
+        await asyncio.gather(later, return_exceptions=True)
     await app[BACKEND].close()
 
 

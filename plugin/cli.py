@@ -136,7 +136,81 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="delete the per-namespace collections once everything was copied",
     )
+    _transfer_commands(commands)
     return parser
+
+
+def _transfer_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """export, import, import-postgres: see plugin/transfer.py and docs/export-format.md."""
+    export = commands.add_parser(
+        "export",
+        help="write every namespace and live memory, with its vector, as JSON Lines "
+        "(gzip for *.gz; settings from the environment, or --from-url a running plugin)",
+    )
+    export.add_argument("--out", required=True, help="file to write; '-' is stdout")
+    export.add_argument(
+        "--from-url",
+        metavar="URL",
+        help="export through a running plugin (GET URL/admin/export): the way to back up "
+        "an embedded store while its server runs",
+    )
+    restore = commands.add_parser(
+        "import",
+        help="upsert an export into the store the settings name (idempotent; re-embeds "
+        "only when the vectors came from another model or runtime)",
+    )
+    restore.add_argument("--in", dest="in_path", required=True, help="export file; '-' is stdin")
+    postgres = commands.add_parser(
+        "import-postgres",
+        help="copy the built-in postgres plugin's memory_namespaces/memory_records here, "
+        "then verify parity (exit 1 on any mismatch)",
+    )
+    postgres.add_argument("dsn", help="libpq connection string or postgres:// URL")
+    postgres.add_argument(
+        "--dry-run", action="store_true", help="print counts per namespace kind; write nothing"
+    )
+    postgres.add_argument(
+        "--verify-sample",
+        type=int,
+        default=200,
+        metavar="N",
+        help="namespaces to compare after the copy (default: 200; 0 skips the check)",
+    )
+    postgres.add_argument("--seed", type=int, help="seed of the namespace sample (default: random)")
+    postgres.add_argument(
+        "--batch", type=int, default=256, help="memories per embedding and write (default: 256)"
+    )
+
+
+def _transfer(args: argparse.Namespace) -> int:
+    """Run export, import or import-postgres; one line on stderr and 1 on failure."""
+    from plugin import postgres_import, transfer_cli
+
+    try:
+        settings = Settings.from_env(os.environ)
+    except SettingsError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "export":
+            return transfer_cli.run_export(settings, args.out, args.from_url, print)
+        if args.command == "import":
+            return transfer_cli.run_import(settings, args.in_path, print)
+        if args.dry_run:
+            return asyncio.run(postgres_import.dry_run(args.dsn, print))
+        return asyncio.run(
+            postgres_import.run(
+                settings,
+                args.dsn,
+                sample=args.verify_sample,
+                batch=args.batch,
+                seed=args.seed,
+                echo=print,
+            )
+        )
+    except Exception as error:  # a bad file, an unreachable store or database, ...
+        print(f"{PROG} {args.command}: failed: {error}", file=sys.stderr)
+        return 1
 
 
 def _migrate_layout(args: argparse.Namespace) -> int:
@@ -161,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check(args)
     if args.command == "migrate-layout":
         return _migrate_layout(args)
+    if args.command in ("export", "import", "import-postgres"):
+        return _transfer(args)
     if args.command == "serve":
         try:
             settings = Settings.from_env(os.environ)

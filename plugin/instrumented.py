@@ -20,6 +20,7 @@ from adapters.base import (
     NamespaceRecord,
     ScoredMemory,
     StoreCondition,
+    StoredMemory,
     VectorBackend,
 )
 from adapters.errors import (
@@ -112,6 +113,38 @@ class InstrumentedBackend(VectorBackend):
     async def list_namespaces(self) -> list[NamespaceRecord]:
         async with self._timed("list_namespaces"):
             return await self.inner.list_namespaces()
+
+    async def read_store_meta(self) -> Mapping[str, str]:
+        async with self._timed("read_store_meta"):
+            return await self.inner.read_store_meta()
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        async with self._timed("write_store_meta"):
+            await self.inner.write_store_meta(key, value)
+
+    async def iter_memories(
+        self,
+        namespace: str,
+        now: datetime,
+        *,
+        page_size: int = 256,
+        with_vectors: bool = True,
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Pages as the inner backend gives them; each page's read is timed."""
+        pages = self.inner.iter_memories(
+            namespace, now, page_size=page_size, with_vectors=with_vectors
+        ).__aiter__()
+        while True:
+            async with self._timed("iter_memories"):
+                try:
+                    page = await pages.__anext__()
+                except StopAsyncIteration:
+                    return
+            yield page
+
+    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+        async with self._timed("upsert_memories"):
+            return await self.inner.upsert_memories(memories)
 
     async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
         async with self._timed("expired_namespaces"):

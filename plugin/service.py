@@ -77,6 +77,10 @@ class SweepReport:
     memories_deleted: int
 
 
+async def _none() -> None:
+    return None
+
+
 def _utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment is not None else None
 
@@ -185,13 +189,14 @@ class MemoryService:
         async with self._deadline():
             if await self._live_namespace(namespace) is None:
                 raise NotFound(f"namespace {namespace} not found")
-            vector = await self._embed(body.content)
+            # The existence check of an explicit id (a backfill's every write) runs while
+            # the model embeds, not after it (benchmarks/commit_steps.py).
+            found = self.backend.get_memory(namespace, body.id) if body.id is not None else None
+            vector, existing = await asyncio.gather(self._embed(body.content), found or _none())
             now = self.clock()
             created_at = now
-            if body.id is not None:
-                existing = await self.backend.get_memory(namespace, body.id)
-                if existing is not None and not existing.is_expired(now):
-                    created_at = existing.created_at
+            if existing is not None and not existing.is_expired(now):
+                created_at = existing.created_at
             memory = MemoryRecord(
                 id=body.id or str(uuid.uuid4()),
                 namespace=namespace,

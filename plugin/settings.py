@@ -72,6 +72,11 @@ class Settings(BaseModel):
     )
     collection_prefix: str = Field(DEFAULT_PREFIX, alias="MEMORY_PLUGIN_COLLECTION_PREFIX")
     embedding_model: Path | None = Field(None, alias="MEMORY_PLUGIN_EMBEDDING_MODEL")
+    # README, "Embedding backends": the default is chosen by measurement.
+    embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "onnx", alias="MEMORY_PLUGIN_EMBEDDING_BACKEND"
+    )
+    onnx_dir: Path | None = Field(None, alias="MEMORY_PLUGIN_ONNX_DIR")
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
     max_body_bytes: int = Field(MIB, ge=1024, alias="MEMORY_PLUGIN_MAX_BODY_BYTES")
     backend_timeout_s: float = Field(1.5, gt=0, le=10, alias="MEMORY_PLUGIN_BACKEND_TIMEOUT")

@@ -372,3 +372,79 @@ class BackendSuite:
         past = everything(T0 - timedelta(days=1))
         for name in names:
             assert [m.content for m in await backend.list_memories([name], past, 10)] == ["keep"]
+
+    # -- bulk transfer: iter_memories and upsert_memories (export, import) -------------
+
+    async def test_iter_memories_yields_every_live_memory_once_with_its_vector(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        other = "team:neighbour"
+        await backend.save_namespace(NamespaceRecord(name=other, kind="team", created_at=T0))
+        written = {
+            m.id: (m, unit(1, index / 120, (index % 7) / 7))
+            for index in range(120)
+            for m in [memory(ns, content=f"c{index}", pin=index % 5 == 0)]
+        }
+        expired = memory(ns, content="expired", expires_at=T0)
+        later = memory(ns, content="later", expires_at=T0 + timedelta(seconds=1))
+        written[later.id] = (later, unit(0, 0, 1))
+        batch = [*written.values(), (expired, unit(1)), (memory(other), unit(1))]
+        assert await backend.upsert_memories(batch) == len(batch)
+        pages = [page async for page in backend.iter_memories(ns, T0, page_size=50)]
+        assert all(pages)  # no empty page (a store may serve fresh writes in one)
+        streamed = [item for page in pages for item in page]
+        assert len(streamed) == len(written)
+        for found, vector in streamed:
+            expected, expected_vector = written[found.id]
+            assert found == expected
+            assert vector == pytest.approx(expected_vector, abs=1e-5)
+        bare = [item async for page in backend.iter_memories(ns, T0) for item in page]
+        assert sorted(m.id for m, _ in bare) == sorted(written)
+        assert {len(v) for _, v in bare} == {DIM}
+        ids_only = [
+            v async for page in backend.iter_memories(ns, T0, with_vectors=False) for _, v in page
+        ]
+        assert ids_only == [[]] * len(written)
+
+    async def test_iter_memories_sees_only_the_current_incarnation(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        assert [page async for page in backend.iter_memories("org:missing", T0)] == []
+        await backend.upsert_memory(memory(ns, content="old life"), unit(1))
+        assert await backend.delete_namespace(ns) is True
+        assert [page async for page in backend.iter_memories(ns, T0)] == []
+        await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
+        again = memory(ns, content="new life")
+        await backend.upsert_memory(again, unit(0, 1))
+        pages = [page async for page in backend.iter_memories(ns, T0)]
+        assert [[m for m, _ in page] for page in pages] == [[again]]
+
+    async def test_upsert_memories_replaces_by_id_across_namespaces(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        other = "org:batch"
+        await backend.save_namespace(NamespaceRecord(name=other, kind="org", created_at=T0))
+        first = memory(ns, content="first")
+        elsewhere = memory(other, id=first.id, content="same id elsewhere")
+        assert await backend.upsert_memories([(first, unit(1)), (elsewhere, unit(1))]) == 2
+        second = memory(ns, id=first.id, content="second", pin=True)
+        assert await backend.upsert_memories([(second, unit(0, 1))]) == 1
+        assert await backend.list_memories([ns], everything(), 10) == [second]
+        assert await backend.get_memory(other, first.id) == elsewhere
+        hits = await backend.query_memories([ns], unit(0, 1), everything(), 10)
+        assert [(h.memory, round(h.score, 4)) for h in hits] == [(second, 1.0)]
+        assert await backend.upsert_memories([]) == 0
+        with pytest.raises(NamespaceGone):
+            await backend.upsert_memories([(memory("org:never-created"), unit(1))])
+
+    async def test_store_meta_round_trip(self, backend: VectorBackend, ns: str) -> None:
+        """The store-wide facts (the embedding fingerprint) are kept apart from namespaces."""
+        assert dict(await backend.read_store_meta()) == {}
+        await backend.write_store_meta("embedding", "all-MiniLM-L6-v2/torch")
+        await backend.write_store_meta("other", "value")
+        await backend.write_store_meta("embedding", "all-MiniLM-L6-v2/onnx-int8")
+        assert dict(await backend.read_store_meta()) == {
+            "embedding": "all-MiniLM-L6-v2/onnx-int8",
+            "other": "value",
+        }
+        assert [record.name for record in await backend.list_namespaces()] == [ns]

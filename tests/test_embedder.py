@@ -61,3 +61,36 @@ async def test_a_failed_batch_does_not_stop_the_worker() -> None:
         assert await embedder.embed("good") == [1.0, 0.0, 0.0]
     finally:
         await embedder.close()
+
+
+async def test_a_lone_caller_never_lingers(encoder: SentenceTransformerEncoder) -> None:
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        for i in range(5):
+            await embedder.embed(f"sequential write number {i}")
+            assert embedder._expected == 1  # nobody else expected: the next one starts at once
+    finally:
+        await embedder.close()
+    assert embedder.stats.sizes == [1] * 5
+
+
+async def test_closed_loop_callers_are_gathered_into_full_batches(
+    encoder: SentenceTransformerEncoder,
+) -> None:
+    """8 callers that come back at staggered times (their upsert, their HTTP round trip)
+    are waited for, so the model runs batches of 8 instead of alternating halves."""
+    embedder = BatchingEmbedder(encoder, max_linger_s=0.05)
+    await embedder.start()
+
+    async def caller(k: int) -> None:
+        for round_ in range(6):
+            await embedder.embed(f"caller {k} writes memory {round_}")
+            await asyncio.sleep(0.0003 * k)
+
+    try:
+        await asyncio.gather(*(caller(k) for k in range(8)))
+    finally:
+        await embedder.close()
+    assert embedder.stats.texts == 48
+    assert embedder.stats.sizes[1:] == [8] * 5, embedder.stats.sizes

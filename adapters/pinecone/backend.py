@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import datetime
 
 from pinecone import AsyncIndex
@@ -37,15 +37,17 @@ from adapters.base import (
     MemoryRecord,
     NamespaceRecord,
     ScoredMemory,
+    StoredMemory,
     VectorBackend,
 )
 from adapters.errors import NamespaceGone
-from adapters.pinecone import layout
+from adapters.pinecone import layout, transfer
 from adapters.pinecone.calls import PineconeMissing, call
 from adapters.pinecone.connection import PineconeConnection
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.records import NamespaceRecords
+from adapters.pinecone.store_meta import StoreMeta
 from adapters.times import to_micros
 
 # Namespaces the janitor sweeps at once: enough to hide latency, few enough not to be throttled.
@@ -87,6 +89,9 @@ class PineconeBackend(VectorBackend):
             ready=self._ready,
             budget_s=timeout_s,
             clock=clock,
+        )
+        self._meta = StoreMeta(
+            prefix=prefix, unit_vector=self._unit, ready=self._ready, budget_s=timeout_s
         )
         self._reads = MemoryReads(
             prefix=prefix,
@@ -151,6 +156,12 @@ class PineconeBackend(VectorBackend):
         return [record for record, _ in (await self._records.all()).values()]
 
     # -- memories ----------------------------------------------------------------------
+
+    async def read_store_meta(self) -> Mapping[str, str]:
+        return await self._meta.read()
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        await self._meta.write(key, value)
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         state = await self._records.state(namespace)
@@ -264,3 +275,63 @@ class PineconeBackend(VectorBackend):
         for memory_id in gone:
             self.overlay.memory_deleted(namespace, memory_id, epoch)
         return len(gone)
+
+    # -- bulk transfer (export, import) ------------------------------------------------
+
+    async def iter_memories(
+        self,
+        namespace: str,
+        now: datetime,
+        *,
+        page_size: int = transfer.PAGE,
+        with_vectors: bool = True,
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """List the namespace's ids and fetch them 100 at a time (`adapters.pinecone.transfer`):
+        two requests per 100 memories, Pinecone's only way to visit a whole namespace."""
+        state = await self._records.state(namespace)
+        if state is None:
+            return
+        pages = transfer.scan(
+            self._ready,
+            (namespace, self._ns(namespace)),
+            state[1],
+            now,
+            self.overlay,
+            self._budget_s,
+            page_size=page_size,
+            with_vectors=with_vectors,
+        )
+        async for page in pages:
+            yield page
+
+    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+        """Upserts of up to 100 vectors per Pinecone namespace, instead of one per memory."""
+        states = await self._records.states([memory.namespace for memory, _ in memories])
+        groups: dict[str, list[tuple[MemoryRecord, list[float], dict[str, object]]]] = {}
+        for memory, vector in memories:
+            state = states.get(memory.namespace)
+            if state is None:
+                raise NamespaceGone(f"namespace {memory.namespace} was deleted")
+            metadata = layout.memory_to_metadata(memory, state[1])  # refuses oversize
+            groups.setdefault(memory.namespace, []).append((memory, list(vector), metadata))
+        index = await self._ready()
+        for name, items in groups.items():
+            epoch = states[name][1]
+            vectors = [
+                {"id": memory.id, "values": [float(x) for x in vector], "metadata": metadata}
+                for memory, vector, metadata in items
+            ]
+            for chunk in transfer.batches(vectors, self.dimension):
+                await self._upsert_chunk(index, name, chunk)
+            for memory, vector, _ in items:
+                self.overlay.memory_written(memory, vector, epoch)
+        return sum(len(items) for items in groups.values())
+
+    async def _upsert_chunk(
+        self, index: AsyncIndex, namespace: str, chunk: list[transfer.Item]
+    ) -> None:
+        await call(
+            "upsert memories",
+            lambda t: index.upsert(vectors=chunk, namespace=self._ns(namespace), timeout=t),
+            self._budget_s,
+        )

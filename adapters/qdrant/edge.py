@@ -462,6 +462,14 @@ class QdrantEdgeBackend(VectorBackend):
                 raise NamespaceGone(f"namespace {name} was deleted during the write")
         return len(points)
 
+    # -- store metadata (the embedding fingerprint) ----------------------------------
+
+    async def read_store_meta(self) -> Mapping[str, str]:
+        return await self._run(self._records.meta)
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        await self._run(self._guarded, self._records.set_meta, key, value)
+
 
 def _point_vector(point: Any) -> list[float]:
     """The stored vector of a scrolled point (qdrant-edge names the default vector '')."""

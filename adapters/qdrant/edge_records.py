@@ -42,6 +42,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS namespaces (
     name TEXT PRIMARY KEY, epoch TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS purges (epoch TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -132,3 +133,12 @@ class RecordStore:
         with self._lock:
             self._conn().execute("DELETE FROM purges WHERE epoch = ?", (epoch,))
             self.purges.pop(epoch, None)
+
+    def meta(self) -> dict[str, str]:
+        """Store-wide facts (the embedding fingerprint): `meta(key, value)` rows."""
+        with self._lock:
+            return dict(self._conn().execute("SELECT key, value FROM meta"))
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._conn().execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
@@ -158,6 +158,12 @@ class QdrantServerBackend(QdrantServerBase):
     async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
         return await self._records.expired(now)
 
+    async def read_store_meta(self) -> Mapping[str, str]:
+        return await self._records.meta()  # points of their own in the records collection
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        await self._records.set_meta(key, value)
+
     # -- memories --------------------------------------------------------------------
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
@@ -281,6 +287,42 @@ class QdrantServerBackend(QdrantServerBase):
         requests = side_requests(memory_filter, limit, query, scope)
         responses = await self._call(lambda c: c.query_batch_points(self._memories, requests))
         return [response.points for response in responses]
+
+    # -- bulk transfer (export, import) ----------------------------------------------
+
+    async def iter_memories(
+        self,
+        namespace: str,
+        now: datetime,
+        *,
+        page_size: int = 256,
+        with_vectors: bool = True,
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Scroll the tenant partition of the namespace's current epoch, a page per request."""
+        live = await self._records.live([namespace])
+        epoch = epoch_of(live, namespace)
+        if epoch is None:
+            return
+        scope = layout.Scope((namespace,), (epoch,))
+        wanted = filters.memories(DIALECT, MemoryFilter(now=now), scope)
+        pages = self.connection.pages(
+            self._memories, wanted, with_vectors=with_vectors, size=page_size, call=self._call
+        )
+        async for points in pages:
+            found = [
+                (layout.memory_from_shared(p.payload or {}), _vector(p) if with_vectors else [])
+                for p in points
+            ]
+            if found:
+                yield found
+
+
+def _vector(point: models.Record) -> list[float]:
+    raw = point.vector if isinstance(point.vector, list) else []
+    vector = [float(x) for x in raw if isinstance(x, int | float)]
+    if not vector or len(vector) != len(raw):
+        raise BackendError(f"point {point.id} has no plain dense vector")
+    return vector
 
 
 def _owner(point: models.Record) -> tuple[Any, Any]:

@@ -47,6 +47,9 @@ from adapters.qdrant.server_calls import (
 T = TypeVar("T")
 
 RECORD_KEY = "memory_plugin_namespace"
+# Store-wide facts (the embedding fingerprint) are the metadata of `<prefix>store`, a
+# collection without vectors; no `~` in it, so it is never taken for a namespace's.
+STORE_META_SUFFIX = "store"
 
 
 def _point_id(memory_id: str) -> str | None:
@@ -158,6 +161,19 @@ class QdrantCollectionsBackend(QdrantServerBase):
             if record is not None and self._collection(record.name) == collection:
                 records.append(record)
         return records
+
+    async def read_store_meta(self) -> dict[str, str]:
+        info = await self._info(self._prefix + STORE_META_SUFFIX)
+        found = {} if info is None else info.config.metadata or {}
+        return {str(key): str(value) for key, value in found.items()}
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        collection, metadata = self._prefix + STORE_META_SUFFIX, {key: value}
+        if await self._info(collection) is None and await self.connection.create_collection(
+            collection, {}, metadata=dict(metadata)
+        ):
+            return
+        await self._call(lambda c: c.update_collection(collection, metadata=metadata))
 
     async def dump(
         self, page_size: int = 256
@@ -276,3 +292,55 @@ class QdrantCollectionsBackend(QdrantServerBase):
         selector = models.FilterSelector(filter=expired)
         deleted = await self._read(lambda c: c.delete(collection, selector, wait=True), None)
         return 0 if deleted is None else found.count
+
+    # -- bulk transfer (export, import) ----------------------------------------------
+
+    async def iter_memories(
+        self,
+        namespace: str,
+        now: datetime,
+        *,
+        page_size: int = 256,
+        with_vectors: bool = True,
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Scroll the namespace's own collection, live memories only, a page per request."""
+        if await self.get_namespace(namespace) is None:
+            return
+        wanted = filters.memories(DIALECT, MemoryFilter(now=now))
+        pages = self.connection.pages(
+            self._collection(namespace), wanted, with_vectors=with_vectors, size=page_size
+        )
+        try:
+            async for points in pages:
+                if with_vectors:
+                    found = [_stored(namespace, point) for point in points]
+                else:
+                    found = [(_memory(namespace, point), []) for point in points]
+                if found:
+                    yield found
+        except CollectionMissing:  # deleted meanwhile: its memories vanish, as for reads
+            return
+
+    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+        """One upsert request per namespace (collection) in the batch."""
+        by_collection: dict[str, list[models.PointStruct]] = {}
+        names: dict[str, str] = {}
+        for memory, vector in memories:
+            point_id = _point_id(memory.id)
+            if point_id is None:
+                raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
+            collection = self._collection(memory.namespace)
+            names[collection] = memory.namespace
+            by_collection.setdefault(collection, []).append(
+                models.PointStruct(
+                    id=point_id,
+                    vector=[float(x) for x in vector],
+                    payload=layout.memory_to_payload(memory),
+                )
+            )
+        for collection, points in by_collection.items():
+            try:
+                await self._call(lambda c: c.upsert(collection, points, wait=True))  # noqa: B023
+            except CollectionMissing as exc:
+                raise NamespaceGone(f"namespace {names[collection]} not found") from exc
+        return sum(len(points) for points in by_collection.values())

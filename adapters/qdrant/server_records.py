@@ -34,9 +34,11 @@ T = TypeVar("T")
 # Never change: every stored record and purge point id depends on it.
 _RECORD_IDS = uuid.UUID("2b7d5c1e-8a4f-4c3b-9e6d-0f1a2b3c4d5e")
 FIELD_TYPE, RECORD, PURGE, GENERATION = "type", "record", "purge", "generation"
+META = "meta"  # one point per store-wide fact (the embedding fingerprint)
 RECORD_INDEXES = {FIELD_TYPE: IndexKind.KEYWORD, FIELD_EXPIRES_US: IndexKind.RANGE_INTEGER}
 _RECORDS = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, RECORD)], [])
 _PURGES = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, PURGE)], [])
+_METAS = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, META)], [])
 Live = dict[str, tuple[NamespaceRecord, str]]  # name -> (record, current epoch)
 
 
@@ -61,6 +63,10 @@ def incarnation_epoch(name: str, generation: int) -> str:
 
 def purge_id(epoch: str) -> str:
     return str(uuid.uuid5(_RECORD_IDS, f"purge\n{epoch}"))  # names never hold a newline
+
+
+def meta_id(key: str) -> str:
+    return str(uuid.uuid5(_RECORD_IDS, f"meta\n{key}"))  # names never hold a newline
 
 
 def epoch_of(live: Live, name: str) -> str | None:
@@ -172,3 +178,14 @@ class NamespaceRecords:
         pages = self.connection.pages(self.collection, scan_filter, call=self._call)
         decoded = [_decode(point) async for page in pages for point in page]
         return sorted((d[0] for d in decoded if d is not None), key=lambda r: r.name)
+
+    async def meta(self) -> dict[str, str]:
+        """Store-wide facts: the payloads of the `meta` points."""
+        pages = self.connection.pages(self.collection, _METAS, call=self._call)
+        found = [point.payload or {} async for page in pages for point in page]
+        return {str(p["key"]): str(p["value"]) for p in found if "key" in p and "value" in p}
+
+    async def set_meta(self, key: str, value: str) -> None:
+        payload = {FIELD_TYPE: META, "key": key, "value": value}
+        point = models.PointStruct(id=meta_id(key), vector={}, payload=payload)
+        await self._call(lambda c: c.upsert(self.collection, [point], wait=True))

@@ -1,0 +1,56 @@
+"""Store-wide facts on Pinecone (the embedding fingerprint): one vector, its metadata.
+
+The vector `store` in the reserved Pinecone namespace `prefix + "~store"` (a `~`
+never occurs in a mapped namespace, so it cannot collide) carries every fact as a
+string metadata field. Pinecone shows a write only after a while, so what this
+process wrote is kept and laid over what a fetch returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from pinecone import AsyncIndex
+
+from adapters.pinecone.calls import call
+
+STORE_SUFFIX = "~store"
+VECTOR_ID = "store"
+
+
+class StoreMeta:
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        unit_vector: list[float],
+        ready: Callable[[], Awaitable[AsyncIndex]],
+        budget_s: float,
+    ) -> None:
+        self.namespace = prefix + STORE_SUFFIX
+        self._unit = unit_vector
+        self._ready = ready
+        self._budget_s = budget_s
+        self._written: dict[str, str] = {}
+
+    async def read(self) -> dict[str, str]:
+        index = await self._ready()
+        found = await call(
+            "fetch store metadata",
+            lambda t: index.fetch(ids=[VECTOR_ID], namespace=self.namespace, timeout=t),
+            self._budget_s,
+        )
+        vector = found.vectors.get(VECTOR_ID)
+        stored = {str(k): str(v) for k, v in ((vector.metadata or {}) if vector else {}).items()}
+        return stored | self._written
+
+    async def write(self, key: str, value: str) -> None:
+        facts = await self.read() | {key: value}
+        item = {"id": VECTOR_ID, "values": self._unit, "metadata": facts}
+        index = await self._ready()
+        await call(
+            "upsert store metadata",
+            lambda t: index.upsert(vectors=[item], namespace=self.namespace, timeout=t),
+            self._budget_s,
+        )
+        self._written[key] = value

@@ -1,0 +1,120 @@
+"""Bulk reads and writes on Pinecone, for export and import.
+
+Pinecone has no ordered scan with metadata: the only way to visit every vector
+of a namespace is to list its ids (`list_paginated`, 100 per page, id order)
+and fetch them (ids travel in the URL, so 100 per fetch as well). Writes go in
+upserts of at most 100 vectors and well under Pinecone's 2 MB request limit.
+Both honour the namespace's epoch and the read-your-writes overlay, as every
+other read and write of this adapter does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from pinecone import AsyncIndex
+
+from adapters.base import StoredMemory
+from adapters.pinecone import layout
+from adapters.pinecone.calls import PineconeMissing, call
+from adapters.pinecone.overlay import FreshnessOverlay
+
+PAGE = 100  # ids per list page and per fetch; vectors per upsert
+UPSERT_MAX_BYTES = 1_500_000  # estimated JSON bytes per upsert, under Pinecone's 2 MB
+Item = dict[str, Any]
+
+
+async def scan(
+    ready: Callable[[], Awaitable[AsyncIndex]],
+    namespaces: tuple[str, str],
+    epoch: str,
+    now: datetime,
+    overlay: FreshnessOverlay,
+    budget_s: float,
+    *,
+    page_size: int,
+    with_vectors: bool,
+) -> AsyncIterator[list[StoredMemory]]:
+    """Pages of the live memories of one epoch: Pinecone's, then the overlay's recent writes.
+
+    `namespaces` is (ours, Pinecone's). Ids with a recent write or delete are taken
+    from the overlay only (Pinecone may not show them yet), so each memory comes
+    once and a recently deleted one not at all."""
+    name, pinecone_namespace = namespaces
+    index = await ready()
+    recent = overlay.ids_in(name)
+    size = max(1, min(page_size, PAGE))
+    token: str | None = None
+    while True:
+        try:
+            ids, token = await _list_page(index, pinecone_namespace, size, token, budget_s)
+        except PineconeMissing:  # nothing was ever written there
+            ids, token = [], None
+        ids = [vector_id for vector_id in ids if vector_id not in recent]
+        if ids:
+            page = await _fetch(index, pinecone_namespace, ids, budget_s)
+            found: list[StoredMemory] = []
+            for vector_id in ids:
+                vector = page.get(vector_id)
+                metadata = vector.metadata if vector is not None else None
+                if not metadata or metadata.get(layout.F_EPOCH) != epoch:
+                    continue
+                memory = layout.memory_from_metadata(vector_id, name, metadata)
+                if memory.is_expired(now):
+                    continue
+                values = [float(x) for x in vector.values] if with_vectors else []
+                found.append((memory, values))
+            if found:
+                yield found
+        if not token:
+            break
+    fresh: list[StoredMemory] = [
+        (memory, [float(x) for x in vector] if with_vectors else [])
+        for memory, vector in overlay.live_memories(name, epoch)
+        if not memory.is_expired(now)
+    ]
+    if fresh:
+        yield fresh
+
+
+async def _list_page(
+    index: AsyncIndex, namespace: str, size: int, token: str | None, budget_s: float
+) -> tuple[list[str], str | None]:
+    page = await call(
+        "list memories",
+        lambda t: index.list_paginated(
+            namespace=namespace, limit=size, pagination_token=token, timeout=t
+        ),
+        budget_s,
+    )
+    ids = [item.id for item in page.vectors if item.id]
+    return ids, page.pagination.next if page.pagination else None
+
+
+async def _fetch(index: AsyncIndex, namespace: str, ids: list[str], budget_s: float) -> Any:
+    found = await call(
+        "fetch memories",
+        lambda t: index.fetch(ids=ids, namespace=namespace, timeout=t),
+        budget_s,
+    )
+    return found.vectors
+
+
+def batches(items: Sequence[Item], dimension: int) -> list[list[Item]]:
+    """Upsert-sized chunks: at most `PAGE` vectors and about `UPSERT_MAX_BYTES` each."""
+    chunks: list[list[Item]] = []
+    current: list[Item] = []
+    size = 0
+    for item in items:
+        # A float in JSON takes up to ~24 bytes; metadata as Pinecone counts it.
+        item_size = 24 * dimension + layout.metadata_size(item["metadata"]) + 100
+        if current and (len(current) >= PAGE or size + item_size > UPSERT_MAX_BYTES):
+            chunks.append(current)
+            current, size = [], 0
+        current.append(item)
+        size += item_size
+    if current:
+        chunks.append(current)
+    return chunks

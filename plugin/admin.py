@@ -1,0 +1,42 @@
+"""`GET /admin/export`: the whole store as JSON Lines, streamed by the running server.
+
+Outside the v1 contract (like `/metrics`): the contract cannot list every
+namespace or page past 100 memories, and the embedded store has one process
+per data directory, so a backup of a running embedded pod must come from the
+server that holds it (`memory-plugin-vector export --from-url`). The body is
+the export format of `plugin/jsonl.py`; the status is sent before the data, so
+a failure half-way ends the body without its `end` line, which every reader
+treats as a failed export. It is reachable by whoever can reach the plugin,
+exactly like the contract's own search: the NetworkPolicy is the perimeter.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from plugin import jsonl
+from plugin.keys import BACKEND, ENCODER, SERVICE
+from plugin.transfer import stream_export
+
+log = logging.getLogger(__name__)
+admin_routes = web.RouteTableDef()
+
+
+@admin_routes.get("/admin/export")
+async def export(request: web.Request) -> web.StreamResponse:
+    backend, encoder = request.app[BACKEND], request.app[ENCODER]
+    clock = request.app[SERVICE].clock
+    await backend.ping()  # an outage answers 503 (the envelope) before any byte is sent
+    header = jsonl.Header(encoder.fingerprint, encoder.dimension, clock(), backend.name)
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    await response.prepare(request)
+    try:
+        counts = await stream_export(backend, header, response.write, clock)
+    except Exception as error:  # too late for a status: the missing end line says it
+        log.error("export failed half-way; the body ends without its end line", exc_info=error)
+    else:
+        log.info("export", extra={"namespaces": counts.namespaces, "memories": counts.memories})
+    await response.write_eof()
+    return response

@@ -1,0 +1,234 @@
+"""Export a store to JSON Lines and import one, on any backend (`export`, `import`).
+
+Export: namespace records are listed once at the start, then each namespace's
+memories are streamed page by page (`VectorBackend.iter_memories`). What that
+guarantees on a store that keeps taking writes (docs/export-format.md):
+- every namespace that exists, and every memory that is live, for the whole
+  export is in the file exactly once, with all its fields and its vector;
+- each memory line is one memory as it was at one instant (never half of an
+  update); a memory written, updated or forgotten during the export may be in
+  the file as it was before or after, or (written or forgotten) absent;
+- a namespace created during the export is not in it; one deleted during it
+  may come with part of its memories.
+It is not a point-in-time snapshot of the whole store: that would mean
+stopping writes for the duration (on the embedded store, see the runbook's
+offline copy).
+
+Import (and `import-postgres`) write through `StoreWriter`, which applies the
+HTTP API's rules: a namespace is written before its memories, an expired
+namespace or memory is skipped, ids and `created_at` are kept, and a memory
+already stored exactly so is not written again, so a second run writes
+nothing. Vectors are reused when the file's fingerprint is the configured
+model's; otherwise content is re-embedded (its first `MAX_EMBEDDED_CHARS`,
+as on the HTTP path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from adapters.base import MemoryRecord, NamespaceRecord, StoredMemory, VectorBackend
+from plugin import jsonl
+from plugin.service import MAX_EMBEDDED_CHARS
+from plugin.wire import canonical_uuid, check_namespace_name
+
+# Texts in, vectors out (the model on a worker thread); None when vectors are reused.
+EmbedMany = Callable[[list[str]], Awaitable[list[list[float]]]]
+Progress = Callable[[int], None]
+WRITE_BATCH = 256
+
+
+def _nothing(_: int) -> None:
+    """The progress callback when nobody watches."""
+
+
+@dataclass
+class ExportCounts:
+    namespaces: int = 0
+    memories: int = 0
+
+
+async def stream_export(
+    backend: VectorBackend,
+    header: jsonl.Header,
+    write: Callable[[bytes], Awaitable[None]],
+    clock: Callable[[], datetime],
+    progress: Progress = _nothing,
+) -> ExportCounts:
+    """Write the whole export through `write` (a file or an HTTP response), one page at a time.
+
+    `header.exported_at` is the instant liveness is judged at: what expires later
+    is exported with its `expires_at`, and expires on the target in its time."""
+    now = header.exported_at
+    counts = ExportCounts()
+    await write(jsonl.dumps(header.to_json()))
+    records = sorted(await backend.list_namespaces(), key=lambda record: record.name)
+    live = [record for record in records if not record.is_expired(now)]
+    await write(b"".join(jsonl.dumps(jsonl.namespace_line(record)) for record in live))
+    counts.namespaces = len(live)
+    for record in live:
+        async for page in backend.iter_memories(record.name, now):
+            await write(b"".join(jsonl.dumps(jsonl.memory_line(m, v)) for m, v in page))
+            counts.memories += len(page)
+            progress(len(page))
+    trailer = jsonl.Trailer(counts.namespaces, counts.memories, clock())
+    await write(jsonl.dumps(trailer.to_json()))
+    return counts
+
+
+@dataclass
+class ImportReport:
+    """What a run did; `written == 0 and namespaces_written == 0` on a repeated run."""
+
+    namespaces_written: int = 0
+    namespaces_unchanged: int = 0
+    namespaces_skipped_expired: int = 0
+    written: int = 0
+    unchanged: int = 0
+    skipped_expired: int = 0
+    skipped_invalid: int = 0
+    embedded: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def problem(self, line: str) -> None:
+        self.skipped_invalid += 1
+        if len(self.problems) < 20:
+            self.problems.append(line)
+
+    @property
+    def memories_seen(self) -> int:
+        return self.written + self.unchanged + self.skipped_expired + self.skipped_invalid
+
+
+class StoreWriter:
+    """Writes namespaces and memories into a backend under the HTTP API's rules, in batches.
+
+    Memories should arrive grouped by namespace (exports and the postgres reader do
+    so): what the store already holds is read one namespace at a time, to tell an
+    unchanged memory from one to write without holding the whole store in memory.
+    """
+
+    def __init__(
+        self,
+        backend: VectorBackend,
+        now: datetime,
+        embed: EmbedMany | None,
+        *,
+        batch: int = WRITE_BATCH,
+        progress: Progress = _nothing,
+    ) -> None:
+        self.backend = backend
+        self.now = now
+        self.report = ImportReport()
+        self._embed = embed
+        self._batch = batch
+        self._progress = progress
+        self._live: set[str] = set()
+        self._stored_ns: str | None = None
+        self._stored: dict[str, MemoryRecord] = {}
+        self._pending: list[tuple[MemoryRecord, list[float]]] = []
+
+    async def namespace(self, record: NamespaceRecord) -> None:
+        """Create or replace the record (keeping the file's `created_at`); skip an expired one."""
+        try:
+            check_namespace_name(record.name)
+        except ValueError as error:
+            self.report.problem(f"namespace {record.name!r}: {error}")
+            return
+        if record.is_expired(self.now):
+            self.report.namespaces_skipped_expired += 1
+            return
+        existing = await self.backend.get_namespace(record.name)
+        if existing is not None and existing.is_expired(self.now):
+            await self.backend.delete_namespace(record.name)  # as a PUT would: start afresh
+            existing = None
+        if existing == record:
+            self.report.namespaces_unchanged += 1
+        else:
+            await self.backend.save_namespace(record)
+            self.report.namespaces_written += 1
+        self._live.add(record.name)
+
+    async def memory(self, memory: MemoryRecord, vector: list[float]) -> None:
+        """Queue one memory (its vector, or [] to embed its content); written in batches."""
+        try:
+            memory = _checked(memory)
+        except ValueError as error:
+            self.report.problem(f"memory {memory.id!r} in {memory.namespace!r}: {error}")
+            return
+        if memory.namespace not in self._live:
+            self.report.problem(
+                f"memory {memory.id} names namespace {memory.namespace!r}, which"
+                " is not in the import (or expired)"
+            )
+            return
+        if memory.is_expired(self.now):
+            self.report.skipped_expired += 1
+            self._progress(1)
+            return
+        if (await self._stored_in(memory.namespace)).get(memory.id) == memory:
+            self.report.unchanged += 1
+            self._progress(1)
+            return
+        self._pending.append((memory, vector))
+        if len(self._pending) >= self._batch:
+            await self.flush()
+
+    async def _stored_in(self, namespace: str) -> dict[str, MemoryRecord]:
+        if self._stored_ns != namespace:
+            await self.flush()  # so the store holds everything queued before
+            self._stored = {
+                memory.id: memory
+                async for page in self.backend.iter_memories(
+                    namespace, self.now, with_vectors=False
+                )
+                for memory, _ in page
+            }
+            self._stored_ns = namespace
+        return self._stored
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        missing = [index for index, (_, vector) in enumerate(pending) if not vector]
+        if missing:
+            if self._embed is None:
+                raise ValueError("a memory without a vector, and no model to embed it")
+            texts = [pending[i][0].content[:MAX_EMBEDDED_CHARS] for i in missing]
+            for index, vector in zip(missing, await self._embed(texts), strict=True):
+                pending[index] = (pending[index][0], vector)
+            self.report.embedded += len(missing)
+        batch: list[StoredMemory] = pending
+        await self.backend.upsert_memories(batch)
+        self.report.written += len(pending)
+        self._progress(len(pending))
+
+
+def _checked(memory: MemoryRecord) -> MemoryRecord:
+    """The wire's rules for what a memory may hold; the id in canonical form."""
+    if not memory.content.strip():
+        raise ValueError("content is blank")
+    if memory.kind not in ("fact", "summary", "checkpoint"):
+        raise ValueError(f"kind {memory.kind!r} is not fact, summary or checkpoint")
+    if memory.source not in ("agent", "runtime", "user"):
+        raise ValueError(f"source {memory.source!r} is not agent, runtime or user")
+    if memory.propagation is not None and not isinstance(memory.propagation, dict):
+        raise ValueError("propagation is not a JSON object")
+    memory_id = canonical_uuid(memory.id)
+    return memory if memory_id == memory.id else replace(memory, id=memory_id)
+
+
+async def import_lines(
+    lines: Iterator[jsonl.Line], writer: StoreWriter, *, reuse_vectors: bool
+) -> None:
+    """Feed an export's lines after its header into `writer`, then write what is queued."""
+    for line in lines:
+        if isinstance(line, NamespaceRecord):
+            await writer.namespace(line)
+        elif isinstance(line, tuple):
+            memory, vector = line
+            await writer.memory(memory, vector if reuse_vectors else [])
+    await writer.flush()

