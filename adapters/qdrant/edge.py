@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
@@ -51,21 +51,27 @@ from adapters.base import (
     NamespaceRecord,
     ScoredMemory,
     StoreCondition,
-    StoredMemory,
     VectorBackend,
 )
 from adapters.errors import BackendUnavailable, NamespaceGone, StorageDamaged
 from adapters.merge import pin_sides
 from adapters.qdrant import filters
+from adapters.qdrant.edge_bulk import EdgeBulkTransfer
 from adapters.qdrant.edge_disk import DEFAULT_HEADROOM_BYTES, DiskGuard, allocated_bytes
 from adapters.qdrant.edge_legacy import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge_records import LiveNamespace, RecordStore
-from adapters.qdrant.edge_shard import EDGE, edge_config, fatal, open_shard, translate
+from adapters.qdrant.edge_shard import (
+    EDGE,
+    edge_config,
+    fatal,
+    open_shard,
+    parsed_memory,
+    translate,
+)
 from adapters.qdrant.layout import (
     FIELD_CREATED_US,
     FIELD_EPOCH,
     Scope,
-    memory_from_shared,
     memory_to_payload,
     point_id,
 )
@@ -82,16 +88,7 @@ RECORDS_FILE = "namespaces.sqlite3"
 OPTIMIZE_AFTER_CHANGES = 20_000
 
 
-def _parsed(point: Any) -> MemoryRecord | None:
-    """The memory in `point`'s payload; None (and a log line) when the payload is damaged."""
-    try:
-        return memory_from_shared(point.payload)
-    except (KeyError, TypeError, ValueError) as error:
-        log.error("memory payload unreadable, point %s skipped: %r", point.id, error)
-        return None
-
-
-class QdrantEdgeBackend(VectorBackend):
+class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
     """Every namespace as a tenant partition of one qdrant-edge shard."""
 
     name = "qdrant-edge"
@@ -273,7 +270,7 @@ class QdrantEdgeBackend(VectorBackend):
         point = await self._run(self._retrieve, live, memory_id)
         if point is None:
             return None
-        memory = _parsed(point)
+        memory = parsed_memory(point)
         if memory is None:
             raise StorageDamaged(f"memory {memory_id} in {namespace} is unreadable", (namespace,))
         return memory
@@ -333,7 +330,9 @@ class QdrantEdgeBackend(VectorBackend):
         ]
         points = await self._run(self._batch, requests)
         return [
-            ScoredMemory(memory, p.score) for p in points if (memory := _parsed(p)) is not None
+            ScoredMemory(memory, p.score)
+            for p in points
+            if (memory := parsed_memory(p)) is not None
         ][:limit]
 
     async def list_memories(
@@ -353,7 +352,7 @@ class QdrantEdgeBackend(VectorBackend):
             for side in pin_sides(memory_filter)
         ]
         points = await self._run(self._batch, requests)
-        return [memory for p in points if (memory := _parsed(p)) is not None][:limit]
+        return [memory for p in points if (memory := parsed_memory(p)) is not None][:limit]
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         live = self._records.live.get(namespace)
@@ -396,84 +395,3 @@ class QdrantEdgeBackend(VectorBackend):
             if translated is error:
                 raise
             raise translated from error
-
-    # -- bulk transfer (export, import) ----------------------------------------------
-
-    async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """Scroll the namespace's incarnation, one page per worker-thread call, so a long
-        export never holds a worker (or the event loop) for more than a page. Stops when
-        the namespace is deleted meanwhile: its memories vanish, as for every read."""
-        live = self._records.live.get(namespace)
-        if live is None:
-            return
-        scope = Scope((namespace,), (live.epoch,))
-        wanted = filters.memories(EDGE, MemoryFilter(now=now), scope)
-        offset: Any = None
-        while True:
-            page, offset = await self._run(self._scroll, wanted, offset, page_size, with_vectors)
-            current = self._records.live.get(namespace)
-            if current is None or current.epoch != live.epoch:
-                return
-            found = [
-                (memory, _point_vector(point) if with_vectors else [])
-                for point in page
-                if (memory := _parsed(point)) is not None
-            ]
-            if found:
-                yield found
-            if offset is None:
-                return
-
-    def _scroll(
-        self, wanted: Any, offset: Any, limit: int, with_vectors: bool
-    ) -> tuple[list[Any], Any]:
-        request = qe.ScrollRequest(
-            offset=offset, limit=limit, filter=wanted, with_payload=True, with_vector=with_vectors
-        )
-        page, next_offset = self._shard_or_fail().scroll(request)
-        return list(page), next_offset
-
-    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
-        """One shard update for the whole batch: an import writes thousands a second where
-        one update per memory manages a few hundred. Same epoch rules as `upsert_memory`."""
-        epochs: dict[str, str] = {}
-        points: list[Any] = []
-        for memory, vector in memories:
-            live = self._records.live.get(memory.namespace)
-            if live is None:
-                raise NamespaceGone(f"namespace {memory.namespace} not found")
-            epochs[memory.namespace] = live.epoch
-            payload = memory_to_payload(memory, live.epoch)
-            points.append(qe.Point(point_id(memory.namespace, memory.id), list(vector), payload))
-        if not points:
-            return 0
-        await self._run(self._update, qe.UpdateOperation.upsert_points(points))
-        for name, epoch in epochs.items():
-            current = self._records.live.get(name)
-            if current is None or current.epoch != epoch:
-                await self._run(self._purge, epoch)  # as in upsert_memory: no orphans
-                raise NamespaceGone(f"namespace {name} was deleted during the write")
-        return len(points)
-
-    # -- store metadata (the embedding fingerprint) ----------------------------------
-
-    async def read_store_meta(self) -> Mapping[str, str]:
-        return await self._run(self._records.meta)
-
-    async def write_store_meta(self, key: str, value: str) -> None:
-        await self._run(self._guarded, self._records.set_meta, key, value)
-
-
-def _point_vector(point: Any) -> list[float]:
-    """The stored vector of a scrolled point (qdrant-edge names the default vector '')."""
-    vector = point.vector
-    if isinstance(vector, dict):
-        vector = vector[""]
-    return [float(x) for x in vector]

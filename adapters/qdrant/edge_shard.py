@@ -16,8 +16,9 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from adapters.base import MemoryRecord
 from adapters.errors import BackendError, BackendUnavailable, StorageDamaged, StorageFull
-from adapters.qdrant.layout import MEMORY_INDEXES, TENANT_INDEXES, IndexKind
+from adapters.qdrant.layout import MEMORY_INDEXES, TENANT_INDEXES, IndexKind, memory_from_shared
 
 log = logging.getLogger(__name__)
 
@@ -94,3 +95,12 @@ def translate(error: BaseException) -> BackendError:
 def fatal(error: BaseException) -> bool:
     """Exceptions a worker must never swallow (a Rust panic is a BaseException, not these)."""
     return isinstance(error, asyncio.CancelledError | KeyboardInterrupt | SystemExit)
+
+
+def parsed_memory(point: Any) -> MemoryRecord | None:
+    """The memory in `point`'s payload; None (and a log line) when the payload is damaged."""
+    try:
+        return memory_from_shared(point.payload)
+    except (KeyError, TypeError, ValueError) as error:
+        log.error("memory payload unreadable, point %s skipped: %r", point.id, error)
+        return None

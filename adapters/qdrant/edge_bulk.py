@@ -1,0 +1,117 @@
+"""Bulk transfer for the embedded store: every memory with its vector, many written at once.
+
+A mixin of `QdrantEdgeBackend` (edge.py), apart so that the adapter reads as
+namespace and memory semantics; it works through the adapter's worker threads,
+record store and guarded write path, declared below for the type checker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import qdrant_edge as qe
+
+from adapters.base import MemoryFilter, StoredMemory
+from adapters.errors import NamespaceGone
+from adapters.qdrant import filters
+from adapters.qdrant.edge_shard import EDGE, parsed_memory
+from adapters.qdrant.layout import Scope, memory_to_payload, point_id
+
+if TYPE_CHECKING:
+    from adapters.qdrant.edge_records import RecordStore
+
+T = TypeVar("T")
+
+
+class EdgeBulkTransfer:
+    """`iter_memories`, `upsert_memories` and the store metadata, for export and import."""
+
+    if TYPE_CHECKING:  # provided by QdrantEdgeBackend
+        _records: RecordStore
+
+        async def _run(self, func: Callable[..., T], *args: Any) -> T: ...
+        def _update(self, operation: Any) -> None: ...
+        def _purge(self, epoch: str) -> None: ...
+        def _shard_or_fail(self) -> Any: ...
+        def _guarded(self, func: Callable[..., T], *args: Any) -> T: ...
+
+    async def iter_memories(
+        self,
+        namespace: str,
+        now: datetime,
+        *,
+        page_size: int = 256,
+        with_vectors: bool = True,
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Scroll the namespace's incarnation, one page per worker-thread call, so a long
+        export never holds a worker (or the event loop) for more than a page. Stops when
+        the namespace is deleted meanwhile: its memories vanish, as for every read."""
+        live = self._records.live.get(namespace)
+        if live is None:
+            return
+        scope = Scope((namespace,), (live.epoch,))
+        wanted = filters.memories(EDGE, MemoryFilter(now=now), scope)
+        offset: Any = None
+        while True:
+            page, offset = await self._run(self._scroll, wanted, offset, page_size, with_vectors)
+            current = self._records.live.get(namespace)
+            if current is None or current.epoch != live.epoch:
+                return
+            found = [
+                (memory, _point_vector(point) if with_vectors else [])
+                for point in page
+                if (memory := parsed_memory(point)) is not None
+            ]
+            if found:
+                yield found
+            if offset is None:
+                return
+
+    def _scroll(
+        self, wanted: Any, offset: Any, limit: int, with_vectors: bool
+    ) -> tuple[list[Any], Any]:
+        request = qe.ScrollRequest(
+            offset=offset, limit=limit, filter=wanted, with_payload=True, with_vector=with_vectors
+        )
+        page, next_offset = self._shard_or_fail().scroll(request)
+        return list(page), next_offset
+
+    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+        """One shard update for the whole batch: an import writes thousands a second where
+        one update per memory manages a few hundred. Same epoch rules as `upsert_memory`."""
+        epochs: dict[str, str] = {}
+        points: list[Any] = []
+        for memory, vector in memories:
+            live = self._records.live.get(memory.namespace)
+            if live is None:
+                raise NamespaceGone(f"namespace {memory.namespace} not found")
+            epochs[memory.namespace] = live.epoch
+            payload = memory_to_payload(memory, live.epoch)
+            points.append(qe.Point(point_id(memory.namespace, memory.id), list(vector), payload))
+        if not points:
+            return 0
+        await self._run(self._update, qe.UpdateOperation.upsert_points(points))
+        for name, epoch in epochs.items():
+            current = self._records.live.get(name)
+            if current is None or current.epoch != epoch:
+                await self._run(self._purge, epoch)  # as in upsert_memory: no orphans
+                raise NamespaceGone(f"namespace {name} was deleted during the write")
+        return len(points)
+
+    # -- store metadata (the embedding fingerprint) ----------------------------------
+
+    async def read_store_meta(self) -> Mapping[str, str]:
+        return await self._run(self._records.meta)
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        await self._run(self._guarded, self._records.set_meta, key, value)
+
+
+def _point_vector(point: Any) -> list[float]:
+    """The stored vector of a scrolled point (qdrant-edge names the default vector '')."""
+    vector = point.vector
+    if isinstance(vector, dict):
+        vector = vector[""]
+    return [float(x) for x in vector]
