@@ -12,7 +12,10 @@ Issue 10's two checks, against the model's own figures measured in this run (the
 configured backend loaded in this process, server idle): a sequential commit with
 an explicit id (what `memory-backfill -apply` sends) against the model's single-text
 time plus 5 ms (medians), and commits with ids from 8 closed-loop callers against
-the model's throughput in batches of 8 (target: 0.8x or more).
+the model's throughput in batches of 8 (target: 0.8x or more). With Debian's
+`wrk` installed, the closed loop is driven a second time by wrk, a C client that
+leaves the two cores to the server, to separate the plugin's cost from the
+Python load client's.
 
 Run: python benchmarks/latency.py [--backend onnx]   (about 1-3 minutes on 2 cores)
 """
@@ -21,7 +24,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import re
+import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 import uuid
@@ -228,6 +235,41 @@ async def closed_loop(session: aiohttp.ClientSession, url: str, texts: list[str]
     return done / (time.perf_counter() - started)
 
 
+WRK_SCRIPT = """
+local texts = {%s}
+local n = 0
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  n = n + 1
+  local body = string.format(
+    '{"content":%%s,"kind":"fact","source":"agent","id":"7f3e2a10-0000-4000-8000-%%012d"}',
+    texts[(n %% #texts) + 1], n)
+  return wrk.format(nil, nil, nil, body)
+end
+"""
+
+
+def wrk_closed_loop(url: str, texts: list[str]) -> float | None:
+    """The same closed loop driven by wrk (C, one thread), when installed; commits/s.
+
+    The Python client above spends a good share of the two cores it shares with the
+    server; wrk shows what the plugin does when the caller costs almost nothing.
+    """
+    if shutil.which("wrk") is None:
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
+        quoted = ",".join(f"[==[{json.dumps(text)}]==]" for text in texts)
+        script.write(WRK_SCRIPT % quoted)
+        script.flush()
+        command = ["wrk", "-t1", f"-c{CALLERS}", f"-d{CLOSED_LOOP_S:g}s", "-s", script.name, url]
+        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    if "Non-2xx" in out:
+        print("  wrk: answers other than 2xx:", out.split("Non-2xx", 1)[1].splitlines()[0])
+    found = re.search(r"Requests/sec:\s+([0-9.]+)", out)
+    return float(found.group(1)) if found else None
+
+
 def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Awaitable[None]]:
     async def run(server: ServerProcess) -> None:
         await measure(server)
@@ -241,6 +283,7 @@ def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Await
                 SAMPLES, lambda i: post_commit(session, url, texts[i]), 201
             )
             rate = await closed_loop(session, url, texts[SAMPLES:])
+        wrk_rate = await asyncio.to_thread(wrk_closed_loop, url, texts[SAMPLES:])
         commit_ms, model_ms = statistics.median(durations) * 1000, single_s * 1000
         print()
         print(f"issue 10 checks, embedding backend {backend} (model figures from this run):")
@@ -255,6 +298,11 @@ def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Await
             f"  {CALLERS} closed-loop callers (ids):    {rate:7.0f} commits/s"
             f" = {rate / rate8:.2f}x the model's batch-8 rate (target: 0.8x)"
         )
+        if wrk_rate is not None:
+            print(
+                f"  same, driven by wrk (C client):    {wrk_rate:7.0f} commits/s"
+                f" = {wrk_rate / rate8:.2f}x the model's batch-8 rate"
+            )
 
     return run
 

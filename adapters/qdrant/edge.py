@@ -279,12 +279,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
         live = self._records.live.get(memory.namespace)
         if live is None:
             raise NamespaceGone(f"namespace {memory.namespace} not found")
-        point = qe.Point(
-            point_id(memory.namespace, memory.id),
-            list(vector),
-            memory_to_payload(memory, live.epoch),
-        )
-        await self._run(self._update, qe.UpdateOperation.upsert_points([point]))
+        await self._run(self._upsert, memory, vector, live.epoch)
         current = self._records.live.get(memory.namespace)
         if current is None or current.epoch != live.epoch:
             # The namespace was deleted (maybe re-created) while we wrote, and its purge
@@ -292,6 +287,13 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
             # rather than leave an orphan no read can see.
             await self._run(self._purge, live.epoch)
             raise NamespaceGone(f"namespace {memory.namespace} was deleted during the write")
+
+    def _upsert(self, memory: MemoryRecord, vector: Sequence[float], epoch: str) -> None:
+        """Built in the worker thread: converting 384 floats for the engine is not free,
+        and the event loop has every other request to serve meanwhile."""
+        payload = memory_to_payload(memory, epoch)
+        point = qe.Point(point_id(memory.namespace, memory.id), list(vector), payload)
+        self._update(qe.UpdateOperation.upsert_points([point]))
 
     def _update(self, operation: Any) -> None:
         """Every write to the shard goes through here, behind the disk guard."""
