@@ -56,6 +56,7 @@ from adapters.base import (
 from adapters.errors import BackendUnavailable, NamespaceGone, StorageDamaged
 from adapters.merge import pin_sides
 from adapters.qdrant import filters
+from adapters.qdrant.edge_batch import CallBatcher
 from adapters.qdrant.edge_bulk import EdgeBulkTransfer
 from adapters.qdrant.edge_disk import DEFAULT_HEADROOM_BYTES, DiskGuard, allocated_bytes
 from adapters.qdrant.edge_legacy import LEGACY_DIR, migrate_legacy_layout
@@ -81,6 +82,8 @@ __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# One memory on its way into the shard: with its vector and its namespace's epoch.
+PendingUpsert = tuple[MemoryRecord, Sequence[float], str]
 STORE_DIR = "store"
 SHARD_DIR = "memories"
 RECORDS_FILE = "namespaces.sqlite3"
@@ -110,6 +113,8 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
         self._shard: Any = None
         # Why the shard could not be opened at start (memory calls answer 503), or None.
         self._shard_problem: str | None = None
+        self._upserts: CallBatcher[PendingUpsert, None] = CallBatcher(self._write_upserts)
+        self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
         self._executor: ThreadPoolExecutor | None = None
         self._purging: set[asyncio.Task[None]] = set()
         self._changes = 0
@@ -142,6 +147,8 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
     async def close(self) -> None:
         if self._executor is None:
             return
+        await self._upserts.drain()
+        await self._lookups.drain()
         await asyncio.gather(*self._purging, return_exceptions=True)
         await self._run(self._close)
         self._executor.shutdown(wait=True)
@@ -263,11 +270,27 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
             return found[0]
         return None
 
+    async def _find(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
+        return await self._run(self._retrieve_many, items)
+
+    def _retrieve_many(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
+        """`_retrieve` for many (namespace incarnation, id) pairs in one engine call."""
+        ids = [point_id(live.record.name, memory_id) for live, memory_id in items]
+        found = self._shard_or_fail().retrieve(
+            list(dict.fromkeys(ids)), with_payload=True, with_vector=False
+        )
+        by_id = {str(point.id): point for point in found}
+        points = [by_id.get(wanted) for wanted in ids]
+        return [
+            point if point is not None and point.payload.get(FIELD_EPOCH) == live.epoch else None
+            for point, (live, _) in zip(points, items, strict=True)
+        ]
+
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         live = self._records.live.get(namespace)
         if live is None:
             return None
-        point = await self._run(self._retrieve, live, memory_id)
+        point = await self._lookups.submit((live, memory_id))
         if point is None:
             return None
         memory = parsed_memory(point)
@@ -279,7 +302,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
         live = self._records.live.get(memory.namespace)
         if live is None:
             raise NamespaceGone(f"namespace {memory.namespace} not found")
-        await self._run(self._upsert, memory, vector, live.epoch)
+        await self._upserts.submit((memory, vector, live.epoch))
         current = self._records.live.get(memory.namespace)
         if current is None or current.epoch != live.epoch:
             # The namespace was deleted (maybe re-created) while we wrote, and its purge
@@ -288,12 +311,22 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
             await self._run(self._purge, live.epoch)
             raise NamespaceGone(f"namespace {memory.namespace} was deleted during the write")
 
-    def _upsert(self, memory: MemoryRecord, vector: Sequence[float], epoch: str) -> None:
+    async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
+        await self._run(self._upsert_points, items)
+        return [None] * len(items)
+
+    def _upsert_points(self, items: list[PendingUpsert]) -> None:
         """Built in the worker thread: converting 384 floats for the engine is not free,
         and the event loop has every other request to serve meanwhile."""
-        payload = memory_to_payload(memory, epoch)
-        point = qe.Point(point_id(memory.namespace, memory.id), list(vector), payload)
-        self._update(qe.UpdateOperation.upsert_points([point]))
+        points = [
+            qe.Point(
+                point_id(memory.namespace, memory.id),
+                list(vector),
+                memory_to_payload(memory, epoch),
+            )
+            for memory, vector, epoch in items
+        ]
+        self._update(qe.UpdateOperation.upsert_points(points))
 
     def _update(self, operation: Any) -> None:
         """Every write to the shard goes through here, behind the disk guard."""
