@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
+from adapters.times import format_optional_time, format_time, parse_optional_time, parse_time
+
 JsonObject = dict[str, Any]
 # What every backend puts before its own names (collections, Pinecone namespaces).
 DEFAULT_PREFIX = "memory-"
@@ -53,6 +55,27 @@ class NamespaceRecord:
 
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
+
+    def to_json_object(self) -> JsonObject:
+        """The contract's `Namespace` object: the one JSON form of a record, on the wire,
+        in the Qdrant records and in export files."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "expires_at": format_optional_time(self.expires_at),
+            "metadata": self.metadata,
+            "created_at": format_time(self.created_at),
+        }
+
+    @classmethod
+    def from_json_object(cls, data: JsonObject) -> NamespaceRecord:
+        return cls(
+            name=data["name"],
+            kind=data["kind"],
+            created_at=parse_time(data["created_at"]),
+            expires_at=parse_optional_time(data.get("expires_at")),
+            metadata=data.get("metadata"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,14 +89,7 @@ def decode_vector(text: str) -> list[float]:
 
 
 def namespace_line(record: NamespaceRecord) -> JsonObject:
-    return {
-        "type": "namespace",
-        "name": record.name,
-        "kind": record.kind,
-        "created_at": format_time(record.created_at),
-        "expires_at": format_optional_time(record.expires_at),
-        "metadata": record.metadata,
-    }
+    return {"type": "namespace", **record.to_json_object()}
 
 
 def memory_line(memory: MemoryRecord, vector: list[float]) -> JsonObject:
@@ -122,13 +115,7 @@ def dumps(line: JsonObject) -> bytes:
 def _parse(data: JsonObject) -> Line:
     kind = data.get("type")
     if kind == "namespace":
-        return NamespaceRecord(
-            name=data["name"],
-            kind=data["kind"],
-            created_at=parse_time(data["created_at"]),
-            expires_at=parse_optional_time(data.get("expires_at")),
-            metadata=data.get("metadata"),
-        )
+        return NamespaceRecord.from_json_object(data)
     if kind == "memory":
         memory = MemoryRecord(
             id=data["id"],

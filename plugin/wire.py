@@ -170,13 +170,7 @@ class ForgetRequest(_Request):
 
 def namespace_body(record: NamespaceRecord) -> JsonObject:
     """The contract's `Namespace` object."""
-    return {
-        "name": record.name,
-        "kind": record.kind,
-        "expires_at": format_optional_time(record.expires_at),
-        "metadata": record.metadata,
-        "created_at": format_time(record.created_at),
-    }
+    return record.to_json_object()
 
 
 def memory_body(memory: MemoryRecord, score: float | None) -> JsonObject:

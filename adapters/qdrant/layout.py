@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from adapters.base import JsonObject, MemoryRecord, NamespaceRecord
 from adapters.times import (
-    format_optional_time,
     format_time,
     parse_optional_time,
     parse_time,
@@ -144,25 +143,8 @@ def memory_from_shared(payload: JsonObject) -> MemoryRecord:
 
 
 def namespace_to_json(record: NamespaceRecord) -> str:
-    return json.dumps(
-        {
-            "name": record.name,
-            "kind": record.kind,
-            "created_at": format_time(record.created_at),
-            "expires_at": format_optional_time(record.expires_at),
-            "metadata": record.metadata,
-        },
-        separators=(",", ":"),
-        sort_keys=True,
-    )
+    return json.dumps(record.to_json_object(), separators=(",", ":"), sort_keys=True)
 
 
 def namespace_from_json(text: str) -> NamespaceRecord:
-    data = json.loads(text)
-    return NamespaceRecord(
-        name=data["name"],
-        kind=data["kind"],
-        created_at=parse_time(data["created_at"]),
-        expires_at=parse_optional_time(data.get("expires_at")),
-        metadata=data.get("metadata"),
-    )
+    return NamespaceRecord.from_json_object(json.loads(text))
