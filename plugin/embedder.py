@@ -32,6 +32,16 @@ if TYPE_CHECKING:
 Vector = list[float]
 # Called after each batch the model embedded: (texts in the batch, seconds it took).
 BatchObserver = Callable[[int, float], None]
+# all-MiniLM-L6-v2 reads 256 tokens, about 1,000 to 1,500 characters of prose; 8,192
+# characters hold more than 256 tokens of any text short of one padded with spaces.
+MAX_EMBEDDED_CHARS = 8192
+
+
+def clip_for_model(text: str) -> str:
+    """What of `text` the model can read: tokenising the rest costs time and changes nothing."""
+    return text[:MAX_EMBEDDED_CHARS]
+
+
 Pending = tuple[str, "asyncio.Future[Vector]"]
 # Under load, wait for expected callers at most this share of the last batch's time.
 LINGER_SHARE = 0.5

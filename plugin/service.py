@@ -19,8 +19,9 @@ hold for every backend live here, once:
   left out (logged, counted, and named by health); only if all are unreadable
   does the search fail (503).
 - The model reads at most its first 256 tokens, so only the first
-  `MAX_EMBEDDED_CHARS` characters are handed to it: tokenising a 900 KiB content
-  in full held the shared embedder for a second and stalled every caller.
+  `MAX_EMBEDDED_CHARS` characters are handed to it (`clip_for_model`): tokenising
+  a 900 KiB content in full held the shared embedder for a second and stalled
+  every caller.
 """
 
 from __future__ import annotations
@@ -44,15 +45,13 @@ from adapters.base import (
 )
 from adapters.errors import BackendUnavailable, StorageDamaged
 from adapters.merge import merge_listed, merge_scored
+from plugin.embedder import clip_for_model
 from plugin.keyed_lock import KeyedLock
 from plugin.service_errors import InvalidRequest, NotFound
 from plugin.wire import MemoryWrite, NamespacePatch, NamespaceUpsert, SearchRequest
 
 Clock = Callable[[], datetime]
 log = logging.getLogger(__name__)
-# all-MiniLM-L6-v2 reads 256 tokens, about 1,000 to 1,500 characters of prose; 8,192
-# characters hold more than 256 tokens of any text short of one padded with spaces.
-MAX_EMBEDDED_CHARS = 8192
 
 
 class Embedder(Protocol):
@@ -122,7 +121,7 @@ class MemoryService:
         return StoreCondition(unreadable, found.problems)
 
     async def _embed(self, text: str) -> list[float]:
-        return await self.embedder.embed(text[:MAX_EMBEDDED_CHARS])
+        return await self.embedder.embed(clip_for_model(text))
 
     # -- namespaces ------------------------------------------------------------------
 

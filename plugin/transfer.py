@@ -19,7 +19,7 @@ HTTP API's rules: a namespace is written before its memories, an expired
 namespace or memory is skipped, ids and `created_at` are kept, and a memory
 already stored exactly so is not written again, so a second run writes
 nothing. Vectors are reused when the file's fingerprint is the configured
-model's; otherwise content is re-embedded (its first `MAX_EMBEDDED_CHARS`,
+model's; otherwise content is re-embedded (`clip_for_model`: what the model reads,
 as on the HTTP path).
 """
 
@@ -31,7 +31,7 @@ from datetime import datetime
 
 from adapters.base import MemoryRecord, NamespaceRecord, StoredMemory, VectorBackend
 from plugin import jsonl
-from plugin.service import MAX_EMBEDDED_CHARS
+from plugin.embedder import clip_for_model
 from plugin.wire import canonical_uuid, check_namespace_name
 
 # Texts in, vectors out (the model on a worker thread); None when vectors are reused.
@@ -197,7 +197,7 @@ class StoreWriter:
         if missing:
             if self._embed is None:
                 raise ValueError("a memory without a vector, and no model to embed it")
-            texts = [pending[i][0].content[:MAX_EMBEDDED_CHARS] for i in missing]
+            texts = [clip_for_model(pending[i][0].content) for i in missing]
             for index, vector in zip(missing, await self._embed(texts), strict=True):
                 pending[index] = (pending[index][0], vector)
             self.report.embedded += len(missing)

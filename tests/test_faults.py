@@ -19,9 +19,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from plugin.embedder import SentenceTransformerEncoder
+from plugin.embedder import MAX_EMBEDDED_CHARS, SentenceTransformerEncoder
 from plugin.keys import EMBEDDER, SERVICE
-from plugin.service import MAX_EMBEDDED_CHARS
 from tests.conftest import AppFactory, ContractClient
 
 pytestmark = pytest.mark.every_backend
