@@ -263,12 +263,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
 
     def _retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None:
         """The point of `memory_id` in that incarnation of its namespace, or None."""
-        found = self._shard_or_fail().retrieve(
-            [point_id(live.record.name, memory_id)], with_payload=True, with_vector=False
-        )
-        if found and found[0].payload.get(FIELD_EPOCH) == live.epoch:
-            return found[0]
-        return None
+        return self._retrieve_many([(live, memory_id)])[0]
 
     async def _find(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
         return await self._run(self._retrieve_many, items)
