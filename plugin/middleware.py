@@ -29,7 +29,7 @@ from adapters.errors import (
 )
 from plugin.errors import ApiError, bad_request, not_found, unavailable
 from plugin.keys import METRICS
-from plugin.service_errors import InvalidRequest, NotFound, ServiceError
+from plugin.service_errors import NotFound, ServiceError
 
 log = logging.getLogger("memory_plugin.access")
 REQUEST_ID = "X-Request-ID"
@@ -76,10 +76,9 @@ def _from_backend(error: BackendError, request_id: str) -> ApiError:
 
 
 def _from_service(error: ServiceError) -> ApiError:
+    """`NotFound` is 404; every other service error (`InvalidRequest`) the caller's 400."""
     if isinstance(error, NotFound):
         return not_found(str(error))
-    if isinstance(error, InvalidRequest):
-        return bad_request(str(error))
     return bad_request(str(error))
 
 
