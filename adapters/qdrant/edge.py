@@ -26,9 +26,10 @@ namespaces searched, not the store (README, "Measured").
 
 Durability: qdrant-edge appends every update to its write-ahead log before
 `update()` returns, and records are SQLite transactions, so an acknowledged
-write survives `kill -9` (tests/test_durability.py). qdrant-edge calls block;
-they run on a small thread pool, never on the event loop. One plugin process
-per data directory.
+write survives `kill -9` (tests/test_durability.py). qdrant-edge keeps the GIL
+through every call, so the short calls of the request path (lookups by id, the
+batched upserts, searches, single deletes) run on the event loop and the rest on
+a small thread pool (edge_calls.py). One plugin process per data directory.
 """
 
 from __future__ import annotations
@@ -37,9 +38,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,6 +57,7 @@ from adapters.merge import pin_sides
 from adapters.qdrant import filters
 from adapters.qdrant.edge_batch import CallBatcher
 from adapters.qdrant.edge_bulk import EdgeBulkTransfer
+from adapters.qdrant.edge_calls import EngineCalls
 from adapters.qdrant.edge_disk import DEFAULT_HEADROOM_BYTES, DiskGuard, allocated_bytes
 from adapters.qdrant.edge_legacy import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge_records import LiveNamespace, RecordStore
@@ -67,7 +67,6 @@ from adapters.qdrant.edge_shard import (
     fatal,
     open_shard,
     parsed_memory,
-    translate,
 )
 from adapters.qdrant.layout import (
     FIELD_CREATED_US,
@@ -107,7 +106,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
         super().__init__(dimension)
         self._data_dir = Path(data_dir)
         self._root = self._data_dir / STORE_DIR
-        self._workers = workers
+        self._calls = EngineCalls(workers)
         self._records = RecordStore(self._root / RECORDS_FILE)
         self._disk = DiskGuard(self._root, disk_headroom_bytes)
         self._shard: Any = None
@@ -115,15 +114,14 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
         self._shard_problem: str | None = None
         self._upserts: CallBatcher[PendingUpsert, None] = CallBatcher(self._write_upserts)
         self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
-        self._executor: ThreadPoolExecutor | None = None
         self._purging: set[asyncio.Task[None]] = set()
         self._changes = 0
 
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="qdrant-edge")
-        await self._run(self._open)
+        self._calls.start()
+        await self._calls.worker(self._open)
 
     def _open(self) -> None:
         self._root.mkdir(parents=True, exist_ok=True)
@@ -145,14 +143,13 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
             migrate_legacy_layout(legacy, self._shard, self._records)
 
     async def close(self) -> None:
-        if self._executor is None:
+        if not self._calls.started:
             return
         await self._upserts.drain()
         await self._lookups.drain()
         await asyncio.gather(*self._purging, return_exceptions=True)
-        await self._run(self._close)
-        self._executor.shutdown(wait=True)
-        self._executor = None
+        await self._calls.worker(self._close)
+        self._calls.stop()
 
     def _close(self) -> None:
         if self._shard is not None:
@@ -163,8 +160,8 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
 
     async def maintain(self) -> None:
         for epoch in list(self._records.purges):
-            await self._run(self._purge, epoch)
-        await self._run(self._tidy)
+            await self._calls.worker(self._purge, epoch)
+        await self._calls.worker(self._tidy)
 
     def _tidy(self) -> None:
         shard = self._shard_or_fail()
@@ -176,7 +173,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
         shard.flush()
 
     async def ping(self) -> None:
-        await self._run(self._check_writable)
+        await self._calls.worker(self._check_writable)
 
     def _check_writable(self) -> None:
         if not os.access(self._root, os.W_OK | os.X_OK):
@@ -216,7 +213,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
     async def save_namespace(self, record: NamespaceRecord) -> None:
         if record.name in self._records.damaged:
             raise self._unreadable(record.name)
-        await self._run(self._guarded, self._records.save, record)
+        await self._calls.worker(self._guarded, self._records.save, record)
 
     def _guarded(self, func: Callable[..., T], *args: Any) -> T:
         self._disk.check()
@@ -224,10 +221,10 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
 
     async def delete_namespace(self, name: str) -> bool:
         """Also drops a namespace whose record is unreadable (its memories go too)."""
-        epoch = await self._run(self._guarded, self._records.bury, name)
+        epoch = await self._calls.worker(self._guarded, self._records.bury, name)
         if epoch is None:
             return False
-        task = asyncio.create_task(self._run(self._purge, epoch), name=f"purge {epoch}")
+        task = asyncio.create_task(self._calls.worker(self._purge, epoch), name=f"purge {epoch}")
         self._purging.add(task)
         task.add_done_callback(self._purged)
         return True
@@ -266,7 +263,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
         return self._retrieve_many([(live, memory_id)])[0]
 
     async def _find(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
-        return await self._run(self._retrieve_many, items)
+        return await self._calls.here(self._retrieve_many, items)
 
     def _retrieve_many(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
         """`_retrieve` for many (namespace incarnation, id) pairs in one engine call."""
@@ -303,16 +300,14 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
             # The namespace was deleted (maybe re-created) while we wrote, and its purge
             # may already have run: the write belongs to a dead incarnation. Purge again
             # rather than leave an orphan no read can see.
-            await self._run(self._purge, live.epoch)
+            await self._calls.worker(self._purge, live.epoch)
             raise NamespaceGone(f"namespace {memory.namespace} was deleted during the write")
 
     async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
-        await self._run(self._upsert_points, items)
+        await self._calls.here(self._upsert_points, items)
         return [None] * len(items)
 
     def _upsert_points(self, items: list[PendingUpsert]) -> None:
-        """Built in the worker thread: converting 384 floats for the engine is not free,
-        and the event loop has every other request to serve meanwhile."""
         points = [
             qe.Point(
                 point_id(memory.namespace, memory.id),
@@ -358,7 +353,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
             )
             for side in pin_sides(memory_filter)
         ]
-        points = await self._run(self._batch, requests)
+        points = await self._calls.here(self._batch, requests)
         return [
             ScoredMemory(memory, p.score)
             for p in points
@@ -381,7 +376,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
             )
             for side in pin_sides(memory_filter)
         ]
-        points = await self._run(self._batch, requests)
+        points = await self._calls.here(self._batch, requests)
         return [memory for p in points if (memory := parsed_memory(p)) is not None][:limit]
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
@@ -396,7 +391,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
             self._update(qe.UpdateOperation.delete_points([point.id]))
             return True
 
-        return await self._run(delete)
+        return await self._calls.here(delete)
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(EDGE, now)
@@ -408,20 +403,4 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
                 self._update(qe.UpdateOperation.delete_points_by_filter(expired))
             return count
 
-        return await self._run(sweep)
-
-    # -- worker threads --------------------------------------------------------------
-
-    async def _run(self, func: Callable[..., T], *args: Any) -> T:
-        if self._executor is None:
-            raise BackendUnavailable("embedded store is not open")
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, partial(func, *args))
-        except BaseException as error:  # a Rust panic is a BaseException
-            if fatal(error):
-                raise
-            translated = translate(error)
-            if translated is error:
-                raise
-            raise translated from error
+        return await self._calls.worker(sweep)

@@ -20,6 +20,7 @@ from adapters.qdrant.edge_shard import EDGE, parsed_memory
 from adapters.qdrant.layout import Scope, memory_to_payload, point_id
 
 if TYPE_CHECKING:
+    from adapters.qdrant.edge_calls import EngineCalls
     from adapters.qdrant.edge_records import RecordStore
 
 T = TypeVar("T")
@@ -31,7 +32,8 @@ class EdgeBulkTransfer:
     if TYPE_CHECKING:  # provided by QdrantEdgeBackend
         _records: RecordStore
 
-        async def _run(self, func: Callable[..., T], *args: Any) -> T: ...
+        _calls: EngineCalls
+
         def _update(self, operation: Any) -> None: ...
         def _purge(self, epoch: str) -> None: ...
         def _shard_or_fail(self) -> Any: ...
@@ -55,7 +57,9 @@ class EdgeBulkTransfer:
         wanted = filters.memories(EDGE, MemoryFilter(now=now), scope)
         offset: Any = None
         while True:
-            page, offset = await self._run(self._scroll, wanted, offset, page_size, with_vectors)
+            page, offset = await self._calls.worker(
+                self._scroll, wanted, offset, page_size, with_vectors
+            )
             current = self._records.live.get(namespace)
             if current is None or current.epoch != live.epoch:
                 return
@@ -92,21 +96,21 @@ class EdgeBulkTransfer:
             points.append(qe.Point(point_id(memory.namespace, memory.id), list(vector), payload))
         if not points:
             return 0
-        await self._run(self._update, qe.UpdateOperation.upsert_points(points))
+        await self._calls.worker(self._update, qe.UpdateOperation.upsert_points(points))
         for name, epoch in epochs.items():
             current = self._records.live.get(name)
             if current is None or current.epoch != epoch:
-                await self._run(self._purge, epoch)  # as in upsert_memory: no orphans
+                await self._calls.worker(self._purge, epoch)  # as in upsert_memory: no orphans
                 raise NamespaceGone(f"namespace {name} was deleted during the write")
         return len(points)
 
     # -- store metadata (the embedding fingerprint) ----------------------------------
 
     async def read_store_meta(self) -> Mapping[str, str]:
-        return await self._run(self._records.meta)
+        return await self._calls.worker(self._records.meta)
 
     async def write_store_meta(self, key: str, value: str) -> None:
-        await self._run(self._guarded, self._records.set_meta, key, value)
+        await self._calls.worker(self._guarded, self._records.set_meta, key, value)
 
 
 def _point_vector(point: Any) -> list[float]:

@@ -1,0 +1,85 @@
+"""Where a qdrant-edge call runs: on a worker thread, or on the event loop itself.
+
+qdrant-edge holds the GIL through its calls (measured for update, query,
+retrieve, optimize and flush: a ticking Python thread is frozen for all or most
+of each call; tests/test_qdrant_edge_quirks.py pins it for update). While a worker
+thread is inside the engine the event loop cannot run either, so for a short call
+a worker thread frees nothing and costs two thread hops, each a wake-up on the
+cores the model needs. The existence check of an explicit id takes about 10
+microseconds in the engine and a few hundred with the hops; running the request
+path's calls here took 8 closed-loop callers from 0.73x to 0.81x of the model's
+batch rate (benchmarks/latency.py, README "Measured").
+
+So `here()` runs a short call on the event loop, unless another call is in
+flight on a worker: then it queues behind it there, so the loop never waits on
+the shard's lock for another thread (qdrant-edge has no threads of its own that
+take it). `worker()` is for what is long or does I/O that releases the GIL:
+opening, SQLite commits, purges, maintenance, health's disk check, bulk
+transfer. Both translate failures alike (edge_shard.translate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, NoReturn, TypeVar
+
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge_shard import fatal, translate
+
+T = TypeVar("T")
+
+
+class EngineCalls:
+    """A small thread pool, and the rule for when to skip it."""
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._executor: ThreadPoolExecutor | None = None
+        self._in_workers = 0  # calls submitted to the pool and not yet returned
+
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
+
+    def start(self) -> None:
+        self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="qdrant-edge")
+
+    def stop(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    async def worker(self, func: Callable[..., T], *args: Any) -> T:
+        """`func(*args)` on a worker thread."""
+        if self._executor is None:
+            raise BackendUnavailable("embedded store is not open")
+        loop = asyncio.get_running_loop()
+        self._in_workers += 1
+        try:
+            return await loop.run_in_executor(self._executor, partial(func, *args))
+        except BaseException as error:  # a Rust panic is a BaseException
+            _raise_translated(error)
+        finally:
+            self._in_workers -= 1
+
+    async def here(self, func: Callable[..., T], *args: Any) -> T:
+        """`func(*args)` on the event loop when no worker call is in flight, else `worker`."""
+        if self._executor is None:
+            raise BackendUnavailable("embedded store is not open")
+        if self._in_workers:
+            return await self.worker(func, *args)
+        try:
+            return func(*args)
+        except BaseException as error:
+            _raise_translated(error)
+
+
+def _raise_translated(error: BaseException) -> NoReturn:
+    """Raise what callers expect for a failed call; a fatal error (cancellation) as is."""
+    translated = error if fatal(error) else translate(error)
+    if translated is error:
+        raise error
+    raise translated from error
