@@ -13,13 +13,18 @@ Issue 10's two checks, against the model's own figures measured in this run (the
 configured backend loaded in this process, server idle): a sequential commit with
 an explicit id (what `memory-backfill -apply` sends) against the model's single-text
 time plus 5 ms (medians), and commits with ids from 8 closed-loop callers against
-the model's throughput in batches of 8 (target: 0.8x or more), in WINDOWS windows
-with the model measured again before each (medians printed). With Debian's `wrk`
-installed, each window is driven a second time by wrk, a C client that leaves the
-two cores to the server, to separate the plugin's cost from the Python load
-client's.
+the model's throughput in batches of 8 (target: 0.8x or more).
 
-Run: python benchmarks/latency.py [--backend onnx]   (about 2-3 minutes on 2 cores)
+The closed loop runs in WINDOWS short windows, each load figure between two
+measurements of the model, and is compared with their mean: this shared machine's
+speed drifts by 10 to 20 % within a minute, so a model figure taken a window
+earlier moved the ratio by as much as the plugin's whole overhead. Each window is
+driven by the Python client below and, when Debian's `wrk` is installed, by wrk too.
+The judged figure is wrk's median: callers are other pods, and wrk (C, one thread)
+costs the two cores almost nothing, where the Python client takes a fifth of one
+from the server it measures. Without wrk the Python client's median is judged.
+
+Run: python benchmarks/latency.py [--backend onnx]   (about 4 minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -51,10 +56,11 @@ PRELOAD = 10_000
 CONCURRENCY = 32
 SAMPLES = 200
 CALLERS = 8
-CLOSED_LOOP_S = 10.0
-# Closed-loop windows; before each, the model's batch-8 rate is measured again (the
-# server idle), so that drift in this shared machine's speed hits both figures alike.
-WINDOWS = 3
+CLOSED_LOOP_S = 6.0
+# Closed-loop windows; around each load figure the model's batch-8 rate is measured
+# (the server idle), so that drift in this shared machine's speed hits both alike.
+WINDOWS = 5
+MODEL_TEXTS = 480  # per model measurement: about 1.5 s on 2 cores
 RETRIES = 5
 TIMEOUT = aiohttp.ClientTimeout(total=10)
 
@@ -217,7 +223,7 @@ def single_text_s(encoder: Any) -> float:
 
 def batch8_rate(encoder: Any) -> float:
     """The model alone: texts/s in batches of 8, one batch after another."""
-    texts = sentences(SAMPLES * 4, seed=5)
+    texts = sentences(MODEL_TEXTS, seed=5)
     started = time.perf_counter()
     for start in range(0, len(texts), 8):
         encoder.encode(texts[start : start + 8])
@@ -293,42 +299,53 @@ def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Await
         url = f"{server.base_url}/v1/namespaces/{NAMESPACE}/memories"
         texts = sentences(PRELOAD + SAMPLES * 60)[PRELOAD + SAMPLES :]
         loop_texts = texts[SAMPLES:]
-        windows: list[tuple[float, float, float | None]] = []
+        # (model around the Python window, its rate, model around the wrk window, wrk's)
+        windows: list[tuple[float, float, float, float | None]] = []
         connector = aiohttp.TCPConnector(limit=CONCURRENCY)
         async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
             await post_commit(session, url, texts[-1])  # warm-up
             durations, failures = await timed(
                 SAMPLES, lambda i: post_commit(session, url, texts[i]), 201
             )
+            model = [batch8_rate(encoder)]
             for window in range(WINDOWS):
-                rate8 = batch8_rate(encoder)
                 rate = await closed_loop(session, url, loop_texts)
+                model.append(batch8_rate(encoder))
                 wrk_rate = await asyncio.to_thread(wrk_closed_loop, url, loop_texts, window)
-                windows.append((rate8, rate, wrk_rate))
+                model.append(batch8_rate(encoder))
+                python_model = (model[-3] + model[-2]) / 2
+                wrk_model = (model[-2] + model[-1]) / 2
+                windows.append((python_model, rate, wrk_model, wrk_rate))
         commit_ms, model_ms = statistics.median(durations) * 1000, single_s * 1000
         print()
         print(f"issue 10 checks, embedding backend {backend} (model figures from this run):")
         print(f"  model alone, one text:            {model_ms:7.2f} ms median")
         print(
             f"  sequential commit with an id:     {commit_ms:7.2f} ms median over {SAMPLES}"
-            f" = model + {commit_ms - model_ms:.2f} ms (target: + 5 ms at most)"
+            f" = model + {commit_ms - model_ms:.2f} ms (target: + 5 ms at most:"
+            f" {'met' if commit_ms - model_ms <= 5 else 'NOT met'})"
             + (f"; {failures} not 201" if failures else "")
         )
         print(
             f"  {CALLERS} closed-loop callers committing with ids, {WINDOWS} windows of"
-            f" {CLOSED_LOOP_S:g} s; the model's batch-8 rate measured before each:"
+            f" {CLOSED_LOOP_S:g} s per client; each against the model's batch-8 rate"
+            " measured just before and after it:"
         )
-        for number, (rate8, rate, wrk_rate) in enumerate(windows, 1):
-            line = f"    window {number}: model {rate8:4.0f} texts/s; Python client {rate:4.0f}/s"
-            line += f" = {rate / rate8:.2f}x"
+        for number, (python_model, rate, wrk_model, wrk_rate) in enumerate(windows, 1):
+            line = f"    window {number}: Python client {rate:4.0f}/s vs model {python_model:4.0f}"
+            line += f" = {rate / python_model:.2f}x"
             if wrk_rate is not None:
-                line += f"; wrk {wrk_rate:4.0f}/s = {wrk_rate / rate8:.2f}x"
+                line += f"; wrk {wrk_rate:4.0f}/s vs model {wrk_model:4.0f} = "
+                line += f"{wrk_rate / wrk_model:.2f}x"
             print(line)
-        python_x = statistics.median(rate / rate8 for rate8, rate, _ in windows)
-        print(f"  median, Python client:            {python_x:7.2f}x the model (target: 0.8x)")
-        wrk_x = [wrk / rate8 for rate8, _, wrk in windows if wrk is not None]
+        python_x = statistics.median(rate / model for model, rate, _, _ in windows)
+        wrk_x = [wrk / model for _, _, model, wrk in windows if wrk is not None]
+        print(f"  median, Python client:            {python_x:7.2f}x the model")
         if wrk_x:
             print(f"  median, wrk (C client):           {statistics.median(wrk_x):7.2f}x the model")
+        judged, by = (statistics.median(wrk_x), "wrk") if wrk_x else (python_x, "Python client")
+        verdict = "met" if judged >= 0.8 else "NOT met"
+        print(f"  8 callers, judged by {by}: {judged:.2f}x (target 0.8x): {verdict}")
 
     return run
 

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -196,12 +197,15 @@ class BatchingEmbedder:
         self._observer = observer
         self._expected = 1  # callers expected at the next batch (see _gather)
         self._last_s = 0.0  # how long the last batch took
-        self._queue: asyncio.Queue[Pending] | None = None
+        # Texts waiting for the next batch. The embedder task sleeps on `_wake` until
+        # `_wake_at` of them are queued: one wake-up per batch, not one per arrival.
+        self._pending: deque[Pending] = deque()
+        self._wake: asyncio.Future[None] | None = None
+        self._wake_at = 1
         self._worker: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
 
     async def start(self) -> None:
-        self._queue = asyncio.Queue()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="embedder")
         self._worker = asyncio.create_task(self._run(), name="embedder")
 
@@ -210,23 +214,48 @@ class BatchingEmbedder:
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
             self._worker = None
-        if self._queue is not None:
-            while not self._queue.empty():
-                _, future = self._queue.get_nowait()
-                if not future.done():
-                    future.set_exception(RuntimeError("embedder is shutting down"))
+        while self._pending:
+            _, future = self._pending.popleft()
+            if not future.done():
+                future.set_exception(RuntimeError("embedder is shutting down"))
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
 
-    async def embed(self, text: str) -> Vector:
-        if self._queue is None:
+    def embed(self, text: str) -> asyncio.Future[Vector]:
+        """`text`'s vector, to await; queued for the next batch before this returns.
+
+        A future rather than a coroutine: the caller can do other work (the existence
+        check of an explicit id) while the model runs, without a task of its own.
+        Cancelling it takes the text out of its batch if that has not started.
+        """
+        if self._worker is None:
             raise RuntimeError("embedder is not started")
         future: asyncio.Future[Vector] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((text, future))
-        return await future
+        self._pending.append((text, future))
+        wake = self._wake
+        if wake is not None and len(self._pending) >= self._wake_at and not wake.done():
+            wake.set_result(None)
+        return future
 
-    async def _gather(self, queue: asyncio.Queue[Pending]) -> list[Pending]:
+    async def _until_queued(self, count: int, timeout_s: float | None = None) -> None:
+        """Return once `count` texts are queued, or after `timeout_s` seconds."""
+        if len(self._pending) >= count:
+            return
+        loop = asyncio.get_running_loop()
+        wake: asyncio.Future[None] = loop.create_future()
+        timer = None
+        if timeout_s is not None:
+            timer = loop.call_later(timeout_s, _resolve, wake)
+        self._wake, self._wake_at = wake, count
+        try:
+            await wake
+        finally:
+            self._wake = None
+            if timer is not None:
+                timer.cancel()
+
+    async def _gather(self) -> list[Pending]:
         """The next batch: what waits now, plus, under load, the callers about to return.
 
         Why the linger: with N callers in a closed loop, those of the running batch come
@@ -236,24 +265,18 @@ class BatchingEmbedder:
         queued behind it; they are waited for at most a fraction of a batch's time.
         A lone caller (last batch of one, nobody behind it) never waits.
         """
-        batch = [await queue.get()]
-        while len(batch) < self.max_batch and not queue.empty():
-            batch.append(queue.get_nowait())
+        await self._until_queued(1)
         expected = min(self.max_batch, self._expected)
-        if len(batch) < expected and self._expected > 1:
-            deadline = time.perf_counter() + min(self.max_linger_s, self._last_s * LINGER_SHARE)
-            while len(batch) < expected and (left := deadline - time.perf_counter()) > 0:
-                try:
-                    batch.append(await asyncio.wait_for(queue.get(), left))
-                except TimeoutError:
-                    break
-        return batch
+        if len(self._pending) < expected and self._expected > 1:
+            linger_s = min(self.max_linger_s, self._last_s * LINGER_SHARE)
+            await self._until_queued(expected, linger_s)
+        size = min(self.max_batch, len(self._pending))
+        return [self._pending.popleft() for _ in range(size)]
 
     async def _run(self) -> None:
-        assert self._queue is not None
         loop = asyncio.get_running_loop()
         while True:
-            batch = await self._gather(self._queue)
+            batch = await self._gather()
             batch = [(text, future) for text, future in batch if not future.cancelled()]
             if not batch:
                 continue
@@ -267,10 +290,15 @@ class BatchingEmbedder:
                         future.set_exception(error)
                 continue
             self._last_s = time.perf_counter() - started
-            self._expected = len(batch) + self._queue.qsize()
+            self._expected = len(batch) + len(self._pending)
             self.stats.record(len(batch))
             if self._observer is not None:
                 self._observer(len(batch), time.perf_counter() - started)
             for (_, future), vector in zip(batch, vectors, strict=True):
                 if not future.done():
                     future.set_result(vector)
+
+
+def _resolve(wake: asyncio.Future[None]) -> None:
+    if not wake.done():
+        wake.set_result(None)

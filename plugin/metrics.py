@@ -9,6 +9,7 @@ method names and outcomes; never a namespace, an id or anything a caller chose.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -77,6 +78,10 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        # Labelled children by label values: `labels()` costs a lock and a tuple build on
+        # every call, and these are looked up several times per request.
+        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._backend_children: dict[tuple[str, str], Any] = {}
         # Export zeros from the start: "no deletions yet" differs from "no data".
         for kind in ("namespace", "memory"):
             self.janitor_deleted.labels(kind)
@@ -99,11 +104,24 @@ class Metrics:
     def observe_request(self, route: str | None, method: str, status: int, seconds: float) -> None:
         route_label = route or UNMATCHED_ROUTE
         method_label = method if method in KNOWN_METHODS else "other"
-        self.requests.labels(route_label, method_label, str(status)).inc()
-        self.request_seconds.labels(route_label, method_label).observe(seconds)
+        key = (route_label, method_label, status)
+        children = self._request_children.get(key)
+        if children is None:  # label sets are bounded (module docstring), so is this dict
+            children = (
+                self.requests.labels(route_label, method_label, str(status)),
+                self.request_seconds.labels(route_label, method_label),
+            )
+            self._request_children[key] = children
+        count, duration = children
+        count.inc()
+        duration.observe(seconds)
 
     def observe_backend(self, operation: str, outcome: str, seconds: float) -> None:
-        self.backend_seconds.labels(operation, outcome).observe(seconds)
+        child = self._backend_children.get((operation, outcome))
+        if child is None:
+            child = self.backend_seconds.labels(operation, outcome)
+            self._backend_children[(operation, outcome)] = child
+        child.observe(seconds)
 
     def observe_embedding(self, size: int, seconds: float) -> None:
         self.embedding_batch_size.observe(size)

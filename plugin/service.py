@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -57,7 +57,9 @@ log = logging.getLogger(__name__)
 class Embedder(Protocol):
     dimension: int
 
-    async def embed(self, text: str) -> list[float]: ...
+    # An awaitable, not a coroutine function: BatchingEmbedder hands back a future
+    # that is already queued for the model when this returns.
+    def embed(self, text: str) -> Awaitable[list[float]]: ...
 
 
 def utc_now() -> datetime:
@@ -76,8 +78,15 @@ class SweepReport:
     memories_deleted: int
 
 
-async def _none() -> None:
-    return None
+def _abandon(pending: Awaitable[object]) -> None:
+    """Drop an embedding nobody will await: a queued one is skipped by the batcher."""
+    if isinstance(pending, asyncio.Future):
+        if not pending.done():
+            pending.cancel()
+        elif not pending.cancelled():
+            pending.exception()  # its failure is seen: no "never retrieved" at exit
+    elif isinstance(pending, Coroutine):
+        pending.close()
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -189,9 +198,18 @@ class MemoryService:
             if await self._live_namespace(namespace) is None:
                 raise NotFound(f"namespace {namespace} not found")
             # The existence check of an explicit id (a backfill's every write) runs while
-            # the model embeds, not after it (benchmarks/commit_steps.py).
-            found = self.backend.get_memory(namespace, body.id) if body.id is not None else None
-            vector, existing = await asyncio.gather(self._embed(body.content), found or _none())
+            # the model embeds, not after it (benchmarks/commit_steps.py): the text is
+            # queued for the model first. No gather: two tasks per commit cost more
+            # than the check itself.
+            embedding = self.embedder.embed(clip_for_model(body.content))
+            try:
+                existing = None
+                if body.id is not None:
+                    existing = await self.backend.get_memory(namespace, body.id)
+                vector = await embedding
+            except BaseException:
+                _abandon(embedding)
+                raise
             now = self.clock()
             created_at = now
             if existing is not None and not existing.is_expired(now):

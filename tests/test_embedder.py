@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
+
+import pytest
 
 from plugin.embedder import BatchingEmbedder, SentenceTransformerEncoder
 
@@ -94,3 +97,64 @@ async def test_closed_loop_callers_are_gathered_into_full_batches(
         await embedder.close()
     assert embedder.stats.texts == 48
     assert embedder.stats.sizes[1:] == [8] * 5, embedder.stats.sizes
+
+
+class GatedEncoder:
+    """Records every batch; blocks inside `encode` until the test opens the gate."""
+
+    dimension = 3
+    fingerprint = "gated/test"
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        self.batches.append(list(texts))
+        self.entered.set()
+        self.gate.wait(5)
+        return [[1.0, 0.0, 0.0] for _ in texts]
+
+
+async def test_a_cancelled_embedding_is_left_out_of_its_batch() -> None:
+    """What the service does when the existence check fails first (`_abandon`)."""
+    encoder = GatedEncoder()
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        first = embedder.embed("first")
+        await asyncio.to_thread(encoder.entered.wait, 5)  # batch 1 is in the model
+        kept, dropped = embedder.embed("kept"), embedder.embed("dropped")
+        dropped.cancel()
+        encoder.gate.set()
+        assert await first == [1.0, 0.0, 0.0]
+        assert await kept == [1.0, 0.0, 0.0]
+    finally:
+        await embedder.close()
+    assert encoder.batches == [["first"], ["kept"]]
+
+
+async def test_the_linger_ends_when_expected_callers_do_not_come_back() -> None:
+    """8 callers, then only 3 of them again: the batch of 3 goes after the linger."""
+    encoder = GatedEncoder()
+    encoder.gate.set()
+    embedder = BatchingEmbedder(encoder, max_linger_s=0.01)
+    await embedder.start()
+    try:
+        async with asyncio.timeout(5):  # a linger that never ended would hang here
+            await asyncio.gather(*(embedder.embed(f"all {k}") for k in range(8)))
+            await asyncio.gather(*(embedder.embed(f"some {k}") for k in range(3)))
+    finally:
+        await embedder.close()
+    assert embedder.stats.sizes == [8, 3]
+
+
+async def test_embedding_before_start_or_after_close_is_refused() -> None:
+    embedder = BatchingEmbedder(FailingEncoder())
+    with pytest.raises(RuntimeError, match="not started"):
+        embedder.embed("too early")
+    await embedder.start()
+    await embedder.close()
+    with pytest.raises(RuntimeError, match="not started"):
+        embedder.embed("too late")

@@ -22,6 +22,7 @@ written by one reads the same in the other:
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import uuid
 from dataclasses import dataclass
@@ -82,8 +83,13 @@ class Scope:
         return bool(self.names)
 
 
+@functools.lru_cache(maxsize=4096)
 def point_id(namespace: str, memory_id: str) -> str:
-    """The shared layout's point id for a memory: stable, and distinct per namespace."""
+    """The shared layout's point id for a memory: stable, and distinct per namespace.
+
+    Cached: a commit with an explicit id asks for it twice (existence check, upsert),
+    and a uuid5 costs more than both lookups.
+    """
     return str(uuid.uuid5(_POINT_IDS, f"{namespace}\n{memory_id}"))
 
 
