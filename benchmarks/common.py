@@ -6,6 +6,8 @@ import asyncio
 import math
 import os
 import platform
+import re
+import subprocess
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -57,15 +59,21 @@ def run_against_server(
     title: str,
     measure: Callable[[Any], Awaitable[None]],
     env: Mapping[str, str] | None = None,
+    command: Sequence[str] | None = None,
 ) -> None:
-    """Start a fresh server process on a temporary data dir, measure, stop it with SIGTERM."""
+    """Start a fresh server process on a temporary data dir, measure, stop it with SIGTERM.
+
+    `command` replaces `memory-plugin-vector serve` (see `ServerProcess`).
+    """
     use_repo_root()
     from tests.server_process import ServerProcess
 
     print(f"{title} ({machine()})")
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
-        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log", env=env) as server,
+        ServerProcess(
+            Path(tmp) / "data", Path(tmp) / "server.log", env=env, command=command
+        ) as server,
     ):
         server.start()
         print(f"cold start (spawn -> first 200 on /v1/health): {server.wait_healthy():.2f} s")
@@ -75,3 +83,21 @@ def run_against_server(
             print("server log tail:\n" + server.log_tail())
             raise
         print(f"server stopped with SIGTERM: exit code {server.terminate()}")
+
+
+def run_wrk(
+    url: str, lua: str, connections: int, seconds: float
+) -> tuple[float | None, str | None]:
+    """Drive `url` with wrk (one thread) and the request script `lua`.
+
+    Returns wrk's requests/s (None if it printed none) and its line about answers
+    other than 2xx (None when there were none); each caller decides what those mean.
+    """
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
+        script.write(lua)
+        script.flush()
+        command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", script.name, url]
+        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    non_2xx = out.split("Non-2xx", 1)[1].splitlines()[0] if "Non-2xx" in out else None
+    found = re.search(r"Requests/sec:\s+([0-9.]+)", out)
+    return (float(found.group(1)) if found else None), non_2xx

@@ -32,10 +32,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 import uuid
@@ -44,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from common import print_table, run_against_server, summary_ms, use_repo_root
+from common import print_table, run_against_server, run_wrk, summary_ms, use_repo_root
 from sentences import queries, sentences
 
 use_repo_root()
@@ -279,16 +277,12 @@ def wrk_closed_loop(url: str, texts: list[str], window: int = 0) -> float | None
     """
     if shutil.which("wrk") is None:
         return None
-    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
-        quoted = ",".join(f"[==[{json.dumps(text)}]==]" for text in texts)
-        script.write(WRK_SCRIPT % (quoted, window))  # ids unique across windows
-        script.flush()
-        command = ["wrk", "-t1", f"-c{CALLERS}", f"-d{CLOSED_LOOP_S:g}s", "-s", script.name, url]
-        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    if "Non-2xx" in out:
-        print("  wrk: answers other than 2xx:", out.split("Non-2xx", 1)[1].splitlines()[0])
-    found = re.search(r"Requests/sec:\s+([0-9.]+)", out)
-    return float(found.group(1)) if found else None
+    quoted = ",".join(f"[==[{json.dumps(text)}]==]" for text in texts)
+    lua = WRK_SCRIPT % (quoted, window)  # ids unique across windows
+    rate, non_2xx = run_wrk(url, lua, CALLERS, CLOSED_LOOP_S)
+    if non_2xx is not None:
+        print("  wrk: answers other than 2xx:", non_2xx)
+    return rate
 
 
 def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Awaitable[None]]:

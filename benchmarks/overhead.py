@@ -18,17 +18,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from common import REPO_ROOT, machine, use_repo_root
+import aiohttp
+from common import run_against_server, run_wrk, use_repo_root
+
+use_repo_root()
+
+from tests.server_process import ServerProcess  # noqa: E402
 
 ROUNDS = 5
 WINDOW_S = 6
@@ -75,35 +76,30 @@ def serve() -> None:
     asyncio.run(cli._run(create_app(settings, encoder=InstantEncoder()), host, port))
 
 
-def request(method: str, url: str, body: bytes | None = None) -> int:
-    call = urllib.request.Request(url, data=body, method=method)
-    call.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(call, timeout=5) as reply:
-        return int(reply.status)
+def measure(log_level: str) -> Callable[[ServerProcess], Awaitable[None]]:
+    async def run(server: ServerProcess) -> None:
+        async with aiohttp.ClientSession() as session:
+            put = f"{server.base_url}/v1/namespaces/{NAMESPACE}"
+            async with session.put(put, json={"kind": "workspace"}) as reply:
+                if reply.status != 200:
+                    raise RuntimeError(f"PUT namespace answered {reply.status}")
+        url = f"{server.base_url}/v1/namespaces/{NAMESPACE}/memories"
+        window(url, 2)  # warm-up, not counted
+        rates = [window(url, WINDOW_S) for _ in range(ROUNDS)]
+        print(f"  {CALLERS} wrk callers committing with ids, log level {log_level},")
+        print(f"  {ROUNDS} windows of {WINDOW_S} s: " + ", ".join(f"{r:.0f}" for r in rates) + "/s")
+        median = statistics.median(rates)
+        print(f"  median {median:.0f} commits/s = {1e6 / median:.0f} us of plugin per commit")
+
+    return run
 
 
-def wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            if request("GET", f"{base}/v1/health") == 200:
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("server did not become healthy within 60 s")
-
-
-def wrk(url: str, script: str, seconds: int) -> float:
-    command = ["wrk", "-t1", f"-c{CALLERS}", f"-d{seconds}s", "-s", script, url]
-    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    if "Non-2xx" in out:
-        raise RuntimeError("wrk saw answers other than 2xx:\n" + out)
-    found = re.search(r"Requests/sec:\s+([0-9.]+)", out)
-    if found is None:
-        raise RuntimeError("no Requests/sec in wrk's output:\n" + out)
-    return float(found.group(1))
+def window(url: str, seconds: float) -> float:
+    """Commits/s for one wrk window; every answer must be a 2xx."""
+    rate, non_2xx = run_wrk(url, WRK_SCRIPT, CALLERS, seconds)
+    if non_2xx is not None or rate is None:
+        raise RuntimeError(f"wrk: answers other than 2xx: {non_2xx}; rate {rate}")
+    return rate
 
 
 def main() -> None:
@@ -116,40 +112,12 @@ def main() -> None:
         return
     if shutil.which("wrk") is None:
         sys.exit("overhead.py needs wrk (apt-get install wrk)")
-    use_repo_root()
-    from tests.server_process import free_port
-
-    print(f"overhead.py: real server, instant encoder, embedded store ({machine()})")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_PLUGIN_")},
-            "MEMORY_PLUGIN_DATA_DIR": str(Path(tmp) / "data"),
-            "MEMORY_PLUGIN_LISTEN_ADDR": f"127.0.0.1:{port}",
-            "MEMORY_PLUGIN_LOG_LEVEL": args.log_level,
-        }
-        script = Path(tmp) / "commit.lua"
-        script.write_text(WRK_SCRIPT)
-        with open(Path(tmp) / "server.log", "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, __file__, "--serve"], env=env, stderr=log, cwd=REPO_ROOT
-            )
-            try:
-                wait_healthy(base, proc)
-                body = b'{"kind": "workspace"}'
-                if request("PUT", f"{base}/v1/namespaces/{NAMESPACE}", body) != 200:
-                    raise RuntimeError("PUT namespace failed")
-                url = f"{base}/v1/namespaces/{NAMESPACE}/memories"
-                wrk(url, str(script), 2)  # warm-up, not counted
-                rates = [wrk(url, str(script), WINDOW_S) for _ in range(ROUNDS)]
-            finally:
-                proc.terminate()
-                proc.wait(30)
-    print(f"  {CALLERS} wrk callers committing with ids, log level {args.log_level},")
-    print(f"  {ROUNDS} windows of {WINDOW_S} s: " + ", ".join(f"{r:.0f}" for r in rates) + "/s")
-    median = statistics.median(rates)
-    print(f"  median {median:.0f} commits/s = {1e6 / median:.0f} us of plugin per commit")
+    run_against_server(
+        "overhead.py: real server, instant encoder, embedded store",
+        measure(args.log_level),
+        {"MEMORY_PLUGIN_LOG_LEVEL": args.log_level},
+        command=[sys.executable, str(Path(__file__).resolve()), "--serve"],
+    )
 
 
 if __name__ == "__main__":

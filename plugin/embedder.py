@@ -233,9 +233,8 @@ class BatchingEmbedder:
             raise RuntimeError("embedder is not started")
         future: asyncio.Future[Vector] = asyncio.get_running_loop().create_future()
         self._pending.append((text, future))
-        wake = self._wake
-        if wake is not None and len(self._pending) >= self._wake_at and not wake.done():
-            wake.set_result(None)
+        if self._wake is not None and len(self._pending) >= self._wake_at:
+            _resolve(self._wake)
         return future
 
     async def _until_queued(self, count: int, timeout_s: float | None = None) -> None:

@@ -129,8 +129,9 @@ class MemoryService:
         unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._unreadable))
         return StoreCondition(unreadable, found.problems)
 
-    async def _embed(self, text: str) -> list[float]:
-        return await self.embedder.embed(clip_for_model(text))
+    def _embed(self, text: str) -> Awaitable[list[float]]:
+        """What the model reads of `text`, queued for it (module docstring: the clip)."""
+        return self.embedder.embed(clip_for_model(text))
 
     # -- namespaces ------------------------------------------------------------------
 
@@ -201,7 +202,7 @@ class MemoryService:
             # the model embeds, not after it (benchmarks/commit_steps.py): the text is
             # queued for the model first. No gather: two tasks per commit cost more
             # than the check itself.
-            embedding = self.embedder.embed(clip_for_model(body.content))
+            embedding = self._embed(body.content)
             try:
                 existing = None
                 if body.id is not None:

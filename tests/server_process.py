@@ -20,7 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -64,8 +64,11 @@ class ServerProcess:
         port: int | None = None,
         env: Mapping[str, str] | None = None,
         log_level: str = "WARNING",
+        command: Sequence[str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        # What to run; a benchmark may serve the app its own way (benchmarks/overhead.py).
+        self.command = list(command or [sys.executable, "-m", "plugin.cli", "serve"])
         self.log_path = Path(log_path)
         self.port = port or free_port()
         self.extra_env = dict(env or {})
@@ -103,7 +106,7 @@ class ServerProcess:
         self._log.flush()
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "plugin.cli", "serve"],
+            self.command,
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
