@@ -17,9 +17,13 @@ Semantics every implementation must keep:
   that memory in place, and the same id in two namespaces is two memories.
 - Reads span namespaces: `query_memories` and `list_memories` take every
   namespace a search asks for, so a backend can answer with one engine request.
-  Both return pinned memories first, then each side best first (cosine) or
-  newest first, `limit` in all (`adapters.merge` does this for adapters that
-  must ask per namespace).
+  Both return pinned memories first, then each side best first or newest first,
+  `limit` in all (`adapters.merge` does this for adapters that must ask per
+  namespace).
+- Two vectors per memory where the backend can keep them: the dense embedding
+  and a sparse keyword vector (BM25 term weights), both computed by the plugin.
+  A `SearchQuery` carries either or both; `search_modes` says which shapes the
+  backend answers (README, "Hybrid search").
 - Expiry: `MemoryFilter.now` excludes every memory whose `expires_at` is at or
   before it, whatever the janitor has already deleted.
 """
@@ -28,7 +32,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+import enum
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -98,10 +103,56 @@ class MemoryRecord:
 
 @dataclass(frozen=True, slots=True)
 class ScoredMemory:
-    """A memory with its cosine similarity to the query vector."""
+    """A memory with its ranking score: higher is better, within one answer.
+
+    Cosine similarity for a dense query, BM25 for a keyword query, and for a hybrid
+    query the fused score (adapters/qdrant/ranking.py, README "Hybrid search").
+    """
 
     memory: MemoryRecord
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """A keyword vector: token ids (32-bit hashes) with their weights, ids unique."""
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.indices) != len(self.values):
+            raise ValueError("a sparse vector needs one value per index")
+
+
+class SearchMode(enum.StrEnum):
+    """How a search with a query ranks: MEMORY_PLUGIN_SEARCH."""
+
+    HYBRID = "hybrid"  # dense and keyword candidates, fused by the store
+    DENSE = "dense"  # cosine over the embeddings only
+    KEYWORD = "keyword"  # BM25 over the keyword vectors only
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """What a search with a query sends the store: a dense vector, a keyword vector, or both.
+
+    Both is a hybrid search. The plugin computes only what the mode needs (a keyword
+    search costs no model call).
+    """
+
+    dense: Sequence[float] | None = None
+    keywords: SparseVector | None = None
+
+    def __post_init__(self) -> None:
+        if self.dense is None and self.keywords is None:
+            raise ValueError("a search query needs a dense vector, a keyword vector or both")
+
+    @property
+    def mode(self) -> SearchMode:
+        if self.dense is None:
+            return SearchMode.KEYWORD
+        return SearchMode.DENSE if self.keywords is None else SearchMode.HYBRID
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +186,15 @@ class StoreCondition:
         return bool(self.unreadable_namespaces or self.problems)
 
 
+def with_keywords(
+    memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None
+) -> Iterator[tuple[StoredMemory, SparseVector | None]]:
+    """`upsert_memories`' arguments as pairs: each memory with its keyword vector or None."""
+    if keywords is None:
+        return ((stored, None) for stored in memories)
+    return zip(memories, keywords, strict=True)
+
+
 class VectorBackend(abc.ABC):
     """A vector store holding namespaces (collections) of memories.
 
@@ -146,6 +206,15 @@ class VectorBackend(abc.ABC):
 
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        """The `SearchQuery` modes this backend answers. Default: dense only.
+
+        A property because a backend may learn it only from its store (a Pinecone
+        index's metric); the plugin refuses a MEMORY_PLUGIN_SEARCH outside it.
+        """
+        return frozenset({SearchMode.DENSE})
 
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Open local resources. Default: nothing to open."""
@@ -195,9 +264,13 @@ class VectorBackend(abc.ABC):
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None: ...
 
     @abc.abstractmethod
-    async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
+    async def upsert_memory(
+        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+    ) -> None:
         """Insert or replace the memory with `memory.id`; durable when it returns.
 
+        `keywords` is its keyword vector; a backend that keeps none ignores it, and a
+        memory written without one is indexed later (`unindexed_memories`).
         Raises `NamespaceGone` when the namespace has no storage (deleted meanwhile).
         """
 
@@ -205,13 +278,14 @@ class VectorBackend(abc.ABC):
     async def query_memories(
         self,
         namespaces: Sequence[str],
-        vector: Sequence[float],
+        query: SearchQuery,
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
-        """Up to `limit` memories of `namespaces`: pinned first, each side by cosine, best first.
+        """Up to `limit` memories of `namespaces`: pinned first, each side best first.
 
-        Namespaces that do not exist contribute nothing.
+        `query.mode` must be one of `search_modes`. Namespaces that do not exist
+        contribute nothing.
         """
 
     @abc.abstractmethod
@@ -271,13 +345,46 @@ class VectorBackend(abc.ABC):
         raise NotImplementedError(f"the {self.name} backend cannot stream its memories")
         yield []  # pragma: no cover - makes this an async generator, as overrides are
 
-    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
         """Insert or replace many memories, each as `upsert_memory` would; how many were written.
 
+        `keywords`, when given, holds one keyword vector per memory, in order.
         Default: one `upsert_memory` each. Backends override it with one request per
         batch, which is what makes an import fast. Raises `NamespaceGone` when a
         namespace has no storage (earlier items may already be written: retry is safe).
         """
-        for memory, vector in memories:
-            await self.upsert_memory(memory, vector)
+        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
+            await self.upsert_memory(memory, vector, memory_keywords)
         return len(memories)
+
+    # -- the keyword index (plugin/keyword_index.py) --------------------------------
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        """Make every memory able to hold a keyword vector, in place; idempotent.
+
+        With `reset`, first drop every stored keyword vector (another encoder made
+        them): `unindexed_memories` then lists every memory again. Why here and not
+        at every start: a store written before keyword vectors existed gains them
+        without copying or re-embedding anything.
+        """
+        raise NotImplementedError(f"the {self.name} backend keeps no keyword vectors")
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """A page of memories with no keyword vector, as (key, content), and the next cursor.
+
+        Walks the whole store once from `cursor=None` until the returned cursor is
+        None, in any order, whatever is indexed meanwhile. Keys are opaque to the plugin.
+        """
+        raise NotImplementedError(f"the {self.name} backend keeps no keyword vectors")
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        """Give each keyed memory its keyword vector, unless it has one by now; how many.
+
+        "Unless it has one by now": a memory rewritten since it was listed carries the
+        keyword vector of its new content, which must not be replaced by the old one's.
+        """
+        raise NotImplementedError(f"the {self.name} backend keeps no keyword vectors")

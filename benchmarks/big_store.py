@@ -42,7 +42,7 @@ import qdrant_edge as qe
 from common import machine, print_table, summary_ms
 from sentences import sentences
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
+from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
 from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload, point_id
 
@@ -163,7 +163,7 @@ async def measure_reads(
         return MemoryFilter(now=datetime.now(UTC))
 
     def query(names: list[str]) -> Callable[[], Awaitable[Any]]:
-        return lambda: backend.query_memories(names, vector(), now(), 10)
+        return lambda: backend.query_memories(names, SearchQuery(vector()), now(), 10)
 
     def listing(names: list[str]) -> Callable[[], Awaitable[Any]]:
         return lambda: backend.list_memories(names, now(), 100)

@@ -33,6 +33,7 @@ use_repo_root()
 from adapters.base import MemoryRecord, NamespaceRecord  # noqa: E402
 from adapters.qdrant.edge import QdrantEdgeBackend  # noqa: E402
 from plugin.embedder import BatchingEmbedder, load_encoder  # noqa: E402
+from plugin.keywords import KeywordEncoder  # noqa: E402
 from plugin.service import MemoryService  # noqa: E402
 from plugin.settings import Settings  # noqa: E402
 from plugin.wire import MemoryWrite  # noqa: E402
@@ -80,7 +81,7 @@ async def measure(backend_name: str, tmp: Path) -> None:
         ]
         parsed = [MemoryWrite.model_validate_json(b) for b in bodies]
         vector = encoder.encode([fresh[0]])[0]
-        service = MemoryService(store, embedder)
+        service = MemoryService(store, embedder, KeywordEncoder())
 
         async def parse(i: int) -> object:
             return MemoryWrite.model_validate_json(bodies[i])

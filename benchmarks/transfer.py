@@ -32,6 +32,7 @@ from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin import jsonl, postgres_import, transfer_cli
 from plugin.embedder import SentenceTransformerEncoder
+from plugin.keywords import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer import StoreWriter, import_lines, stream_export
 
@@ -111,7 +112,10 @@ async def import_from(
     lines = jsonl.parse_lines(iter(stream))
     next(lines)
     writer = StoreWriter(
-        store, datetime.now(UTC), None if reuse else transfer_cli.embedder(encoder)
+        store,
+        datetime.now(UTC),
+        None if reuse else transfer_cli.embedder(encoder),
+        KeywordEncoder(),
     )
 
     async def run() -> None:

@@ -1,10 +1,10 @@
 """The aiohttp application: routes, middleware, and resources in `cleanup_ctx`.
 
 Start-up order (each step's cleanup runs in reverse at shutdown): load the model
-and start the batcher, open the backend and check its embedding fingerprint, then
-start the janitor. The backend
-need not be reachable for start-up to finish: the server boots during an
-outage, answers 503, and recovers by itself.
+and start the batcher, open the backend and check its embedding fingerprint,
+choose the search mode, then start the janitor and the keyword indexer
+(plugin/keyword_index.py). The backend need not be reachable for start-up to
+finish: the server boots during an outage, answers 503, and recovers by itself.
 
 Metrics live in a registry of this app's own (`METRICS`); the service talks to
 the backend through `InstrumentedBackend`, so every backend is timed alike.
@@ -25,9 +25,12 @@ from plugin.fingerprint import check_at_start
 from plugin.handlers import routes
 from plugin.instrumented import InstrumentedBackend
 from plugin.janitor import run_janitor
-from plugin.keys import BACKEND, EMBEDDER, ENCODER, METRICS, SERVICE, SETTINGS
+from plugin.keys import BACKEND, EMBEDDER, ENCODER, KEYWORDS, METRICS, SERVICE, SETTINGS
+from plugin.keyword_index import maintain_in_background
+from plugin.keywords import KeywordEncoder
 from plugin.metrics import Metrics
 from plugin.middleware import envelope, request_context
+from plugin.search_mode import choose_search_mode
 from plugin.service import Clock, MemoryService, utc_now
 from plugin.settings import Settings
 
@@ -65,16 +68,30 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
         settings, metrics = app[SETTINGS], app[METRICS]
         backend = InstrumentedBackend(app[BACKEND], metrics.observe_backend)
         app[SERVICE] = MemoryService(
-            backend, app[EMBEDDER], deadline_s=settings.backend_timeout_s, clock=clock
+            backend,
+            app[EMBEDDER],
+            app[KEYWORDS],
+            search_mode=choose_search_mode(settings.search, backend),
+            deadline_s=settings.backend_timeout_s,
+            clock=clock,
         )
         metrics.watch_condition(app[SERVICE].condition)
-        janitor = asyncio.create_task(
-            run_janitor(app[SERVICE], settings.janitor_interval_s, metrics.observe_sweep),
-            name="janitor",
-        )
+        tasks = [
+            asyncio.create_task(
+                run_janitor(app[SERVICE], settings.janitor_interval_s, metrics.observe_sweep),
+                name="janitor",
+            ),
+            asyncio.create_task(
+                maintain_in_background(  # as the fingerprint check: not request traffic
+                    app[BACKEND], app[KEYWORDS], metrics.observe_keywords_indexed
+                ),
+                name="keyword index",
+            ),
+        ]
         yield
-        janitor.cancel()
-        await asyncio.gather(janitor, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     return context
 
@@ -84,14 +101,17 @@ def create_app(
     *,
     encoder: Encoder | None = None,
     backend: VectorBackend | None = None,
+    keywords: KeywordEncoder | None = None,
     clock: Clock = utc_now,
 ) -> web.Application:
-    """Build the app. Tests pass a loaded `encoder` (loading takes seconds) or a `backend`."""
+    """Build the app. Tests pass a loaded `encoder` (loading takes seconds), a `backend`,
+    or a keyword encoder of another configuration."""
     app = web.Application(
         client_max_size=settings.max_body_bytes, middlewares=[request_context, envelope]
     )
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
+    app[KEYWORDS] = KeywordEncoder() if keywords is None else keywords
     if encoder is not None:
         app[ENCODER] = encoder
     if backend is not None:

@@ -19,6 +19,9 @@ from adapters.base import (
     MemoryRecord,
     NamespaceRecord,
     ScoredMemory,
+    SearchMode,
+    SearchQuery,
+    SparseVector,
     StoreCondition,
     StoredMemory,
     VectorBackend,
@@ -113,6 +116,24 @@ class InstrumentedBackend(VectorBackend):
     def condition(self) -> StoreCondition:
         return self.inner.condition()
 
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return self.inner.search_modes
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        with self._timed("prepare_keywords"):
+            await self.inner.prepare_keywords(reset=reset)
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        with self._timed("unindexed_memories"):
+            return await self.inner.unindexed_memories(cursor, limit)
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        with self._timed("index_keywords"):
+            return await self.inner.index_keywords(items)
+
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
         with self._timed("get_namespace"):
             return await self.inner.get_namespace(name)
@@ -161,9 +182,11 @@ class InstrumentedBackend(VectorBackend):
                     return
             yield page
 
-    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
         with self._timed("upsert_memories"):
-            return await self.inner.upsert_memories(memories)
+            return await self.inner.upsert_memories(memories, keywords)
 
     async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
         with self._timed("expired_namespaces"):
@@ -173,19 +196,21 @@ class InstrumentedBackend(VectorBackend):
         with self._timed("get_memory"):
             return await self.inner.get_memory(namespace, memory_id)
 
-    async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
+    async def upsert_memory(
+        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+    ) -> None:
         with self._timed("upsert_memory"):
-            await self.inner.upsert_memory(memory, vector)
+            await self.inner.upsert_memory(memory, vector, keywords)
 
     async def query_memories(
         self,
         namespaces: Sequence[str],
-        vector: Sequence[float],
+        query: SearchQuery,
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
         with self._timed("query_memories"):
-            return await self.inner.query_memories(namespaces, vector, memory_filter, limit)
+            return await self.inner.query_memories(namespaces, query, memory_filter, limit)
 
     async def list_memories(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int

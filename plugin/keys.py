@@ -6,6 +6,7 @@ from aiohttp import web
 
 from adapters.base import VectorBackend
 from plugin.embedder import BatchingEmbedder, Encoder
+from plugin.keywords import KeywordEncoder
 from plugin.metrics import Metrics
 from plugin.service import MemoryService
 from plugin.settings import Settings
@@ -13,6 +14,7 @@ from plugin.settings import Settings
 SETTINGS = web.AppKey("settings", Settings)
 ENCODER = web.AppKey("encoder", Encoder)
 EMBEDDER = web.AppKey("embedder", BatchingEmbedder)
+KEYWORDS = web.AppKey("keywords", KeywordEncoder)
 BACKEND = web.AppKey("backend", VectorBackend)
 SERVICE = web.AppKey("service", MemoryService)
 METRICS = web.AppKey("metrics", Metrics)

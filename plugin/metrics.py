@@ -78,6 +78,11 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.keywords_indexed = Counter(
+            f"{PREFIX}_keyword_vectors_indexed",
+            "Stored memories given their keyword vector after the fact (plugin/keyword_index.py).",
+            registry=self.registry,
+        )
         # Labelled children by label values: `labels()` costs a lock and a tuple build on
         # every call, and these are looked up several times per request.
         self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
@@ -126,6 +131,9 @@ class Metrics:
     def observe_embedding(self, size: int, seconds: float) -> None:
         self.embedding_batch_size.observe(size)
         self.embedding_seconds.observe(seconds)
+
+    def observe_keywords_indexed(self, count: int) -> None:
+        self.keywords_indexed.inc(count)
 
     def observe_sweep(self, report: SweepReport | None) -> None:
         """Count one sweep; `None` means it failed."""

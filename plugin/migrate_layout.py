@@ -6,8 +6,9 @@ nothing is silently ignored), and its one-line refusal names this command. It
 copies every namespace record and every memory with its stored vector
 (`adapters/qdrant/migrate.py`; nothing is re-embedded, and running it twice
 changes nothing), prints one line per namespace and a summary, and drops the
-old collections only with `--drop-source`. Settings come from the environment,
-as for `serve`.
+old collections only with `--drop-source`. Then the shared store's keyword
+vectors are brought up to date from content (plugin/keyword_index.py), so it
+searches as the old layout did. Settings come from the environment, as for `serve`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from adapters.errors import BackendError
 from adapters.qdrant.server import QdrantServerBackend
 from adapters.qdrant.server_collections import QdrantCollectionsBackend
+from plugin.keyword_index import index_store
+from plugin.keywords import KeywordEncoder
 from plugin.settings import Settings
 
 Print = Callable[[str], None]
@@ -41,6 +44,7 @@ async def migrate(
             drop_source=drop_source,
             progress=lambda name, count: out(f"copied {name}: {count} memories"),
         )
+        await index_store(target, KeywordEncoder())
     except BackendError as error:
         out(f"migrate-layout failed (run it again: it resumes without duplicates): {error}")
         return 1

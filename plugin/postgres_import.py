@@ -24,6 +24,8 @@ import psycopg
 
 from adapters.base import MemoryRecord, NamespaceRecord, VectorBackend
 from plugin import transfer_cli
+from plugin.keyword_index import index_store
+from plugin.keywords import KeywordEncoder
 from plugin.parity import verify
 from plugin.service import utc_now
 from plugin.settings import Settings
@@ -136,13 +138,15 @@ async def run(
     encoder = await asyncio.to_thread(transfer_cli.load_encoder, settings)
     now = utc_now()
     bar = ProgressBar("import-postgres")
+    keywords = KeywordEncoder()
     async with opened_backend(settings, encoder.dimension) as backend:
         try:
             async with await snapshot(dsn) as conn:
                 writer = StoreWriter(
-                    backend, now, embedder(encoder), batch=batch, progress=bar.update
+                    backend, now, embedder(encoder), keywords, batch=batch, progress=bar.update
                 )
                 namespaces, rows = await copy(conn, writer, now)
+            await index_store(backend, keywords)  # and what the store held without one
         finally:
             bar.close()
         seconds = time.perf_counter() - started

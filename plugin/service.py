@@ -22,6 +22,9 @@ hold for every backend live here, once:
   `MAX_EMBEDDED_CHARS` characters are handed to it (`clip_for_model`): tokenising
   a 900 KiB content in full held the shared embedder for a second and stalled
   every caller.
+- Every memory is stored with its keyword vector (plugin/keywords.py, on the
+  event loop: microseconds), and a search computes what `search_mode` ranks by:
+  the query's embedding, its keyword vector, or both (README, "Hybrid search").
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from adapters.base import (
     MemoryRecord,
     NamespaceRecord,
     ScoredMemory,
+    SearchMode,
+    SearchQuery,
     StoreCondition,
     VectorBackend,
 )
@@ -47,6 +52,7 @@ from adapters.errors import BackendUnavailable, StorageDamaged
 from adapters.merge import merge_listed, merge_scored
 from plugin.embedder import clip_for_model
 from plugin.keyed_lock import KeyedLock
+from plugin.keywords import KeywordEncoder
 from plugin.service_errors import InvalidRequest, NotFound
 from plugin.wire import MemoryWrite, NamespacePatch, NamespaceUpsert, SearchRequest
 
@@ -98,12 +104,16 @@ class MemoryService:
         self,
         backend: VectorBackend,
         embedder: Embedder,
+        keywords: KeywordEncoder,
         *,
+        search_mode: SearchMode = SearchMode.DENSE,
         deadline_s: float = 1.5,
         clock: Clock = utc_now,
     ) -> None:
         self.backend = backend
         self.embedder = embedder
+        self.keywords = keywords
+        self.search_mode = search_mode
         self.deadline_s = deadline_s
         self.clock = clock
         self._namespace_writes = KeyedLock()
@@ -204,6 +214,7 @@ class MemoryService:
             # than the check itself.
             embedding = self._embed(body.content)
             try:
+                keywords = self.keywords.document(body.content)  # while the model runs
                 existing = None
                 if body.id is not None:
                     existing = await self.backend.get_memory(namespace, body.id)
@@ -226,7 +237,7 @@ class MemoryService:
                 expires_at=_utc(body.expires_at),
                 propagation=body.propagation,
             )
-            await self.backend.upsert_memory(memory, vector)
+            await self.backend.upsert_memory(memory, vector, keywords)
             return memory
 
     async def forget(self, memory_id: str, namespace: str) -> None:
@@ -253,30 +264,37 @@ class MemoryService:
                 return []
             memory_filter = MemoryFilter(now=now, kinds=kinds)
             text = request.query_text
-            vector = None if text is None else await self._embed(text)
+            query = None if text is None else await self._search_query(text)
             try:
-                hits = await self._read(live, vector, memory_filter, limit)
+                hits = await self._read(live, query, memory_filter, limit)
             except StorageDamaged:
-                hits = await self._read_around_damage(live, vector, memory_filter, limit)
+                hits = await self._read_around_damage(live, query, memory_filter, limit)
             return [hit for hit in hits if not hit.memory.is_expired(now)][:limit]
+
+    async def _search_query(self, text: str) -> SearchQuery:
+        """What `search_mode` ranks by; a keyword search costs no model call."""
+        mode = self.search_mode
+        keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
+        dense = None if mode is SearchMode.KEYWORD else await self._embed(text)
+        return SearchQuery(dense, keywords)
 
     async def _read(
         self,
         namespaces: Sequence[str],
-        vector: list[float] | None,
+        query: SearchQuery | None,
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[Hit]:
-        if vector is None:
+        if query is None:
             listed = await self.backend.list_memories(namespaces, memory_filter, limit)
             return [Hit(memory, None) for memory in listed]
-        found = await self.backend.query_memories(namespaces, vector, memory_filter, limit)
+        found = await self.backend.query_memories(namespaces, query, memory_filter, limit)
         return [Hit(scored.memory, scored.score) for scored in found]
 
     async def _read_around_damage(
         self,
         namespaces: Sequence[str],
-        vector: list[float] | None,
+        query: SearchQuery | None,
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[Hit]:
@@ -284,7 +302,7 @@ class MemoryService:
         parts: list[list[Hit]] = []
         for name in namespaces:
             try:
-                parts.append(await self._read([name], vector, memory_filter, limit))
+                parts.append(await self._read([name], query, memory_filter, limit))
             except StorageDamaged as error:
                 if name not in self._unreadable:
                     log.error("namespace unreadable, left out of searches: %s (%s)", name, error)
@@ -297,7 +315,7 @@ class MemoryService:
                 f"stored data unreadable (damaged files; see the plugin log): {named}",
                 tuple(namespaces),
             )
-        if vector is None:
+        if query is None:
             listed = merge_listed(([hit.memory for hit in part] for part in parts), limit)
             return [Hit(memory, None) for memory in listed]
         scored = merge_scored(

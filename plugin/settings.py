@@ -77,6 +77,8 @@ class Settings(BaseModel):
         "onnx", alias="MEMORY_PLUGIN_EMBEDDING_BACKEND"
     )
     onnx_dir: Path | None = Field(None, alias="MEMORY_PLUGIN_ONNX_DIR")
+    # README, "Hybrid search": unset means the backend's best (hybrid where it can).
+    search: Literal["hybrid", "dense", "keyword"] | None = Field(None, alias="MEMORY_PLUGIN_SEARCH")
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
     max_body_bytes: int = Field(MIB, ge=1024, alias="MEMORY_PLUGIN_MAX_BODY_BYTES")
     backend_timeout_s: float = Field(1.5, gt=0, le=10, alias="MEMORY_PLUGIN_BACKEND_TIMEOUT")
@@ -98,6 +100,11 @@ class Settings(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _search(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("pinecone_index", "pinecone_host")
     @classmethod

@@ -20,7 +20,8 @@ namespace or memory is skipped, ids and `created_at` are kept, and a memory
 already stored exactly so is not written again, so a second run writes
 nothing. Vectors are reused when the file's fingerprint is the configured
 model's; otherwise content is re-embedded (`clip_for_model`: what the model reads,
-as on the HTTP path).
+as on the HTTP path). Keyword vectors are not in the file: they are computed
+from content as memories are written (microseconds each, no model).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from datetime import datetime
 from adapters.base import MemoryRecord, NamespaceRecord, StoredMemory, VectorBackend
 from plugin import jsonl
 from plugin.embedder import clip_for_model
+from plugin.keywords import KeywordEncoder
 from plugin.wire import canonical_uuid, check_namespace_name
 
 # Texts in, vectors out (the model on a worker thread); None when vectors are reused.
@@ -115,6 +117,7 @@ class StoreWriter:
         backend: VectorBackend,
         now: datetime,
         embed: EmbedMany | None,
+        keywords: KeywordEncoder,
         *,
         batch: int = WRITE_BATCH,
         progress: Progress = _nothing,
@@ -123,6 +126,7 @@ class StoreWriter:
         self.now = now
         self.report = ImportReport()
         self._embed = embed
+        self._keywords = keywords
         self._batch = batch
         self._progress = progress
         self._live: set[str] = set()
@@ -202,7 +206,8 @@ class StoreWriter:
                 pending[index] = (pending[index][0], vector)
             self.report.embedded += len(missing)
         batch: list[StoredMemory] = pending
-        await self.backend.upsert_memories(batch)
+        keywords = [self._keywords.document(memory.content) for memory, _ in pending]
+        await self.backend.upsert_memories(batch, keywords)
         self.report.written += len(pending)
         self._progress(len(pending))
 

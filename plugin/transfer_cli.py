@@ -28,6 +28,8 @@ from plugin.backends import build_backend
 from plugin.embedder import Encoder, configured_fingerprint
 from plugin.embedder import load_encoder as load_encoder  # re-exported: tests replace it
 from plugin.fingerprint import check_store, same_vector_space
+from plugin.keyword_index import index_store
+from plugin.keywords import KeywordEncoder
 from plugin.service import utc_now
 from plugin.settings import Settings
 from plugin.transfer import EmbedMany, StoreWriter, import_lines, stream_export
@@ -190,10 +192,12 @@ async def _import(
         echo(f"import: vectors made by {header.fingerprint}, not {target}: content is re-embedded")
         encoder = await asyncio.to_thread(load_encoder, settings)
         dimension, embed = encoder.dimension, embedder(encoder)
+    keywords = KeywordEncoder()
     async with opened_backend(settings, dimension) as backend:
         await check_store(backend, target)  # never mix vector spaces in the target
-        writer = StoreWriter(backend, utc_now(), embed, progress=bar.update)
+        writer = StoreWriter(backend, utc_now(), embed, keywords, progress=bar.update)
         await import_lines(lines, writer, reuse_vectors=reuse)
+        await index_store(backend, keywords)  # and what the store held without one
     report = writer.report
     echo(
         f"import: namespaces {report.namespaces_written} written,"

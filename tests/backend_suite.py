@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, VectorBackend
+from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery, VectorBackend
 from adapters.errors import NamespaceGone
 
 DIM = 8
@@ -27,6 +27,11 @@ def unit(*components: float) -> list[float]:
     padded = list(components) + [0.0] * (DIM - len(components))
     norm = math.sqrt(sum(c * c for c in padded))
     return [c / norm for c in padded]
+
+
+def dense(*components: float) -> SearchQuery:
+    """A dense-only search for the unit vector `unit(*components)`."""
+    return SearchQuery(dense=unit(*components))
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -138,7 +143,7 @@ class BackendSuite:
         second = memory(ns, id=first.id, content="second", pin=True)
         await backend.upsert_memory(second, unit(0, 1))
         assert await backend.list_memories([ns], everything(), 100) == [second]
-        hits = await backend.query_memories([ns], unit(0, 1), everything(), 10)
+        hits = await backend.query_memories([ns], dense(0, 1), everything(), 10)
         assert [(h.memory, round(h.score, 4)) for h in hits] == [(second, 1.0)]
 
     async def test_same_id_in_two_namespaces_is_two_memories(
@@ -162,7 +167,7 @@ class BackendSuite:
             written[content] = memory(ns, content=content)
             await backend.upsert_memory(written[content], vector)
         query = unit(1)
-        hits = await backend.query_memories([ns], query, everything(), 3)
+        hits = await backend.query_memories([ns], SearchQuery(query), everything(), 3)
         assert [h.memory.content for h in hits] == ["close", "middle", "far"]
         for hit in hits:
             assert hit.score == pytest.approx(cosine(query, vectors[hit.memory.content]), abs=1e-4)
@@ -179,7 +184,7 @@ class BackendSuite:
             await backend.upsert_memory(memory(ns, content=content, pin=pin, kind=kind), unit(1))
 
         async def contents(memory_filter: MemoryFilter) -> set[str]:
-            queried = await backend.query_memories([ns], unit(1), memory_filter, 10)
+            queried = await backend.query_memories([ns], dense(1), memory_filter, 10)
             listed = await backend.list_memories([ns], memory_filter, 10)
             assert {h.memory.content for h in queried} == {m.content for m in listed}
             return {m.content for m in listed}
@@ -213,7 +218,7 @@ class BackendSuite:
             memory(ns, content="later", expires_at=T0 + timedelta(microseconds=1)), unit(1)
         )
         listed = await backend.list_memories([ns], everything(T0), 10)
-        queried = await backend.query_memories([ns], unit(1), everything(T0), 10)
+        queried = await backend.query_memories([ns], dense(1), everything(T0), 10)
         assert {m.content for m in listed} == {"forever", "later"}
         assert {h.memory.content for h in queried} == {"forever", "later"}
 
@@ -260,7 +265,7 @@ class BackendSuite:
 
     async def test_missing_namespace_reads_empty(self, backend: VectorBackend) -> None:
         assert await backend.list_memories(["org:none"], everything(), 10) == []
-        assert await backend.query_memories(["org:none"], unit(1), everything(), 10) == []
+        assert await backend.query_memories(["org:none"], dense(1), everything(), 10) == []
         assert await backend.delete_memory("org:none", new_id()) is False
 
     async def test_many_memories_listing_and_query_limit(
@@ -273,7 +278,7 @@ class BackendSuite:
             )
         listed = await backend.list_memories([ns], everything(), 100)
         assert [m.content for m in listed] == [f"n{i}" for i in range(149, 49, -1)]
-        hits = await backend.query_memories([ns], unit(1), everything(), 100)
+        hits = await backend.query_memories([ns], dense(1), everything(), 100)
         assert len(hits) == 100
         assert [h.memory.content for h in hits[:3]] == ["n0", "n1", "n2"]
         assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
@@ -296,7 +301,7 @@ class BackendSuite:
             )
             await backend.upsert_memory(written, vector)
         asked = ["workspace:w1", "team:t1", "org:o1", "org:missing"]
-        hits = await backend.query_memories(asked, unit(1), everything(), 10)
+        hits = await backend.query_memories(asked, dense(1), everything(), 10)
         assert [h.memory.content for h in hits] == [
             "t1 pinned",
             "w1 pinned far",
@@ -305,7 +310,7 @@ class BackendSuite:
             "o1 middle",
         ]
         assert [h.memory.namespace for h in hits[:2]] == ["team:t1", "workspace:w1"]
-        top = await backend.query_memories(asked, unit(1), everything(), 3)
+        top = await backend.query_memories(asked, dense(1), everything(), 3)
         assert [h.memory.content for h in top] == ["t1 pinned", "w1 pinned far", "t1 closest"]
         listed = await backend.list_memories(asked, everything(), 4)
         assert [m.content for m in listed] == [
@@ -327,7 +332,7 @@ class BackendSuite:
         assert await backend.get_memory(ns, old.id) is None
         await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
         assert await backend.get_memory(ns, old.id) is None
-        assert await backend.query_memories([ns], unit(1), everything(), 10) == []
+        assert await backend.query_memories([ns], dense(1), everything(), 10) == []
         assert await backend.delete_memory(ns, old.id) is False
         again = memory(ns, id=old.id, content="new life")
         await backend.upsert_memory(again, unit(0, 1))
@@ -431,7 +436,7 @@ class BackendSuite:
         assert await backend.upsert_memories([(second, unit(0, 1))]) == 1
         assert await backend.list_memories([ns], everything(), 10) == [second]
         assert await backend.get_memory(other, first.id) == elsewhere
-        hits = await backend.query_memories([ns], unit(0, 1), everything(), 10)
+        hits = await backend.query_memories([ns], dense(0, 1), everything(), 10)
         assert [(h.memory, round(h.score, 4)) for h in hits] == [(second, 1.0)]
         assert await backend.upsert_memories([]) == 0
         with pytest.raises(NamespaceGone):

@@ -15,6 +15,7 @@ from qdrant_client.http import models
 
 from adapters.qdrant import layout
 from adapters.qdrant.server import MEMORY_STORE_INDEXES, RECORD_INDEXES
+from adapters.qdrant.server_keywords import KEYWORD_VECTORS
 
 KEYWORD_KINDS = frozenset({layout.IndexKind.TENANT, layout.IndexKind.KEYWORD})
 
@@ -54,6 +55,7 @@ def collection_info(
     *,
     keyword: Iterable[str] = (),
     metadata: dict[str, Any] | None = None,
+    sparse: dict[str, models.SparseVectorParams] | None = None,
 ) -> httpx.Response:
     """GET /collections/{name} as a Qdrant 1.16+ server answers it."""
     keywords = set(keyword)
@@ -74,7 +76,7 @@ def collection_info(
             indexed_vectors_count=0,
             segments_count=2,
             config=models.CollectionConfig(
-                params=models.CollectionParams(vectors=vectors),
+                params=models.CollectionParams(vectors=vectors, sparse_vectors=sparse),
                 hnsw_config=models.HnswConfig(m=16, ef_construct=100, full_scan_threshold=10000),
                 optimizer_config=models.OptimizersConfig(
                     default_segment_number=0, flush_interval_sec=5, deleted_threshold=0.2
@@ -88,14 +90,22 @@ def collection_info(
 
 
 def shared_store_info(
-    dimension: int, indexes: dict[str, layout.IndexKind], *, vectors: bool = True
+    dimension: int,
+    indexes: dict[str, layout.IndexKind],
+    *,
+    vectors: bool = True,
+    keyword_vectors: bool = True,
 ) -> httpx.Response:
-    """A shared-layout collection with all of `indexes` (memories, or records without vectors)."""
+    """A shared-layout collection with all of `indexes` (memories, or records without vectors);
+    the memories with their keyword vector unless `keyword_vectors` is False (a store made
+    before keyword vectors existed)."""
     keywords = [field for field, kind in indexes.items() if kind in KEYWORD_KINDS]
     params: models.VectorParams | dict[str, models.VectorParams] = {}
+    sparse = None
     if vectors:
         params = models.VectorParams(size=dimension, distance=models.Distance.COSINE)
-    return collection_info(params, indexes, keyword=keywords)
+        sparse = KEYWORD_VECTORS if keyword_vectors else None
+    return collection_info(params, indexes, keyword=keywords, sparse=sparse)
 
 
 def mock_shared_ready(router: respx.MockRouter, dimension: int, prefix: str = "memory-") -> None:

@@ -14,7 +14,7 @@ from adapters.errors import NamespaceGone
 from adapters.qdrant import edge_records
 from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.layout import new_epoch
-from tests.backend_suite import DIM, T0, BackendSuite, everything, memory, unit
+from tests.backend_suite import DIM, T0, BackendSuite, dense, everything, memory, unit
 
 
 class TestQdrantEdge(BackendSuite):
@@ -57,7 +57,7 @@ async def test_thousands_of_namespaces_share_one_shard(tmp_path: Path) -> None:
     asked = [names[7], names[1500], names[2999]]
     listed = await store.list_memories(asked, everything(), 10)
     assert sorted(m.content for m in listed) == sorted(asked)
-    hits = await store.query_memories(asked, unit(1), everything(), 10)
+    hits = await store.query_memories(asked, dense(1), everything(), 10)
     assert sorted(h.memory.namespace for h in hits) == sorted(asked)
     assert point_count(store) == 3000
     assert sorted(p.name for p in (tmp_path / "store").iterdir() if p.is_dir()) == ["memories"]

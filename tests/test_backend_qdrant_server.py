@@ -20,14 +20,14 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.base import MemoryFilter, NamespaceRecord
+from adapters.base import MemoryFilter, NamespaceRecord, SearchQuery
 from adapters.errors import BackendMisconfigured, BackendUnavailable
 from adapters.qdrant import layout
 from adapters.qdrant.migrate import copy_collections_to_shared
 from adapters.qdrant.server import QdrantServerBackend, legacy_layout_line
 from adapters.qdrant.server_calls import QdrantConnection
 from adapters.qdrant.server_collections import QdrantCollectionsBackend
-from tests.backend_suite import DIM, T0, BackendSuite, everything, memory, unit
+from tests.backend_suite import DIM, T0, BackendSuite, dense, everything, memory, unit
 
 MEMORIES, RECORDS = "memory-memories", "memory-namespaces"
 
@@ -113,7 +113,7 @@ async def test_thousands_of_namespaces(shared: QdrantServerBackend) -> None:
         await shared.save_namespace(ns_record(name))
     await shared.upsert_memories([(memory(name, content=name), unit(1)) for name in names])
     asked = ["workspace:w0007", "workspace:w1234", "workspace:w1999"]
-    hits = await shared.query_memories(asked, unit(1), everything(), 100)
+    hits = await shared.query_memories(asked, dense(1), everything(), 100)
     assert sorted(h.memory.content for h in hits) == asked
     listed = await shared.list_memories(asked, everything(), 100)
     assert sorted(m.content for m in listed) == asked
@@ -130,7 +130,7 @@ async def test_search_over_namespaces_is_one_batch_request(
     batches = spy(monkeypatch, connection, "query_batch_points")
     singles = spy(monkeypatch, connection, "query_points")
     scrolls = spy(monkeypatch, connection, "scroll")
-    hits = await shared.query_memories(names, unit(1), everything(), 10)
+    hits = await shared.query_memories(names, dense(1), everything(), 10)
     assert hits[0].memory.namespace == "org:c"  # pinned first
     assert sorted(h.memory.namespace for h in hits) == sorted(names)
     assert len(batches) == 1
@@ -153,7 +153,7 @@ async def test_recreated_namespace_hides_memories_left_by_a_failed_purge(
         assert await shared.delete_namespace(name) is True  # gone for callers all the same
         await shared.save_namespace(ns_record(name))
         assert await shared.get_memory(name, old[0].id) is None
-        assert await shared.query_memories([name], unit(1), everything(), 10) == []
+        assert await shared.query_memories([name], dense(1), everything(), 10) == []
         assert await shared.list_memories([name], everything(), 10) == []
         assert await shared.delete_memory(name, old[1].id) is False
         again = memory(name, id=old[2].id, content="new life")
@@ -313,8 +313,8 @@ async def test_migration_copies_vectors_exactly_and_is_idempotent(
         assert payload["memory_id"] == memory_id
     query = unit(1, 0.3)
     for name in names[:2]:
-        before = await source.query_memories([name], query, everything(), 10)
-        after = await target.query_memories([name], query, everything(), 10)
+        before = await source.query_memories([name], SearchQuery(query), everything(), 10)
+        after = await target.query_memories([name], SearchQuery(query), everything(), 10)
         assert [(h.memory, h.score) for h in after] == [(h.memory, h.score) for h in before]
 
     records = await stored_points(connection, RECORDS)

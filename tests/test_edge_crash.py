@@ -22,7 +22,7 @@ import qdrant_edge as qe
 from adapters.base import NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend, edge_config
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json
-from tests.backend_suite import DIM, T0, everything, memory, unit
+from tests.backend_suite import DIM, T0, dense, everything, memory, unit
 
 DOOMED, KEPT = "org:doomed", "org:kept"
 
@@ -88,7 +88,7 @@ async def test_kill_at_every_step_of_a_delete(tmp_path: Path, steps: int) -> Non
         assert await store.list_memories([DOOMED, KEPT], everything(), 100) == kept
         await store.save_namespace(NamespaceRecord(name=DOOMED, kind="org", created_at=T0))
         assert await store.list_memories([DOOMED], everything(), 100) == []
-        assert await store.query_memories([DOOMED], unit(1), everything(), 100) == []
+        assert await store.query_memories([DOOMED], dense(1), everything(), 100) == []
         assert len(store._records.purges) == (1 if steps < 3 else 0)
         await store.maintain()
         assert store._records.purges == {}
@@ -127,7 +127,7 @@ async def test_a_per_namespace_data_dir_is_migrated_at_start(tmp_path: Path) -> 
         record = await store.get_namespace("workspace:a")
         assert record is not None
         assert record.metadata == {"n": "workspace:a"}
-        hits = await store.query_memories(list(rows), unit(1), everything(), 10)
+        hits = await store.query_memories(list(rows), dense(1), everything(), 10)
         # Vectors were copied, not recomputed: the scores are those of the stored vectors.
         assert [(h.memory.content, round(h.score, 5)) for h in hits] == [
             ("a near", round(1 / (1 + 0.04) ** 0.5, 5)),

@@ -14,7 +14,7 @@ import pytest
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.errors import BackendMisconfigured, BackendRejected, BackendUnavailable
 from adapters.pinecone import PineconeBackend
-from tests.backend_suite import DIM, T0, everything, memory, unit
+from tests.backend_suite import DIM, T0, dense, everything, memory, unit
 from tests.pinecone_fake import FakePinecone, ManualClock
 
 NS = "workspace:w1"
@@ -62,7 +62,7 @@ async def test_a_write_is_read_back_before_pinecone_shows_it(
     await backend.upsert_memory(written, unit(1))
     assert fake.records(f"memory-{NS}") == {}  # Pinecone itself does not show it yet
 
-    assert [h.memory for h in await backend.query_memories([NS], unit(1), everything(), 5)] == [
+    assert [h.memory for h in await backend.query_memories([NS], dense(1), everything(), 5)] == [
         written
     ]
     assert await backend.list_memories([NS], everything(), 5) == [written]
@@ -85,13 +85,13 @@ async def test_an_update_and_a_forget_are_seen_at_once(
     updated = memory(NS, id=original.id, content="second")
     await backend.upsert_memory(updated, unit(1))
     assert fake.records(f"memory-{NS}")[original.id][1]["content"] == "first"
-    assert [h.memory for h in await backend.query_memories([NS], unit(1), everything(), 5)] == [
+    assert [h.memory for h in await backend.query_memories([NS], dense(1), everything(), 5)] == [
         updated
     ]
 
     assert await backend.delete_memory(NS, original.id) is True
     assert original.id in fake.records(f"memory-{NS}")  # still in Pinecone's reads
-    assert await backend.query_memories([NS], unit(1), everything(), 5) == []
+    assert await backend.query_memories([NS], dense(1), everything(), 5) == []
     assert await backend.list_memories([NS], everything(), 5) == []
     assert await backend.get_memory(NS, original.id) is None
 
@@ -106,7 +106,7 @@ async def test_a_recreated_namespace_never_shows_the_old_memories(
     await backend.save_namespace(NamespaceRecord(name=NS, kind="workspace", created_at=T0))
     assert len(fake.records(f"memory-{NS}")) == 1  # the old vector is still there
     assert await backend.list_memories([NS], everything(), 5) == []
-    assert await backend.query_memories([NS], unit(1), everything(), 5) == []
+    assert await backend.query_memories([NS], dense(1), everything(), 5) == []
 
 
 async def test_the_overlay_is_bounded(fake: FakePinecone, ticks: ManualClock) -> None:
@@ -150,7 +150,7 @@ async def test_a_search_asks_each_namespace_and_side_once_and_merges_pinned_firs
     asked = [NS, team, "org:missing"]
     queries, fetches = fake.calls[QUERY], fake.calls[FETCH]
 
-    hits = await backend.query_memories(asked, unit(1), everything(), 3)
+    hits = await backend.query_memories(asked, dense(1), everything(), 3)
 
     assert [h.memory.content for h in hits] == ["t pinned", "w pinned far", "t closest"]
     assert fake.calls[QUERY] - queries == 4  # 2 live namespaces x 2 pin sides
@@ -245,7 +245,7 @@ async def test_retry_after_beyond_the_budget_fails_fast(
     fake.fail_next(QUERY, 429, retry_after=30)
     started = time.monotonic()
     with pytest.raises(BackendUnavailable, match="429"):
-        await backend.query_memories([NS], unit(1), everything(), 5)
+        await backend.query_memories([NS], dense(1), everything(), 5)
     assert time.monotonic() - started < 0.5
     assert fake.calls[QUERY] == 2  # one query per pin side, and no retry of the 429
 
@@ -276,7 +276,7 @@ async def test_a_dead_connection_is_unavailable_within_the_budget(
         fake.refuse(QUERY)
     started = time.monotonic()
     with pytest.raises(BackendUnavailable):
-        await backend.query_memories([NS], unit(1), everything(), 5)
+        await backend.query_memories([NS], dense(1), everything(), 5)
     assert time.monotonic() - started < 1.5
 
 

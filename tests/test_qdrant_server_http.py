@@ -31,11 +31,12 @@ from adapters.errors import (
 )
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json, point_id
 from adapters.qdrant.names import collection_name
-from adapters.qdrant.server import QdrantServerBackend, purge_id, record_id
+from adapters.qdrant.server import RECORD_INDEXES, QdrantServerBackend, purge_id, record_id
 from adapters.qdrant.server_collections import RECORD_KEY, QdrantCollectionsBackend
+from adapters.qdrant.server_keywords import KEYWORD_VECTORS
 from adapters.qdrant.server_records import generation_id, incarnation_epoch
 from adapters.times import to_micros
-from tests.backend_suite import DIM, T0, memory, unit
+from tests.backend_suite import DIM, T0, dense, memory, unit
 from tests.qdrant_rest import (
     collection_info,
     collections,
@@ -158,6 +159,7 @@ async def test_first_use_creates_both_collections_with_tenant_indexes(
 
     assert body(create_memories.calls.last) == {
         "vectors": {"size": DIM, "distance": "Cosine"},
+        "sparse_vectors": {"keywords": {"modifier": "idf"}},
         "hnsw_config": {"m": 0, "payload_m": 16},
     }
     assert body(create_records.calls.last) == {"vectors": {}}
@@ -181,10 +183,26 @@ async def test_existing_collections_are_checked_and_indexes_healed(
     creates = mock.put(path__regex=r"^/collections/[^/]+$").mock(return_value=ok(True))
     memory_index = mock.put(f"{MEM}/index").mock(return_value=completed())
     record_index = mock.put(f"{REC}/index").mock(return_value=completed())
+    keyword_vector = mock.put(f"{MEM}/vectors/keywords").mock(return_value=completed())
     await QdrantServerBackend(DIM, url=URL).start()
     assert not creates.called
     assert {body(c)["field_name"] for c in memory_index.calls} == {"ns", "created_us"}
     assert {body(c)["field_name"] for c in record_index.calls} == {"expires_us"}
+    # A store made before keyword vectors existed gains its sparse vector in place.
+    assert [body(c) for c in keyword_vector.calls] == [{"sparse": {"modifier": "idf"}}]
+    assert keyword_vector.calls.last.request.url.params["wait"] == "true"
+
+
+async def test_a_server_before_1_18_cannot_add_keyword_vectors_in_place(
+    mock: respx.MockRouter,
+) -> None:
+    mock.get("/collections").mock(return_value=collections("memory-memories", "memory-namespaces"))
+    mock.get(MEM).mock(return_value=shared_store_info(DIM, {}, keyword_vectors=False))
+    mock.get(REC).mock(return_value=shared_store_info(DIM, RECORD_INDEXES, vectors=False))
+    mock.put(path__regex=r"/index$").mock(return_value=completed())
+    mock.put(f"{MEM}/vectors/keywords").mock(return_value=error(404, "Not Found"))
+    with pytest.raises(BackendMisconfigured, match="needs Qdrant 1.18 or later"):
+        await QdrantServerBackend(DIM, url=URL).start()
 
 
 async def test_lost_creation_race_is_fine(mock: respx.MockRouter) -> None:
@@ -243,7 +261,7 @@ async def test_search_over_three_namespaces_is_one_batch_request(
     batch = mock.post(f"{MEM}/points/query/batch").mock(return_value=ok(answers))
     kinds = frozenset({"summary", "fact"})
     asked = [*names, "org:missing"]
-    hits = await shared.query_memories(asked, unit(1), MemoryFilter(now=T0, kinds=kinds), 5)
+    hits = await shared.query_memories(asked, dense(1), MemoryFilter(now=T0, kinds=kinds), 5)
     assert [(h.memory, h.score) for h in hits] == [(pinned, 0.25), (plain, 0.75)]
     assert (len(mock.calls), records.call_count, batch.call_count) == (2, 1, 1)
     assert set(body(records.calls.last)["ids"]) == {record_id(name) for name in asked}
@@ -490,7 +508,7 @@ OPERATIONS: dict[str, Operation] = {
     "expired_namespaces": lambda b: b.expired_namespaces(T0),
     "get_memory": lambda b: b.get_memory(NS, str(uuid.uuid4())),
     "upsert_memory": lambda b: b.upsert_memory(memory(NS), unit(1)),
-    "query_memories": lambda b: b.query_memories([NS, "team:x"], unit(1), MemoryFilter(now=T0), 5),
+    "query_memories": lambda b: b.query_memories([NS, "team:x"], dense(1), MemoryFilter(now=T0), 5),
     "list_memories": lambda b: b.list_memories([NS, "team:x"], MemoryFilter(now=T0), 5),
     "delete_memory": lambda b: b.delete_memory(NS, str(uuid.uuid4())),
     "delete_expired": lambda b: b.delete_expired_memories(T0),
@@ -610,10 +628,14 @@ ALL_INDEXES = ("created_us", "expires_us", "pinned", "kind")
 
 
 def coll_info(
-    owner: NamespaceRecord | None = None, indexed: tuple[str, ...] = ALL_INDEXES
+    owner: NamespaceRecord | None = None,
+    indexed: tuple[str, ...] = ALL_INDEXES,
+    *,
+    keyword_vectors: bool = True,
 ) -> httpx.Response:
     metadata = {RECORD_KEY: namespace_to_json(owner)} if owner else None
-    return collection_info(VECTORS, indexed, keyword=["kind"], metadata=metadata)
+    sparse = KEYWORD_VECTORS if keyword_vectors else None
+    return collection_info(VECTORS, indexed, keyword=["kind"], metadata=metadata, sparse=sparse)
 
 
 def coll_missing(collection: str = COLL.removeprefix("/collections/")) -> httpx.Response:
@@ -710,7 +732,7 @@ async def test_missing_collection_reads_empty(
     mock.route(path__startswith=COLL).mock(return_value=coll_missing())
     assert await coll.get_namespace(NS) is None
     assert await coll.get_memory(NS, str(uuid.uuid4())) is None
-    assert await coll.query_memories([NS], unit(1), MemoryFilter(now=T0), 5) == []
+    assert await coll.query_memories([NS], dense(1), MemoryFilter(now=T0), 5) == []
     assert await coll.list_memories([NS], MemoryFilter(now=T0), 5) == []
     assert await coll.delete_memory(NS, str(uuid.uuid4())) is False
     assert await coll.delete_namespace(NS) is False
@@ -759,7 +781,7 @@ async def test_collection_query_asks_each_namespace_once_and_merges(
     other.return_value = answer(theirs, 0.875)
     now = T0 + timedelta(seconds=1)
     memory_filter = MemoryFilter(now=now, kinds=frozenset({"summary", "fact"}))
-    hits = await coll.query_memories([NS, "team:x"], unit(1), memory_filter, 4)
+    hits = await coll.query_memories([NS, "team:x"], dense(1), memory_filter, 4)
     assert [(h.memory, h.score) for h in hits] == [(mine, 0.25), (theirs, 0.875)]
     assert (route.call_count, other.call_count) == (1, 1)
     searches = body(route.calls.last)["searches"]

@@ -19,6 +19,7 @@ from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge import QdrantEdgeBackend
 from plugin.embedder import BatchingEmbedder
+from plugin.keywords import KeywordEncoder
 from plugin.service import MemoryService
 from plugin.wire import MemoryWrite
 from tests.test_embedder import GatedEncoder
@@ -38,7 +39,7 @@ async def test_a_failed_existence_check_takes_the_text_out_of_the_model_queue(
     await embedder.start()
     try:
         await backend.save_namespace(NamespaceRecord("workspace:w", "workspace", NOW, None, None))
-        service = MemoryService(backend, embedder, clock=lambda: NOW)
+        service = MemoryService(backend, embedder, KeywordEncoder(), clock=lambda: NOW)
 
         async def lookup_down(namespace: str, memory_id: str) -> MemoryRecord | None:
             raise BackendUnavailable("store down for this test")

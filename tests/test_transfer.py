@@ -20,13 +20,15 @@ from typing import Any
 
 import pytest
 
-from adapters.base import MemoryRecord, NamespaceRecord, VectorBackend
+from adapters.base import MemoryRecord, NamespaceRecord, SearchMode, VectorBackend
 from adapters.pinecone import PineconeBackend
 from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.server import QdrantServerBackend
 from plugin import jsonl, transfer_cli
 from plugin.cli import main
 from plugin.embedder import BatchingEmbedder, SentenceTransformerEncoder
+from plugin.keywords import KeywordEncoder
+from plugin.search_mode import choose_search_mode
 from plugin.service import MemoryService
 from plugin.settings import Settings
 from plugin.transfer import StoreWriter, import_lines, stream_export
@@ -88,11 +90,16 @@ def corpus() -> tuple[list[NamespaceRecord], list[MemoryRecord]]:
 
 
 async def seed(backend: VectorBackend, encoder: SentenceTransformerEncoder) -> None:
+    """The corpus as the plugin stores it (keyword vectors included), then what the janitor
+    does: expired items go, so the store's keyword statistics are those of what is live."""
     records, memories = corpus()
     for record in records:
         await backend.save_namespace(record)
     vectors = encoder.encode([memory.content for memory in memories])
-    await backend.upsert_memories(list(zip(memories, vectors, strict=True)))
+    keywords = [KeywordEncoder().document(memory.content) for memory in memories]
+    await backend.upsert_memories(list(zip(memories, vectors, strict=True)), keywords)
+    embedder = BatchingEmbedder(encoder)
+    await MemoryService(backend, embedder, KeywordEncoder(), clock=lambda: NOW).sweep()
 
 
 async def export_bytes(backend: VectorBackend, fingerprint: str) -> bytes:
@@ -113,31 +120,46 @@ async def import_bytes(
     header = next(lines)
     assert isinstance(header, jsonl.Header)
     embed = None if encoder is None else transfer_cli.embedder(encoder)
-    writer = StoreWriter(backend, NOW, embed, batch=50)
+    writer = StoreWriter(backend, NOW, embed, KeywordEncoder(), batch=50)
     await import_lines(lines, writer, reuse_vectors=encoder is None)
     return writer
 
 
-async def searches(backend: VectorBackend, encoder: SentenceTransformerEncoder) -> list[Any]:
-    """Every query over every namespace, as (namespace, id, content, pin, score) rows."""
+async def searches(
+    backend: VectorBackend, encoder: SentenceTransformerEncoder, mode: SearchMode | None = None
+) -> list[Any]:
+    """Every query over every namespace, as (namespace, id, content, pin, score) rows; ranked
+    as `mode` says, by default the backend's best (hybrid on Qdrant, dense on Pinecone)."""
     embedder = BatchingEmbedder(encoder)
     await embedder.start()
-    service = MemoryService(backend, embedder, deadline_s=30, clock=lambda: NOW)
+    mode = choose_search_mode(mode, backend)
+    service = MemoryService(
+        backend, embedder, KeywordEncoder(), search_mode=mode, deadline_s=30, clock=lambda: NOW
+    )
     results = []
     try:
         for query in QUERIES:
             for names in ([*NAMES, "custom:gone"], NAMES[:1]):
                 request = SearchRequest(namespaces=names, query=query, limit=100)
                 hits = await service.search(request)
-                results.append(
-                    [
-                        (h.memory, None if h.score is None else pytest.approx(h.score, abs=2e-6))
-                        for h in hits
-                    ]
-                )
+                if query and mode is not SearchMode.DENSE:  # exact ties (same words): any order
+                    hits.sort(key=lambda h: (-h.memory.pin, -(h.score or 0), h.memory.id))
+                results.append([(h.memory, _score(h.score, mode)) for h in hits])
     finally:
         await embedder.close()
     return results
+
+
+def _score(score: float | None, mode: SearchMode) -> object:
+    """Cosine to float32 precision. BM25 to 1 %: its IDF counts what a store holds on disk,
+    and a source store still counts deleted points until it is vacuumed."""
+    if score is None:
+        return None
+    return (
+        pytest.approx(score, abs=2e-6)
+        if mode is SearchMode.DENSE
+        else pytest.approx(score, rel=1e-2)
+    )
 
 
 def same_export(found: bytes, expected: bytes) -> bool:
@@ -196,7 +218,7 @@ async def test_round_trip_into_every_backend_searches_identically(
 ) -> None:
     async with started(QdrantEdgeBackend(384, tmp_path / "source")) as source:
         await seed(source, encoder)
-        expected = await searches(source, encoder)
+        expected = {mode: await searches(source, encoder, mode) for mode in SearchMode}
         data = await export_bytes(source, encoder.fingerprint)
     lines = data.splitlines()
     assert json.loads(lines[0])["fingerprint"] == encoder.fingerprint
@@ -208,7 +230,9 @@ async def test_round_trip_into_every_backend_searches_identically(
     }
     assert b"an expired memory" not in data
     assert b"custom:gone" not in data
-    assert sum(len(hits) for hits in expected) > 300  # the searches found plenty
+    found = {mode: sum(len(hits) for hits in expected[mode]) for mode in SearchMode}
+    assert found[SearchMode.DENSE] == found[SearchMode.HYBRID] > 300  # plenty to compare
+    assert 50 < found[SearchMode.KEYWORD] < found[SearchMode.DENSE]  # only what matches
 
     targets = {
         "embedded": QdrantEdgeBackend(384, tmp_path / "target"),
@@ -220,7 +244,8 @@ async def test_round_trip_into_every_backend_searches_identically(
             first = await import_bytes(data, target)
             assert (first.report.namespaces_written, first.report.written) == (3, 120), label
             assert first.report.embedded == 0, label
-            assert await searches(target, encoder) == expected, label
+            for mode in target.search_modes:  # every ranking the target offers
+                assert await searches(target, encoder, mode) == expected[mode], (label, mode)
             again = await import_bytes(data, target)
             assert (again.report.namespaces_written, again.report.written) == (0, 0), label
             assert (again.report.namespaces_unchanged, again.report.unchanged) == (3, 120), label

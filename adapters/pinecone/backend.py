@@ -37,6 +37,8 @@ from adapters.base import (
     MemoryRecord,
     NamespaceRecord,
     ScoredMemory,
+    SearchQuery,
+    SparseVector,
     StoredMemory,
     VectorBackend,
 )
@@ -182,7 +184,9 @@ class PineconeBackend(VectorBackend):
             return None
         return layout.memory_from_metadata(memory_id, namespace, metadata)
 
-    async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
+    async def upsert_memory(
+        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+    ) -> None:
         state = await self._records.state(memory.namespace)
         if state is None:
             raise NamespaceGone(f"namespace {memory.namespace} was deleted")
@@ -200,12 +204,14 @@ class PineconeBackend(VectorBackend):
     async def query_memories(
         self,
         namespaces: Sequence[str],
-        vector: Sequence[float],
+        query: SearchQuery,
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
+        if query.dense is None:
+            raise ValueError("the pinecone backend ranks by the dense vector")
         epochs = await self._epochs(namespaces)
-        return await self._reads.query(epochs, vector, memory_filter, limit)
+        return await self._reads.query(epochs, query.dense, memory_filter, limit)
 
     async def list_memories(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
@@ -304,7 +310,9 @@ class PineconeBackend(VectorBackend):
         async for page in pages:
             yield page
 
-    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
         """Upserts of up to 100 vectors per Pinecone namespace, instead of one per memory."""
         states = await self._records.states([memory.namespace for memory, _ in memories])
         groups: dict[str, list[tuple[MemoryRecord, list[float], dict[str, object]]]] = {}

@@ -22,7 +22,9 @@ background; `maintain()` finishes any purge a crash interrupted.
 Search is exact (`indexing_threshold=0`): qdrant-edge builds HNSW inside
 `optimize()` holding the GIL, freezing the server (0.77 s for 10k real
 embeddings); exact search over the tenant index costs time in proportion to the
-namespaces searched, not the store (README, "Measured").
+namespaces searched, not the store (benchmarks/README.md). Each point also holds
+a keyword vector (named sparse vector, IDF from the shard); a search ranks by
+either or both, fused in one query (adapters/qdrant/ranking.py).
 
 Durability: qdrant-edge appends every update to its write-ahead log before
 `update()` returns, and records are SQLite transactions, so an acknowledged
@@ -49,24 +51,30 @@ from adapters.base import (
     MemoryRecord,
     NamespaceRecord,
     ScoredMemory,
+    SearchMode,
+    SearchQuery,
+    SparseVector,
     StoreCondition,
     VectorBackend,
 )
 from adapters.errors import BackendUnavailable, NamespaceGone, StorageDamaged
 from adapters.merge import pin_sides
-from adapters.qdrant import filters
+from adapters.qdrant import filters, ranking
 from adapters.qdrant.edge_batch import CallBatcher
 from adapters.qdrant.edge_bulk import EdgeBulkTransfer
 from adapters.qdrant.edge_calls import EngineCalls
 from adapters.qdrant.edge_disk import DEFAULT_HEADROOM_BYTES, DiskGuard, allocated_bytes
+from adapters.qdrant.edge_keywords import EdgeKeywordIndex
 from adapters.qdrant.edge_legacy import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge_records import LiveNamespace, RecordStore
 from adapters.qdrant.edge_shard import (
     EDGE,
+    EDGE_RANKING,
     edge_config,
     fatal,
     open_shard,
     parsed_memory,
+    point_vectors,
 )
 from adapters.qdrant.layout import (
     FIELD_CREATED_US,
@@ -81,8 +89,8 @@ __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# One memory on its way into the shard: with its vector and its namespace's epoch.
-PendingUpsert = tuple[MemoryRecord, Sequence[float], str]
+# One memory on its way into the shard: its vectors and its namespace's epoch.
+PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, str]
 STORE_DIR = "store"
 SHARD_DIR = "memories"
 RECORDS_FILE = "namespaces.sqlite3"
@@ -90,7 +98,7 @@ RECORDS_FILE = "namespaces.sqlite3"
 OPTIMIZE_AFTER_CHANGES = 20_000
 
 
-class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
+class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
     """Every namespace as a tenant partition of one qdrant-edge shard."""
 
     name = "qdrant-edge"
@@ -116,6 +124,10 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
         self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
         self._purging: set[asyncio.Task[None]] = set()
         self._changes = 0
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return ranking.QDRANT_SEARCH_MODES
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -290,11 +302,13 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
             raise StorageDamaged(f"memory {memory_id} in {namespace} is unreadable", (namespace,))
         return memory
 
-    async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
+    async def upsert_memory(
+        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+    ) -> None:
         live = self._records.live.get(memory.namespace)
         if live is None:
             raise NamespaceGone(f"namespace {memory.namespace} not found")
-        await self._upserts.submit((memory, vector, live.epoch))
+        await self._upserts.submit((memory, vector, keywords, live.epoch))
         current = self._records.live.get(memory.namespace)
         if current is None or current.epoch != live.epoch:
             # The namespace was deleted (maybe re-created) while we wrote, and its purge
@@ -311,10 +325,10 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
         points = [
             qe.Point(
                 point_id(memory.namespace, memory.id),
-                list(vector),
+                point_vectors(vector, keywords),
                 memory_to_payload(memory, epoch),
             )
-            for memory, vector, epoch in items
+            for memory, vector, keywords, epoch in items
         ]
         self._update(qe.UpdateOperation.upsert_points(points))
 
@@ -335,22 +349,15 @@ class QdrantEdgeBackend(EdgeBulkTransfer, VectorBackend):
     async def query_memories(
         self,
         namespaces: Sequence[str],
-        vector: Sequence[float],
+        query: SearchQuery,
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
         scope = self._scope(namespaces)
         if not scope:
             return []
-        query = qe.Query.Nearest(list(vector))
         requests = [
-            qe.QueryRequest(
-                limit=limit,
-                query=query,
-                filter=filters.memories(EDGE, side, scope),
-                with_payload=True,
-                params=qe.SearchParams(exact=True),
-            )
+            ranking.request(EDGE_RANKING, query, filters.memories(EDGE, side, scope), limit)
             for side in pin_sides(memory_filter)
         ]
         points = await self._calls.here(self._batch, requests)

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import qdrant_edge as qe
 
-from adapters.base import MemoryFilter, StoredMemory
+from adapters.base import MemoryFilter, SparseVector, StoredMemory, with_keywords
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
-from adapters.qdrant.edge_shard import EDGE, parsed_memory
+from adapters.qdrant.edge_shard import EDGE, parsed_memory, point_vectors
 from adapters.qdrant.layout import Scope, memory_to_payload, point_id
 
 if TYPE_CHECKING:
@@ -82,18 +82,21 @@ class EdgeBulkTransfer:
         page, next_offset = self._shard_or_fail().scroll(request)
         return list(page), next_offset
 
-    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
         """One shard update for the whole batch: an import writes thousands a second where
         one update per memory manages a few hundred. Same epoch rules as `upsert_memory`."""
         epochs: dict[str, str] = {}
         points: list[Any] = []
-        for memory, vector in memories:
+        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
             live = self._records.live.get(memory.namespace)
             if live is None:
                 raise NamespaceGone(f"namespace {memory.namespace} not found")
             epochs[memory.namespace] = live.epoch
             payload = memory_to_payload(memory, live.epoch)
-            points.append(qe.Point(point_id(memory.namespace, memory.id), list(vector), payload))
+            vectors = point_vectors(vector, memory_keywords)
+            points.append(qe.Point(point_id(memory.namespace, memory.id), vectors, payload))
         if not points:
             return 0
         await self._calls.worker(self._update, qe.UpdateOperation.upsert_points(points))

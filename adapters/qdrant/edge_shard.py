@@ -16,9 +16,10 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.base import MemoryRecord
+from adapters.base import MemoryRecord, SparseVector
 from adapters.errors import BackendError, BackendUnavailable, StorageDamaged, StorageFull
 from adapters.qdrant.layout import MEMORY_INDEXES, TENANT_INDEXES, IndexKind, memory_from_shared
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +51,114 @@ class EdgeDialect:
 EDGE = EdgeDialect()
 
 
+class EdgeRanking:
+    """qdrant-edge's spelling of a search (adapters/qdrant/ranking.py). Dense stages are
+    exact: indexing is off (edge.py), and the tenant index bounds what they read."""
+
+    _EXACT = qe.SearchParams(exact=True)
+
+    def dense(self, vector: Sequence[float], limit: int, where: Any) -> Any:
+        query = qe.Query.Nearest(list(vector))
+        return qe.Prefetch(limit=limit, query=query, filter=where, params=self._EXACT)
+
+    def keywords(self, vector: SparseVector, limit: int, where: Any) -> Any:
+        query = qe.Query.Nearest(sparse(vector), using=KEYWORDS_VECTOR)
+        return qe.Prefetch(limit=limit, query=query, filter=where)
+
+    def rescore_dense(self, vector: Sequence[float], candidates: Any, limit: int) -> Any:
+        query = qe.Query.Nearest(list(vector))
+        return qe.Prefetch(limit=limit, query=query, prefetches=[candidates])
+
+    def rescore_keywords(self, vector: SparseVector, candidates: Any, limit: int) -> Any:
+        query = qe.Query.Nearest(sparse(vector), using=KEYWORDS_VECTOR)
+        return qe.Prefetch(limit=limit, query=query, prefetches=[candidates])
+
+    def alone(self, stage: Any) -> Any:
+        return qe.QueryRequest(
+            limit=stage.limit,
+            query=stage.query,
+            filter=stage.filter,
+            params=stage.params,
+            with_payload=True,
+        )
+
+    def fused(self, stages: list[Any], formula: Any, defaults: dict[str, float], limit: int) -> Any:
+        return qe.QueryRequest(
+            limit=limit,
+            prefetches=stages,
+            query=qe.Formula(formula, defaults=defaults),
+            with_payload=True,
+        )
+
+    def score(self, index: int) -> Any:
+        return qe.Expression.Variable(f"$score[{index}]")
+
+    def constant(self, value: float) -> Any:
+        return qe.Expression.Constant(value)
+
+    def add(self, terms: list[Any]) -> Any:
+        return qe.Expression.Sum(terms)
+
+    def multiply(self, factors: list[Any]) -> Any:
+        return qe.Expression.Mult(factors)
+
+    def negate(self, term: Any) -> Any:
+        return qe.Expression.Neg(term)
+
+    def absolute(self, term: Any) -> Any:
+        return qe.Expression.Abs(term)
+
+
+EDGE_RANKING = EdgeRanking()
+
+
+def sparse(vector: SparseVector) -> Any:
+    return qe.SparseVector(list(vector.indices), list(vector.values))
+
+
+def point_vectors(dense: Sequence[float], keywords: SparseVector | None) -> Any:
+    """A point's vectors: the unnamed dense one and, when computed, the keyword vector."""
+    if keywords is None:
+        return list(dense)
+    return {"": list(dense), KEYWORDS_VECTOR: sparse(keywords)}
+
+
 def edge_config(dimension: int) -> Any:
-    """Cosine, one search thread per query, HNSW indexing off (see the module docstring)."""
+    """Cosine, one search thread per query, HNSW indexing off (see the module docstring);
+    keyword vectors with the engine's IDF."""
     return qe.EdgeConfig(
         vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
+        sparse_vectors={KEYWORDS_VECTOR: _KEYWORD_PARAMS},
         max_search_threads=1,
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=0),
     )
 
 
+_KEYWORD_PARAMS = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
+
+
+def add_keyword_vector(shard: Any) -> None:
+    """Give the shard its keyword vector; a no-op when it has one with these parameters.
+
+    Why: a store written before keyword vectors existed gains them in place, without
+    copying a point (plugin/keyword_index.py then fills them in).
+    """
+    shard.update(qe.UpdateOperation.create_sparse_vector(KEYWORDS_VECTOR, modifier=qe.Modifier.Idf))
+
+
+def drop_keyword_vector(shard: Any) -> None:
+    """Drop every stored keyword vector (they came from another encoder) and make room again."""
+    shard.update(qe.UpdateOperation.delete_vector_name(KEYWORDS_VECTOR))
+    add_keyword_vector(shard)
+
+
 def open_shard(path: Path, dimension: int) -> Any:
-    """Load the shard at `path` (or create it) with every payload index in place."""
+    """Load the shard at `path` (or create it) with its keyword vector and every payload
+    index in place."""
     segments = path / "segments"
     if segments.is_dir() and any(segments.iterdir()):
         shard = qe.EdgeShard.load(str(path))
+        add_keyword_vector(shard)
     else:
         shard = qe.EdgeShard.create(str(path), edge_config(dimension))
     present = set(shard.info().payload_schema)

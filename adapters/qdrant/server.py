@@ -26,10 +26,18 @@ from typing import Any, TypeVar
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory
+from adapters.base import (
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    SearchQuery,
+    SparseVector,
+    with_keywords,
+)
 from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable, NamespaceGone
 from adapters.merge import merge_listed, merge_scored
-from adapters.qdrant import filters, layout, names
+from adapters.qdrant import filters, layout, names, server_keywords
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.server_calls import (
     DIALECT,
@@ -113,9 +121,16 @@ class QdrantServerBackend(QdrantServerBase):
             if legacy and not allow_namespace_collections:
                 raise BackendMisconfigured(legacy_layout_line(legacy))
             vectors = models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)
-            await self.connection.ensure_collection(
-                self._memories, present, vectors, MEMORY_STORE_INDEXES, hnsw=TENANT_HNSW
+            info = await self.connection.ensure_collection(
+                self._memories,
+                present,
+                vectors,
+                MEMORY_STORE_INDEXES,
+                sparse=server_keywords.KEYWORD_VECTORS,
+                hnsw=TENANT_HNSW,
             )
+            if info is not None and not server_keywords.has_keyword_vector(info):
+                await server_keywords.add_keyword_vector(self.connection.call, self._memories)
             await self.connection.ensure_collection(
                 self._records.collection, present, {}, RECORD_INDEXES
             )
@@ -170,11 +185,18 @@ class QdrantServerBackend(QdrantServerBase):
         point = await self._visible_point(namespace, memory_id)
         return None if point is None else layout.memory_from_shared(point.payload or {})
 
-    async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
-        await self.upsert_memories([(memory, [float(x) for x in vector])])
+    async def upsert_memory(
+        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+    ) -> None:
+        stored = [(memory, [float(x) for x in vector])]
+        await self.upsert_memories(stored, None if keywords is None else [keywords])
 
     async def upsert_memories(
-        self, memories: Sequence[StoredMemory], *, only_changed: bool = False
+        self,
+        memories: Sequence[StoredMemory],
+        keywords: Sequence[SparseVector] | None = None,
+        *,
+        only_changed: bool = False,
     ) -> int:
         """Write many memories in one request, as `upsert_memory`; how many were written.
 
@@ -183,13 +205,14 @@ class QdrantServerBackend(QdrantServerBase):
         of a stored vector may differ in the last bit)."""
         live = await self._records.live([memory.namespace for memory, _ in memories])
         points: dict[str, models.PointStruct] = {}
-        for memory, vector in memories:
+        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
             epoch = epoch_of(live, memory.namespace)
             if epoch is None:
                 raise NamespaceGone(f"namespace {memory.namespace} not found")
             point_id = layout.point_id(memory.namespace, memory.id)
             payload = layout.memory_to_payload(memory, epoch)
-            points[point_id] = models.PointStruct(id=point_id, vector=list(vector), payload=payload)
+            stored = server_keywords.point_vector(vector, memory_keywords)
+            points[point_id] = models.PointStruct(id=point_id, vector=stored, payload=payload)
         if only_changed and points:
             ids: list[models.ExtendedPointId] = list(points)
             for found in await self._call(lambda c: c.retrieve(self._memories, ids)):
@@ -203,11 +226,11 @@ class QdrantServerBackend(QdrantServerBase):
     async def query_memories(
         self,
         namespaces: Sequence[str],
-        vector: Sequence[float],
+        query: SearchQuery,
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
-        sides = await self._batch(namespaces, memory_filter, limit, [float(x) for x in vector])
+        sides = await self._batch(namespaces, memory_filter, limit, query)
         parts = (
             [ScoredMemory(layout.memory_from_shared(p.payload or {}), p.score) for p in side]
             for side in sides
@@ -237,6 +260,23 @@ class QdrantServerBackend(QdrantServerBase):
         selector = models.FilterSelector(filter=expired)
         await self._call(lambda c: c.delete(self._memories, selector, wait=True))
         return found.count
+
+    # -- the keyword index -----------------------------------------------------------
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        """`prepare()` gives the collection its keyword vector; `reset` drops and re-adds it."""
+        await self._ready()
+        if reset:
+            await server_keywords.drop_keyword_vector(self._call, self._memories)
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return await server_keywords.unindexed_page(self._call, self._memories, cursor, limit)
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        await server_keywords.index_page(self._call, self._memories, items)
+        return len(items)
 
     # -- internals -------------------------------------------------------------------
 
@@ -318,9 +358,8 @@ class QdrantServerBackend(QdrantServerBase):
 
 
 def _vector(point: models.Record) -> list[float]:
-    raw = point.vector if isinstance(point.vector, list) else []
-    vector = [float(x) for x in raw if isinstance(x, int | float)]
-    if not vector or len(vector) != len(raw):
+    vector = server_keywords.dense_of(point)
+    if vector is None:
         raise BackendError(f"point {point.id} has no plain dense vector")
     return vector
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import httpx
 from qdrant_client import AsyncQdrantClient
@@ -22,11 +22,19 @@ from qdrant_client.common.client_exceptions import QdrantException
 from qdrant_client.http import models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from adapters.base import DEFAULT_PREFIX, MemoryFilter, MemoryRecord, VectorBackend
+from adapters.base import (
+    DEFAULT_PREFIX,
+    MemoryFilter,
+    MemoryRecord,
+    SearchMode,
+    SearchQuery,
+    VectorBackend,
+)
 from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable
 from adapters.merge import pin_sides
-from adapters.qdrant import filters, names
+from adapters.qdrant import filters, names, ranking
 from adapters.qdrant.layout import FIELD_CREATED_US, IndexKind, Scope
+from adapters.qdrant.server_ranking import CLIENT_RANKING
 
 T = TypeVar("T")
 Page = tuple[list[models.Record], models.ExtendedPointId | None]
@@ -35,8 +43,8 @@ Caller = Callable[[Callable[[AsyncQdrantClient], Awaitable[Page]]], Awaitable[Pa
 StoredMemory = tuple[MemoryRecord, list[float]]
 IndexParams = models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
 
-# What a read asks for: nearest to a vector, or newest first.
-Query = list[float] | models.OrderByQuery
+# What a read asks for: a search's ranking, or newest first.
+Query = SearchQuery | models.OrderByQuery
 NEWEST_FIRST = models.OrderByQuery(
     order_by=models.OrderBy(key=FIELD_CREATED_US, direction=models.Direction.DESC)
 )
@@ -52,6 +60,12 @@ _INDEX_PARAMS: dict[IndexKind, IndexParams] = {
     IndexKind.RANGE_INTEGER: models.IntegerIndexParams(type=_INT, lookup=False, range=True),
     IndexKind.MATCH_INTEGER: models.IntegerIndexParams(type=_INT, lookup=True, range=False),
 }
+
+
+class Call(Protocol):
+    """A backend's SDK call: its first-use setup and error mapping included."""
+
+    def __call__(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> Awaitable[T]: ...
 
 
 class CollectionMissing(BackendError):
@@ -93,16 +107,18 @@ def side_requests(
 ) -> list[models.QueryRequest]:
     """One request per pin side asked (pinned first), for one `query_batch_points`.
 
+    A search ranks as `adapters.qdrant.ranking` decides; a listing is newest first.
     Search params are left to the server: HNSW, per tenant in the shared layout."""
-    return [
-        models.QueryRequest(
-            query=query,
-            filter=filters.memories(DIALECT, side, scope),
-            limit=limit,
-            with_payload=True,
-        )
-        for side in pin_sides(memory_filter)
-    ]
+    requests = []
+    for side in pin_sides(memory_filter):
+        where = filters.memories(DIALECT, side, scope)
+        if isinstance(query, SearchQuery):
+            requests.append(ranking.request(CLIENT_RANKING, query, where, limit))
+        else:
+            requests.append(
+                models.QueryRequest(query=query, filter=where, limit=limit, with_payload=True)
+            )
+    return requests
 
 
 def _from_response(exc: UnexpectedResponse) -> BackendError:
@@ -223,6 +239,7 @@ class QdrantConnection:
         name: str,
         vectors: models.VectorParams | Mapping[str, models.VectorParams],
         *,
+        sparse: Mapping[str, models.SparseVectorParams] | None = None,
         hnsw: models.HnswConfigDiff | None = None,
         metadata: dict[str, object] | None = None,
     ) -> bool:
@@ -230,7 +247,11 @@ class QdrantConnection:
         try:
             await self.call(
                 lambda c: c.create_collection(
-                    name, vectors_config=vectors, hnsw_config=hnsw, metadata=metadata
+                    name,
+                    vectors_config=vectors,
+                    sparse_vectors_config=sparse,
+                    hnsw_config=hnsw,
+                    metadata=metadata,
                 )
             )
         except CollectionExists:
@@ -254,12 +275,16 @@ class QdrantConnection:
         vectors: models.VectorParams | dict[str, models.VectorParams],
         indexes: Mapping[str, IndexKind],
         *,
+        sparse: Mapping[str, models.SparseVectorParams] | None = None,
         hnsw: models.HnswConfigDiff | None = None,
-    ) -> None:
-        """Create `name` unless `present` (a lost race is fine), check its vectors, heal indexes."""
-        if name not in present and await self.create_collection(name, vectors, hnsw=hnsw):
+    ) -> models.CollectionInfo | None:
+        """Create `name` unless `present` (a lost race is fine), check its vectors, heal
+        indexes; the existing collection's info (None when this call created it)."""
+        if name not in present and await self.create_collection(
+            name, vectors, sparse=sparse, hnsw=hnsw
+        ):
             await self.ensure_indexes(name, indexes, {})
-            return
+            return None
         info = await self.call(lambda c: c.get_collection(name))
         configured = info.config.params.vectors
         if isinstance(vectors, models.VectorParams) and (
@@ -270,6 +295,7 @@ class QdrantConnection:
                 f"qdrant collection {name} holds vectors {configured}, not {vectors}"
             )
         await self.ensure_indexes(name, indexes, info.payload_schema)
+        return info
 
     async def pages(
         self,
@@ -317,6 +343,10 @@ class QdrantServerBase(VectorBackend):
             prefix=prefix,
         )
         self._prefix = prefix
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return ranking.QDRANT_SEARCH_MODES
 
     async def close(self) -> None:
         if self._owns_connection:

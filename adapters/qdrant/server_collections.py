@@ -25,7 +25,15 @@ from typing import Any, TypeVar
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory
+from adapters.base import (
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    SearchQuery,
+    SparseVector,
+    with_keywords,
+)
 from adapters.errors import (
     BackendError,
     BackendRejected,
@@ -33,7 +41,7 @@ from adapters.errors import (
     NamespaceGone,
 )
 from adapters.merge import merge_listed, merge_scored
-from adapters.qdrant import filters, layout, names
+from adapters.qdrant import filters, layout, names, server_keywords
 from adapters.qdrant.server_calls import (
     DIALECT,
     NEWEST_FIRST,
@@ -60,14 +68,18 @@ def _point_id(memory_id: str) -> str | None:
         return None
 
 
+def _after(collections: list[str], collection: str) -> str | None:
+    """The first of the (sorted) `collections` after `collection`."""
+    return next((name for name in collections if name > collection), None)
+
+
 def _memory(namespace: str, point: models.Record | models.ScoredPoint) -> MemoryRecord:
     return layout.memory_from_payload(str(point.id), namespace, point.payload or {})
 
 
 def _stored(namespace: str, point: models.Record) -> StoredMemory:
-    raw = point.vector if isinstance(point.vector, list) else []
-    vector = [float(x) for x in raw if isinstance(x, int | float)]
-    if not vector or len(vector) != len(raw):
+    vector = server_keywords.dense_of(point)
+    if vector is None:
         raise BackendError(f"point {point.id} of {namespace} has no plain dense vector")
     return _memory(namespace, point), vector
 
@@ -135,7 +147,9 @@ class QdrantCollectionsBackend(QdrantServerBase):
         info = await self._info(collection)
         if info is None:
             vectors = models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)
-            if await self.connection.create_collection(collection, vectors, metadata=metadata):
+            if await self.connection.create_collection(
+                collection, vectors, sparse=server_keywords.KEYWORD_VECTORS, metadata=metadata
+            ):
                 await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, {})
                 return
             info = await self._info(collection)  # another replica won the race
@@ -143,6 +157,8 @@ class QdrantCollectionsBackend(QdrantServerBase):
                 raise BackendError(f"collection {collection!r} vanished while saving")
         self._record(info, record.name, collection)
         await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, info.payload_schema)
+        if not server_keywords.has_keyword_vector(info):
+            await server_keywords.add_keyword_vector(self._call, collection)
         await self._call(lambda c: c.update_collection(collection, metadata=metadata))
 
     async def delete_namespace(self, name: str) -> bool:
@@ -208,18 +224,11 @@ class QdrantCollectionsBackend(QdrantServerBase):
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else _memory(namespace, point)
 
-    async def upsert_memory(self, memory: MemoryRecord, vector: Sequence[float]) -> None:
-        point_id = _point_id(memory.id)
-        if point_id is None:
-            raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
-        point = models.PointStruct(
-            id=point_id, vector=[float(x) for x in vector], payload=layout.memory_to_payload(memory)
-        )
-        collection = self._collection(memory.namespace)
-        try:
-            await self._call(lambda c: c.upsert(collection, [point], wait=True))
-        except CollectionMissing as exc:
-            raise NamespaceGone(f"namespace {memory.namespace} not found") from exc
+    async def upsert_memory(
+        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+    ) -> None:
+        stored = [(memory, [float(x) for x in vector])]
+        await self.upsert_memories(stored, None if keywords is None else [keywords])
 
     async def _sides(
         self,
@@ -253,11 +262,13 @@ class QdrantCollectionsBackend(QdrantServerBase):
     async def query_memories(
         self,
         namespaces: Sequence[str],
-        vector: Sequence[float],
+        query: SearchQuery,
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
-        parts = await self._each(namespaces, memory_filter, limit, [float(x) for x in vector])
+        """Each namespace asked on its own, merged by score: with keywords, BM25's IDF is
+        each collection's own, so scores of two namespaces compare only roughly."""
+        parts = await self._each(namespaces, memory_filter, limit, query)
         return merge_scored(
             ([ScoredMemory(_memory(name, p), p.score) for p in side] for name, side in parts),
             limit,
@@ -321,11 +332,13 @@ class QdrantCollectionsBackend(QdrantServerBase):
         except CollectionMissing:  # deleted meanwhile: its memories vanish, as for reads
             return
 
-    async def upsert_memories(self, memories: Sequence[StoredMemory]) -> int:
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
         """One upsert request per namespace (collection) in the batch."""
         by_collection: dict[str, list[models.PointStruct]] = {}
         names: dict[str, str] = {}
-        for memory, vector in memories:
+        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
             point_id = _point_id(memory.id)
             if point_id is None:
                 raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
@@ -334,13 +347,77 @@ class QdrantCollectionsBackend(QdrantServerBase):
             by_collection.setdefault(collection, []).append(
                 models.PointStruct(
                     id=point_id,
-                    vector=[float(x) for x in vector],
+                    vector=server_keywords.point_vector(vector, memory_keywords),
                     payload=layout.memory_to_payload(memory),
                 )
             )
         for collection, points in by_collection.items():
             try:
-                await self._call(lambda c: c.upsert(collection, points, wait=True))  # noqa: B023
+                await self._upsert(collection, points)
             except CollectionMissing as exc:
                 raise NamespaceGone(f"namespace {names[collection]} not found") from exc
         return sum(len(points) for points in by_collection.values())
+
+    async def _upsert(self, collection: str, points: list[models.PointStruct]) -> None:
+        """Upsert; a collection made before keyword vectors existed gains its keyword
+        vector on the first write that carries one (and the write is sent again)."""
+        try:
+            await self._call(lambda c: c.upsert(collection, points, wait=True))
+        except CollectionMissing:
+            raise
+        except BackendError as exc:
+            if "Not existing vector name" not in str(exc):
+                raise
+            await server_keywords.add_keyword_vector(self._call, collection)
+            await self._call(lambda c: c.upsert(collection, points, wait=True))
+
+    # -- the keyword index -----------------------------------------------------------
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        """Every namespace collection gets its keyword vector (`reset`: dropped first)."""
+        for collection in await self._namespace_collections():
+            info = await self._info(collection)
+            if info is None:
+                continue
+            if reset and server_keywords.has_keyword_vector(info):
+                await server_keywords.drop_keyword_vector(self._call, collection)
+            elif not server_keywords.has_keyword_vector(info):
+                await server_keywords.add_keyword_vector(self._call, collection)
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """Collection by collection, in name order; keys name the collection too."""
+        collections = await self._namespace_collections()
+        if cursor is None:
+            collection, offset = (collections[0] if collections else None), None
+        else:
+            collection, offset = server_keywords.parse_cursor(cursor)
+            if collection not in collections:  # deleted meanwhile: on to the next one
+                collection, offset = _after(collections, collection), None
+        if collection is None:
+            return [], None
+        try:
+            page, after = await server_keywords.unindexed_page(
+                self._call, collection, offset, limit
+            )
+        except CollectionMissing:  # deleted meanwhile: on to the next one
+            page, after = [], None
+        keyed = [(server_keywords.cursor(collection, key), content) for key, content in page]
+        if after is not None:
+            return keyed, server_keywords.cursor(collection, after)
+        following = _after(collections, collection)
+        return keyed, None if following is None else server_keywords.cursor(following, None)
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        by_collection: dict[str, list[tuple[str, SparseVector]]] = {}
+        for key, keywords in items:
+            collection, point_id = server_keywords.parse_cursor(key)
+            if point_id is not None:
+                by_collection.setdefault(collection, []).append((point_id, keywords))
+        for collection, page in by_collection.items():
+            try:
+                await server_keywords.index_page(self._call, collection, page)
+            except CollectionMissing:
+                continue
+        return len(items)

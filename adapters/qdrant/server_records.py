@@ -15,18 +15,17 @@ re-created namespace still gets a new epoch and never shows old memories.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
 from adapters.base import NamespaceRecord
 from adapters.errors import BackendError
 from adapters.qdrant import filters, layout
 from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US, IndexKind
-from adapters.qdrant.server_calls import DIALECT, QdrantConnection
+from adapters.qdrant.server_calls import DIALECT, Call, QdrantConnection
 from adapters.times import to_micros
 
 T = TypeVar("T")
@@ -40,12 +39,6 @@ _RECORDS = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, RECORD)], [])
 _PURGES = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, PURGE)], [])
 _METAS = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, META)], [])
 Live = dict[str, tuple[NamespaceRecord, str]]  # name -> (record, current epoch)
-
-
-class Call(Protocol):
-    """The backend's SDK call: first-use setup and error mapping included."""
-
-    def __call__(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> Awaitable[T]: ...
 
 
 def record_id(name: str) -> str:

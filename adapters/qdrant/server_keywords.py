@@ -1,0 +1,129 @@
+"""Keyword vectors on a Qdrant server, for both layouts: how they are spelt, created and filled.
+
+Each memory collection has a named sparse vector `keywords` with the IDF
+modifier (Qdrant 1.10+), beside its unnamed dense vector; searches fuse both in
+one Query API request (`adapters.qdrant.ranking`; formula queries need 1.14+).
+A collection created before keyword vectors existed gains the sparse vector in
+place (`PUT /collections/{name}/vectors/{vector}`, Qdrant 1.18+): nothing is
+copied, no point is rewritten, and plugin/keyword_index.py then fills the
+vectors in with `update_vectors` under a "has no keyword vector" condition, so
+a memory rewritten meanwhile keeps the vector of its new content. A server older
+than 1.18 cannot do this in place; start-up then names the way out (README,
+"Hybrid search").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from qdrant_client.http import models
+
+from adapters.base import SparseVector
+from adapters.errors import BackendError, BackendMisconfigured
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.qdrant.server_calls import Call, CollectionMissing
+from adapters.qdrant.server_ranking import sparse
+
+KEYWORD_VECTORS = {KEYWORDS_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+UNINDEXED = models.Filter(must_not=[models.HasVectorCondition(has_vector=KEYWORDS_VECTOR)])
+_NEW_KEYWORDS = models.SparseVectorNameConfig(
+    sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF)
+)
+
+
+def point_vector(
+    dense: Sequence[float], keywords: SparseVector | None
+) -> list[float] | dict[str, list[float] | models.SparseVector]:
+    """A point's vectors: the unnamed dense one ("") and, when computed, the keyword vector."""
+    values = [float(x) for x in dense]
+    if keywords is None:
+        return values
+    return {"": values, KEYWORDS_VECTOR: sparse(keywords)}
+
+
+def dense_of(point: models.Record) -> list[float] | None:
+    """The stored dense vector of a point read with its vectors; None if it has none."""
+    raw: object = point.vector
+    if isinstance(raw, dict):
+        raw = raw.get("")
+    if not isinstance(raw, list) or not raw:
+        return None
+    values = [float(x) for x in raw if isinstance(x, int | float)]
+    return values if len(values) == len(raw) else None
+
+
+def has_keyword_vector(info: models.CollectionInfo) -> bool:
+    return KEYWORDS_VECTOR in (info.config.params.sparse_vectors or {})
+
+
+async def add_keyword_vector(call: Call, collection: str) -> None:
+    """Give an existing collection its keyword vector, in place (Qdrant 1.18+)."""
+    try:
+        await call(lambda c: c.create_vector_name(collection, KEYWORDS_VECTOR, _NEW_KEYWORDS))
+    except CollectionMissing as exc:  # the route is unknown to a server before 1.18
+        raise BackendMisconfigured(
+            f"qdrant cannot add the keyword vector to collection {collection} in place"
+            " (needs Qdrant 1.18 or later): upgrade Qdrant, or copy the store into a new"
+            " one with `memory-plugin-vector export` and `import`"
+        ) from exc
+
+
+async def drop_keyword_vector(call: Call, collection: str) -> None:
+    """Drop every keyword vector of the collection and add the (empty) vector again."""
+    await call(lambda c: c.delete_vector_name(collection, KEYWORDS_VECTOR))
+    await add_keyword_vector(call, collection)
+
+
+async def unindexed_page(
+    call: Call,
+    collection: str,
+    offset: str | None,
+    limit: int,
+) -> tuple[list[tuple[str, str]], str | None]:
+    """(point id, content) of points without a keyword vector, and the next page's offset."""
+    points, after = await call(
+        lambda c: c.scroll(collection, UNINDEXED, limit, offset=offset, with_payload=["content"])
+    )
+    found = [
+        (str(point.id), content)
+        for point in points
+        if isinstance(content := (point.payload or {}).get("content"), str)
+    ]
+    return found, None if after is None else str(after)
+
+
+async def index_page(
+    call: Call, collection: str, items: Sequence[tuple[str, SparseVector]]
+) -> None:
+    """Set the keyword vectors still missing, in one request. A point deleted since it was
+    listed makes the server refuse the whole request: then once more without the gone."""
+    vectors = [
+        models.PointVectors(id=point_id, vector={KEYWORDS_VECTOR: sparse(keywords)})
+        for point_id, keywords in items
+    ]
+    try:
+        await _update(call, collection, vectors)
+    except BackendError:
+        ids: list[models.ExtendedPointId] = [vector.id for vector in vectors]
+        found = await call(lambda c: c.retrieve(collection, ids, with_payload=False))
+        present = {str(point.id) for point in found}
+        remaining = [vector for vector in vectors if str(vector.id) in present]
+        if len(remaining) == len(vectors):
+            raise
+        if remaining:
+            await _update(call, collection, remaining)
+
+
+async def _update(call: Call, collection: str, vectors: list[models.PointVectors]) -> None:
+    await call(lambda c: c.update_vectors(collection, vectors, update_filter=UNINDEXED))
+
+
+def cursor(collection: str, offset: str | None) -> str:
+    """An opaque cursor for layouts that walk several collections."""
+    return json.dumps([collection, offset])
+
+
+def parse_cursor(text: str) -> tuple[str, str | None]:
+    collection, offset = json.loads(text)
+    return str(collection), None if offset is None else str(offset)

@@ -1,0 +1,86 @@
+"""qdrant-client's spelling of a search's stages, for `adapters.qdrant.ranking`.
+
+Apart from the calls (server_calls.py), which build their requests with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from qdrant_client.http import models
+
+from adapters.base import SparseVector
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
+
+
+class ClientRanking:
+    """qdrant-client's spelling of a search (adapters/qdrant/ranking.py). Dense stages use
+    the collection's index (HNSW per tenant in the shared layout)."""
+
+    def dense(
+        self, vector: Sequence[float], limit: int, where: models.Filter | None
+    ) -> models.Prefetch:
+        return models.Prefetch(query=[float(x) for x in vector], filter=where, limit=limit)
+
+    def keywords(
+        self, vector: SparseVector, limit: int, where: models.Filter | None
+    ) -> models.Prefetch:
+        return models.Prefetch(
+            query=sparse(vector), using=KEYWORDS_VECTOR, filter=where, limit=limit
+        )
+
+    def rescore_dense(
+        self, vector: Sequence[float], candidates: models.Prefetch, limit: int
+    ) -> models.Prefetch:
+        return models.Prefetch(query=[float(x) for x in vector], prefetch=[candidates], limit=limit)
+
+    def rescore_keywords(
+        self, vector: SparseVector, candidates: models.Prefetch, limit: int
+    ) -> models.Prefetch:
+        return models.Prefetch(
+            query=sparse(vector), using=KEYWORDS_VECTOR, prefetch=[candidates], limit=limit
+        )
+
+    def alone(self, stage: models.Prefetch) -> models.QueryRequest:
+        return models.QueryRequest(
+            query=stage.query,
+            using=stage.using,
+            filter=stage.filter,
+            limit=stage.limit,
+            with_payload=True,
+        )
+
+    def fused(
+        self,
+        stages: list[models.Prefetch],
+        formula: models.Expression,
+        defaults: dict[str, float],
+        limit: int,
+    ) -> models.QueryRequest:
+        query = models.FormulaQuery(formula=formula, defaults=dict(defaults))
+        return models.QueryRequest(prefetch=stages, query=query, limit=limit, with_payload=True)
+
+    def score(self, index: int) -> models.Expression:
+        return f"$score[{index}]"
+
+    def constant(self, value: float) -> models.Expression:
+        return value
+
+    def add(self, terms: list[models.Expression]) -> models.Expression:
+        return models.SumExpression(sum=terms)
+
+    def multiply(self, factors: list[models.Expression]) -> models.Expression:
+        return models.MultExpression(mult=factors)
+
+    def negate(self, term: models.Expression) -> models.Expression:
+        return models.NegExpression(neg=term)
+
+    def absolute(self, term: models.Expression) -> models.Expression:
+        return models.AbsExpression(abs=term)
+
+
+CLIENT_RANKING = ClientRanking()
+
+
+def sparse(vector: SparseVector) -> models.SparseVector:
+    return models.SparseVector(indices=list(vector.indices), values=list(vector.values))

@@ -1,0 +1,140 @@
+"""The store's keyword index: which encoder made it, and filling in what is missing.
+
+Every memory written by this plugin carries its keyword vector. Memories that
+do not (a store written before keyword vectors existed, an import or layout
+migration that copied dense vectors only, a replica of an older version still
+writing during a rolling update) get one from their stored content: no model
+call, no re-embedding, the dense vector and payload untouched.
+
+The store records the encoder's identity (`KeywordEncoder.identity`) beside the
+embedding fingerprint, in store metadata, with a state:
+- `building`: memories may lack keyword vectors; `fill` is (re)running;
+- `complete`: every memory written before the last fill has one;
+- `resetting`: the store held vectors of another encoder; they are dropped
+  (`prepare_keywords(reset=True)`) before the fill. The new identity is
+  recorded first, so a `kill -9` anywhere repeats the drop, never mixes.
+A store that records no encoder was written before keyword vectors existed: it
+adopts this one and is filled. Unlike the embedding fingerprint, a mismatch is
+repaired, not refused: keyword vectors come from content alone, at tens of
+thousands a second.
+
+`maintain_in_background` runs at every start, beside the serving plugin: one
+page of at most `PAGE` memories per engine call, so requests keep flowing. Meanwhile
+a search ranks the memories still missing a keyword vector by cosine alone (in
+hybrid mode) or not at all (in keyword mode); nothing else changes. The progress
+survives `kill -9`: it is the stored vectors themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from adapters.base import VectorBackend
+from adapters.errors import BackendError, BackendMisconfigured
+from plugin.keywords import KeywordEncoder
+
+META_ENCODER = "keyword_encoder"
+META_STATE = "keyword_index"
+COMPLETE, BUILDING, RESETTING = "complete", "building", "resetting"
+PAGE = 256
+RETRY_S = 2.0
+log = logging.getLogger(__name__)
+# Told after every page: how many memories it indexed.
+Progress = Callable[[int], None]
+
+
+def _nobody(_: int) -> None:
+    """The progress callback when nobody counts."""
+
+
+@dataclass(frozen=True, slots=True)
+class FillReport:
+    indexed: int
+    seconds: float
+
+
+async def prepare(backend: VectorBackend, encoder: KeywordEncoder) -> bool:
+    """Record `encoder` with the store, dropping another encoder's vectors; False when the
+    backend keeps no keyword vectors (nothing to do). Idempotent; safe to repeat after a crash."""
+    try:
+        meta = await backend.read_store_meta()
+    except NotImplementedError:
+        return False
+    recorded, state = meta.get(META_ENCODER), meta.get(META_STATE)
+    if recorded is not None and recorded != encoder.identity:
+        log.warning(
+            "keyword vectors were made by another encoder: re-indexing the store",
+            extra={"recorded": recorded, "configured": encoder.identity},
+        )
+        await backend.write_store_meta(META_STATE, RESETTING)
+        await backend.write_store_meta(META_ENCODER, encoder.identity)
+        state = RESETTING
+    try:
+        await backend.prepare_keywords(reset=state == RESETTING)
+    except NotImplementedError:
+        return False
+    if recorded is None:
+        await backend.write_store_meta(META_ENCODER, encoder.identity)
+    if state != BUILDING:
+        await backend.write_store_meta(META_STATE, BUILDING)
+    return True
+
+
+async def fill(
+    backend: VectorBackend,
+    encoder: KeywordEncoder,
+    *,
+    page: int = PAGE,
+    progress: Progress = _nobody,
+) -> FillReport:
+    """Give every memory without a keyword vector its own, then record the index complete."""
+    started = time.monotonic()
+    indexed = 0
+    cursor: str | None = None
+    while True:
+        found, cursor = await backend.unindexed_memories(cursor, page)
+        if found:
+            items = [(key, encoder.document(content)) for key, content in found]
+            indexed += await backend.index_keywords(items)
+            progress(len(items))
+        if cursor is None:
+            break
+        await asyncio.sleep(0)  # requests queued meanwhile go first
+    await backend.write_store_meta(META_STATE, COMPLETE)
+    return FillReport(indexed, time.monotonic() - started)
+
+
+async def index_store(
+    backend: VectorBackend, encoder: KeywordEncoder, progress: Progress = _nobody
+) -> FillReport | None:
+    """`prepare` then `fill`; None when the backend keeps no keyword vectors."""
+    if not await prepare(backend, encoder):
+        return None
+    report = await fill(backend, encoder, progress=progress)
+    if report.indexed:
+        log.info(
+            "keyword vectors indexed",
+            extra={"memories": report.indexed, "seconds": round(report.seconds, 2)},
+        )
+    return report
+
+
+async def maintain_in_background(
+    backend: VectorBackend, encoder: KeywordEncoder, progress: Progress = _nobody
+) -> None:
+    """`index_store`, retried while the store is unavailable; never stops the server."""
+    while True:
+        try:
+            if await index_store(backend, encoder, progress) is None:
+                log.info("this backend keeps no keyword vectors: dense search only")
+            return
+        except BackendMisconfigured as error:  # retrying cannot help; the log says why
+            log.error("keyword index not built: %s", error)
+            return
+        except BackendError as error:
+            log.warning("keyword index not built yet, store unavailable: %s", error)
+        await asyncio.sleep(RETRY_S)

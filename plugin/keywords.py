@@ -1,0 +1,66 @@
+"""Keyword vectors: BM25 term weights of a memory's content, computed by the plugin.
+
+Why: agents ask about names, places, dates and identifiers ("When did Caroline go
+to the LGBTQ support group?", an order number), which a small sentence model
+blurs. BM25 finds them, and the plugin's own dense ranking is weakest exactly
+there (README, "Hybrid search": recall on LoCoMo).
+
+The encoder is Qdrant's own (`qdrant_edge.Bm25`: word tokenizer, English stop
+words and Snowball stemmer, token ids hashed to 32 bits, documented as matching a
+Qdrant server's BM25), so the embedded store and a server index the same tokens.
+A document gets term-frequency weights saturated by k1 and normalised by length
+(b, avg_len); a query gets weight 1 per distinct token; the inverse document
+frequency comes from the store itself (a sparse vector with the IDF modifier), so
+nothing here needs corpus statistics.
+
+Parameters: Qdrant's defaults (k1 1.2, b 0.75, avg_len 256), kept on measurement:
+on LoCoMo's development half no other k1, b, avg_len, stemming or stop-word
+choice recalled more (benchmarks/README.md).
+
+`identity` names everything that decides the vectors, the library version
+included: a store records it (plugin/keyword_index.py), and vectors of another
+configuration are never mixed in silently.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import qdrant_edge as qe
+
+from adapters.base import SparseVector
+
+K1 = 1.2
+B = 0.75
+AVG_LEN = 256.0
+LANGUAGE = "english"
+# Tokenising costs about 50 ns a character on the event loop: a 900 KiB content
+# would hold every request for ~45 ms. Its first 32 KiB are indexed (the whole
+# content is still stored and returned), as the model reads only its beginning.
+MAX_KEYWORD_CHARS = 32_768
+
+
+class KeywordEncoder:
+    """Text to BM25 keyword vectors; cheap (microseconds), safe on the event loop."""
+
+    def __init__(
+        self, *, k1: float = K1, b: float = B, avg_len: float = AVG_LEN, language: str = LANGUAGE
+    ) -> None:
+        config = qe.Bm25Config(k=k1, b=b, avg_len=avg_len, language=language)
+        self._bm25 = qe.Bm25(config)
+        version = metadata.version("qdrant-edge-py")
+        self.identity = (
+            f"bm25/word/{language}/k1={k1:g}/b={b:g}/avg_len={avg_len:g}/qdrant-edge-{version}"
+        )
+
+    def document(self, text: str) -> SparseVector:
+        """The keyword vector stored with a memory whose content is `text`."""
+        return _plain(self._bm25.embed_document(text[:MAX_KEYWORD_CHARS]))
+
+    def query(self, text: str) -> SparseVector:
+        """The keyword vector of a search's query text."""
+        return _plain(self._bm25.embed_query(text[:MAX_KEYWORD_CHARS]))
+
+
+def _plain(vector: qe.SparseVector) -> SparseVector:
+    return SparseVector(tuple(vector.indices), tuple(vector.values))

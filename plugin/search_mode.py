@@ -1,0 +1,28 @@
+"""Which ranking a search with a query uses: MEMORY_PLUGIN_SEARCH against what the store answers.
+
+Unset means the best the backend answers: hybrid on both Qdrant backends (the
+measured default, README "Hybrid search"), dense where keyword vectors cannot
+be kept. A mode the backend cannot answer stops start-up with one line instead
+of silently ranking another way.
+"""
+
+from __future__ import annotations
+
+from adapters.base import SearchMode, VectorBackend
+from adapters.errors import BackendMisconfigured
+
+PREFERENCE = (SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD)
+
+
+def choose_search_mode(configured: str | None, backend: VectorBackend) -> SearchMode:
+    offered = backend.search_modes
+    if configured is None:
+        return next(mode for mode in PREFERENCE if mode in offered)
+    mode = SearchMode(configured)
+    if mode not in offered:
+        allowed = ", ".join(sorted(offered))
+        raise BackendMisconfigured(
+            f"MEMORY_PLUGIN_SEARCH={mode} is not available on the {backend.name} backend"
+            f" (it answers: {allowed}); unset it or choose one of those"
+        )
+    return mode
