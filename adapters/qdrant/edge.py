@@ -356,10 +356,8 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         scope = self._scope(namespaces)
         if not scope:
             return []
-        requests = [
-            ranking.request(EDGE_RANKING, query, filters.memories(EDGE, side, scope), limit)
-            for side in pin_sides(memory_filter)
-        ]
+        wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
+        requests = ranking.requests(EDGE_RANKING, query, wheres, limit)
         points = await self._calls.here(self._batch, requests)
         return [
             ScoredMemory(memory, p.score)

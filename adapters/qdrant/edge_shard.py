@@ -57,21 +57,20 @@ class EdgeRanking:
 
     _EXACT = qe.SearchParams(exact=True)
 
-    def dense(self, vector: Sequence[float], limit: int, where: Any) -> Any:
-        query = qe.Query.Nearest(list(vector))
+    def dense_query(self, vector: Sequence[float]) -> Any:
+        return qe.Query.Nearest(list(vector))
+
+    def keyword_query(self, vector: SparseVector) -> Any:
+        return qe.Query.Nearest(sparse(vector), using=KEYWORDS_VECTOR)
+
+    def dense(self, query: Any, limit: int, where: Any) -> Any:
         return qe.Prefetch(limit=limit, query=query, filter=where, params=self._EXACT)
 
-    def keywords(self, vector: SparseVector, limit: int, where: Any) -> Any:
-        query = qe.Query.Nearest(sparse(vector), using=KEYWORDS_VECTOR)
+    def keywords(self, query: Any, limit: int, where: Any) -> Any:
         return qe.Prefetch(limit=limit, query=query, filter=where)
 
-    def rescore_dense(self, vector: Sequence[float], candidates: Any, limit: int) -> Any:
-        query = qe.Query.Nearest(list(vector))
-        return qe.Prefetch(limit=limit, query=query, prefetches=[candidates])
-
-    def rescore_keywords(self, vector: SparseVector, candidates: Any, limit: int) -> Any:
-        query = qe.Query.Nearest(sparse(vector), using=KEYWORDS_VECTOR)
-        return qe.Prefetch(limit=limit, query=query, prefetches=[candidates])
+    def rescore(self, query: Any, candidates: list[Any], limit: int) -> Any:
+        return qe.Prefetch(limit=limit, query=query, prefetches=candidates)
 
     def alone(self, stage: Any) -> Any:
         return qe.QueryRequest(
@@ -101,12 +100,6 @@ class EdgeRanking:
 
     def multiply(self, factors: list[Any]) -> Any:
         return qe.Expression.Mult(factors)
-
-    def negate(self, term: Any) -> Any:
-        return qe.Expression.Neg(term)
-
-    def absolute(self, term: Any) -> Any:
-        return qe.Expression.Abs(term)
 
 
 EDGE_RANKING = EdgeRanking()

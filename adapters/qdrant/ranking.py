@@ -4,21 +4,25 @@ Dense: cosine over the embeddings. Keyword: BM25 over the keyword vectors (the
 store applies IDF). Hybrid, fused inside the engine in the same one request:
 
     candidates = top CANDIDATES by cosine, and top CANDIDATES by BM25
-    score      = cosine + KEYWORD_WEIGHT * BM25      (each candidate scored on both)
+    score      = cosine + KEYWORD_WEIGHT * BM25
 
-Why this fusion (measured on LoCoMo's development half, benchmarks/README.md):
+Every candidate's cosine is computed (one stage re-scores both lists by the
+dense vector); its BM25 is the keyword list's, and 0 for a candidate outside
+it (a weak keyword match at best).
+
+Why (measured on LoCoMo's development half, benchmarks/README.md):
 - rank fusion (RRF, any k or weights) and DBSF either lost to BM25 alone at the
   top rank or to dense alone deep in the list; a weighted sum of the two scores
   did neither and recalled the most at every k;
-- every candidate gets both scores: a prefetch only scores what it found, and
-  scoring a BM25 candidate outside the dense top list as "cosine 0" cost 3 points
-  of recall@5. So each list is re-scored on the other vector (cheap: at most
-  CANDIDATES points each), and the formula takes whichever score is present;
-- `max(a, b)` is written as `(a + b + |a - b|) / 2` because a server's formula
-  has `abs` since Qdrant 1.14 but `max` only since 1.20.
+- a candidate found by BM25 alone must get its real cosine: counting it as
+  "cosine 0" cost 3 points of recall@5;
+- the BM25 of the dense candidates beyond the keyword list would add up to 3
+  points of recall@50 (nothing at @1 and @5), but the engine must search the
+  keywords once more or much deeper for it: 1.4 to 2 times the engine time, and
+  search latency under load beyond 1.2 times the dense search's. Not worth it.
 
-A score is comparable within one answer only: BM25 grows with the store's
-term statistics, so a fused score's scale depends on the store.
+A score is comparable within one answer only: BM25 grows with the store's term
+statistics, so a fused score's scale depends on the store.
 
 Engines spell requests with different classes, so each supplies a small
 `RankingDialect` (as `filters.Dialect`); the plan is decided here once.
@@ -37,22 +41,31 @@ KEYWORD_WEIGHT = 0.03
 CANDIDATES = 100
 QDRANT_SEARCH_MODES = frozenset(SearchMode)
 
+Q = TypeVar("Q")  # a query vector, as the engine takes it
 P = TypeVar("P")  # a prefetch stage
 R = TypeVar("R", covariant=True)  # a request
 F = TypeVar("F", contravariant=True)  # a filter
 E = TypeVar("E")  # a formula expression
 
 
-class RankingDialect(Protocol, Generic[P, R, F, E]):
+class RankingDialect(Protocol, Generic[Q, P, R, F, E]):
     """How one engine spells the stages of a search."""
 
-    def dense(self, vector: Sequence[float], limit: int, where: F) -> P: ...
+    def dense_query(self, vector: Sequence[float]) -> Q: ...
 
-    def keywords(self, vector: SparseVector, limit: int, where: F) -> P: ...
+    def keyword_query(self, vector: SparseVector) -> Q: ...
 
-    def rescore_dense(self, vector: Sequence[float], candidates: P, limit: int) -> P: ...
+    def dense(self, query: Q, limit: int, where: F) -> P:
+        """The nearest by cosine among what `where` admits."""
+        ...
 
-    def rescore_keywords(self, vector: SparseVector, candidates: P, limit: int) -> P: ...
+    def keywords(self, query: Q, limit: int, where: F) -> P:
+        """The best by BM25 among what `where` admits (only memories sharing a word)."""
+        ...
+
+    def rescore(self, query: Q, candidates: list[P], limit: int) -> P:
+        """The candidates of `candidates`, scored by the dense `query`."""
+        ...
 
     def alone(self, stage: P) -> R:
         """A request answering with one stage's own ranking."""
@@ -68,36 +81,28 @@ class RankingDialect(Protocol, Generic[P, R, F, E]):
 
     def multiply(self, factors: list[E]) -> E: ...
 
-    def negate(self, term: E) -> E: ...
 
-    def absolute(self, term: E) -> E: ...
-
-
-def request(dialect: RankingDialect[P, R, F, E], query: SearchQuery, where: F, limit: int) -> R:
-    """The one engine request ranking one pin side (`where`) for `query`."""
-    if query.keywords is None:
-        assert query.dense is not None  # SearchQuery holds one at least
-        return dialect.alone(dialect.dense(query.dense, limit, where))
-    if query.dense is None:
-        return dialect.alone(dialect.keywords(query.keywords, limit, where))
+def requests(
+    dialect: RankingDialect[Q, P, R, F, E], query: SearchQuery, wheres: list[F], limit: int
+) -> list[R]:
+    """One engine request per filter (pin side) ranking it for `query`, for one batch."""
+    dense = None if query.dense is None else dialect.dense_query(query.dense)
+    keywords = None if query.keywords is None else dialect.keyword_query(query.keywords)
+    if keywords is None:
+        assert dense is not None  # SearchQuery holds one at least
+        return [dialect.alone(dialect.dense(dense, limit, where)) for where in wheres]
+    if dense is None:
+        return [dialect.alone(dialect.keywords(keywords, limit, where)) for where in wheres]
     pool = max(limit, CANDIDATES)
-    by_dense = dialect.dense(query.dense, pool, where)
-    by_keywords = dialect.keywords(query.keywords, pool, where)
-    stages = [  # $score[0], [1]: cosine; $score[2], [3]: BM25
-        by_dense,
-        dialect.rescore_dense(query.dense, by_keywords, pool),
-        dialect.rescore_keywords(query.keywords, by_dense, pool),
-        by_keywords,
-    ]
-    cosine = _larger(dialect, dialect.score(0), dialect.score(1))
-    bm25 = _larger(dialect, dialect.score(2), dialect.score(3))
-    formula = dialect.add([cosine, dialect.multiply([dialect.constant(KEYWORD_WEIGHT), bm25])])
-    # A candidate missing from a stage: the lowest cosine, no keyword match.
-    defaults = {"$score[0]": -1.0, "$score[1]": -1.0, "$score[2]": 0.0, "$score[3]": 0.0}
-    return dialect.fused(stages, formula, defaults, limit)
-
-
-def _larger(dialect: RankingDialect[P, R, F, E], a: E, b: E) -> E:
-    """max(a, b) = (a + b + |a - b|) / 2: a server's formula has no `max` before 1.20."""
-    spread = dialect.absolute(dialect.add([a, dialect.negate(b)]))
-    return dialect.multiply([dialect.constant(0.5), dialect.add([a, b, spread])])
+    # $score[0]: the cosine of every candidate; $score[1]: BM25 in the keyword list.
+    formula = dialect.add(
+        [dialect.score(0), dialect.multiply([dialect.constant(KEYWORD_WEIGHT), dialect.score(1)])]
+    )
+    defaults = {"$score[0]": -1.0, "$score[1]": 0.0}
+    fused = []
+    for where in wheres:
+        by_keywords = dialect.keywords(keywords, pool, where)
+        candidates = [dialect.dense(dense, pool, where), by_keywords]
+        stages = [dialect.rescore(dense, candidates, 2 * pool), by_keywords]
+        fused.append(dialect.fused(stages, formula, defaults, limit))
+    return fused

@@ -109,16 +109,13 @@ def side_requests(
 
     A search ranks as `adapters.qdrant.ranking` decides; a listing is newest first.
     Search params are left to the server: HNSW, per tenant in the shared layout."""
-    requests = []
-    for side in pin_sides(memory_filter):
-        where = filters.memories(DIALECT, side, scope)
-        if isinstance(query, SearchQuery):
-            requests.append(ranking.request(CLIENT_RANKING, query, where, limit))
-        else:
-            requests.append(
-                models.QueryRequest(query=query, filter=where, limit=limit, with_payload=True)
-            )
-    return requests
+    wheres = [filters.memories(DIALECT, side, scope) for side in pin_sides(memory_filter)]
+    if isinstance(query, SearchQuery):
+        return ranking.requests(CLIENT_RANKING, query, wheres, limit)
+    return [
+        models.QueryRequest(query=query, filter=where, limit=limit, with_payload=True)
+        for where in wheres
+    ]
 
 
 def _from_response(exc: UnexpectedResponse) -> BackendError:

@@ -6,6 +6,7 @@ Apart from the calls (server_calls.py), which build their requests with it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from qdrant_client.http import models
 
@@ -13,32 +14,34 @@ from adapters.base import SparseVector
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 
 
+class Query(NamedTuple):
+    """A query vector and the vector it searches (None: the unnamed dense one)."""
+
+    vector: list[float] | models.SparseVector
+    using: str | None
+
+
 class ClientRanking:
     """qdrant-client's spelling of a search (adapters/qdrant/ranking.py). Dense stages use
     the collection's index (HNSW per tenant in the shared layout)."""
 
-    def dense(
-        self, vector: Sequence[float], limit: int, where: models.Filter | None
-    ) -> models.Prefetch:
-        return models.Prefetch(query=[float(x) for x in vector], filter=where, limit=limit)
+    def dense_query(self, vector: Sequence[float]) -> Query:
+        return Query([float(x) for x in vector], None)
 
-    def keywords(
-        self, vector: SparseVector, limit: int, where: models.Filter | None
+    def keyword_query(self, vector: SparseVector) -> Query:
+        return Query(sparse(vector), KEYWORDS_VECTOR)
+
+    def dense(self, query: Query, limit: int, where: models.Filter | None) -> models.Prefetch:
+        return models.Prefetch(query=query.vector, using=query.using, filter=where, limit=limit)
+
+    def keywords(self, query: Query, limit: int, where: models.Filter | None) -> models.Prefetch:
+        return self.dense(query, limit, where)  # a server stage needs no per-vector params
+
+    def rescore(
+        self, query: Query, candidates: list[models.Prefetch], limit: int
     ) -> models.Prefetch:
         return models.Prefetch(
-            query=sparse(vector), using=KEYWORDS_VECTOR, filter=where, limit=limit
-        )
-
-    def rescore_dense(
-        self, vector: Sequence[float], candidates: models.Prefetch, limit: int
-    ) -> models.Prefetch:
-        return models.Prefetch(query=[float(x) for x in vector], prefetch=[candidates], limit=limit)
-
-    def rescore_keywords(
-        self, vector: SparseVector, candidates: models.Prefetch, limit: int
-    ) -> models.Prefetch:
-        return models.Prefetch(
-            query=sparse(vector), using=KEYWORDS_VECTOR, prefetch=[candidates], limit=limit
+            query=query.vector, using=query.using, prefetch=candidates, limit=limit
         )
 
     def alone(self, stage: models.Prefetch) -> models.QueryRequest:
@@ -71,12 +74,6 @@ class ClientRanking:
 
     def multiply(self, factors: list[models.Expression]) -> models.Expression:
         return models.MultExpression(mult=factors)
-
-    def negate(self, term: models.Expression) -> models.Expression:
-        return models.NegExpression(neg=term)
-
-    def absolute(self, term: models.Expression) -> models.Expression:
-        return models.AbsExpression(abs=term)
 
 
 CLIENT_RANKING = ClientRanking()

@@ -1,0 +1,240 @@
+"""Retrieval quality on LoCoMo through the real server, per search mode, and search latency.
+
+    python benchmarks/retrieval.py [--data ../shared/data/locomo/locomo-dev.json]
+
+1. One server process writes every conversation over HTTP, as the platform's agents
+   would: a namespace per conversation and memory mode (dialog turns, observations),
+   every memory committed with an explicit id, 8 requests in flight.
+2. The store is copied once per search mode (MEMORY_PLUGIN_SEARCH = dense, keyword,
+   hybrid) and a server is started on each copy: same data, three rankings.
+3. Every question is asked as an agent asks it (`query`, its conversation's
+   namespace, `limit` 50); recall@1/5/10/20/50 of the evidence turns is printed per
+   category, for dialog turns and for observations, mode beside mode.
+4. Search latency: 8 closed-loop callers searching 3 namespaces at once, in windows
+   that alternate dense and hybrid (ABBA: drift hits both alike); p50 and p99, and
+   the median over windows of each.
+Ends with the checks of issue 17 (met / NOT met). About 3 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import locomo
+from common import REPO_ROOT, machine, percentile, use_repo_root
+
+use_repo_root()
+from tests.server_process import ServerProcess  # noqa: E402
+
+SEARCH_MODES = ("dense", "keyword", "hybrid")
+DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+IN_FLIGHT = 8
+CALLERS = 8
+LIMIT = 50
+TIMEOUT = aiohttp.ClientTimeout(total=30)
+
+
+async def _send(
+    session: aiohttp.ClientSession, method: str, url: str, body: Any, expect: int
+) -> Any:
+    async with session.request(method, url, json=body) as response:
+        answer = await response.json()
+        if response.status != expect:
+            raise RuntimeError(f"{method} {url} answered {response.status}: {answer}")
+        return answer
+
+
+async def _bounded(calls: list[Any], limit: int) -> list[Any]:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Any) -> Any:
+        async with gate:
+            return await call()
+
+    return await asyncio.gather(*(one(call) for call in calls))
+
+
+async def write_all(base: str, conversations: list[locomo.Conversation]) -> None:
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        calls = []
+        for conversation in conversations:
+            for mode in locomo.MODES:
+                namespace = conversation.namespace(mode)
+                await _send(
+                    session, "PUT", f"{base}/v1/namespaces/{namespace}", {"kind": "workspace"}, 200
+                )
+                url = f"{base}/v1/namespaces/{namespace}/memories"
+                for memory_id, _, content in conversation.memories[mode]:
+                    body = {"id": memory_id, "content": content, "kind": "fact", "source": "agent"}
+                    calls.append(lambda url=url, body=body: _send(session, "POST", url, body, 201))
+        started = time.perf_counter()
+        await _bounded(calls, IN_FLIGHT)
+        took = time.perf_counter() - started
+        print(f"wrote {len(calls)} memories in {took:.1f} s ({len(calls) / took:.0f}/s)")
+
+
+async def recall(
+    base: str, conversations: list[locomo.Conversation]
+) -> dict[str, locomo.RecallTable]:
+    """Ask every question in its conversation's namespace, per memory mode."""
+    tables = {mode: locomo.RecallTable() for mode in locomo.MODES}
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        calls = []
+        for conversation in conversations:
+            for mode in locomo.MODES:
+                turn_of = conversation.turn_of(mode)
+                for question in conversation.questions:
+                    body = {
+                        "namespaces": [conversation.namespace(mode)],
+                        "query": question.text,
+                        "limit": LIMIT,
+                    }
+
+                    async def ask(body=body, turn_of=turn_of, question=question, mode=mode) -> None:
+                        answer = await _send(session, "POST", f"{base}/v1/search", body, 200)
+                        found = [turn_of[hit["id"]] for hit in answer["memories"]]
+                        tables[mode].add(
+                            question.category, locomo.recall_at(found, question.evidence)
+                        )
+
+                    calls.append(ask)
+        await _bounded(calls, IN_FLIGHT)
+    return tables
+
+
+async def latency_window(base: str, bodies: list[dict[str, Any]], seconds: float) -> list[float]:
+    """8 closed-loop callers for `seconds`; every request's latency."""
+    durations: list[float] = []
+    deadline = time.perf_counter() + seconds
+    connector = aiohttp.TCPConnector(limit=CALLERS)
+    async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
+
+        async def caller(seed: int) -> None:
+            picked = random.Random(seed)
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                await _send(session, "POST", f"{base}/v1/search", picked.choice(bodies), 200)
+                durations.append(time.perf_counter() - started)
+
+        await asyncio.gather(*(caller(seed) for seed in range(CALLERS)))
+    return durations
+
+
+def print_recall(tables: dict[str, dict[str, locomo.RecallTable]]) -> None:
+    header = "".join(f"{'R@' + str(k):>7}" for k in locomo.KS)
+    for memory_mode in locomo.MODES:
+        first = tables[SEARCH_MODES[0]][memory_mode]
+        print(f"\n{memory_mode}: categories 1-4 ({first.count(locomo.HEADLINE)} questions)")
+        print(f"  {'search':<10}{header}")
+        for search in SEARCH_MODES:
+            row = tables[search][memory_mode].mean(locomo.HEADLINE)
+            print(f"  {search:<10}" + "".join(f"{x:7.3f}" for x in row))
+        for category, name in locomo.CATEGORIES.items():
+            print(f"  category {category}, {name} ({first.count([category])} questions)")
+            for search in SEARCH_MODES:
+                row = tables[search][memory_mode].mean([category])
+                print(f"    {search:<8}" + "".join(f"{x:7.3f}" for x in row))
+
+
+def checks(
+    tables: dict[str, dict[str, locomo.RecallTable]], latencies: dict[str, list[list[float]]]
+) -> None:
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    print("\nissue 17's checks")
+    hybrid = tables["hybrid"]["dialog"].mean(locomo.HEADLINE)
+    r5, r10 = hybrid[locomo.KS.index(5)], hybrid[locomo.KS.index(10)]
+    print(
+        f"  dialog, hybrid R@5 {r5:.3f} >= 0.62 and R@10 {r10:.3f} >= 0.70:"
+        f" {verdict(r5 >= 0.62 and r10 >= 0.70)}"
+    )
+    for memory_mode in locomo.MODES:
+        rows = {s: tables[s][memory_mode].mean(locomo.HEADLINE) for s in SEARCH_MODES}
+        gaps = [
+            rows["hybrid"][i] - max(rows["dense"][i], rows["keyword"][i])
+            for i in range(len(locomo.KS))
+        ]
+        shown = ", ".join(f"@{k} {gap:+.3f}" for k, gap in zip(locomo.KS, gaps, strict=True))
+        print(
+            f"  {memory_mode}: hybrid minus the better of dense and keyword: {shown}:"
+            f" {verdict(min(gaps) >= -0.01)}"
+        )
+    p50 = {
+        mode: statistics.median(percentile(w, 50) for w in latencies[mode]) for mode in latencies
+    }
+    p99 = {
+        mode: statistics.median(percentile(w, 99) for w in latencies[mode]) for mode in latencies
+    }
+    ratio50, ratio99 = p50["hybrid"] / p50["dense"], p99["hybrid"] / p99["dense"]
+    print(
+        f"  search latency, hybrid / dense: p50 {ratio50:.2f}x, p99 {ratio99:.2f}x"
+        f" (within 1.2x): {verdict(ratio50 <= 1.2 and ratio99 <= 1.2)}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--latency-seconds", type=float, default=6.0)
+    parser.add_argument("--rounds", type=int, default=6)
+    args = parser.parse_args()
+    conversations = locomo.load(args.data)
+    print(f"retrieval on {args.data.name}: {len(conversations)} conversations ({machine()})")
+    with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as tmp_name:
+        tmp = Path(tmp_name)
+        with ServerProcess(tmp / "written", tmp / "writer.log") as writer:
+            writer.start()
+            writer.wait_healthy()
+            asyncio.run(write_all(writer.base_url, conversations))
+            writer.terminate()
+        servers = {}
+        for mode in SEARCH_MODES:
+            shutil.copytree(tmp / "written", tmp / mode)
+            env = {"MEMORY_PLUGIN_SEARCH": mode}
+            servers[mode] = ServerProcess(tmp / mode, tmp / f"{mode}.log", env=env).start()
+        try:
+            for server in servers.values():
+                server.wait_healthy()
+            tables = {
+                mode: asyncio.run(recall(server.base_url, conversations))
+                for mode, server in servers.items()
+            }
+            print_recall(tables)
+            questions = [q.text for c in conversations for q in c.questions]
+            searched = [c.namespace("dialog") for c in conversations[:3]]
+            bodies = [{"namespaces": searched, "query": text, "limit": 10} for text in questions]
+            latencies: dict[str, list[list[float]]] = {mode: [] for mode in SEARCH_MODES}
+            print(
+                f"\nsearch latency: {CALLERS} callers, 3 namespaces, limit 10, windows of"
+                f" {args.latency_seconds:g} s; dense and hybrid in ABBA order (drift cancels),"
+                " keyword last"
+            )
+            order = [m for r in range(args.rounds) for m in ("dense", "hybrid")[:: 1 - 2 * (r % 2)]]
+            for number, mode in enumerate([*order, "keyword"], 1):
+                window = asyncio.run(
+                    latency_window(servers[mode].base_url, bodies, args.latency_seconds)
+                )
+                latencies[mode].append(window)
+                print(
+                    f"  window {number:2} {mode:<8} {len(window) / args.latency_seconds:6.0f}/s"
+                    f"  p50 {percentile(window, 50) * 1000:6.1f} ms"
+                    f"  p99 {percentile(window, 99) * 1000:6.1f} ms"
+                )
+            checks(tables, latencies)
+        finally:
+            for server in servers.values():
+                server.close()
+
+
+if __name__ == "__main__":
+    main()
