@@ -25,7 +25,16 @@ from plugin.fingerprint import check_at_start
 from plugin.handlers import routes
 from plugin.instrumented import InstrumentedBackend
 from plugin.janitor import run_janitor
-from plugin.keys import BACKEND, EMBEDDER, ENCODER, KEYWORDS, METRICS, SERVICE, SETTINGS
+from plugin.keys import (
+    BACKEND,
+    EMBEDDER,
+    ENCODER,
+    KEYWORDS,
+    METRICS,
+    SEARCH_MODE,
+    SERVICE,
+    SETTINGS,
+)
 from plugin.keyword_index import maintain_in_background
 from plugin.keywords import KeywordEncoder
 from plugin.metrics import Metrics
@@ -53,6 +62,7 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
         later = await check_at_start(
             app[BACKEND], app[ENCODER].fingerprint, app[SETTINGS].backend_timeout_s
         )
+        app[SEARCH_MODE] = choose_search_mode(app[SETTINGS].search, app[BACKEND])
     except BaseException:
         await app[BACKEND].close()
         raise
@@ -71,7 +81,7 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
             backend,
             app[EMBEDDER],
             app[KEYWORDS],
-            search_mode=choose_search_mode(settings.search, backend),
+            search_mode=app[SEARCH_MODE],
             deadline_s=settings.backend_timeout_s,
             clock=clock,
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from adapters.base import VectorBackend
+from adapters.base import SearchMode, VectorBackend
 from plugin.embedder import BatchingEmbedder, Encoder
 from plugin.keywords import KeywordEncoder
 from plugin.metrics import Metrics
@@ -16,5 +16,6 @@ ENCODER = web.AppKey("encoder", Encoder)
 EMBEDDER = web.AppKey("embedder", BatchingEmbedder)
 KEYWORDS = web.AppKey("keywords", KeywordEncoder)
 BACKEND = web.AppKey("backend", VectorBackend)
+SEARCH_MODE = web.AppKey("search_mode", SearchMode)
 SERVICE = web.AppKey("service", MemoryService)
 METRICS = web.AppKey("metrics", Metrics)

@@ -15,9 +15,10 @@ from adapters.qdrant import edge_records
 from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.layout import new_epoch
 from tests.backend_suite import DIM, T0, BackendSuite, dense, everything, memory, unit
+from tests.hybrid_suite import HybridSuite, KeywordIndexSuite
 
 
-class TestQdrantEdge(BackendSuite):
+class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
         store = QdrantEdgeBackend(DIM, tmp_path)

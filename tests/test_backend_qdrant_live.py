@@ -25,6 +25,7 @@ from adapters.base import VectorBackend
 from adapters.qdrant.server import QdrantServerBackend
 from adapters.qdrant.server_collections import QdrantCollectionsBackend
 from tests.backend_suite import DIM, BackendSuite
+from tests.hybrid_suite import HybridSuite, KeywordIndexSuite
 
 pytestmark = pytest.mark.live_qdrant
 
@@ -88,7 +89,7 @@ async def _live_backend(
         await _delete_collections(url, api_key, prefix)
 
 
-class TestQdrantServerLive(BackendSuite):
+class TestQdrantServerLive(BackendSuite, HybridSuite, KeywordIndexSuite):
     """The shared layout: one memories collection, namespaces as tenants."""
 
     @pytest.fixture
@@ -97,7 +98,7 @@ class TestQdrantServerLive(BackendSuite):
             yield backend
 
 
-class TestQdrantCollectionsLive(BackendSuite):
+class TestQdrantCollectionsLive(BackendSuite, HybridSuite, KeywordIndexSuite):
     """The `collections` layout: one collection per namespace."""
 
     @pytest.fixture

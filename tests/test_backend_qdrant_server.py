@@ -28,11 +28,12 @@ from adapters.qdrant.server import QdrantServerBackend, legacy_layout_line
 from adapters.qdrant.server_calls import QdrantConnection
 from adapters.qdrant.server_collections import QdrantCollectionsBackend
 from tests.backend_suite import DIM, T0, BackendSuite, dense, everything, memory, unit
+from tests.hybrid_suite import HybridSuite, KeywordIndexSuite
 
 MEMORIES, RECORDS = "memory-memories", "memory-namespaces"
 
 
-class TestQdrantServerInMemory(BackendSuite):
+class TestQdrantServerInMemory(BackendSuite, HybridSuite, KeywordIndexSuite):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[QdrantServerBackend]:
         backend = QdrantServerBackend(DIM, location=":memory:")
@@ -41,7 +42,7 @@ class TestQdrantServerInMemory(BackendSuite):
         await backend.close()
 
 
-class TestQdrantCollectionsInMemory(BackendSuite):
+class TestQdrantCollectionsInMemory(BackendSuite, HybridSuite, KeywordIndexSuite):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[QdrantCollectionsBackend]:
         backend = QdrantCollectionsBackend(DIM, location=":memory:")

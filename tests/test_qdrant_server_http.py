@@ -201,7 +201,7 @@ async def test_a_server_before_1_18_cannot_add_keyword_vectors_in_place(
     mock.get(REC).mock(return_value=shared_store_info(DIM, RECORD_INDEXES, vectors=False))
     mock.put(path__regex=r"/index$").mock(return_value=completed())
     mock.put(f"{MEM}/vectors/keywords").mock(return_value=error(404, "Not Found"))
-    with pytest.raises(BackendMisconfigured, match="needs Qdrant 1.18 or later"):
+    with pytest.raises(BackendMisconfigured, match=r"needs Qdrant 1\.18 or later"):
         await QdrantServerBackend(DIM, url=URL).start()
 
 

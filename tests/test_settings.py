@@ -40,6 +40,14 @@ def test_values_from_environment() -> None:
     assert (settings.janitor_interval_s, settings.max_body_bytes) == (5.0, 4096)
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, None), ("", None), ("hybrid", "hybrid"), ("keyword", "keyword")]
+)
+def test_search_mode_unset_means_the_backends_best(value: str | None, expected: str | None) -> None:
+    env = {} if value is None else {"MEMORY_PLUGIN_SEARCH": value}
+    assert Settings.from_env(env).search == expected
+
+
 def test_empty_qdrant_url_means_embedded() -> None:
     assert Settings.from_env({"QDRANT_URL": ""}).qdrant_url is None
 
@@ -54,6 +62,7 @@ def test_empty_qdrant_url_means_embedded() -> None:
         ({"MEMORY_PLUGIN_BACKEND_TIMEOUT": "0"}, "MEMORY_PLUGIN_BACKEND_TIMEOUT='0'"),
         ({"MEMORY_PLUGIN_COLLECTION_PREFIX": "a/b"}, "MEMORY_PLUGIN_COLLECTION_PREFIX"),
         ({"MEMORY_PLUGIN_LOG_LEVEL": "LOUD"}, "MEMORY_PLUGIN_LOG_LEVEL='LOUD'"),
+        ({"MEMORY_PLUGIN_SEARCH": "fuzzy"}, "MEMORY_PLUGIN_SEARCH='fuzzy'"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
