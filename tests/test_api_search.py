@@ -43,7 +43,7 @@ async def test_semantic_ranking_with_scores(api: ContractClient, two: tuple[str,
     scores = [m["score"] for m in memories]
     assert scores == sorted(scores, reverse=True)
     # Cosine; hybrid adds weighted BM25 (README "Hybrid search"), which only raises it.
-    assert all(-1.0 <= s for s in scores)
+    assert all(s >= -1.0 for s in scores)
     if api.app[SERVICE].search_mode is SearchMode.DENSE:
         assert all(s <= 1.0 + 1e-6 for s in scores)
     assert scores[0] > scores[1] + 0.1
