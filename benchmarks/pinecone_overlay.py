@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from adapters.base import JsonObject, MemoryFilter, MemoryRecord
+from adapters.base import JsonObject, MemoryFilter, MemoryRecord, SearchQuery
 from adapters.pinecone.layout import F_CREATED_US, memory_filter
 from adapters.pinecone.listing import newest_memories
 from adapters.pinecone.overlay import FreshnessOverlay
@@ -71,7 +71,7 @@ def merge_cost(entries: int) -> None:
     timings = []
     for _ in range(50):
         started = time.perf_counter()
-        overlay.merge_query("org:a", "epoch", query, flt, [], 20)
+        overlay.merge_query("org:a", "epoch", SearchQuery(query), flt, [], 20)
         timings.append((time.perf_counter() - started) * 1000)
     median = statistics.median(timings)
     print(f"merge with {entries:>5} recent writes in the namespace: {median:.2f} ms")

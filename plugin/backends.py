@@ -67,6 +67,7 @@ def _pinecone(settings: Settings, dimension: int) -> VectorBackend:
         timeout_s=settings.backend_timeout_s,
         freshness_window_s=settings.freshness_window_s,
         overlay_max_entries=settings.overlay_max_entries,
+        hybrid=settings.search == "hybrid",
     )
 
 

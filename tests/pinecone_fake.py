@@ -36,10 +36,11 @@ BATCH_MAX = 1000  # vectors per upsert, ids per fetch/delete
 TOP_K_MAX, TOP_K_MAX_WITH_DATA = 10_000, 1000
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 100, 100  # the SDK's own LIST_LIMIT_MAX
 NAME_MAX = 512  # ids and namespace names
-_VECTOR_KEYS = frozenset({"id", "values", "metadata", "sparseValues"})  # sparse: accepted, unused
+_VECTOR_KEYS = frozenset({"id", "values", "metadata", "sparseValues"})
 _GRPC_CODES = {400: 3, 401: 16, 404: 5, 413: 3, 429: 8, 500: 13, 503: 14}
 
-Record = tuple[list[float], dict[str, Any] | None]
+# Dense values, metadata, and sparse values as {index: value} (dotproduct indexes only).
+Record = tuple[list[float], dict[str, Any] | None, dict[int, float] | None]
 Namespaces = dict[str, dict[str, Record]]
 Reply = httpx.Response | Coroutine[Any, Any, httpx.Response]
 
@@ -121,7 +122,8 @@ class FakePinecone:
     "GET /vectors/fetch", "POST /vectors/delete", "GET /vectors/list",
     "POST /describe_index_stats", "DELETE /namespaces/{namespace}".
     Scores: cosine, dotproduct, or squared euclidean distance (ascending); ties go by id.
-    Sparse values are refused unless the metric is dotproduct, and then ignored.
+    Sparse values are refused unless the metric is dotproduct; there a query's score is
+    the dense dot product plus the sparse one (Pinecone's sparse-dense scoring).
     """
 
     def __init__(
@@ -457,12 +459,35 @@ class FakePinecone:
             if "sparseValues" in item and self.metric != "dotproduct":
                 raise Rejected("Sparse vector values are only supported for the dotproduct metric")
             values = self._dense(item.get("values"), "Vector")
-            rows.append((vid, (values, self._metadata(item.get("metadata"), vid))))
+            sparse = (
+                self._sparse(item["sparseValues"], "Sparse values")
+                if "sparseValues" in item
+                else None
+            )
+            rows.append((vid, (values, self._metadata(item.get("metadata"), vid), sparse)))
 
         def apply(state: Namespaces) -> None:
             state.setdefault(ns, {}).update(rows)
 
         return {"upsertedCount": len(rows)}, self._commit(apply)
+
+    @staticmethod
+    def _sparse(raw: Any, what: str) -> dict[int, float]:
+        """Pinecone's rules: indices unique uint32, as many values, at least one pair."""
+        if not isinstance(raw, dict) or set(raw) != {"indices", "values"}:
+            raise Rejected(f"{what} must have indices and values")
+        indices, values = raw["indices"], raw["values"]
+        if not isinstance(indices, list) or not isinstance(values, list):
+            raise Rejected(f"{what}: indices and values must be arrays")
+        if len(indices) != len(values) or not indices:
+            raise Rejected(f"{what}: indices and values must be non-empty and of equal length")
+        if any(
+            not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < 2**32 for i in indices
+        ):
+            raise Rejected(f"{what}: indices must be unsigned 32-bit integers")
+        if len(set(indices)) != len(indices):
+            raise Rejected(f"{what}: indices must be unique")
+        return dict(zip(indices, _f32(values), strict=True))
 
     def _score(self, a: list[float], b: list[float]) -> float:
         x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -497,9 +522,18 @@ class FakePinecone:
             target = self._dense(body["vector"], "Query vector")
         else:
             raise Rejected("No query provided: pass vector or id")
+        query_sparse = (
+            self._sparse(body["sparseVector"], "Sparse query") if "sparseVector" in body else {}
+        )
+
+        def score(values: list[float], sparse: dict[int, float] | None) -> float:
+            assert target is not None
+            keyword = sum(w * (sparse or {}).get(i, 0.0) for i, w in query_sparse.items())
+            return self._score(target, values) + keyword
+
         scored = [
-            (self._score(target, values), vid, values, meta)
-            for vid, (values, meta) in records.items()
+            (score(values, sparse), vid, values, meta)
+            for vid, (values, meta, sparse) in records.items()
             if target is not None and (flt is None or matches(flt, meta))
         ]
         sign = 1.0 if self.metric == "euclidean" else -1.0
@@ -525,7 +559,7 @@ class FakePinecone:
         vectors: dict[str, Any] = {}
         for vid in ids:
             if vid in records:
-                values, meta = records[vid]
+                values, meta, _ = records[vid]
                 vectors[vid] = {"id": vid, "values": values, **({"metadata": meta} if meta else {})}
         reply = {
             "vectors": vectors,
@@ -552,7 +586,7 @@ class FakePinecone:
                 list(records)
                 if delete_all
                 else ids
-                or [vid for vid, (_, meta) in records.items() if flt and matches(flt, meta)]
+                or [vid for vid, (_, meta, _) in records.items() if flt and matches(flt, meta)]
             )
             for vid in doomed:
                 records.pop(vid, None)

@@ -11,8 +11,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from adapters.base import MemoryRecord, VectorBackend
 from adapters.pinecone import PineconeBackend
-from tests.backend_suite import DIM, BackendSuite
+from adapters.pinecone.keywords import KEYWORD_WEIGHT
+from tests.backend_suite import DIM, BackendSuite, cosine
+from tests.hybrid_suite import FAR, KEYWORDS, QUERY_VECTOR, HybridSuite
 from tests.pinecone_fake import FakePinecone, ManualClock
 
 
@@ -21,7 +24,9 @@ def ticks() -> ManualClock:
     return ManualClock(1000.0)
 
 
-def pinecone_backend(fake: FakePinecone, ticks: ManualClock, **overrides: float) -> PineconeBackend:
+def pinecone_backend(
+    fake: FakePinecone, ticks: ManualClock, *, hybrid: bool = False, **overrides: float
+) -> PineconeBackend:
     return PineconeBackend(
         DIM,
         api_key=fake.api_key,
@@ -29,6 +34,7 @@ def pinecone_backend(fake: FakePinecone, ticks: ManualClock, **overrides: float)
         clock=ticks,
         timeout_s=overrides.get("timeout_s", 1.0),
         freshness_window_s=overrides.get("freshness_window_s", 30.0),
+        hybrid=hybrid,
     )
 
 
@@ -54,4 +60,44 @@ class TestPineconeLagging(TestPinecone):
     @pytest.fixture
     def fake(self, ticks: ManualClock) -> Iterator[FakePinecone]:
         with FakePinecone(dimension=DIM, clock=ticks, visibility_delay_s=3600).mocked() as fake:
+            yield fake
+
+
+class TestPineconeHybrid(BackendSuite, HybridSuite):
+    """A dotproduct index: every memory's keyword vector is stored as its sparse values,
+    and a hybrid search is Pinecone's sparse-dense query (adapters/pinecone/keywords.py)."""
+
+    @pytest.fixture
+    def fake(self, ticks: ManualClock) -> Iterator[FakePinecone]:
+        with FakePinecone(dimension=DIM, clock=ticks, metric="dotproduct").mocked() as fake:
+            yield fake
+
+    @pytest.fixture
+    async def backend(
+        self, fake: FakePinecone, ticks: ManualClock
+    ) -> AsyncIterator[PineconeBackend]:
+        store = pinecone_backend(fake, ticks, hybrid=True)
+        await store.start()
+        yield store
+        await store.close()
+
+    async def hybrid_score(
+        self, backend: VectorBackend, namespace: str, memory: MemoryRecord, text: str
+    ) -> float:
+        """Pinecone's: cosine plus the weighted sum of the memory's weights for the words."""
+        stored = dict(
+            zip(*(lambda v: (v.indices, v.values))(KEYWORDS.document(memory.content)), strict=True)
+        )
+        asked = KEYWORDS.query(text).indices
+        return cosine(QUERY_VECTOR, FAR) + KEYWORD_WEIGHT * sum(stored.get(i, 0.0) for i in asked)
+
+
+class TestPineconeHybridLagging(TestPineconeHybrid):
+    """The same with nothing written during the test visible: the overlay scores alike."""
+
+    @pytest.fixture
+    def fake(self, ticks: ManualClock) -> Iterator[FakePinecone]:
+        with FakePinecone(
+            dimension=DIM, clock=ticks, metric="dotproduct", visibility_delay_s=3600
+        ).mocked() as fake:
             yield fake

@@ -223,7 +223,7 @@ async def test_expiry_sweeps_every_live_namespace(
     fake.reconcile_all()  # the filter deletes land after the writes before them
     for name in ("team:a", "team:b"):
         stored = fake.records(f"memory-{name}").values()
-        assert [meta["content"] for _, meta in stored if meta] == ["keep"]
+        assert [meta["content"] for _, meta, _ in stored if meta] == ["keep"]
 
 
 # -- faults ----------------------------------------------------------------------------
@@ -312,7 +312,7 @@ async def test_write_shapes_carry_no_nulls_and_serialised_propagation(
         ({"api_key": "another-key"}, "refused the API key"),
         ({"index_exists": False}, r"does not exist \(check PINECONE_INDEX\)"),
         ({"dimension": DIM + 1}, f"dimension {DIM + 1} but the embedding model produces {DIM}"),
-        ({"metric": "dotproduct"}, "metric 'dotproduct'; the plugin needs 'cosine'"),
+        ({"metric": "euclidean"}, "metric 'euclidean'; the plugin needs 'cosine' or 'dotproduct'"),
     ],
 )
 async def test_a_misconfigured_index_ends_start_up(
@@ -330,6 +330,20 @@ async def test_a_misconfigured_index_ends_start_up(
     with pytest.raises(BackendMisconfigured, match=message):
         await store.start()
     await store.close()
+
+
+async def test_hybrid_search_needs_a_dotproduct_index(
+    fake: FakePinecone, ticks: ManualClock
+) -> None:
+    store = PineconeBackend(DIM, api_key=fake.api_key, index_name=fake.name, hybrid=True)
+    with pytest.raises(BackendMisconfigured) as refused:
+        await store.start()
+    await store.close()
+    assert str(refused.value) == (
+        "MEMORY_PLUGIN_SEARCH=hybrid needs a Pinecone index with metric 'dotproduct', not"
+        " 'cosine': create one and copy the memories into it with `memory-plugin-vector"
+        " export` and `import`, or unset MEMORY_PLUGIN_SEARCH"
+    )
 
 
 async def test_a_host_alone_is_enough(fake: FakePinecone, ticks: ManualClock) -> None:

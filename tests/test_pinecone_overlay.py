@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.base import MemoryFilter, NamespaceRecord, ScoredMemory
+from adapters.base import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
 from adapters.pinecone.overlay import FreshnessOverlay
 from tests.backend_suite import T0, cosine, memory, unit
 
@@ -46,7 +46,9 @@ def test_query_merge_replaces_stale_hits_hides_deletes_and_adds_unseen_writes(
         ScoredMemory(untouched, 0.1),
     ]
 
-    merged = overlay.merge_query("org:a", "e1", unit(1), MemoryFilter(now=T0), from_index, 10)
+    merged = overlay.merge_query(
+        "org:a", "e1", SearchQuery(unit(1)), MemoryFilter(now=T0), from_index, 10
+    )
 
     assert [(hit.memory, round(hit.score, 6)) for hit in merged] == [
         (unseen, 1.0),
@@ -62,7 +64,7 @@ def test_writes_of_another_epoch_or_failing_the_filter_are_not_merged(
     overlay.memory_written(memory("org:a", kind="summary"), unit(1), "e1")
     overlay.memory_written(memory("org:a", expires_at=T0), unit(1), "e1")
     only_facts = MemoryFilter(now=T0, kinds=frozenset({"fact"}))
-    assert overlay.merge_query("org:a", "e1", unit(1), only_facts, [], 10) == []
+    assert overlay.merge_query("org:a", "e1", SearchQuery(unit(1)), only_facts, [], 10) == []
     assert overlay.merge_listing("org:a", "e1", only_facts, [], 10) == []
 
 

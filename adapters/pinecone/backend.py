@@ -37,15 +37,18 @@ from adapters.base import (
     MemoryRecord,
     NamespaceRecord,
     ScoredMemory,
+    SearchMode,
     SearchQuery,
     SparseVector,
     StoredMemory,
     VectorBackend,
+    with_keywords,
 )
 from adapters.errors import NamespaceGone
 from adapters.pinecone import layout, transfer
 from adapters.pinecone.calls import PineconeMissing, call
 from adapters.pinecone.connection import PineconeConnection
+from adapters.pinecone.keywords import PineconeKeywordIndex, sparse_values
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.records import NamespaceRecords
@@ -56,7 +59,7 @@ from adapters.times import to_micros
 EXPIRY_CONCURRENCY = 8
 
 
-class PineconeBackend(VectorBackend):
+class PineconeBackend(PineconeKeywordIndex, VectorBackend):
     name = "pinecone"
 
     def __init__(
@@ -70,6 +73,7 @@ class PineconeBackend(VectorBackend):
         timeout_s: float = 1.5,
         freshness_window_s: float = 30.0,
         overlay_max_entries: int = 5000,
+        hybrid: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(dimension)
@@ -80,6 +84,7 @@ class PineconeBackend(VectorBackend):
             host=host,
             budget_s=timeout_s,
             clock=clock,
+            hybrid=hybrid,
         )
         self._budget_s = timeout_s
         self._unit = layout.fixed_unit_vector(dimension)
@@ -111,6 +116,17 @@ class PineconeBackend(VectorBackend):
 
     async def close(self) -> None:
         await self._connection.close()
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        """Hybrid on a dotproduct index (or when asked for: start-up then requires one)."""
+        if self._connection.hybrid or self._connection.metric == "dotproduct":
+            return frozenset({SearchMode.DENSE, SearchMode.HYBRID})
+        return frozenset({SearchMode.DENSE})
+
+    def _sparse(self, keywords: SparseVector | None) -> dict[str, object] | None:
+        """The sparse values to store with a memory: only a dotproduct index takes them."""
+        return sparse_values(keywords) if self._connection.metric == "dotproduct" else None
 
     async def _ready(self) -> AsyncIndex:
         return await self._connection.index()
@@ -192,14 +208,14 @@ class PineconeBackend(VectorBackend):
             raise NamespaceGone(f"namespace {memory.namespace} was deleted")
         epoch = state[1]
         metadata = layout.memory_to_metadata(memory, epoch)  # refuses oversize: nothing written
-        item = {"id": memory.id, "values": [float(x) for x in vector], "metadata": metadata}
         index = await self._ready()
+        item = transfer.upsert_item(memory.id, vector, metadata, self._sparse(keywords))
         await call(
             "upsert memory",
             lambda t: index.upsert(vectors=[item], namespace=self._ns(memory.namespace), timeout=t),
             self._budget_s,
         )
-        self.overlay.memory_written(memory, vector, epoch)
+        self.overlay.memory_written(memory, vector, epoch, keywords)
 
     async def query_memories(
         self,
@@ -208,10 +224,8 @@ class PineconeBackend(VectorBackend):
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
-        if query.dense is None:
-            raise ValueError("the pinecone backend ranks by the dense vector")
         epochs = await self._epochs(namespaces)
-        return await self._reads.query(epochs, query.dense, memory_filter, limit)
+        return await self._reads.query(epochs, query, memory_filter, limit)
 
     async def list_memories(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
@@ -315,24 +329,28 @@ class PineconeBackend(VectorBackend):
     ) -> int:
         """Upserts of up to 100 vectors per Pinecone namespace, instead of one per memory."""
         states = await self._records.states([memory.namespace for memory, _ in memories])
-        groups: dict[str, list[tuple[MemoryRecord, list[float], dict[str, object]]]] = {}
-        for memory, vector in memories:
+        groups: dict[str, list[tuple[MemoryRecord, list[float], SparseVector | None]]] = {}
+        metadata: dict[tuple[str, str], dict[str, object]] = {}
+        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
             state = states.get(memory.namespace)
             if state is None:
                 raise NamespaceGone(f"namespace {memory.namespace} was deleted")
-            metadata = layout.memory_to_metadata(memory, state[1])  # refuses oversize
-            groups.setdefault(memory.namespace, []).append((memory, list(vector), metadata))
+            key = (memory.namespace, memory.id)
+            metadata[key] = layout.memory_to_metadata(memory, state[1])  # refuses oversize
+            groups.setdefault(memory.namespace, []).append((memory, list(vector), memory_keywords))
         index = await self._ready()
         for name, items in groups.items():
             epoch = states[name][1]
             vectors = [
-                {"id": memory.id, "values": [float(x) for x in vector], "metadata": metadata}
-                for memory, vector, metadata in items
+                transfer.upsert_item(
+                    m.id, vector, metadata[(name, m.id)], self._sparse(memory_keywords)
+                )
+                for m, vector, memory_keywords in items
             ]
             for chunk in transfer.batches(vectors, self.dimension):
                 await self._upsert_chunk(index, name, chunk)
-            for memory, vector, _ in items:
-                self.overlay.memory_written(memory, vector, epoch)
+            for memory, vector, written_keywords in items:
+                self.overlay.memory_written(memory, vector, epoch, written_keywords)
         return sum(len(items) for items in groups.values())
 
     async def _upsert_chunk(

@@ -2,10 +2,12 @@
 
 The checks (run at start-up, and again before the first request if Pinecone
 was unreachable then): the API key is accepted, the index exists, its
-dimension is the embedder's, and its metric is cosine. A failed check at
-start-up ends the process with one line (`BackendMisconfigured`); an
-unreachable Pinecone does not: the server boots, answers 503, and checks
-again on the next request, at most once a second.
+dimension is the embedder's, and its metric is cosine or dotproduct (the
+plugin's vectors have unit length, so both rank alike; only dotproduct takes
+keyword vectors, README "Hybrid search"), dotproduct when hybrid search is
+asked for. A failed check at start-up ends the process with one line
+(`BackendMisconfigured`); an unreachable Pinecone does not: the server boots,
+answers 503, and checks again on the next request, at most once a second.
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ class PineconeConnection:
         host: str | None,
         budget_s: float,
         clock: Callable[[], float],
+        hybrid: bool = False,
     ) -> None:
         if index_name is None and host is None:
             raise ValueError("a Pinecone index name or host is required")
         self.dimension = dimension
         self.host = host
+        self.hybrid = hybrid  # hybrid search asked for: the index must be dotproduct
+        self.metric: str | None = None  # the index's, once verified
         self._api_key = api_key
         self._index_name = index_name
         self._budget_s = budget_s
@@ -99,10 +104,17 @@ class PineconeConnection:
                 f"Pinecone index has dimension {stats.dimension} but the embedding model"
                 f" produces {self.dimension}; create the index with dimension {self.dimension}"
             )
-        if metric is not None and metric != "cosine":
+        if metric is not None and metric not in ("cosine", "dotproduct"):
             raise BackendMisconfigured(
-                f"Pinecone index uses metric {metric!r}; the plugin needs 'cosine'"
+                f"Pinecone index uses metric {metric!r}; the plugin needs 'cosine' or 'dotproduct'"
             )
+        if self.hybrid and metric != "dotproduct":
+            raise BackendMisconfigured(
+                f"MEMORY_PLUGIN_SEARCH=hybrid needs a Pinecone index with metric 'dotproduct',"
+                f" not {metric!r}: create one and copy the memories into it with"
+                " `memory-plugin-vector export` and `import`, or unset MEMORY_PLUGIN_SEARCH"
+            )
+        self.metric = metric
         self._verified = True
 
     async def _describe(self, name: str) -> tuple[str, str | None]:

@@ -33,7 +33,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, ScoredMemory
+from adapters.base import (
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    SearchQuery,
+    SparseVector,
+)
+from adapters.pinecone.keywords import keyword_score
 from adapters.pinecone.layout import matches
 
 Vector = npt.NDArray[np.float32]
@@ -47,6 +55,7 @@ class MemoryEntry:
     vector: Vector | None
     epoch: str
     written_at: float
+    keywords: SparseVector | None = None  # stored beside it on a dotproduct index
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +69,8 @@ class NamespaceEntry:
 
 
 _Key = tuple[str, str]
+# A recent upsert: the memory, its dense vector, its keyword vector (if stored).
+Fresh = tuple[MemoryRecord, Vector, SparseVector | None]
 
 
 class FreshnessOverlay:
@@ -83,9 +94,16 @@ class FreshnessOverlay:
 
     # -- writes ------------------------------------------------------------------------
 
-    def memory_written(self, memory: MemoryRecord, vector: Sequence[float], epoch: str) -> None:
+    def memory_written(
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        epoch: str,
+        keywords: SparseVector | None = None,
+    ) -> None:
         array = np.asarray(vector, dtype=np.float32)
-        self._put((memory.namespace, memory.id), MemoryEntry(memory, array, epoch, self.clock()))
+        entry = MemoryEntry(memory, array, epoch, self.clock(), keywords)
+        self._put((memory.namespace, memory.id), entry)
 
     def memory_deleted(self, namespace: str, memory_id: str, epoch: str) -> None:
         self._put((namespace, memory_id), MemoryEntry(None, None, epoch, self.clock()))
@@ -120,9 +138,13 @@ class FreshnessOverlay:
 
     def live_memories(self, namespace: str, epoch: str) -> list[tuple[MemoryRecord, Vector]]:
         """Recent upserts (not deletes) of this namespace epoch, with their vectors."""
+        return [(memory, vector) for memory, vector, _ in self._live(namespace, epoch)]
+
+    def _live(self, namespace: str, epoch: str) -> list[Fresh]:
+        """`live_memories`, each with its keyword vector too."""
         entries = (self._memories[(namespace, i)] for i in self.ids_in(namespace))
         return [
-            (e.memory, e.vector)
+            (e.memory, e.vector, e.keywords)
             for e in entries
             if e.memory is not None and e.vector is not None and e.epoch == epoch
         ]
@@ -131,26 +153,23 @@ class FreshnessOverlay:
         self,
         namespace: str,
         epoch: str,
-        vector: Sequence[float],
+        query: SearchQuery,
         memory_filter: MemoryFilter,
         from_index: list[ScoredMemory],
         limit: int,
     ) -> list[ScoredMemory]:
-        """Pinecone's hits with recent writes applied, best first."""
+        """Pinecone's hits with recent writes applied (scored as Pinecone would), best first."""
         recent = self.ids_in(namespace)
         merged = [hit for hit in from_index if hit.memory.id not in recent]
-        fresh = [
-            (memory, stored)
-            for memory, stored in self.live_memories(namespace, epoch)
-            if matches(memory, memory_filter)
-        ]
-        if fresh:
-            query = np.asarray(vector, dtype=np.float32)
-            stacked = np.stack([stored for _, stored in fresh])
-            norms = np.linalg.norm(stacked, axis=1) * float(np.linalg.norm(query))
-            scores = stacked @ query / np.where(norms == 0, 1.0, norms)
+        fresh = [item for item in self._live(namespace, epoch) if matches(item[0], memory_filter)]
+        if fresh and query.dense is not None:
+            dense = np.asarray(query.dense, dtype=np.float32)
+            stacked = np.stack([vector for _, vector, _ in fresh])
+            norms = np.linalg.norm(stacked, axis=1) * float(np.linalg.norm(dense))
+            scores = stacked @ dense / np.where(norms == 0, 1.0, norms)
             merged += [
-                ScoredMemory(memory, float(s)) for (memory, _), s in zip(fresh, scores, strict=True)
+                ScoredMemory(memory, float(s) + keyword_score(query.keywords, keywords))
+                for (memory, _, keywords), s in zip(fresh, scores, strict=True)
             ]
         merged.sort(key=lambda hit: (hit.score, hit.memory.created_at, hit.memory.id), reverse=True)
         return merged[:limit]

@@ -13,16 +13,17 @@ holds its true `limit` best and the merge of the parts is exact.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pinecone import AsyncIndex
 from pinecone.models.vectors.vector import ScoredVector
 
-from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory
+from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.pinecone import layout
 from adapters.pinecone.calls import call
+from adapters.pinecone.keywords import KEYWORD_WEIGHT, sparse_values
 from adapters.pinecone.listing import newest_memories
 from adapters.pinecone.overlay import FreshnessOverlay
 
@@ -52,14 +53,15 @@ class MemoryReads:
         return self._prefix + name
 
     async def query(
-        self, epochs: Epochs, vector: Sequence[float], memory_filter: MemoryFilter, limit: int
+        self, epochs: Epochs, query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
-        """Up to `limit` memories of these namespaces: pinned first, best first."""
+        """Up to `limit` memories of these namespaces: pinned first, best first (a hybrid
+        query scores as adapters/pinecone/keywords.py says)."""
         if limit <= 0:
             return []
         parts = await asyncio.gather(
             *(
-                self._query_one(name, epoch, vector, side, limit)
+                self._query_one(name, epoch, query, side, limit)
                 for name, epoch in epochs.items()
                 for side in pin_sides(memory_filter)
             )
@@ -85,17 +87,22 @@ class MemoryReads:
         self,
         namespace: str,
         epoch: str,
-        vector: Sequence[float],
+        query: SearchQuery,
         memory_filter: MemoryFilter,
         limit: int,
     ) -> list[ScoredMemory]:
+        if query.dense is None:
+            raise ValueError("a Pinecone query needs the dense vector")
+        vector = [float(x) for x in query.dense]
+        keywords = sparse_values(query.keywords, KEYWORD_WEIGHT)
         top_k = min(limit + len(self._overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
         index = await self._ready()
         found = await call(
             "query",
             lambda t: index.query(
                 top_k=top_k,
-                vector=[float(x) for x in vector],
+                vector=vector,
+                sparse_vector=keywords,
                 namespace=self.pinecone_namespace(namespace),
                 filter=layout.memory_filter(epoch, memory_filter),
                 include_metadata=True,
@@ -107,7 +114,7 @@ class MemoryReads:
             ScoredMemory(layout.memory_from_metadata(m.id, namespace, m.metadata or {}), m.score)
             for m in found.matches
         ]
-        return self._overlay.merge_query(namespace, epoch, vector, memory_filter, hits, limit)
+        return self._overlay.merge_query(namespace, epoch, query, memory_filter, hits, limit)
 
     async def _list_one(
         self, namespace: str, epoch: str, memory_filter: MemoryFilter, limit: int

@@ -102,6 +102,19 @@ async def _fetch(index: AsyncIndex, namespace: str, ids: list[str], budget_s: fl
     return found.vectors
 
 
+def upsert_item(
+    vector_id: str,
+    vector: Sequence[float],
+    metadata: dict[str, Any],
+    sparse: dict[str, Any] | None = None,
+) -> Item:
+    """One vector as `AsyncIndex.upsert` takes it (sparse values on a dotproduct index)."""
+    found: Item = {"id": vector_id, "values": [float(x) for x in vector], "metadata": metadata}
+    if sparse is not None:
+        found["sparse_values"] = sparse
+    return found
+
+
 def batches(items: Sequence[Item], dimension: int) -> list[list[Item]]:
     """Upsert-sized chunks: at most `PAGE` vectors and about `UPSERT_MAX_BYTES` each."""
     chunks: list[list[Item]] = []
@@ -109,7 +122,8 @@ def batches(items: Sequence[Item], dimension: int) -> list[list[Item]]:
     size = 0
     for item in items:
         # A float in JSON takes up to ~24 bytes; metadata as Pinecone counts it.
-        item_size = 24 * dimension + layout.metadata_size(item["metadata"]) + 100
+        sparse = len(item.get("sparse_values", {}).get("indices", ()))
+        item_size = 24 * (dimension + 2 * sparse) + layout.metadata_size(item["metadata"]) + 100
         if current and (len(current) >= PAGE or size + item_size > UPSERT_MAX_BYTES):
             chunks.append(current)
             current, size = [], 0
