@@ -81,6 +81,19 @@ async def test_the_default_is_hybrid_on_the_embedded_store(
         assert api.app[SERVICE].search_mode is SearchMode.HYBRID
 
 
+async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(
+    make_app: AppFactory, clock: FakeClock
+) -> None:
+    with FakePinecone(dimension=384, metric="dotproduct").mocked() as fake:
+        backend = PineconeBackend(384, api_key=fake.api_key, index_name=fake.name)
+        async for api in client_for(make_app, clock, backend=backend):
+            assert api.app[SERVICE].search_mode is SearchMode.HYBRID
+            await seeded(api)
+            reply = await api.search(NS, query=QUESTION, limit=3)
+            assert reply.status == 200
+            assert reply.body["memories"][0]["content"] == TARGET
+
+
 async def test_pinecone_defaults_to_dense_and_refuses_other_modes(
     make_app: AppFactory, clock: FakeClock
 ) -> None:
