@@ -9,11 +9,13 @@ text, limit 20), listings (no query, limit 100), the namespace PUT the platform
 sends before every write, and health. Client and server share the machine. The
 server runs at the shipped log level (INFO: one JSON line per request).
 
-Issue 10's two checks, against the model's own figures measured in this run (the
-configured backend loaded in this process, server idle): a sequential commit with
-an explicit id (what `memory-backfill -apply` sends) against the model's single-text
-time plus 5 ms (medians), and commits with ids from 8 closed-loop callers against
-the model's throughput in batches of 8 (target: 0.8x or more).
+The checks (issue 18), against the model's own figures measured in this run (the
+configured backend loaded in this process with ONE ONNX Runtime session, server
+idle): a sequential commit with an explicit id (what `memory-backfill -apply`
+sends) against that session's single-text time plus 3 ms (medians), and commits
+with ids from 8 closed-loop callers against that session's throughput in batches
+of 8 (target: 1.15x or more: the server runs a pool of sessions, one per core,
+plugin/onnx_model.py). The pool's own rate with 8 texts in flight is printed too.
 
 The closed loop runs in WINDOWS short windows, each load figure between two
 measurements of the model, and is compared with their mean: this shared machine's
@@ -194,19 +196,40 @@ async def measure(server: ServerProcess) -> None:
             print(f"unexpected statuses: {failed}")
 
 
-def load_model(backend: str, onnx_dir: str) -> Any:
-    """The configured model, loaded in this process as the server loads it."""
+def load_model(backend: str, onnx_dir: str, sessions: int | None = 1) -> Any:
+    """The model in this process: one session (the floor every ratio is taken against), or
+    with `sessions=None` the pool the server runs (one session per usable core)."""
     from plugin.embedder import load_encoder
     from plugin.settings import Settings
 
     encoder = load_encoder(
         Settings.model_validate(
-            {"MEMORY_PLUGIN_EMBEDDING_BACKEND": backend, "MEMORY_PLUGIN_ONNX_DIR": onnx_dir}
+            {
+                "MEMORY_PLUGIN_EMBEDDING_BACKEND": backend,
+                "MEMORY_PLUGIN_ONNX_DIR": onnx_dir,
+                "MEMORY_PLUGIN_EMBEDDING_SESSIONS": "" if sessions is None else str(sessions),
+            }
         )
     )
     for text in sentences(20, seed=5):
         encoder.encode([text])
     return encoder
+
+
+def pool_rate(encoder: Any) -> float:
+    """The pool alone, as 8 callers load it: texts/s with 8 texts in flight, shared among
+    its sessions (batches of 8 / sessions, side by side)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = sentences(MODEL_TEXTS, seed=5)
+    share = max(1, CALLERS // encoder.parallelism)
+    with ThreadPoolExecutor(encoder.parallelism) as threads:
+        started = time.perf_counter()
+        for start in range(0, len(texts), CALLERS):
+            batch = texts[start : start + CALLERS]
+            parts = [batch[i : i + share] for i in range(0, len(batch), share)]
+            list(threads.map(encoder.encode, parts))
+    return len(texts) / (time.perf_counter() - started)
 
 
 def single_text_s(encoder: Any) -> float:
@@ -289,6 +312,7 @@ def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Await
     async def run(server: ServerProcess) -> None:
         await measure(server)
         encoder = load_model(backend, onnx_dir)
+        pool = load_model(backend, onnx_dir, sessions=None)
         single_s = single_text_s(encoder)
         url = f"{server.base_url}/v1/namespaces/{NAMESPACE}/memories"
         texts = sentences(PRELOAD + SAMPLES * 60)[PRELOAD + SAMPLES :]
@@ -310,19 +334,25 @@ def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Await
                 python_model = (model[-3] + model[-2]) / 2
                 wrk_model = (model[-2] + model[-1]) / 2
                 windows.append((python_model, rate, wrk_model, wrk_rate))
+            pool_figures = (pool_rate(pool), batch8_rate(encoder))
         commit_ms, model_ms = statistics.median(durations) * 1000, single_s * 1000
         print()
-        print(f"issue 10 checks, embedding backend {backend} (model figures from this run):")
-        print(f"  model alone, one text:            {model_ms:7.2f} ms median")
+        print(f"checks, embedding backend {backend} (model figures from this run):")
+        print(f"  model alone, one session, one text: {model_ms:7.2f} ms median")
+        print(
+            f"  the server's pool alone ({pool.parallelism} sessions), 8 texts in flight:"
+            f" {pool_figures[0]:.0f}/s, {pool_figures[0] / pool_figures[1]:.2f}x one session's"
+            f" batch-8 rate ({pool_figures[1]:.0f}/s) measured right after it"
+        )
         print(
             f"  sequential commit with an id:     {commit_ms:7.2f} ms median over {SAMPLES}"
-            f" = model + {commit_ms - model_ms:.2f} ms (target: + 5 ms at most:"
-            f" {'met' if commit_ms - model_ms <= 5 else 'NOT met'})"
+            f" = model + {commit_ms - model_ms:.2f} ms (target: + 3 ms at most:"
+            f" {'met' if commit_ms - model_ms <= 3 else 'NOT met'})"
             + (f"; {failures} not 201" if failures else "")
         )
         print(
             f"  {CALLERS} closed-loop callers committing with ids, {WINDOWS} windows of"
-            f" {CLOSED_LOOP_S:g} s per client; each against the model's batch-8 rate"
+            f" {CLOSED_LOOP_S:g} s per client; each against one session's batch-8 rate"
             " measured just before and after it:"
         )
         for number, (python_model, rate, wrk_model, wrk_rate) in enumerate(windows, 1):
@@ -338,8 +368,8 @@ def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Await
         if wrk_x:
             print(f"  median, wrk (C client):           {statistics.median(wrk_x):7.2f}x the model")
         judged, by = (statistics.median(wrk_x), "wrk") if wrk_x else (python_x, "Python client")
-        verdict = "met" if judged >= 0.8 else "NOT met"
-        print(f"  8 callers, judged by {by}: {judged:.2f}x (target 0.8x): {verdict}")
+        verdict = "met" if judged >= 1.15 else "NOT met"
+        print(f"  8 callers, judged by {by}: {judged:.2f}x (target 1.15x): {verdict}")
 
     return run
 

@@ -9,9 +9,10 @@ sentence-transformers, or ONNX Runtime, fp32 or int8 (plugin/onnx_model.py; READ
 
 Batching is not optional: measured on 2 cores, embedding each of 100 parallel
 writes on its own made the slowest wait over 2 s (the platform's timeout);
-batched, the slowest took about 0.3 s. `BatchingEmbedder` keeps one encode in
-flight on a worker thread; everything that arrives meanwhile joins the next
-batch, so a lone request pays no extra latency.
+batched, the slowest took about 0.3 s. `BatchingEmbedder` keeps up to
+`Encoder.parallelism` encodes in flight on worker threads (one per ONNX Runtime
+session of the pool, plugin/onnx_model.py; one for torch); everything that
+arrives meanwhile joins the next batch, so a lone request pays no extra latency.
 """
 
 from __future__ import annotations
@@ -60,12 +61,16 @@ class Encoder(Protocol):
     # Which model and runtime made the vectors ("all-MiniLM-L6-v2/torch", ".../onnx",
     # ".../onnx-int8"): plugin/fingerprint.py says which of them share a vector space.
     fingerprint: str
+    # How many `encode` calls may run at once, each on a thread of its own.
+    parallelism: int
 
     def encode(self, texts: list[str]) -> list[Vector]: ...
 
 
 class SentenceTransformerEncoder:
     """sentence-transformers on the CPU, normalised output (cosine = dot product)."""
+
+    parallelism = 1  # torch uses every core for one batch already
 
     def __init__(self, model: Any, model_name: str = DEFAULT_MODEL) -> None:
         self._model = model
@@ -158,7 +163,15 @@ def load_encoder(settings: Settings) -> Encoder:
     if not path.is_file():
         log.info("exporting the model to ONNX (once)", extra={"onnx_dir": str(target)})
         onnx_model.export_onnx(source, target)
-    return onnx_model.OnnxEncoder.load(source, path, configured_fingerprint(settings))
+    fingerprint = configured_fingerprint(settings)
+    return onnx_model.OnnxEncoder.load(source, path, fingerprint, embedding_sessions(settings))
+
+
+def embedding_sessions(settings: Settings) -> int:
+    """MEMORY_PLUGIN_EMBEDDING_SESSIONS, else the cores this process may run on."""
+    if settings.embedding_sessions is not None:
+        return settings.embedding_sessions
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 @dataclass
@@ -202,18 +215,25 @@ class BatchingEmbedder:
         self._pending: deque[Pending] = deque()
         self._wake: asyncio.Future[None] | None = None
         self._wake_at = 1
-        self._worker: asyncio.Task[None] | None = None
+        # One worker task per encode the encoder runs at once; one gathers at a time.
+        self._workers: list[asyncio.Task[None]] = []
+        self._gathering = asyncio.Lock()
+        self._idle = 0  # workers not inside an encode
         self._executor: ThreadPoolExecutor | None = None
 
     async def start(self) -> None:
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="embedder")
-        self._worker = asyncio.create_task(self._run(), name="embedder")
+        count = max(1, self.encoder.parallelism)
+        self._executor = ThreadPoolExecutor(count, thread_name_prefix="embedder")
+        self._idle = count
+        self._workers = [
+            asyncio.create_task(self._run(), name=f"embedder {n}") for n in range(count)
+        ]
 
     async def close(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
-            self._worker = None
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
         while self._pending:
             _, future = self._pending.popleft()
             if not future.done():
@@ -229,7 +249,7 @@ class BatchingEmbedder:
         check of an explicit id) while the model runs, without a task of its own.
         Cancelling it takes the text out of its batch if that has not started.
         """
-        if self._worker is None:
+        if not self._workers:
             raise RuntimeError("embedder is not started")
         future: asyncio.Future[Vector] = asyncio.get_running_loop().create_future()
         self._pending.append((text, future))
@@ -263,22 +283,29 @@ class BatchingEmbedder:
         callers). Callers expected back are those of the last batch plus those that
         queued behind it; they are waited for at most a fraction of a batch's time.
         A lone caller (last batch of one, nobody behind it) never waits.
+
+        With several sessions, what waits is shared among the idle workers (this one
+        included): texts that arrive together run side by side instead of one worker
+        taking them all while another idles.
         """
         await self._until_queued(1)
         expected = min(self.max_batch, self._expected)
         if len(self._pending) < expected and self._expected > 1:
             linger_s = min(self.max_linger_s, self._last_s * LINGER_SHARE)
             await self._until_queued(expected, linger_s)
-        size = min(self.max_batch, len(self._pending))
+        share = -(-len(self._pending) // max(1, self._idle))  # ceiling division
+        size = min(self.max_batch, share)
         return [self._pending.popleft() for _ in range(size)]
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            batch = await self._gather()
-            batch = [(text, future) for text, future in batch if not future.cancelled()]
-            if not batch:
-                continue
+            async with self._gathering:
+                batch = await self._gather()
+                batch = [(text, future) for text, future in batch if not future.cancelled()]
+                if not batch:
+                    continue
+                self._idle -= 1  # before the next worker gathers: it shares among fewer
             texts = [text for text, _ in batch]
             started = time.perf_counter()
             try:
@@ -288,6 +315,8 @@ class BatchingEmbedder:
                     if not future.done():
                         future.set_exception(error)
                 continue
+            finally:
+                self._idle += 1
             self._last_s = time.perf_counter() - started
             self._expected = len(batch) + len(self._pending)
             self.stats.record(len(batch))

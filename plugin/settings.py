@@ -77,6 +77,10 @@ class Settings(BaseModel):
         "onnx", alias="MEMORY_PLUGIN_EMBEDDING_BACKEND"
     )
     onnx_dir: Path | None = Field(None, alias="MEMORY_PLUGIN_ONNX_DIR")
+    # ONNX Runtime sessions side by side (plugin/onnx_model.py); unset: one per usable core.
+    embedding_sessions: int | None = Field(
+        None, ge=1, le=64, alias="MEMORY_PLUGIN_EMBEDDING_SESSIONS"
+    )
     # README, "Hybrid search": unset means the backend's best (hybrid where it can).
     search: Literal["hybrid", "dense", "keyword"] | None = Field(None, alias="MEMORY_PLUGIN_SEARCH")
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
@@ -101,9 +105,9 @@ class Settings(BaseModel):
             raise ValueError("must start with http:// or https://")
         return value
 
-    @field_validator("search", mode="before")
+    @field_validator("search", "embedding_sessions", mode="before")
     @classmethod
-    def _search(cls, value: Any) -> Any:
+    def _blank_means_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("pinecone_index", "pinecone_host")

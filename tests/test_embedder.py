@@ -48,6 +48,7 @@ async def test_concurrent_requests_share_batches(encoder: SentenceTransformerEnc
 class FailingEncoder:
     dimension = 3
     fingerprint = "failing/test"
+    parallelism = 1
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         if "bad" in texts:
@@ -105,15 +106,24 @@ class GatedEncoder:
     dimension = 3
     fingerprint = "gated/test"
 
-    def __init__(self) -> None:
+    def __init__(self, parallelism: int = 1) -> None:
+        self.parallelism = parallelism
         self.batches: list[list[str]] = []
         self.gate = threading.Event()
         self.entered = threading.Event()
+        self.inside = 0  # encodes running now
+        self.most_inside = 0
+        self._lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> list[list[float]]:
-        self.batches.append(list(texts))
+        with self._lock:
+            self.batches.append(list(texts))
+            self.inside += 1
+            self.most_inside = max(self.most_inside, self.inside)
         self.entered.set()
         self.gate.wait(5)
+        with self._lock:
+            self.inside -= 1
         return [[1.0, 0.0, 0.0] for _ in texts]
 
 
@@ -158,3 +168,24 @@ async def test_embedding_before_start_or_after_close_is_refused() -> None:
     await embedder.close()
     with pytest.raises(RuntimeError, match="not started"):
         embedder.embed("too late")
+
+
+async def test_texts_queued_together_are_shared_among_the_sessions() -> None:
+    """With two sessions, eight texts that arrive at once run as two batches side by
+    side; a lone text afterwards is a batch of one (the encoder's fast path)."""
+    encoder = GatedEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        pending = [embedder.embed(f"text {i}") for i in range(8)]
+        await asyncio.sleep(0.05)
+        assert encoder.most_inside == 2
+        assert sorted(len(batch) for batch in encoder.batches) == [4, 4]
+        encoder.gate.set()
+        assert len(await asyncio.gather(*pending)) == 8
+        await embedder.embed("alone")
+        assert encoder.batches[-1] == ["alone"]
+    finally:
+        encoder.gate.set()
+        await embedder.close()
+    assert embedder.stats.sizes == [4, 4, 1]

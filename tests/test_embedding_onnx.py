@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,7 @@ from plugin.embedder import (
     Encoder,
     SentenceTransformerEncoder,
     configured_fingerprint,
+    embedding_sessions,
     load_encoder,
     onnx_dir,
     resolve_model_dir,
@@ -79,6 +82,29 @@ def test_onnx_gives_torchs_vectors(
     assert cosines(batched, reference).min() > 0.99999
     assert cosines(alone, reference).min() > 0.99999
     assert np.allclose(np.linalg.norm(np.array(batched), axis=1), 1.0, atol=1e-5)
+
+
+def test_a_pool_of_sessions_gives_torchs_vectors_side_by_side(
+    encoder: SentenceTransformerEncoder, tmp_path: Path
+) -> None:
+    settings = settings_for("onnx", tmp_path).model_copy(update={"embedding_sessions": 2})
+    pooled = load_encoder(settings)
+    assert pooled.parallelism == 2
+    reference = encoder.encode(TEXTS)
+    with ThreadPoolExecutor(2) as threads:  # two batches at once, each on its own session
+        halves = list(threads.map(pooled.encode, [TEXTS[:3], TEXTS[3:]] * 3))
+    for found in zip(*[iter(halves)] * 2, strict=True):
+        assert cosines([v for half in found for v in half], reference).min() > 0.99999
+    alone = [pooled.encode([text])[0] for text in TEXTS]  # the lone-text session
+    assert cosines(alone, reference).min() > 0.99999
+
+
+def test_sessions_default_to_the_usable_cores(tmp_path: Path) -> None:
+    settings = settings_for("onnx", tmp_path)
+    assert embedding_sessions(settings) == len(os.sched_getaffinity(0))
+    one = settings.model_copy(update={"embedding_sessions": 1})
+    assert embedding_sessions(one) == 1
+    assert load_encoder(one).parallelism == 1
 
 
 def test_int8_is_close_but_another_space(
