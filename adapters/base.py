@@ -263,6 +263,16 @@ class VectorBackend(abc.ABC):
     @abc.abstractmethod
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None: ...
 
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+        """`get_memory` with the dense vector stored for it (read with it, in one lookup).
+
+        Why: a commit whose content is already stored as is reuses that vector instead of
+        asking the model again (plugin/service.py). Default: the memory with an empty
+        vector, which stands for nothing (the service then embeds as usual).
+        """
+        memory = await self.get_memory(namespace, memory_id)
+        return None if memory is None else (memory, [])
+
     @abc.abstractmethod
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None

@@ -13,6 +13,7 @@ the backend through `InstrumentedBackend`, so every backend is timed alike.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
@@ -34,6 +35,7 @@ from plugin.keys import (
     SEARCH_MODE,
     SERVICE,
     SETTINGS,
+    VECTORS_VERIFIED,
 )
 from plugin.keyword_index import maintain_in_background
 from plugin.keywords import KeywordEncoder
@@ -58,9 +60,10 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
     if BACKEND not in app:
         app[BACKEND] = build_backend(app[SETTINGS], app[ENCODER].dimension)
     await app[BACKEND].start()
+    verified = app[VECTORS_VERIFIED]
     try:  # vectors of another space are never mixed in (plugin/fingerprint.py)
         later = await check_at_start(
-            app[BACKEND], app[ENCODER].fingerprint, app[SETTINGS].backend_timeout_s
+            app[BACKEND], app[ENCODER].fingerprint, app[SETTINGS].backend_timeout_s, verified.set
         )
         app[SEARCH_MODE] = choose_search_mode(app[SETTINGS].search, app[BACKEND])
     except BaseException:
@@ -84,6 +87,8 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
             search_mode=app[SEARCH_MODE],
             deadline_s=settings.backend_timeout_s,
             clock=clock,
+            vectors_verified=app[VECTORS_VERIFIED].is_set,
+            on_reused=metrics.observe_vector_reused,
         )
         metrics.watch_condition(app[SERVICE].condition)
         tasks = [
@@ -122,6 +127,7 @@ def create_app(
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[KEYWORDS] = KeywordEncoder() if keywords is None else keywords
+    app[VECTORS_VERIFIED] = threading.Event()  # the store holds the encoder's vector space
     if encoder is not None:
         app[ENCODER] = encoder
     if backend is not None:

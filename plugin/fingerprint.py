@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from adapters.base import VectorBackend
 from adapters.errors import BackendError, BackendMisconfigured
@@ -76,13 +77,24 @@ async def check_store(backend: VectorBackend, fingerprint: str) -> str:
     return recorded
 
 
+def _unheard() -> None:
+    """The default `verified` callback: nobody is told."""
+
+
 async def check_at_start(
-    backend: VectorBackend, fingerprint: str, timeout_s: float
+    backend: VectorBackend,
+    fingerprint: str,
+    timeout_s: float,
+    verified: Callable[[], None] = _unheard,
 ) -> asyncio.Task[None] | None:
-    """Check now; when the store does not answer, a task that checks once it does."""
+    """Check now; when the store does not answer, a task that checks once it does.
+
+    `verified` is called once the store is known to hold vectors of the configured
+    space: only then may a stored vector stand for a new one (plugin/service.py)."""
     try:
         async with asyncio.timeout(timeout_s):
             await check_store(backend, fingerprint)
+        verified()
         return None
     except NotImplementedError:
         log.warning("this backend keeps no embedding fingerprint: not checked")
@@ -91,15 +103,19 @@ async def check_at_start(
         if isinstance(error, FingerprintMismatch):
             raise
         log.warning("embedding fingerprint not checked yet, store unavailable: %s", error)
-    return asyncio.create_task(_check_later(backend, fingerprint, timeout_s), name="fingerprint")
+    checking = _check_later(backend, fingerprint, timeout_s, verified)
+    return asyncio.create_task(checking, name="fingerprint")
 
 
-async def _check_later(backend: VectorBackend, fingerprint: str, timeout_s: float) -> None:
+async def _check_later(
+    backend: VectorBackend, fingerprint: str, timeout_s: float, verified: Callable[[], None]
+) -> None:
     while True:
         await asyncio.sleep(RETRY_S)
         try:
             async with asyncio.timeout(timeout_s):
                 await check_store(backend, fingerprint)
+            verified()
             return
         except FingerprintMismatch as error:
             log.error("stopping: %s", error)

@@ -196,6 +196,10 @@ class InstrumentedBackend(VectorBackend):
         with self._timed("get_memory"):
             return await self.inner.get_memory(namespace, memory_id)
 
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+        with self._timed("get_stored_memory"):
+            return await self.inner.get_stored_memory(namespace, memory_id)
+
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
     ) -> None:

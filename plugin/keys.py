@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from aiohttp import web
 
 from adapters.base import SearchMode, VectorBackend
@@ -17,5 +19,7 @@ EMBEDDER = web.AppKey("embedder", BatchingEmbedder)
 KEYWORDS = web.AppKey("keywords", KeywordEncoder)
 BACKEND = web.AppKey("backend", VectorBackend)
 SEARCH_MODE = web.AppKey("search_mode", SearchMode)
+# Set once the store's embedding fingerprint is known to be the encoder's space.
+VECTORS_VERIFIED = web.AppKey("vectors_verified", threading.Event)
 SERVICE = web.AppKey("service", MemoryService)
 METRICS = web.AppKey("metrics", Metrics)

@@ -78,6 +78,12 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.vectors_reused = Counter(
+            f"{PREFIX}_embeddings_avoided",
+            "Commits whose content was already stored as is: its vector was reused, the model"
+            " not asked.",
+            registry=self.registry,
+        )
         self.keywords_indexed = Counter(
             f"{PREFIX}_keyword_vectors_indexed",
             "Stored memories given their keyword vector after the fact (plugin/keyword_index.py).",
@@ -131,6 +137,9 @@ class Metrics:
     def observe_embedding(self, size: int, seconds: float) -> None:
         self.embedding_batch_size.observe(size)
         self.embedding_seconds.observe(seconds)
+
+    def observe_vector_reused(self) -> None:
+        self.vectors_reused.inc()
 
     def observe_keywords_indexed(self, count: int) -> None:
         self.keywords_indexed.inc(count)

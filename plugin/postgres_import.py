@@ -24,6 +24,7 @@ import psycopg
 
 from adapters.base import MemoryRecord, NamespaceRecord, VectorBackend
 from plugin import transfer_cli
+from plugin.fingerprint import check_store
 from plugin.keyword_index import index_store
 from plugin.keywords import KeywordEncoder
 from plugin.parity import verify
@@ -140,6 +141,7 @@ async def run(
     bar = ProgressBar("import-postgres")
     keywords = KeywordEncoder()
     async with opened_backend(settings, encoder.dimension) as backend:
+        await check_store(backend, encoder.fingerprint)  # never mix vector spaces
         try:
             async with await snapshot(dsn) as conn:
                 writer = StoreWriter(
@@ -156,7 +158,8 @@ async def run(
             f" {report.namespaces_unchanged} unchanged, {report.namespaces_skipped_expired}"
             f" expired), {rows} live memories read: {report.written} written"
             f" ({report.embedded} embedded), {report.unchanged} unchanged,"
-            f" {report.skipped_invalid} invalid; {seconds:.1f} s ({rate(rows, seconds)})"
+            f" {report.skipped_invalid} invalid, {report.reused} stored vectors reused;"
+            f" {seconds:.1f} s ({rate(rows, seconds)})"
         )
         for problem in report.problems:
             echo(f"import-postgres: invalid: {problem}")

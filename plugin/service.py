@@ -25,6 +25,12 @@ hold for every backend live here, once:
 - Every memory is stored with its keyword vector (plugin/keywords.py, on the
   event loop: microseconds), and a search computes what `search_mode` ranks by:
   the query's embedding, its keyword vector, or both (README, "Hybrid search").
+- A commit with an explicit id whose content is stored as is costs no model call:
+  the vector read with the stored memory is reused (a backfill re-run sends every
+  row again). Only once the store's vectors are known to be of the configured
+  encoder's space (`vectors_verified`, set by the fingerprint check); the vector
+  is read together with the content it was made from, so a write racing its
+  retry stores each content with its own vector.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -84,15 +90,12 @@ class SweepReport:
     memories_deleted: int
 
 
-def _abandon(pending: Awaitable[object]) -> None:
-    """Drop an embedding nobody will await: a queued one is skipped by the batcher."""
-    if isinstance(pending, asyncio.Future):
-        if not pending.done():
-            pending.cancel()
-        elif not pending.cancelled():
-            pending.exception()  # its failure is seen: no "never retrieved" at exit
-    elif isinstance(pending, Coroutine):
-        pending.close()
+def _never() -> bool:
+    return False
+
+
+def _nothing() -> None:
+    """The default observer of reused vectors: nobody counts."""
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -109,6 +112,8 @@ class MemoryService:
         search_mode: SearchMode = SearchMode.DENSE,
         deadline_s: float = 1.5,
         clock: Clock = utc_now,
+        vectors_verified: Callable[[], bool] = _never,
+        on_reused: Callable[[], None] = _nothing,
     ) -> None:
         self.backend = backend
         self.embedder = embedder
@@ -116,6 +121,8 @@ class MemoryService:
         self.search_mode = search_mode
         self.deadline_s = deadline_s
         self.clock = clock
+        self._vectors_verified = vectors_verified
+        self._on_reused = on_reused
         self._namespace_writes = KeyedLock()
         # Namespaces a search found unreadable (left out of its answer), for health.
         self._unreadable: set[str] = set()
@@ -208,20 +215,19 @@ class MemoryService:
         async with self._deadline():
             if await self._live_namespace(namespace) is None:
                 raise NotFound(f"namespace {namespace} not found")
-            # The existence check of an explicit id (a backfill's every write) runs while
-            # the model embeds, not after it (benchmarks/commit_steps.py): the text is
-            # queued for the model first. No gather: two tasks per commit cost more
-            # than the check itself.
-            embedding = self._embed(body.content)
-            try:
-                keywords = self.keywords.document(body.content)  # while the model runs
-                existing = None
-                if body.id is not None:
-                    existing = await self.backend.get_memory(namespace, body.id)
-                vector = await embedding
-            except BaseException:
-                _abandon(embedding)
-                raise
+            # The existence check of an explicit id (a backfill's every write) comes before
+            # the model: when it finds this content stored, the model is not asked. It
+            # used to run beside the model, but a lone text reached the model before even
+            # the embedded store's 50-microsecond lookup answered, every time; a backfill
+            # re-run then paid the model for every row.
+            existing, vector = None, None
+            if body.id is not None:
+                existing, vector = await self._stored(namespace, body.id, body.content)
+            keywords = self.keywords.document(body.content)
+            if vector is None:
+                vector = await self._embed(body.content)
+            else:
+                self._on_reused()
             now = self.clock()
             created_at = now
             if existing is not None and not existing.is_expired(now):
@@ -239,6 +245,18 @@ class MemoryService:
             )
             await self.backend.upsert_memory(memory, vector, keywords)
             return memory
+
+    async def _stored(
+        self, namespace: str, memory_id: str, content: str
+    ) -> tuple[MemoryRecord | None, list[float] | None]:
+        """The stored memory with this id, and its vector when it stands for `content`'s."""
+        if not self._vectors_verified():
+            return await self.backend.get_memory(namespace, memory_id), None
+        found = await self.backend.get_stored_memory(namespace, memory_id)
+        if found is None:
+            return None, None
+        memory, vector = found
+        return memory, (vector if vector and memory.content == content else None)
 
     async def forget(self, memory_id: str, namespace: str) -> None:
         async with self._deadline():

@@ -20,8 +20,10 @@ namespace or memory is skipped, ids and `created_at` are kept, and a memory
 already stored exactly so is not written again, so a second run writes
 nothing. Vectors are reused when the file's fingerprint is the configured
 model's; otherwise content is re-embedded (`clip_for_model`: what the model reads,
-as on the HTTP path). Keyword vectors are not in the file: they are computed
-from content as memories are written (microseconds each, no model).
+as on the HTTP path), unless the store already holds that very content under that
+id: then its stored vector is reused, as the HTTP path does (callers check the
+store's fingerprint first). Keyword vectors are not in the file: they are
+computed from content as memories are written (microseconds each, no model).
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class ImportReport:
     skipped_expired: int = 0
     skipped_invalid: int = 0
     embedded: int = 0
+    reused: int = 0  # same content already stored: its vector, not the model's
     problems: list[str] = field(default_factory=list)
 
     def problem(self, line: str) -> None:
@@ -172,10 +175,16 @@ class StoreWriter:
             self.report.skipped_expired += 1
             self._progress(1)
             return
-        if (await self._stored_in(memory.namespace)).get(memory.id) == memory:
+        stored = (await self._stored_in(memory.namespace)).get(memory.id)
+        if stored == memory:
             self.report.unchanged += 1
             self._progress(1)
             return
+        if not vector and stored is not None and stored.content == memory.content:
+            found = await self.backend.get_stored_memory(memory.namespace, memory.id)
+            if found is not None and found[0].content == memory.content and found[1]:
+                vector = found[1]
+                self.report.reused += 1
         self._pending.append((memory, vector))
         if len(self._pending) >= self._batch:
             await self.flush()

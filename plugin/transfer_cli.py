@@ -204,7 +204,8 @@ async def _import(
         f" {report.namespaces_unchanged} unchanged,"
         f" {report.namespaces_skipped_expired} skipped (expired); memories {report.written}"
         f" written ({report.embedded} embedded), {report.unchanged} unchanged,"
-        f" {report.skipped_expired} skipped (expired), {report.skipped_invalid} invalid"
+        f" {report.skipped_expired} skipped (expired), {report.skipped_invalid} invalid;"
+        f" {report.reused} stored vectors reused"
     )
     for problem in report.problems:
         echo(f"import: invalid: {problem}")

@@ -135,6 +135,21 @@ class BackendSuite:
         assert await backend.get_memory(ns, new_id()) is None
         assert await backend.get_memory("org:missing", written.id) is None
 
+    async def test_a_memory_is_read_back_with_its_stored_vector(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        """What lets a commit of unchanged content skip the model (plugin/service.py)."""
+        written = memory(ns, content="stored with its vector")
+        await backend.upsert_memory(written, unit(1, 0.5, -0.25))
+        found = await backend.get_stored_memory(ns, written.id)
+        assert found is not None
+        assert found[0] == written
+        assert found[1] == pytest.approx(unit(1, 0.5, -0.25), abs=1e-5)
+        assert await backend.get_stored_memory(ns, new_id()) is None
+        assert await backend.get_stored_memory("org:missing", written.id) is None
+        assert await backend.delete_memory(ns, written.id) is True
+        assert await backend.get_stored_memory(ns, written.id) is None
+
     async def test_upsert_with_same_id_replaces_in_place(
         self, backend: VectorBackend, ns: str
     ) -> None:

@@ -128,7 +128,7 @@ class GatedEncoder:
 
 
 async def test_a_cancelled_embedding_is_left_out_of_its_batch() -> None:
-    """What the service does when the existence check fails first (`_abandon`)."""
+    """What a request's deadline does to its queued embedding: it leaves the batch."""
     encoder = GatedEncoder()
     embedder = BatchingEmbedder(encoder)
     await embedder.start()

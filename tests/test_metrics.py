@@ -120,6 +120,22 @@ async def test_embedding_batches_and_backend_operations(api: ContractClient) -> 
     assert {dict(labels)["outcome"] for labels in operations} == {"ok"}
 
 
+async def test_a_commit_of_stored_content_is_counted_as_an_embedding_avoided(
+    api: ContractClient,
+) -> None:
+    memory_id = "0b7c2e1a-4f3d-4e5a-9c8b-7a6d5e4f3c2b"
+    assert (await api.put_ns(NS)).status == 200
+    for kind in ("fact", "summary", "fact"):  # the backfill's retry: same content
+        reply = await api.commit(NS, "deploys happen on Tuesdays", id=memory_id, kind=kind)
+        assert reply.status == 201
+    assert (await api.commit(NS, "deploys moved to Wednesdays", id=memory_id)).status == 201
+    samples = await scrape(api)
+    assert samples["memory_plugin_embeddings_avoided_total"][()] == 2.0
+    assert api.app[EMBEDDER].stats.texts == 2  # the first write and the changed content
+    operations = samples["memory_plugin_backend_operation_duration_seconds_count"]
+    assert operations[op_key("get_stored_memory")] == 4.0
+
+
 async def test_backend_outage_is_counted_as_unavailable(
     make_app: AppFactory, clock: FakeClock
 ) -> None:

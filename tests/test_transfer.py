@@ -388,3 +388,28 @@ def test_cli_export_and_import_round_trip(
 
 def _no_model(_: Settings) -> Any:
     raise AssertionError("the model must not be loaded when the vectors are reused")
+
+
+async def test_a_reimport_of_changed_fields_reuses_the_stored_vectors(
+    encoder: SentenceTransformerEncoder, tmp_path: Path
+) -> None:
+    """Content to embed (another model's file), but the store already holds that content
+    under those ids: the stored vectors stand in, the model is not asked."""
+    async with started(QdrantEdgeBackend(384, tmp_path / "source")) as source:
+        await seed(source, encoder)
+        data = await export_bytes(source, encoder.fingerprint)
+    async with started(QdrantEdgeBackend(384, tmp_path / "target")) as target:
+        first = await import_bytes(data, target, encoder)
+        assert (first.report.written, first.report.embedded, first.report.reused) == (120, 120, 0)
+        a_fact = "00000000-0000-4000-8000-000000000000"  # note 0 of NAMES[0]: a fact
+        before = await target.get_stored_memory(NAMES[0], a_fact)
+        changed = data.replace(b'"kind":"fact"', b'"kind":"checkpoint"')
+        again = await import_bytes(changed, target, encoder)
+        report = again.report
+        assert (report.written, report.embedded, report.reused) == (42, 0, 42)  # the facts
+        assert report.unchanged == 78
+        after = await target.get_stored_memory(NAMES[0], a_fact)
+        assert before is not None
+        assert after is not None
+        assert (before[0].kind, after[0].kind) == ("fact", "checkpoint")
+        assert after[1] == before[1]  # the very vector, not a new one

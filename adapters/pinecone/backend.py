@@ -182,12 +182,19 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
         await self._meta.write(key, value)
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
+        found = await self.get_stored_memory(namespace, memory_id)
+        return None if found is None else found[0]
+
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+        """The overlay's entry if recent (None if recently deleted), else one fetch."""
         state = await self._records.state(namespace)
         if state is None:
             return None
         entry = self.overlay.memory(namespace, memory_id, state[1])
         if entry is not None:
-            return entry.memory
+            if entry.memory is None or entry.vector is None:
+                return None
+            return entry.memory, [float(x) for x in entry.vector]
         index = await self._ready()
         found = await call(
             "fetch memory",
@@ -196,9 +203,10 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
         )
         vector = found.vectors.get(memory_id)
         metadata = vector.metadata if vector else None
-        if not metadata or metadata.get(layout.F_EPOCH) != state[1]:
+        if vector is None or not metadata or metadata.get(layout.F_EPOCH) != state[1]:
             return None
-        return layout.memory_from_metadata(memory_id, namespace, metadata)
+        memory = layout.memory_from_metadata(memory_id, namespace, metadata)
+        return memory, [float(x) for x in vector.values]
 
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None

@@ -55,6 +55,7 @@ from adapters.base import (
     SearchQuery,
     SparseVector,
     StoreCondition,
+    StoredMemory,
     VectorBackend,
 )
 from adapters.errors import BackendUnavailable, NamespaceGone, StorageDamaged
@@ -68,8 +69,10 @@ from adapters.qdrant.edge_keywords import EdgeKeywordIndex
 from adapters.qdrant.edge_legacy import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge_records import LiveNamespace, RecordStore
 from adapters.qdrant.edge_shard import (
+    DENSE_VECTOR,
     EDGE,
     EDGE_RANKING,
+    dense_vector,
     edge_config,
     fatal,
     open_shard,
@@ -281,7 +284,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         """`_retrieve` for many (namespace incarnation, id) pairs in one engine call."""
         ids = [point_id(live.record.name, memory_id) for live, memory_id in items]
         found = self._shard_or_fail().retrieve(
-            list(dict.fromkeys(ids)), with_payload=True, with_vector=False
+            list(dict.fromkeys(ids)), with_payload=True, with_vector=[DENSE_VECTOR]
         )
         by_id = {str(point.id): point for point in found}
         points = [by_id.get(wanted) for wanted in ids]
@@ -291,6 +294,11 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         ]
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
+        found = await self.get_stored_memory(namespace, memory_id)
+        return None if found is None else found[0]
+
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+        """One lookup (batched with concurrent ones): the payload and the dense vector."""
         live = self._records.live.get(namespace)
         if live is None:
             return None
@@ -300,7 +308,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         memory = parsed_memory(point)
         if memory is None:
             raise StorageDamaged(f"memory {memory_id} in {namespace} is unreadable", (namespace,))
-        return memory
+        return memory, dense_vector(point)
 
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None

@@ -16,7 +16,7 @@ import qdrant_edge as qe
 from adapters.base import MemoryFilter, SparseVector, StoredMemory, with_keywords
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
-from adapters.qdrant.edge_shard import EDGE, parsed_memory, point_vectors
+from adapters.qdrant.edge_shard import EDGE, dense_vector, parsed_memory, point_vectors
 from adapters.qdrant.layout import Scope, memory_to_payload, point_id
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class EdgeBulkTransfer:
             if current is None or current.epoch != live.epoch:
                 return
             found = [
-                (memory, _point_vector(point) if with_vectors else [])
+                (memory, dense_vector(point) if with_vectors else [])
                 for point in page
                 if (memory := parsed_memory(point)) is not None
             ]
@@ -114,11 +114,3 @@ class EdgeBulkTransfer:
 
     async def write_store_meta(self, key: str, value: str) -> None:
         await self._calls.worker(self._guarded, self._records.set_meta, key, value)
-
-
-def _point_vector(point: Any) -> list[float]:
-    """The stored vector of a scrolled point (qdrant-edge names the default vector '')."""
-    vector = point.vector
-    if isinstance(vector, dict):
-        vector = vector[""]
-    return [float(x) for x in vector]

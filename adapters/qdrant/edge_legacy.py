@@ -27,6 +27,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from adapters.qdrant.edge_records import RecordStore
+from adapters.qdrant.edge_shard import dense_vector
 from adapters.qdrant.layout import (
     FIELD_EPOCH,
     FIELD_MEMORY_ID,
@@ -43,14 +44,6 @@ RECORD_FILE = "namespace.json"
 PAGE = 512
 
 
-def _vector(record: Any) -> list[float]:
-    """The stored vector of a scrolled point (qdrant-edge names the default vector '')."""
-    vector = record.vector
-    if isinstance(vector, dict):
-        vector = vector[""]
-    return list(vector)
-
-
 def _copy_points(source: Any, target: Any, name: str, epoch: str) -> int:
     copied, offset = 0, None
     while True:
@@ -59,7 +52,7 @@ def _copy_points(source: Any, target: Any, name: str, epoch: str) -> int:
         points = [
             qe.Point(
                 point_id(name, str(point.id)),
-                _vector(point),
+                dense_vector(point),
                 {
                     **point.payload,
                     FIELD_NAMESPACE: name,

@@ -109,11 +109,22 @@ def sparse(vector: SparseVector) -> Any:
     return qe.SparseVector(list(vector.indices), list(vector.values))
 
 
+DENSE_VECTOR = ""  # qdrant-edge's name for a shard's unnamed dense vector
+
+
+def dense_vector(point: Any) -> list[float]:
+    """The stored dense vector of a point read with its vectors."""
+    vector = point.vector
+    if isinstance(vector, dict):
+        vector = vector[DENSE_VECTOR]
+    return [float(x) for x in vector]
+
+
 def point_vectors(dense: Sequence[float], keywords: SparseVector | None) -> Any:
     """A point's vectors: the unnamed dense one and, when computed, the keyword vector."""
     if keywords is None:
         return list(dense)
-    return {"": list(dense), KEYWORDS_VECTOR: sparse(keywords)}
+    return {DENSE_VECTOR: list(dense), KEYWORDS_VECTOR: sparse(keywords)}
 
 
 def edge_config(dimension: int) -> Any:

@@ -40,6 +40,7 @@ from adapters.merge import merge_listed, merge_scored
 from adapters.qdrant import filters, layout, names, server_keywords
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.server_calls import (
+    DENSE,
     DIALECT,
     NEWEST_FIRST,
     CollectionMissing,
@@ -182,8 +183,14 @@ class QdrantServerBackend(QdrantServerBase):
     # -- memories --------------------------------------------------------------------
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
+        found = await self.get_stored_memory(namespace, memory_id)
+        return None if found is None else found[0]
+
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         point = await self._visible_point(namespace, memory_id)
-        return None if point is None else layout.memory_from_shared(point.payload or {})
+        if point is None:
+            return None
+        return layout.memory_from_shared(point.payload or {}), _vector(point)
 
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
@@ -306,7 +313,8 @@ class QdrantServerBackend(QdrantServerBase):
         """The memory's point if it belongs to the namespace's current incarnation."""
         ids: list[models.ExtendedPointId] = [layout.point_id(namespace, memory_id)]
         live, points = await asyncio.gather(
-            self._records.live([namespace]), self._call(lambda c: c.retrieve(self._memories, ids))
+            self._records.live([namespace]),
+            self._call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
         )
         current = (namespace, epoch_of(live, namespace))
         found = [p for p in points if _owner(p) == current]

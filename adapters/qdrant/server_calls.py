@@ -43,6 +43,7 @@ Caller = Callable[[Callable[[AsyncQdrantClient], Awaitable[Page]]], Awaitable[Pa
 StoredMemory = tuple[MemoryRecord, list[float]]
 IndexParams = models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
 
+DENSE = ""  # the name a server gives a collection's unnamed dense vector
 # What a read asks for: a search's ranking, or newest first.
 Query = SearchQuery | models.OrderByQuery
 NEWEST_FIRST = models.OrderByQuery(

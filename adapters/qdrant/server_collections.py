@@ -43,6 +43,7 @@ from adapters.errors import (
 from adapters.merge import merge_listed, merge_scored
 from adapters.qdrant import filters, layout, names, server_keywords
 from adapters.qdrant.server_calls import (
+    DENSE,
     DIALECT,
     NEWEST_FIRST,
     CollectionMissing,
@@ -217,12 +218,18 @@ class QdrantCollectionsBackend(QdrantServerBase):
             return None
         collection = self._collection(namespace)
         none: list[models.Record] = []
-        found = await self._read(lambda c: c.retrieve(collection, [point_id]), none)
+        found = await self._read(
+            lambda c: c.retrieve(collection, [point_id], with_vectors=[DENSE]), none
+        )
         return found[0] if found else None
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else _memory(namespace, point)
+
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+        point = await self._retrieve(namespace, memory_id)
+        return None if point is None else _stored(namespace, point)
 
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
