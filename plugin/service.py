@@ -223,7 +223,7 @@ class MemoryService:
             existing, vector = None, None
             if body.id is not None:
                 existing, vector = await self._stored(namespace, body.id, body.content)
-            keywords = self.keywords.document(body.content)
+            reused = vector is not None
             if vector is None:
                 vector = await self._embed(body.content)
             else:
@@ -243,7 +243,9 @@ class MemoryService:
                 expires_at=_utc(body.expires_at),
                 propagation=body.propagation,
             )
-            await self.backend.upsert_memory(memory, vector, keywords)
+            if reused and memory == existing:
+                return memory  # stored exactly so, vector included: nothing to write
+            await self.backend.upsert_memory(memory, vector, self.keywords.document(body.content))
             return memory
 
     async def _stored(

@@ -14,6 +14,7 @@ import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,6 +142,16 @@ async def test_an_unchanged_memory_costs_no_model_call(
     assert await service.backend.get_memory("workspace:w", MEMORY_ID) == again
     content, vector = await stored_vector(service)
     assert (content, vector) == ("alpha", pytest.approx(vector_of("alpha"), abs=1e-6))
+    writes: list[MemoryRecord] = []
+    upsert = service.backend.upsert_memory
+
+    async def counted(memory: MemoryRecord, *args: Any) -> None:
+        writes.append(memory)
+        await upsert(memory, *args)
+
+    service.backend.upsert_memory = counted  # type: ignore[method-assign]
+    same = await service.commit("workspace:w", write("alpha", kind="summary", pin=True))
+    assert (same, writes, reused) == (again, [], [1, 1])  # stored exactly so: no write at all
     await service.commit("workspace:w", write("beta"))  # changed content: embedded again
     assert encoder.texts == ["alpha", "beta"]
     content, vector = await stored_vector(service)
