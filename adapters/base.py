@@ -23,7 +23,7 @@ Semantics every implementation must keep:
 - Two vectors per memory where the backend can keep them: the dense embedding
   and a sparse keyword vector (BM25 term weights), both computed by the plugin.
   A `SearchQuery` carries either or both; `search_modes` says which shapes the
-  backend answers (README, "Hybrid search").
+  backend answers (docs/backends.md, "Hybrid search").
 - Expiry: `MemoryFilter.now` excludes every memory whose `expires_at` is at or
   before it, whatever the janitor has already deleted.
 """
@@ -106,7 +106,7 @@ class ScoredMemory:
     """A memory with its ranking score: higher is better, within one answer.
 
     Cosine similarity for a dense query, BM25 for a keyword query, and for a hybrid
-    query the fused score (adapters/qdrant/ranking.py, README "Hybrid search").
+    query the fused score (adapters/qdrant/ranking.py, docs/backends.md "Hybrid search").
     """
 
     memory: MemoryRecord

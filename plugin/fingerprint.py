@@ -3,7 +3,7 @@
 A store's vectors are only comparable with query vectors from the same vector
 space, so the store records the fingerprint (`Encoder.fingerprint`, model/runtime)
 of what wrote it, and start-up refuses an encoder of another space rather than
-mix vectors silently (README, "Embedding backends"):
+mix vectors silently (docs/embedding.md):
 - an empty store (no namespace, no record) adopts the configured fingerprint;
 - a store with namespaces but no record was written before records existed, by the
   only encoder there was: it gets "all-MiniLM-L6-v2/torch";

@@ -3,7 +3,7 @@
 Why: agents ask about names, places, dates and identifiers ("When did Caroline go
 to the LGBTQ support group?", an order number), which a small sentence model
 blurs. BM25 finds them, and the plugin's own dense ranking is weakest exactly
-there (README, "Hybrid search": recall on LoCoMo).
+there (docs/backends.md, "Hybrid search"; recall on LoCoMo in benchmarks/README.md).
 
 The encoder is Qdrant's own (`qdrant_edge.Bm25`: word tokenizer, English stop
 words and Snowball stemmer, token ids hashed to 32 bits, documented as matching a

@@ -1,7 +1,7 @@
 """Which ranking a search with a query uses: MEMORY_PLUGIN_SEARCH against what the store answers.
 
 Unset means the best the backend answers: hybrid on both Qdrant backends (the
-measured default, README "Hybrid search"), dense where keyword vectors cannot
+measured default, docs/backends.md "Hybrid search"), dense where keyword vectors cannot
 be kept. A mode the backend cannot answer stops start-up with one line instead
 of silently ranking another way.
 """

@@ -13,7 +13,7 @@ hold for every backend live here, once:
   this process: 50 concurrent first PUTs create it once and all answer the same
   `created_at`, and a PUT racing a DELETE sees the delete before or after, never
   half of it. (Replicas sharing a Qdrant server are not serialised with each
-  other; README, "Concurrency".)
+  other; docs/behaviour.md, "Concurrency".)
 - One damaged namespace does not fail a search over several: when the one read
   reports damage, each namespace is read on its own and the unreadable ones are
   left out (logged, counted, and named by health); only if all are unreadable
@@ -24,7 +24,7 @@ hold for every backend live here, once:
   every caller.
 - Every memory is stored with its keyword vector (plugin/keywords.py, on the
   event loop: microseconds), and a search computes what `search_mode` ranks by:
-  the query's embedding, its keyword vector, or both (README, "Hybrid search").
+  the query's embedding, its keyword vector, or both (docs/backends.md, "Hybrid search").
 - A commit with an explicit id whose content is stored as is costs no model call:
   the vector read with the stored memory is reused (a backfill re-run sends every
   row again). Only once the store's vectors are known to be of the configured

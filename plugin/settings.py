@@ -47,7 +47,7 @@ def parse_listen_addr(value: str) -> tuple[str, int]:
 
 
 class Settings(BaseModel):
-    """Environment variables, each documented in README.md ("Settings")."""
+    """Environment variables, each documented in docs/settings.md."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -72,7 +72,7 @@ class Settings(BaseModel):
     )
     collection_prefix: str = Field(DEFAULT_PREFIX, alias="MEMORY_PLUGIN_COLLECTION_PREFIX")
     embedding_model: Path | None = Field(None, alias="MEMORY_PLUGIN_EMBEDDING_MODEL")
-    # README, "Embedding backends": the default is chosen by measurement.
+    # docs/embedding.md: the default is chosen by measurement.
     embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
         "onnx", alias="MEMORY_PLUGIN_EMBEDDING_BACKEND"
     )
@@ -81,7 +81,7 @@ class Settings(BaseModel):
     embedding_sessions: int | None = Field(
         None, ge=1, le=64, alias="MEMORY_PLUGIN_EMBEDDING_SESSIONS"
     )
-    # README, "Hybrid search": unset means the backend's best (hybrid where it can).
+    # docs/backends.md, "Hybrid search": unset means the backend's best (hybrid where it can).
     search: Literal["hybrid", "dense", "keyword"] | None = Field(None, alias="MEMORY_PLUGIN_SEARCH")
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
     max_body_bytes: int = Field(MIB, ge=1024, alias="MEMORY_PLUGIN_MAX_BODY_BYTES")

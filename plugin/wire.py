@@ -141,7 +141,7 @@ class MemoryWrite(_Request):
     expires_at: Timestamp | None = None
     propagation: OpaqueJson | None = None
     pin: bool = False
-    # Accepted and ignored: this plugin computes every vector itself (README).
+    # Accepted and ignored: this plugin computes every vector itself (docs/behaviour.md).
     embedding: list[float] | None = None
 
 

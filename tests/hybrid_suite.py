@@ -2,7 +2,7 @@
 
 Subclassed next to `BackendSuite` by each Qdrant backend's test module, with the same
 `backend` fixture. Dense vectors are small synthetic ones, placed so that the dense
-ranking misses what the words find (as the model does at scale, README "Hybrid
+ranking misses what the words find (as the model does at scale, docs/backends.md "Hybrid
 search"); keyword vectors come from the plugin's real encoder.
 """
 

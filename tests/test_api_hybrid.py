@@ -2,7 +2,7 @@
 
 The memories are a support team's, and the question names a ticket by its number:
 the words find it where the sentence model, reading a long memory about a weekend,
-ranks closer paraphrases about tickets first (README, "Hybrid search").
+ranks closer paraphrases about tickets first (docs/backends.md, "Hybrid search").
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ async def test_semantic_ranking_with_scores(api: ContractClient, two: tuple[str,
     assert memories[0]["content"] == "the user prefers tabs over spaces for indentation"
     scores = [m["score"] for m in memories]
     assert scores == sorted(scores, reverse=True)
-    # Cosine; hybrid adds weighted BM25 (README "Hybrid search"), which only raises it.
+    # Cosine; hybrid adds weighted BM25 (docs/backends.md "Hybrid search"), which only raises it.
     assert all(s >= -1.0 for s in scores)
     if api.app[SERVICE].search_mode is SearchMode.DENSE:
         assert all(s <= 1.0 + 1e-6 for s in scores)

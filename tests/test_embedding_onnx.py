@@ -101,7 +101,7 @@ def test_a_pool_of_sessions_gives_torchs_vectors_side_by_side(
 
 def test_sessions_default_to_the_usable_cores(tmp_path: Path) -> None:
     settings = settings_for("onnx", tmp_path)
-    assert embedding_sessions(settings) == len(os.sched_getaffinity(0))
+    assert embedding_sessions(settings) == min(4, len(os.sched_getaffinity(0)))
     one = settings.model_copy(update={"embedding_sessions": 1})
     assert embedding_sessions(one) == 1
     assert load_encoder(one).parallelism == 1

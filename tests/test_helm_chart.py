@@ -308,8 +308,11 @@ def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     assert model == chart_values(scenario)["config"]["embeddingModel"]
     secrets = {e["name"]: "from-a-secret" for e in server_container(objects).get("env", [])}
     settings = Settings.from_env(data | secrets)
+    config = chart_values(scenario)["config"]
     assert settings.listen == ("0.0.0.0", 9100)
-    assert settings.collection_prefix == chart_values(scenario)["config"]["collectionPrefix"]
+    assert settings.collection_prefix == config["collectionPrefix"]
+    assert settings.embedding_sessions == config["embeddingSessions"]
+    assert settings.search == (config["search"] or None)
 
 
 # --- secrets --------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """`VectorBackend` on a Pinecone serverless index, through the official SDK's async client.
 
-Layout (see README "Pinecone"):
+Layout (see docs/backends.md, "Pinecone"):
 - One existing index (classic vector API, cosine, the embedder's dimension).
 - A namespace of ours is the Pinecone namespace `prefix + name`. Pinecone takes
   1-512 ASCII characters without NUL; our names are at most 256 characters of

@@ -4,7 +4,7 @@ The checks (run at start-up, and again before the first request if Pinecone
 was unreachable then): the API key is accepted, the index exists, its
 dimension is the embedder's, and its metric is cosine or dotproduct (the
 plugin's vectors have unit length, so both rank alike; only dotproduct takes
-keyword vectors, README "Hybrid search"), dotproduct when hybrid search is
+keyword vectors, docs/backends.md "Hybrid search"), dotproduct when hybrid search is
 asked for. A failed check at start-up ends the process with one line
 (`BackendMisconfigured`); an unreachable Pinecone does not: the server boots,
 answers 503, and checks again on the next request, at most once a second.

@@ -8,7 +8,7 @@ a worker thread frees nothing and costs two thread hops, each a wake-up on the
 cores the model needs. The existence check of an explicit id takes about 10
 microseconds in the engine and a few hundred with the hops; running the request
 path's calls here took 8 closed-loop callers from 0.73x to 0.81x of the model's
-batch rate (benchmarks/latency.py, README "Measured").
+batch rate (benchmarks/latency.py, benchmarks/README.md).
 
 So `here()` runs a short call on the event loop, unless another call is in
 flight on a worker: then it queues behind it there, so the loop never waits on

@@ -8,7 +8,7 @@ place (`PUT /collections/{name}/vectors/{vector}`, Qdrant 1.18+): nothing is
 copied, no point is rewritten, and plugin/keyword_index.py then fills the
 vectors in with `update_vectors` under a "has no keyword vector" condition, so
 a memory rewritten meanwhile keeps the vector of its new content. A server older
-than 1.18 cannot do this in place; start-up then names the way out (README,
+than 1.18 cannot do this in place; start-up then names the way out (docs/backends.md,
 "Hybrid search").
 """
 
