@@ -14,17 +14,13 @@ hold for every backend live here, once:
   `created_at`, and a PUT racing a DELETE sees the delete before or after, never
   half of it. (Replicas sharing a Qdrant server are not serialised with each
   other; docs/behaviour.md, "Concurrency".)
-- One damaged namespace does not fail a search over several: when the one read
-  reports damage, each namespace is read on its own and the unreadable ones are
-  left out (logged, counted, and named by health); only if all are unreadable
-  does the search fail (503).
+- Searches: plugin/search.py.
 - The model reads at most its first 256 tokens, so only the first
   `MAX_EMBEDDED_CHARS` characters are handed to it (`clip_for_model`): tokenising
   a 900 KiB content in full held the shared embedder for a second and stalled
   every caller.
 - Every memory is stored with its keyword vector (plugin/keywords.py, on the
-  event loop: microseconds), and a search computes what `search_mode` ranks by:
-  the query's embedding, its keyword vector, or both (docs/backends.md, "Hybrid search").
+  event loop: microseconds).
 - A commit with an explicit id whose content is stored as is costs no model call:
   the vector read with the stored memory is reused (a backfill re-run sends every
   row again). Only once the store's vectors are known to be of the configured
@@ -36,34 +32,29 @@ hold for every backend live here, once:
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
 from adapters.base import (
-    MemoryFilter,
     MemoryRecord,
     NamespaceRecord,
-    ScoredMemory,
     SearchMode,
-    SearchQuery,
     StoreCondition,
     VectorBackend,
 )
 from adapters.errors import BackendUnavailable, StorageDamaged
-from adapters.merge import merge_listed, merge_scored
 from plugin.embedder import clip_for_model
 from plugin.keyed_lock import KeyedLock
 from plugin.keywords import KeywordEncoder
+from plugin.search import MemorySearch
 from plugin.service_errors import InvalidRequest, NotFound
-from plugin.wire import MemoryWrite, NamespacePatch, NamespaceUpsert, SearchRequest
+from plugin.wire import MemoryWrite, NamespacePatch, NamespaceUpsert
 
 Clock = Callable[[], datetime]
-log = logging.getLogger(__name__)
 
 
 class Embedder(Protocol):
@@ -76,12 +67,6 @@ class Embedder(Protocol):
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    memory: MemoryRecord
-    score: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +87,7 @@ def _utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment is not None else None
 
 
-class MemoryService:
+class MemoryService(MemorySearch):
     def __init__(
         self,
         backend: VectorBackend,
@@ -270,78 +255,6 @@ class MemoryService:
                 raise gone
             if not await self.backend.delete_memory(namespace, memory_id):
                 raise gone
-
-    async def search(self, request: SearchRequest) -> list[Hit]:
-        """One backend read over every live namespace asked for; pinned first, `limit` in all."""
-        limit = request.effective_limit
-        kinds = frozenset(request.kinds) if request.kinds else None
-        async with self._deadline():
-            names = list(dict.fromkeys(request.namespaces))
-            records = await self.backend.get_namespaces(names)
-            now = self.clock()
-            live = [name for name in names if name in records and not records[name].is_expired(now)]
-            if not live:
-                return []
-            memory_filter = MemoryFilter(now=now, kinds=kinds)
-            text = request.query_text
-            query = None if text is None else await self._search_query(text)
-            try:
-                hits = await self._read(live, query, memory_filter, limit)
-            except StorageDamaged:
-                hits = await self._read_around_damage(live, query, memory_filter, limit)
-            return [hit for hit in hits if not hit.memory.is_expired(now)][:limit]
-
-    async def _search_query(self, text: str) -> SearchQuery:
-        """What `search_mode` ranks by; a keyword search costs no model call."""
-        mode = self.search_mode
-        keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
-        dense = None if mode is SearchMode.KEYWORD else await self._embed(text)
-        return SearchQuery(dense, keywords)
-
-    async def _read(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery | None,
-        memory_filter: MemoryFilter,
-        limit: int,
-    ) -> list[Hit]:
-        if query is None:
-            listed = await self.backend.list_memories(namespaces, memory_filter, limit)
-            return [Hit(memory, None) for memory in listed]
-        found = await self.backend.query_memories(namespaces, query, memory_filter, limit)
-        return [Hit(scored.memory, scored.score) for scored in found]
-
-    async def _read_around_damage(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery | None,
-        memory_filter: MemoryFilter,
-        limit: int,
-    ) -> list[Hit]:
-        """Read each namespace alone; leave out (and remember) those that fail; 503 if all do."""
-        parts: list[list[Hit]] = []
-        for name in namespaces:
-            try:
-                parts.append(await self._read([name], query, memory_filter, limit))
-            except StorageDamaged as error:
-                if name not in self._unreadable:
-                    log.error("namespace unreadable, left out of searches: %s (%s)", name, error)
-                self._unreadable.add(name)
-                continue
-            self._unreadable.discard(name)
-        if not parts:
-            named = ", ".join(namespaces[:5]) + (", ..." if len(namespaces) > 5 else "")
-            raise StorageDamaged(
-                f"stored data unreadable (damaged files; see the plugin log): {named}",
-                tuple(namespaces),
-            )
-        if query is None:
-            listed = merge_listed(([hit.memory for hit in part] for part in parts), limit)
-            return [Hit(memory, None) for memory in listed]
-        scored = merge_scored(
-            ([ScoredMemory(h.memory, h.score or 0.0) for h in part] for part in parts), limit
-        )
-        return [Hit(hit.memory, hit.score) for hit in scored]
 
     # -- janitor ---------------------------------------------------------------------
 

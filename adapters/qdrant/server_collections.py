@@ -52,6 +52,7 @@ from adapters.qdrant.server_calls import (
     StoredMemory,
     side_requests,
 )
+from adapters.qdrant.server_collections_keywords import CollectionsKeywordIndex
 
 T = TypeVar("T")
 
@@ -69,11 +70,6 @@ def _point_id(memory_id: str) -> str | None:
         return None
 
 
-def _after(collections: list[str], collection: str) -> str | None:
-    """The first of the (sorted) `collections` after `collection`."""
-    return next((name for name in collections if name > collection), None)
-
-
 def _memory(namespace: str, point: models.Record | models.ScoredPoint) -> MemoryRecord:
     return layout.memory_from_payload(str(point.id), namespace, point.payload or {})
 
@@ -85,7 +81,7 @@ def _stored(namespace: str, point: models.Record) -> StoredMemory:
     return _memory(namespace, point), vector
 
 
-class QdrantCollectionsBackend(QdrantServerBase):
+class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
     """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
 
     name = "qdrant-collections"
@@ -377,54 +373,3 @@ class QdrantCollectionsBackend(QdrantServerBase):
                 raise
             await server_keywords.add_keyword_vector(self._call, collection)
             await self._call(lambda c: c.upsert(collection, points, wait=True))
-
-    # -- the keyword index -----------------------------------------------------------
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        """Every namespace collection gets its keyword vector (`reset`: dropped first)."""
-        for collection in await self._namespace_collections():
-            info = await self._info(collection)
-            if info is None:
-                continue
-            if reset and server_keywords.has_keyword_vector(info):
-                await server_keywords.drop_keyword_vector(self._call, collection)
-            elif not server_keywords.has_keyword_vector(info):
-                await server_keywords.add_keyword_vector(self._call, collection)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        """Collection by collection, in name order; keys name the collection too."""
-        collections = await self._namespace_collections()
-        if cursor is None:
-            collection, offset = (collections[0] if collections else None), None
-        else:
-            collection, offset = server_keywords.parse_cursor(cursor)
-            if collection not in collections:  # deleted meanwhile: on to the next one
-                collection, offset = _after(collections, collection), None
-        if collection is None:
-            return [], None
-        try:
-            page, after = await server_keywords.unindexed_page(
-                self._call, collection, offset, limit
-            )
-        except CollectionMissing:  # deleted meanwhile: on to the next one
-            page, after = [], None
-        keyed = [(server_keywords.cursor(collection, key), content) for key, content in page]
-        if after is not None:
-            return keyed, server_keywords.cursor(collection, after)
-        following = _after(collections, collection)
-        return keyed, None if following is None else server_keywords.cursor(following, None)
-
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        by_collection: dict[str, list[tuple[str, SparseVector]]] = {}
-        for key, keywords in items:
-            collection, point_id = server_keywords.parse_cursor(key)
-            if point_id is not None:
-                by_collection.setdefault(collection, []).append((point_id, keywords))
-        for collection, page in by_collection.items():
-            try:
-                await server_keywords.index_page(self._call, collection, page)
-            except CollectionMissing:
-                continue
-        return len(items)

@@ -1,0 +1,86 @@
+"""The keyword index of the `collections` layout: every namespace collection, one by one.
+
+A mixin of `QdrantCollectionsBackend` (server_collections.py), apart so that the
+adapter reads as namespace and memory semantics. Each collection gains its
+keyword vector in place (server_keywords.py); the walk for memories without one
+goes collection by collection in name order, with cursors and keys that name the
+collection, and skips a collection deleted meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.http import models
+
+from adapters.base import SparseVector
+from adapters.qdrant import server_keywords
+from adapters.qdrant.server_calls import CollectionMissing
+
+T = TypeVar("T")
+
+
+class CollectionsKeywordIndex:
+    """`prepare_keywords`, `unindexed_memories` and `index_keywords` per collection."""
+
+    if TYPE_CHECKING:  # provided by QdrantCollectionsBackend
+
+        async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T: ...
+        async def _info(self, collection: str) -> models.CollectionInfo | None: ...
+        async def _namespace_collections(self) -> list[str]: ...
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        """Every namespace collection gets its keyword vector (`reset`: dropped first)."""
+        for collection in await self._namespace_collections():
+            info = await self._info(collection)
+            if info is None:
+                continue
+            if reset and server_keywords.has_keyword_vector(info):
+                await server_keywords.drop_keyword_vector(self._call, collection)
+            elif not server_keywords.has_keyword_vector(info):
+                await server_keywords.add_keyword_vector(self._call, collection)
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """Collection by collection, in name order; keys name the collection too."""
+        collections = await self._namespace_collections()
+        if cursor is None:
+            collection, offset = (collections[0] if collections else None), None
+        else:
+            collection, offset = server_keywords.parse_cursor(cursor)
+            if collection not in collections:  # deleted meanwhile: on to the next one
+                collection, offset = _after(collections, collection), None
+        if collection is None:
+            return [], None
+        try:
+            page, after = await server_keywords.unindexed_page(
+                self._call, collection, offset, limit
+            )
+        except CollectionMissing:  # deleted meanwhile: on to the next one
+            page, after = [], None
+        keyed = [(server_keywords.cursor(collection, key), content) for key, content in page]
+        if after is not None:
+            return keyed, server_keywords.cursor(collection, after)
+        following = _after(collections, collection)
+        return keyed, None if following is None else server_keywords.cursor(following, None)
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        by_collection: dict[str, list[tuple[str, SparseVector]]] = {}
+        for key, keywords in items:
+            collection, point_id = server_keywords.parse_cursor(key)
+            if point_id is not None:
+                by_collection.setdefault(collection, []).append((point_id, keywords))
+        for collection, page in by_collection.items():
+            try:
+                await server_keywords.index_page(self._call, collection, page)
+            except CollectionMissing:
+                continue
+        return len(items)
+
+
+def _after(collections: list[str], collection: str) -> str | None:
+    """The first of the (sorted) `collections` after `collection`."""
+    return next((name for name in collections if name > collection), None)
