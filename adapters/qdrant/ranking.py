@@ -17,8 +17,8 @@ Why (measured on LoCoMo's development half, benchmarks/README.md):
 - a candidate found by BM25 alone must get its real cosine: counting it as
   "cosine 0" cost 3 points of recall@5;
 - the BM25 of the dense candidates beyond the keyword list would add up to 3
-  points of recall@50 (nothing at @1 and @5), but the engine must search the
-  keywords once more or much deeper for it: 1.4 to 2 times the engine time, and
+  points of recall@50 (under half a point at @1 and @5), but the engine must
+  search once more or much deeper for it: about twice the engine time, and
   search latency under load beyond 1.2 times the dense search's. Not worth it.
 
 A score is comparable within one answer only: BM25 grows with the store's term
