@@ -148,12 +148,6 @@ class SearchQuery:
         if self.dense is None and self.keywords is None:
             raise ValueError("a search query needs a dense vector, a keyword vector or both")
 
-    @property
-    def mode(self) -> SearchMode:
-        if self.dense is None:
-            return SearchMode.KEYWORD
-        return SearchMode.DENSE if self.keywords is None else SearchMode.HYBRID
-
 
 @dataclass(frozen=True, slots=True)
 class MemoryFilter:
@@ -294,7 +288,7 @@ class VectorBackend(abc.ABC):
     ) -> list[ScoredMemory]:
         """Up to `limit` memories of `namespaces`: pinned first, each side best first.
 
-        `query.mode` must be one of `search_modes`. Namespaces that do not exist
+        The query's shape must be one of `search_modes`. Namespaces that do not exist
         contribute nothing.
         """
 

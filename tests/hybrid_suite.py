@@ -104,7 +104,7 @@ class HybridSuite:
         assert dense[-1].memory == target  # the dense ranking puts it last
         for query in queries(backend, question):
             found = await backend.query_memories([team], query, everything(), 3)
-            assert found[0].memory == target, query.mode
+            assert found[0].memory == target, query
 
     async def test_keyword_search_returns_only_what_shares_a_word(
         self, backend: VectorBackend, team: str

@@ -337,28 +337,28 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
     ) -> int:
         """Upserts of up to 100 vectors per Pinecone namespace, instead of one per memory."""
         states = await self._records.states([memory.namespace for memory, _ in memories])
-        groups: dict[str, list[tuple[MemoryRecord, list[float], SparseVector | None]]] = {}
-        metadata: dict[tuple[str, str], dict[str, object]] = {}
+        # Per namespace: (memory, vector, metadata, keywords), metadata checked up front.
+        groups: dict[
+            str, list[tuple[MemoryRecord, list[float], transfer.Item, SparseVector | None]]
+        ] = {}
         for (memory, vector), memory_keywords in with_keywords(memories, keywords):
             state = states.get(memory.namespace)
             if state is None:
                 raise NamespaceGone(f"namespace {memory.namespace} was deleted")
-            key = (memory.namespace, memory.id)
-            metadata[key] = layout.memory_to_metadata(memory, state[1])  # refuses oversize
-            groups.setdefault(memory.namespace, []).append((memory, list(vector), memory_keywords))
+            metadata = layout.memory_to_metadata(memory, state[1])  # refuses oversize
+            row = (memory, list(vector), metadata, memory_keywords)
+            groups.setdefault(memory.namespace, []).append(row)
         index = await self._ready()
         for name, items in groups.items():
             epoch = states[name][1]
             vectors = [
-                transfer.upsert_item(
-                    m.id, vector, metadata[(name, m.id)], self._sparse(memory_keywords)
-                )
-                for m, vector, memory_keywords in items
+                transfer.upsert_item(memory.id, vector, metadata, self._sparse(row_keywords))
+                for memory, vector, metadata, row_keywords in items
             ]
             for chunk in transfer.batches(vectors, self.dimension):
                 await self._upsert_chunk(index, name, chunk)
-            for memory, vector, written_keywords in items:
-                self.overlay.memory_written(memory, vector, epoch, written_keywords)
+            for memory, vector, _, row_keywords in items:
+                self.overlay.memory_written(memory, vector, epoch, row_keywords)
         return sum(len(items) for items in groups.values())
 
     async def _upsert_chunk(

@@ -68,18 +68,18 @@ class EdgeKeywordIndex:
         return len(items)
 
     def _index(self, items: list[tuple[str, SparseVector]]) -> None:
-        """One update for the page; if a listed memory was deleted meanwhile (the engine
-        refuses the whole update then), the rest one by one."""
+        """One update for the page. A point deleted since it was listed makes the engine
+        refuse the whole update: then once more without the gone (as a server's, in
+        server_keywords.index_page)."""
         vectors = [qe.PointVectors(key, {KEYWORDS_VECTOR: sparse(v)}) for key, v in items]
         try:
             self._update(qe.UpdateOperation.update_vectors(vectors, condition=_UNINDEXED))
-            return
-        except Exception as error:
-            if "No point with id" not in str(error):
+        except Exception:
+            ids = [key for key, _ in items]
+            found = self._shard_or_fail().retrieve(ids, with_payload=False, with_vector=False)
+            present = {str(point.id) for point in found}
+            remaining = [vector for vector in vectors if str(vector.id) in present]
+            if len(remaining) == len(vectors):
                 raise
-        for one in vectors:
-            try:
-                self._update(qe.UpdateOperation.update_vectors([one], condition=_UNINDEXED))
-            except Exception as error:
-                if "No point with id" not in str(error):
-                    raise
+            if remaining:
+                self._update(qe.UpdateOperation.update_vectors(remaining, condition=_UNINDEXED))
