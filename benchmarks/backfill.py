@@ -13,7 +13,14 @@ process), with issue 18's targets: the second pass at 2 ms per row or less (no m
 call, and no write, for an unchanged memory), the first at the model's single-text
 time + 4 ms. Per row it prints what the client saw and what the server's access
 lines say it spent (the client, Python on the same two cores, costs the rest; the
-platform's backfill is a Go binary). About 1 minute.
+platform's backfill is a Go binary).
+
+The model's time is taken on the very contents the pass sends, one text at a
+time, just before and just after the first pass (this machine drifts within a
+minute), and the first pass is judged mean against mean: a row's time includes
+the model's on that row's text, and texts differ in length, so the mean of the
+rows carries the model's own tail. The median over 200 other sentences (the
+figure latency.py uses) is printed beside it. About 1 minute.
 """
 
 from __future__ import annotations
@@ -88,23 +95,42 @@ def report(label: str, per_row: list[float], server_lines: list[str]) -> float:
     return mean_ms
 
 
+def rows_text_ms(encoder: Any, rows: list[tuple[str, str, dict[str, Any]]]) -> float:
+    """The model alone on these rows' contents, one text at a time: mean milliseconds."""
+    took = []
+    for _, _, body in rows:
+        started = time.perf_counter()
+        encoder.encode([body["content"]])
+        took.append(time.perf_counter() - started)
+    return statistics.fmean(took) * 1000
+
+
 def measure(rows: list[tuple[str, str, dict[str, Any]]], onnx_dir: str) -> Any:
     async def run(server: ServerProcess) -> None:
-        model_ms = single_text_s(load_model("onnx", onnx_dir)) * 1000
+        encoder = load_model("onnx", onnx_dir)
+        sample_ms = single_text_s(encoder) * 1000
+        before_ms = rows_text_ms(encoder, rows)
         print(
             f"{len(rows)} rows over {len({name for name, _, _ in rows})} namespaces;"
-            f" the model alone (one session): {model_ms:.2f} ms for one text"
+            f" the model alone (one session), one text: median {sample_ms:.2f} ms over 200"
+            f" sentences; mean {before_ms:.2f} ms over these rows' contents"
         )
         passes = []
         for label in ("first -apply ", "second -apply"):
             seen = len(server.log_text().splitlines())
             per_row = await apply(server.base_url, rows)
             passes.append(report(label, per_row, server.log_text().splitlines()[seen:]))
+            if not label.startswith("second"):
+                after_ms = rows_text_ms(encoder, rows)
+                print(f"  the model again on these rows' contents: mean {after_ms:.2f} ms")
         first, second = passes
+        model_ms = (before_ms + after_ms) / 2
         print("issue 18's checks")
         print(
-            f"  first pass {first:.2f} ms per row <= model {model_ms:.2f} + 4 ms:"
-            f" {'met' if first <= model_ms + 4 else 'NOT met'}"
+            f"  first pass {first:.2f} ms per row <= model {model_ms:.2f} + 4 ms (means over"
+            f" the rows): {'met' if first <= model_ms + 4 else 'NOT met'}"
+            f" (against the median over other sentences, {sample_ms:.2f} + 4 ms:"
+            f" {'met' if first <= sample_ms + 4 else 'NOT met'})"
         )
         print(
             f"  second pass {second:.2f} ms per row <= 2 ms: {'met' if second <= 2 else 'NOT met'}"

@@ -5,9 +5,16 @@ repository: it is read from a LoCoMo-format file (the development half lies in
 `../shared/data/locomo/`; its README gives the format and licence).
 
 Two ways to turn a conversation into memories, as the paper measures retrieval:
-- dialog: every turn is a memory, "Speaker: text" (who said it is part of what
-  an agent would store);
+- dialog: every turn is a memory, "Speaker: text [shares <caption>]": who said
+  it, and the description of the photo shared with it (a fifth of the turns
+  share one; an agent that saw the photo would store what it showed). This is
+  the construction of issue 17's measurement: it reproduces that issue's dense
+  baseline exactly (R@5 0.408, R@10 0.510 on the development half);
 - observations: every extracted observation is a memory, keyed to its turn.
+`TURN_FORMATS` also offers "dated": LoCoMo's own retrieval evaluation
+(snap-research/locomo, task_eval/dpr_qa.py) puts the session's date before
+each turn, `(date) Speaker said, "text"`, then the photo; its dates match
+questions such as "What did Gina find on 1 February, 2023?".
 A question's evidence names turns ("D1:3"); recall@k is the share of them found
 among the top k memories (an observation counts for the turn it comes from).
 """
@@ -21,11 +28,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 KS = (1, 5, 10, 20, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 HEADLINE = (1, 2, 3, 4)  # category 5 is unanswerable by design; reported apart
 MODES = ("dialog", "observations")
+TURN_FORMATS = ("speaker", "dated")
 _TURN = re.compile(r"D\d+:\d+")
 _SESSION = re.compile(r"session_\d+")
 _IDS = uuid.UUID("0b8f6a3e-6c1d-4e2f-9a7b-5c4d3e2f1a0b")
@@ -56,14 +65,23 @@ def _memory_id(sample_id: str, mode: str, index: int) -> str:
     return str(uuid.uuid5(_IDS, f"{sample_id}/{mode}/{index}"))
 
 
-def load(path: Path) -> list[Conversation]:
+def turn_content(turn: dict[str, Any], date: str, turn_format: str = "speaker") -> str:
+    """A dialog turn as the memory an agent would commit (module docstring)."""
+    shared = f" [shares {turn['blip_caption']}]" if turn.get("blip_caption") else ""
+    if turn_format == "dated":
+        return f'({date}) {turn["speaker"]} said, "{turn["text"]}"{shared}'
+    return f"{turn['speaker']}: {turn['text']}{shared}"
+
+
+def load(path: Path, turn_format: str = "speaker") -> list[Conversation]:
     """Every conversation of a LoCoMo-format file, with both memory modes and its questions."""
     conversations = []
     for item in json.loads(path.read_text(encoding="utf-8")):
         conversation = Conversation(item["sample_id"])
+        sessions = item["conversation"]
         turns = [
-            (turn["dia_id"], f"{turn['speaker']}: {turn['text']}")
-            for key, session in item["conversation"].items()
+            (turn["dia_id"], turn_content(turn, sessions.get(f"{key}_date_time", ""), turn_format))
+            for key, session in sessions.items()
             if _SESSION.fullmatch(key)
             for turn in session
         ]
