@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -298,11 +299,13 @@ def test_the_server_upgrades_a_previous_version_store_killed_midway(
             return [hit["content"] for hit in (await response.json())["memories"]]
 
     async def until_indexed() -> list[str]:
+        # A deadline, not a count of tries: on a loaded machine the server's start and
+        # fill share two cores with everything else (200 tries once ran out).
+        deadline = time.monotonic() + 60
         async with aiohttp.ClientSession() as session:
-            for _ in range(200):
-                found = await search(session)
-                if found == [RARE, RARE]:
-                    return found
+            while (found := await search(session)) != [RARE, RARE]:
+                if time.monotonic() > deadline:
+                    break
                 await asyncio.sleep(0.05)
             return found
 
