@@ -32,7 +32,8 @@ use_repo_root()
 
 from adapters.base import MemoryRecord, NamespaceRecord  # noqa: E402
 from adapters.qdrant.edge import QdrantEdgeBackend  # noqa: E402
-from plugin.embedder import BatchingEmbedder, load_encoder  # noqa: E402
+from plugin.embedder import BatchingEmbedder  # noqa: E402
+from plugin.encoders import load_encoder  # noqa: E402
 from plugin.keywords import KeywordEncoder  # noqa: E402
 from plugin.service import MemoryService  # noqa: E402
 from plugin.settings import Settings  # noqa: E402

@@ -35,7 +35,7 @@ from common import machine, use_repo_root
 from retrieval import DEFAULT_DATA
 
 use_repo_root()
-from plugin.embedder import load_encoder  # noqa: E402
+from plugin.encoders import load_encoder  # noqa: E402
 from plugin.keywords import KeywordEncoder  # noqa: E402
 from plugin.settings import Settings  # noqa: E402
 

@@ -199,7 +199,7 @@ async def measure(server: ServerProcess) -> None:
 def load_model(backend: str, onnx_dir: str, sessions: int | None = 1) -> Any:
     """The model in this process: one session (the floor every ratio is taken against), or
     with `sessions=None` the pool the server runs (one session per usable core)."""
-    from plugin.embedder import load_encoder
+    from plugin.encoders import load_encoder
     from plugin.settings import Settings
 
     encoder = load_encoder(
@@ -380,7 +380,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-onnx-") as onnx_dir:
         if args.backend != "torch":  # exported beforehand, as the image does at build time
-            from plugin.embedder import resolve_model_dir
+            from plugin.encoders import resolve_model_dir
             from plugin.onnx_model import export_onnx
 
             export_onnx(resolve_model_dir(None), Path(onnx_dir))

@@ -56,6 +56,7 @@ class InstantEncoder:
     dimension = DIMENSION
     fingerprint = "all-MiniLM-L6-v2/onnx"  # what a default store records
     parallelism = 1
+    inline_lone_text = True  # as the ONNX encoders it stands in for
 
     def __init__(self) -> None:
         self._vector = [1.0 / DIMENSION**0.5] * DIMENSION

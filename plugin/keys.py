@@ -7,7 +7,8 @@ import threading
 from aiohttp import web
 
 from adapters.base import SearchMode, VectorBackend
-from plugin.embedder import BatchingEmbedder, Encoder
+from plugin.embedder import BatchingEmbedder
+from plugin.encoders import Encoder
 from plugin.keywords import KeywordEncoder
 from plugin.metrics import Metrics
 from plugin.service import MemoryService

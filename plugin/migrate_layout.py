@@ -63,7 +63,7 @@ async def migrate_from_settings(settings: Settings, *, drop_source: bool, out: P
     if settings.backend != "qdrant" or settings.qdrant_url is None:
         out("migrate-layout moves a Qdrant server's data: set QDRANT_URL (and QDRANT_API_KEY)")
         return 2
-    from plugin.embedder import SentenceTransformerEncoder
+    from plugin.encoders import SentenceTransformerEncoder
 
     # The model that `serve` will embed with fixes the new collection's dimension.
     dimension = SentenceTransformerEncoder.load(settings.embedding_model).dimension

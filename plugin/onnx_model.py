@@ -145,6 +145,8 @@ class OnnxEncoder:
     its own (module docstring); a lone text with nothing else running takes `solo`.
     """
 
+    inline_lone_text = True  # one text is quick: the event loop may wait for it
+
     def __init__(
         self,
         sessions: list[Any],

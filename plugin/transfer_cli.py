@@ -2,7 +2,7 @@
 
 Shared: the backend from settings (with a longer per-call budget than the HTTP
 path: a bulk call is not racing the platform's 2 s timeout), the configured
-model's fingerprint (`plugin.embedder.configured_fingerprint`) and dimension
+model's fingerprint (`plugin.encoders.configured_fingerprint`) and dimension
 without loading it (loading takes ~10 s and is needed only to re-embed), and a
 progress bar on stderr when it is a terminal.
 Every command ends with one summary line on stdout; a failure prints one line
@@ -25,8 +25,8 @@ import aiohttp
 from adapters.base import VectorBackend
 from plugin import jsonl
 from plugin.backends import build_backend
-from plugin.embedder import Encoder, configured_fingerprint
-from plugin.embedder import load_encoder as load_encoder  # re-exported: tests replace it
+from plugin.encoders import Encoder, configured_fingerprint
+from plugin.encoders import load_encoder as load_encoder  # re-exported: tests replace it
 from plugin.fingerprint import check_store, same_vector_space
 from plugin.keyword_index import index_store
 from plugin.keywords import KeywordEncoder

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from adapters.base import VectorBackend
 from adapters.pinecone import PineconeBackend
 from plugin.app import create_app
-from plugin.embedder import SentenceTransformerEncoder
+from plugin.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.contract import assert_conforms
 from tests.pinecone_fake import FakePinecone

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload, point_id
-from plugin.embedder import SentenceTransformerEncoder
+from plugin.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.conftest import AppFactory, ContractClient, FakeClock
 

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from plugin.embedder import BatchingEmbedder, SentenceTransformerEncoder
+from plugin.embedder import BatchingEmbedder
+from plugin.encoders import SentenceTransformerEncoder
 
 
 def dot(a: list[float], b: list[float]) -> float:
@@ -189,3 +190,65 @@ async def test_texts_queued_together_are_shared_among_the_sessions() -> None:
         encoder.gate.set()
         await embedder.close()
     assert embedder.stats.sizes == [4, 4, 1]
+
+
+class ThreadRecordingEncoder:
+    """Records how many texts each encode got, and on which thread it ran."""
+
+    dimension = 3
+    fingerprint = "threads/test"
+    inline_lone_text = True
+
+    def __init__(self, parallelism: int = 1) -> None:
+        self.parallelism = parallelism
+        self.calls: list[tuple[int, int]] = []
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append((len(texts), threading.get_ident()))
+        return [[1.0, 0.0, 0.0] for _ in texts]
+
+
+async def test_a_lone_text_is_embedded_on_the_event_loop() -> None:
+    encoder = ThreadRecordingEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder, inline_lone_text=True)
+    await embedder.start()
+    try:
+        for i in range(3):
+            assert await embedder.embed(f"sequential write number {i}") == [1.0, 0.0, 0.0]
+    finally:
+        await embedder.close()
+    assert encoder.calls == [(1, threading.get_ident())] * 3
+
+
+async def test_texts_arriving_together_are_embedded_on_the_threads() -> None:
+    encoder = ThreadRecordingEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder, inline_lone_text=True)
+    await embedder.start()
+    try:
+        await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(8)))
+    finally:
+        await embedder.close()
+    assert [size for size, _ in encoder.calls] == [4, 4]  # shared between the sessions
+    assert threading.get_ident() not in {thread for _, thread in encoder.calls}
+
+
+async def test_a_lone_text_takes_a_thread_unless_the_encoder_allows_otherwise() -> None:
+    encoder = ThreadRecordingEncoder()
+    embedder = BatchingEmbedder(encoder)  # as for torch
+    await embedder.start()
+    try:
+        await embedder.embed("one text")
+    finally:
+        await embedder.close()
+    assert [thread for _, thread in encoder.calls] != [threading.get_ident()]
+
+
+async def test_a_lone_text_failing_on_the_event_loop_fails_its_caller_only() -> None:
+    embedder = BatchingEmbedder(FailingEncoder(), inline_lone_text=True)
+    await embedder.start()
+    try:
+        with pytest.raises(RuntimeError, match="model exploded"):
+            await embedder.embed("bad")
+        assert await embedder.embed("good") == [1.0, 0.0, 0.0]
+    finally:
+        await embedder.close()

@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
-from plugin.embedder import SentenceTransformerEncoder
+from plugin.encoders import SentenceTransformerEncoder
 from plugin.fingerprint import (
     LEGACY_FINGERPRINT,
     META_KEY,

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin.embedder import (
-    BatchingEmbedder,
+from plugin.embedder import BatchingEmbedder
+from plugin.encoders import (
     Encoder,
     SentenceTransformerEncoder,
     configured_fingerprint,
@@ -143,7 +143,7 @@ def test_onnx_files_live_beside_the_model_unless_configured(tmp_path: Path) -> N
 def test_the_onnx_backend_loads_without_torch(onnx_encoder: Encoder, tmp_path: Path) -> None:
     """Why its cold start is short: no torch, no sentence-transformers import."""
     script = (
-        "import sys; from plugin.embedder import load_encoder; from plugin.settings import "
+        "import sys; from plugin.encoders import load_encoder; from plugin.settings import "
         f"Settings; e = load_encoder(Settings(data_dir={str(tmp_path)!r})); "
         "assert len(e.encode(['hi'])[0]) == 384; "
         "print(sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules))"

@@ -19,7 +19,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from plugin.embedder import MAX_EMBEDDED_CHARS, SentenceTransformerEncoder
+from plugin.embedder import MAX_EMBEDDED_CHARS
+from plugin.encoders import SentenceTransformerEncoder
 from plugin.keys import EMBEDDER, SERVICE
 from tests.conftest import AppFactory, ContractClient
 

@@ -30,7 +30,7 @@ from adapters.qdrant.edge_shard import edge_config
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from plugin import keyword_index
-from plugin.embedder import SentenceTransformerEncoder
+from plugin.encoders import SentenceTransformerEncoder
 from plugin.fingerprint import META_KEY
 from plugin.keyword_index import BUILDING, COMPLETE, META_ENCODER, META_STATE
 from plugin.keywords import KeywordEncoder

@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from adapters.qdrant.edge import QdrantEdgeBackend
 from plugin import postgres_import, transfer_cli
 from plugin.cli import main
-from plugin.embedder import SentenceTransformerEncoder
+from plugin.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.postgres_server import fresh_database, running_server
 

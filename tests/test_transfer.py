@@ -26,7 +26,8 @@ from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.server import QdrantServerBackend
 from plugin import jsonl, transfer_cli
 from plugin.cli import main
-from plugin.embedder import BatchingEmbedder, SentenceTransformerEncoder
+from plugin.embedder import BatchingEmbedder
+from plugin.encoders import SentenceTransformerEncoder
 from plugin.keywords import KeywordEncoder
 from plugin.search_mode import choose_search_mode
 from plugin.service import MemoryService

