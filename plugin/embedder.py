@@ -7,17 +7,19 @@ batched, the slowest took about 0.3 s. `BatchingEmbedder` keeps up to
 session of the pool, plugin/onnx_model.py; one for torch); everything that
 arrives meanwhile joins the next batch, so a lone request pays no extra latency.
 
-A lone text (nothing else queued or being embedded) on an encoder that allows it
-(`Encoder.inline_lone_text`: the ONNX backends) is embedded on the event loop
-itself. On a worker thread it paid for the hand-offs: the executor's queue, the
-thread's wake-up, the self-pipe back to the loop, and the GIL passing between the
-thread and the loop while ONNX Runtime's own threads still held the cores; a
-sequential backfill spent over a millisecond a row there, and a long tail
-(benchmarks/README.md). The price: while that one text is embedded, nothing else
-on the loop runs, so another request arriving then waits at most one text's
-model time, which the lone text's caller waited anyway. Under load texts queue
-and go to the threads as before; torch keeps its thread (its single text is
-several times slower).
+A lone text on an encoder that allows it (`Encoder.inline_lone_text`: the ONNX
+backends) is embedded on the event loop itself, when callers come one at a time:
+nothing else queued or being embedded, and the last batch a lone text too. On a
+worker thread it paid for the hand-offs: the executor's queue, the thread's
+wake-up, the self-pipe back to the loop, and the GIL passing between the thread
+and the loop while ONNX Runtime's own threads still held the cores; a sequential
+backfill spent over a millisecond a row there, and a long tail
+(benchmarks/README.md). The price: while that one text is embedded, nothing
+else on the loop runs, so a request arriving then waits at most one text's model
+time. Under load texts go to the threads as before, and so does a text alone for
+a moment in a load: on the loop it held up the requests around it (measured
+with 8 callers searching). torch keeps its thread (its single text is several
+times slower).
 """
 
 from __future__ import annotations
@@ -207,9 +209,11 @@ class BatchingEmbedder:
 
     def _alone(self, count: int) -> bool:
         """Embed these `count` texts here, on the event loop? Only a lone text, with
-        nothing queued behind it and no other encode running (module docstring)."""
+        nothing queued behind it, no other encode running, and a lone text last time
+        too: callers one at a time, not a load that ebbs for a moment (module docstring)."""
         busy = len(self._workers) - self._idle  # this worker's batch included
-        return self.inline_lone_text and count == 1 and not self._pending and busy == 1
+        sequential = self._expected == 1 and not self._pending
+        return self.inline_lone_text and count == 1 and sequential and busy == 1
 
 
 def _resolve(wake: asyncio.Future[None]) -> None:

@@ -252,3 +252,17 @@ async def test_a_lone_text_failing_on_the_event_loop_fails_its_caller_only() -> 
         assert await embedder.embed("good") == [1.0, 0.0, 0.0]
     finally:
         await embedder.close()
+
+
+async def test_a_text_alone_for_a_moment_in_a_load_takes_a_thread() -> None:
+    encoder = ThreadRecordingEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder, inline_lone_text=True, max_linger_s=0.001)
+    await embedder.start()
+    try:
+        await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(8)))
+        await embedder.embed("the load ebbs")  # the last batches held 4: not sequential yet
+        await embedder.embed("one at a time")
+    finally:
+        await embedder.close()
+    loop_thread = threading.get_ident()
+    assert [thread == loop_thread for _, thread in encoder.calls] == [False] * 3 + [True]
