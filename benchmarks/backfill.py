@@ -35,7 +35,7 @@ from typing import Any
 
 import aiohttp
 from common import run_against_server, use_repo_root
-from latency import load_model, single_text_s
+from latency import load_model, one_text_times_s, single_text_s
 from sentences import sentences
 
 use_repo_root()
@@ -97,12 +97,8 @@ def report(label: str, per_row: list[float], server_lines: list[str]) -> float:
 
 def rows_text_ms(encoder: Any, rows: list[tuple[str, str, dict[str, Any]]]) -> float:
     """The model alone on these rows' contents, one text at a time: mean milliseconds."""
-    took = []
-    for _, _, body in rows:
-        started = time.perf_counter()
-        encoder.encode([body["content"]])
-        took.append(time.perf_counter() - started)
-    return statistics.fmean(took) * 1000
+    contents = [body["content"] for _, _, body in rows]
+    return statistics.fmean(one_text_times_s(encoder, contents)) * 1000
 
 
 def measure(rows: list[tuple[str, str, dict[str, Any]]], onnx_dir: str) -> Any:

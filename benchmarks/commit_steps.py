@@ -4,7 +4,8 @@ In-process, no HTTP: the embedded store (qdrant-edge, 10,000 memories preloaded 
 the namespace with real vectors), the configured encoder and its batcher, each step
 of `MemoryService.commit` timed alone (median of 300): body parse and validation,
 namespace lookup, the get_memory existence check (the id is new, as in a backfill),
-the encode itself, the batcher's queue and thread hop on top of it, the upsert, the
+the encode itself, the batcher on top of it (a thread hop for torch; for the ONNX
+backends a lone text runs on the event loop, as in the server), the upsert, the
 201 body. Then the whole `MemoryService.commit`, and over real HTTP against a server
 process the full request (in latency.py, "commit with id"): what is left is aiohttp,
 the middleware and the client.
@@ -115,7 +116,7 @@ async def measure(backend_name: str, tmp: Path) -> None:
             ("namespace lookup", lookup),
             ("get_memory (existence check)", exists),
             ("encode one text (model alone)", encode),
-            ("batcher: queue + thread + encode", batched),
+            ("batcher: queue + encode", batched),
             ("upsert_memory", upsert),
             ("201 body", reply),
             ("MemoryService.commit, whole", commit),

@@ -232,14 +232,19 @@ def pool_rate(encoder: Any) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
-def single_text_s(encoder: Any) -> float:
-    """The model alone: median seconds to embed one text."""
-    single = []
-    for text in sentences(SAMPLES, seed=5):
+def one_text_times_s(encoder: Any, texts: list[str]) -> list[float]:
+    """The model alone, one text at a time: seconds for each of `texts`."""
+    took = []
+    for text in texts:
         started = time.perf_counter()
         encoder.encode([text])
-        single.append(time.perf_counter() - started)
-    return statistics.median(single)
+        took.append(time.perf_counter() - started)
+    return took
+
+
+def single_text_s(encoder: Any) -> float:
+    """The model alone: median seconds to embed one text."""
+    return statistics.median(one_text_times_s(encoder, sentences(SAMPLES, seed=5)))
 
 
 def batch8_rate(encoder: Any) -> float:

@@ -50,11 +50,7 @@ from plugin.settings import Settings
 async def _embedder(app: web.Application) -> AsyncIterator[None]:
     if ENCODER not in app:
         app[ENCODER] = await asyncio.to_thread(load_encoder, app[SETTINGS])
-    embedder = BatchingEmbedder(
-        app[ENCODER],
-        observer=app[METRICS].observe_embedding,
-        inline_lone_text=app[ENCODER].inline_lone_text,
-    )
+    embedder = BatchingEmbedder(app[ENCODER], observer=app[METRICS].observe_embedding)
     await embedder.start()
     app[EMBEDDER] = embedder
     yield

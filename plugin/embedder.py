@@ -76,10 +76,8 @@ class BatchingEmbedder:
         max_batch: int = 128,
         observer: BatchObserver | None = None,
         max_linger_s: float = 0.004,
-        inline_lone_text: bool = False,
     ) -> None:
         self.encoder = encoder
-        self.inline_lone_text = inline_lone_text
         self.dimension = encoder.dimension
         self.fingerprint = encoder.fingerprint
         self.max_batch = max_batch
@@ -202,7 +200,7 @@ class BatchingEmbedder:
             self._expected = len(batch) + len(self._pending)
             self.stats.record(len(batch))
             if self._observer is not None:
-                self._observer(len(batch), time.perf_counter() - started)
+                self._observer(len(batch), self._last_s)
             for (_, future), vector in zip(batch, vectors, strict=True):
                 if not future.done():
                     future.set_result(vector)
@@ -213,7 +211,7 @@ class BatchingEmbedder:
         too: callers one at a time, not a load that ebbs for a moment (module docstring)."""
         busy = len(self._workers) - self._idle  # this worker's batch included
         sequential = self._expected == 1 and not self._pending
-        return self.inline_lone_text and count == 1 and sequential and busy == 1
+        return self.encoder.inline_lone_text and count == 1 and sequential and busy == 1
 
 
 def _resolve(wake: asyncio.Future[None]) -> None:

@@ -50,6 +50,7 @@ class FailingEncoder:
     dimension = 3
     fingerprint = "failing/test"
     parallelism = 1
+    inline_lone_text = False
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         if "bad" in texts:
@@ -106,6 +107,7 @@ class GatedEncoder:
 
     dimension = 3
     fingerprint = "gated/test"
+    inline_lone_text = False  # it blocks: never on the event loop
 
     def __init__(self, parallelism: int = 1) -> None:
         self.parallelism = parallelism
@@ -210,7 +212,7 @@ class ThreadRecordingEncoder:
 
 async def test_a_lone_text_is_embedded_on_the_event_loop() -> None:
     encoder = ThreadRecordingEncoder(parallelism=2)
-    embedder = BatchingEmbedder(encoder, inline_lone_text=True)
+    embedder = BatchingEmbedder(encoder)
     await embedder.start()
     try:
         for i in range(3):
@@ -222,7 +224,7 @@ async def test_a_lone_text_is_embedded_on_the_event_loop() -> None:
 
 async def test_texts_arriving_together_are_embedded_on_the_threads() -> None:
     encoder = ThreadRecordingEncoder(parallelism=2)
-    embedder = BatchingEmbedder(encoder, inline_lone_text=True)
+    embedder = BatchingEmbedder(encoder)
     await embedder.start()
     try:
         await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(8)))
@@ -234,7 +236,8 @@ async def test_texts_arriving_together_are_embedded_on_the_threads() -> None:
 
 async def test_a_lone_text_takes_a_thread_unless_the_encoder_allows_otherwise() -> None:
     encoder = ThreadRecordingEncoder()
-    embedder = BatchingEmbedder(encoder)  # as for torch
+    encoder.inline_lone_text = False  # as torch declares
+    embedder = BatchingEmbedder(encoder)
     await embedder.start()
     try:
         await embedder.embed("one text")
@@ -244,7 +247,9 @@ async def test_a_lone_text_takes_a_thread_unless_the_encoder_allows_otherwise() 
 
 
 async def test_a_lone_text_failing_on_the_event_loop_fails_its_caller_only() -> None:
-    embedder = BatchingEmbedder(FailingEncoder(), inline_lone_text=True)
+    encoder = FailingEncoder()
+    encoder.inline_lone_text = True
+    embedder = BatchingEmbedder(encoder)
     await embedder.start()
     try:
         with pytest.raises(RuntimeError, match="model exploded"):
@@ -256,7 +261,7 @@ async def test_a_lone_text_failing_on_the_event_loop_fails_its_caller_only() -> 
 
 async def test_a_text_alone_for_a_moment_in_a_load_takes_a_thread() -> None:
     encoder = ThreadRecordingEncoder(parallelism=2)
-    embedder = BatchingEmbedder(encoder, inline_lone_text=True, max_linger_s=0.001)
+    embedder = BatchingEmbedder(encoder, max_linger_s=0.001)
     await embedder.start()
     try:
         await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(8)))

@@ -81,6 +81,7 @@ class WordsEncoder:
     dimension = 3
     fingerprint = "words/test"
     parallelism = 1
+    inline_lone_text = False  # it blocks: never on the event loop
 
     def __init__(self) -> None:
         self.texts: list[str] = []
