@@ -227,6 +227,14 @@ class VectorBackend(abc.ABC):
         """Degradations seen so far (cheap, no I/O: `ping` refreshes). Default: none."""
         return StoreCondition()
 
+    async def verify(self) -> tuple[str, ...]:
+        """Check the stored data against itself now; the problems found (none: all agree).
+
+        For stores whose halves can disagree (the embedded store's records and
+        engine files); a hosted service checks itself, so by default nothing to do.
+        """
+        return ()
+
     @abc.abstractmethod
     async def get_namespace(self, name: str) -> NamespaceRecord | None: ...
 

@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from faults_connections import CASES as CONNECTION_CASES
+from faults_connections import SERVER_OPTIONS
+from faults_store import CASES as STORE_CASES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NS = "/v1/namespaces/"
@@ -304,6 +307,8 @@ CASES: dict[str, Case] = {
     "9 client hang-up": hang_up,
     "10 405 Allow": method_not_allowed,
     "11 burst, same id": burst,
+    **CONNECTION_CASES,  # issue 21, items 7 to 9: benchmarks/faults_connections.py
+    **STORE_CASES,  # issue 21, items 1 to 6: benchmarks/faults_store.py
 }
 
 
@@ -347,7 +352,15 @@ def main() -> None:
         if name == "1 disk full" and (shutil.which("mount") is None or _not_root()):
             print(f"{name:<26} skipped: needs root to mount a tmpfs")
             continue
-        with _data_dir(name) as data, ServerProcess(data, data.parent / "server.log") as server:
+        env, open_files = SERVER_OPTIONS.get(name, ({}, None))
+        command = None
+        if open_files is not None:
+            serve = f"{sys.executable} -m plugin.cli serve"
+            command = ["sh", "-c", f"ulimit -n {open_files} && exec {serve}"]
+        with (
+            _data_dir(name) as data,
+            ServerProcess(data, data.parent / "server.log", env=env, command=command) as server,
+        ):
             server.start()
             server.wait_healthy()
             try:

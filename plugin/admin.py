@@ -1,4 +1,5 @@
-"""`GET /admin/export`: the whole store as JSON Lines, streamed by the running server.
+"""`GET /admin/export` (the whole store as JSON Lines, streamed by the running server)
+and `GET /admin/verify` (the store checked against itself now: verify-store).
 
 Outside the v1 contract (like `/metrics`): the contract cannot list every
 namespace or page past 100 memories, and the embedded store has one process
@@ -40,3 +41,11 @@ async def export(request: web.Request) -> web.StreamResponse:
         log.info("export", extra={"namespaces": counts.namespaces, "memories": counts.memories})
     await response.write_eof()
     return response
+
+
+@admin_routes.get("/admin/verify")
+async def verify(request: web.Request) -> web.Response:
+    """200 with the problems found (none: `ok`); the running server's data, checked now."""
+    problems = await request.app[BACKEND].verify()
+    status = "problems" if problems else "ok"
+    return web.json_response({"status": status, "problems": list(problems)})

@@ -38,6 +38,8 @@ log = logging.getLogger("memory_plugin")
 
 async def _run(app: web.Application, host: str, port: int) -> None:
     """Serve `app` until SIGTERM or SIGINT, then shut down in order."""
+    from plugin.connections import make_runner
+
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
@@ -48,7 +50,8 @@ async def _run(app: web.Application, host: str, port: int) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
+    # Read deadlines, a connection cap, the envelope for aiohttp's own errors.
+    runner = make_runner(app, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()  # loads the model, opens the backend, starts the janitor
     try:
         if not stop.is_set():  # a signal during start-up: do not start serving
@@ -126,6 +129,13 @@ def _parser() -> argparse.ArgumentParser:
         help="capabilities health must advertise (repeatable; default: embedding,ttl,pin; "
         "an empty value requires none)",
     )
+    verify = commands.add_parser(
+        "verify-store",
+        help="check that every namespace record agrees with the memories stored "
+        "(a running plugin with --url, else the stopped store the settings name)",
+    )
+    verify.add_argument("--url", help="a running plugin's base URL (GET /admin/verify)")
+    verify.add_argument("--timeout", type=float, default=60.0, help="seconds (default: 60)")
     migrate = commands.add_parser(
         "migrate-layout",
         help="copy a Qdrant server's per-namespace collections into the shared layout "
@@ -224,6 +234,20 @@ def _migrate_layout(args: argparse.Namespace) -> int:
     return asyncio.run(migrate_from_settings(settings, drop_source=args.drop_source, out=print))
 
 
+def _verify_store(args: argparse.Namespace) -> int:
+    from plugin.transfer_cli import model_dimension
+    from plugin.verify_store import verify_offline, verify_url
+
+    if args.url is not None:
+        return verify_url(args.url, args.timeout, print)
+    try:
+        settings = Settings.from_env(os.environ)
+    except SettingsError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    return verify_offline(settings, model_dimension(settings), print)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -235,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check(args)
     if args.command == "migrate-layout":
         return _migrate_layout(args)
+    if args.command == "verify-store":
+        return _verify_store(args)
     if args.command in ("export", "import", "import-postgres"):
         return _transfer(args)
     if args.command == "serve":

@@ -7,8 +7,16 @@ caller's mistake must never become one.
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any, Literal
 
+from aiohttp.http_exceptions import (
+    BadHttpMethod,
+    BadStatusLine,
+    InvalidHeader,
+    InvalidURLError,
+    LineTooLong,
+)
 from pydantic import ValidationError
 
 ErrorCode = Literal["bad_request", "not_found", "forbidden", "internal", "unavailable"]
@@ -61,3 +69,39 @@ def from_validation(error: ValidationError, where: str = "body") -> ApiError:
     return bad_request(
         f"invalid {where}: {first['field']}: {first['problem']}", {"errors": problems}
     )
+
+
+def from_protocol(status: int, error: BaseException | None, line_limit: int) -> ApiError:
+    """An error aiohttp answers itself, before any middleware: a request it cannot parse,
+    an `Expect` it does not know, a failure outside the middleware.
+
+    The message names the kind of problem only: aiohttp's own text quotes the offending
+    bytes (part of the URL, a header), which the answer must never echo.
+    """
+    if status >= 500:
+        code: ErrorCode = "unavailable" if status in (503, 504) else "internal"
+        return ApiError(status, code, f"internal error ({_phrase(status)})")
+    if isinstance(error, LineTooLong):
+        message = f"request line or header longer than {line_limit} bytes"
+    elif isinstance(error, BadHttpMethod):
+        message = "malformed HTTP request: unknown method, or not HTTP at all"
+    elif isinstance(error, BadStatusLine):
+        message = "malformed request line"
+    elif isinstance(error, InvalidURLError):
+        message = "malformed request target"
+    elif isinstance(error, InvalidHeader):
+        message = "malformed header"
+    elif status == 417:
+        message = "unsupported Expect header (only 100-continue is understood)"
+    elif error is None and status != 400:
+        message = _phrase(status).lower()
+    else:
+        message = "malformed HTTP request"
+    return ApiError(status, "bad_request", message)
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "error"

@@ -113,6 +113,10 @@ class InstrumentedBackend(VectorBackend):
         with self._timed("ping"):
             await self.inner.ping()
 
+    async def verify(self) -> tuple[str, ...]:
+        with self._timed("verify"):
+            return await self.inner.verify()
+
     def condition(self) -> StoreCondition:
         return self.inner.condition()
 

@@ -11,10 +11,22 @@ from datetime import UTC, datetime
 
 from aiohttp.http_exceptions import BadHttpMessage
 
+from plugin.log_throttle import LogThrottle
+
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 # Client libraries that log every HTTP call at INFO; the plugin logs each request
 # once itself, and backend failures reach the log through its own error lines.
 CHATTY_LIBRARIES = ("pinecone", "httpx", "httpcore")
+# Loggers that report connection trouble, which comes in floods (file descriptors
+# exhausted, a swarm of slow clients): each kind at most a few lines a second
+# (plugin/log_throttle.py). Never the access log: one line per request is its point.
+THROTTLED_LOGGERS = (
+    "asyncio",
+    "aiohttp.server",
+    "aiohttp.web",
+    "aiohttp.internal",
+    "memory_plugin.connections",
+)
 
 
 class MalformedRequestFilter(logging.Filter):
@@ -75,6 +87,12 @@ def configure(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    throttle = LogThrottle()
+    for name in THROTTLED_LOGGERS:
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, LogThrottle)]:
+            logger.removeFilter(old)
+        logger.addFilter(throttle)  # first: it keys on the message before it is reworded
     logging.getLogger("aiohttp.server").addFilter(MalformedRequestFilter())
     for name in CHATTY_LIBRARIES:
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

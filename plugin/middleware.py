@@ -8,7 +8,9 @@ id. Only a bug (an exception nobody expected) is a 500 `internal`.
 
 A client that hangs up before its body arrived is nobody's error: it is logged
 at info level without a traceback and counted with status 499 (nginx's "client
-closed request"), so an alert on 5xx does not fire for it.
+closed request"), so an alert on 5xx does not fire for it. One too slow to send
+its body (`plugin/connections.py`) is answered 408 and counted so; the connection
+layer has logged it already.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from adapters.errors import (
     NamespaceGone,
     StorageDamaged,
 )
+from plugin.connections import BodyTimeout
 from plugin.errors import ApiError, bad_request, not_found, unavailable
 from plugin.keys import METRICS
 from plugin.service_errors import NotFound, ServiceError
@@ -107,6 +110,8 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
         failure = _from_backend(error, request_id)
         if _logged(error):
             log.error("backend error", exc_info=error, extra={"request_id": request_id})
+    except BodyTimeout as error:  # logged where the deadline passed
+        failure = ApiError(408, "bad_request", str(error))
     except ConnectionResetError:  # the client hung up mid-body: nobody to answer
         log.info("client closed the connection", extra={"request_id": request_id})
         failure = ApiError(CLIENT_CLOSED, "bad_request", "client closed the connection")
@@ -117,7 +122,10 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
             "internal",
             f"internal error; see the plugin log for request {request[REQUEST_ID_KEY]}",
         )
-    return web.json_response(failure.body(), status=failure.status, headers=failure.headers)
+    response = web.json_response(failure.body(), status=failure.status, headers=failure.headers)
+    if failure.status == 408:  # the connection layer closes it: say so
+        response.force_close()
+    return response
 
 
 def _route(request: web.Request) -> str | None:

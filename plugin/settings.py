@@ -86,6 +86,15 @@ class Settings(BaseModel):
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
     max_body_bytes: int = Field(MIB, ge=1024, alias="MEMORY_PLUGIN_MAX_BODY_BYTES")
     backend_timeout_s: float = Field(1.5, gt=0, le=10, alias="MEMORY_PLUGIN_BACKEND_TIMEOUT")
+    # plugin/connections.py: how long a client may take to send a request's head, its body,
+    # or nothing at all between requests on a kept-alive connection; and how many
+    # connections may be open at once (beyond it a new one is closed unanswered).
+    header_timeout_s: float = Field(5.0, gt=0, le=300, alias="MEMORY_PLUGIN_HEADER_TIMEOUT")
+    body_timeout_s: float = Field(10.0, gt=0, le=300, alias="MEMORY_PLUGIN_BODY_TIMEOUT")
+    keepalive_timeout_s: float = Field(
+        120.0, gt=0, le=3600, alias="MEMORY_PLUGIN_KEEPALIVE_TIMEOUT"
+    )
+    max_connections: int = Field(1000, ge=1, le=1_000_000, alias="MEMORY_PLUGIN_MAX_CONNECTIONS")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", alias="MEMORY_PLUGIN_LOG_LEVEL"
     )

@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.base import NamespaceRecord
+from adapters.base import NamespaceRecord, SearchQuery, StoreCondition
 from adapters.errors import NamespaceGone
 from adapters.qdrant import edge_records
 from adapters.qdrant.edge import QdrantEdgeBackend
-from adapters.qdrant.layout import new_epoch
+from adapters.qdrant.edge_records import RecordStore
+from adapters.qdrant.edge_shard import open_shard, point_vectors
+from adapters.qdrant.edge_shards import SHARD_COUNT
+from adapters.qdrant.layout import memory_to_payload, new_epoch, point_id
+from plugin.keywords import KeywordEncoder
 from tests.backend_suite import DIM, T0, BackendSuite, dense, everything, memory, unit
 from tests.hybrid_suite import HybridSuite, KeywordIndexSuite
 
@@ -28,8 +32,9 @@ class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite):
 
 
 def point_count(store: QdrantEdgeBackend) -> int:
-    """Points physically in the shard, whatever reads may see."""
-    return int(store._shard.count(qe.CountRequest(filter=None, exact=True)))
+    """Points physically in the shards, whatever reads may see."""
+    request = qe.CountRequest(filter=None, exact=True)
+    return sum(int(shard.count(request)) for shard in store._shards.open_shards())
 
 
 async def test_records_and_memories_survive_reopen(tmp_path: Path) -> None:
@@ -48,7 +53,7 @@ async def test_records_and_memories_survive_reopen(tmp_path: Path) -> None:
     await reopened.close()
 
 
-async def test_thousands_of_namespaces_share_one_shard(tmp_path: Path) -> None:
+async def test_thousands_of_namespaces_share_a_few_shards(tmp_path: Path) -> None:
     store = QdrantEdgeBackend(DIM, tmp_path)
     await store.start()
     names = [f"workspace:w{i}" for i in range(3000)]
@@ -61,7 +66,11 @@ async def test_thousands_of_namespaces_share_one_shard(tmp_path: Path) -> None:
     hits = await store.query_memories(asked, dense(1), everything(), 10)
     assert sorted(h.memory.namespace for h in hits) == sorted(asked)
     assert point_count(store) == 3000
-    assert sorted(p.name for p in (tmp_path / "store").iterdir() if p.is_dir()) == ["memories"]
+    assert sorted(p.name for p in (tmp_path / "store").iterdir() if p.is_dir()) == ["shards"]
+    shards = sorted(p.name for p in (tmp_path / "store" / "shards").iterdir())
+    assert shards == [f"{i:02d}" for i in range(SHARD_COUNT)]
+    held = [int(s.count(qe.CountRequest(exact=True))) for s in store._shards.open_shards()]
+    assert min(held) > 3000 / SHARD_COUNT / 2, held  # the hash spreads them
     await store.close()
 
 
@@ -95,8 +104,8 @@ async def test_a_write_racing_a_delete_leaves_no_orphan(
     store._records.live[name] = writer_view
     write = store._update
 
-    def write_then_see_the_delete(operation: object) -> None:
-        write(operation)
+    def write_then_see_the_delete(shard: object, operation: object) -> None:
+        write(shard, operation)
         store._records.live.pop(name, None)
 
     monkeypatch.setattr(store, "_update", write_then_see_the_delete)
@@ -144,3 +153,56 @@ async def test_concurrent_first_saves_agree_on_one_incarnation(
     assert len(minted) == 1
     assert store._records.live[name].epoch == minted[0]
     await store.close()
+
+
+def _write_single_shard_store(data: Path, names: list[str]) -> dict[str, str]:
+    """A data directory as the version before shards left it: every memory in one
+    shard (`store/memories`), with keyword vectors; {memory id: namespace}."""
+    root = data / "store"
+    root.mkdir(parents=True)
+    records = RecordStore(root / "namespaces.sqlite3")
+    records.open()
+    shard = open_shard(root / "memories", DIM)
+    written: dict[str, str] = {}
+    for n, name in enumerate(names):
+        epoch = records.save(NamespaceRecord(name=name, kind="workspace", created_at=T0))
+        stored = [memory(name, content=f"note {i} about {name}") for i in range(2)]
+        keywords = KeywordEncoder()
+        points = [
+            qe.Point(
+                point_id(name, m.id),
+                point_vectors(unit(1, n), keywords.document(m.content)),
+                memory_to_payload(m, epoch),
+            )
+            for m in stored
+        ]
+        shard.update(qe.UpdateOperation.upsert_points(points))
+        written.update((m.id, name) for m in stored)
+    shard.flush()
+    shard.close()
+    records.close()
+    return written
+
+
+@pytest.mark.parametrize("interrupted", [False, True])
+async def test_a_single_shard_store_is_split_into_shards(tmp_path: Path, interrupted: bool) -> None:
+    names = [f"workspace:w{i}" for i in range(40)]
+    written = _write_single_shard_store(tmp_path, names)
+    if interrupted:  # an earlier split killed midway left a partial copy
+        (tmp_path / "store" / "shards.partial" / "03").mkdir(parents=True)
+    store = QdrantEdgeBackend(DIM, tmp_path)
+    await store.start()
+    try:
+        assert sorted(p.name for p in (tmp_path / "store").iterdir() if p.is_dir()) == ["shards"]
+        assert point_count(store) == len(written)
+        assert len(store._shards.open_shards()) > 8
+        listed = await store.list_memories(names, everything(), 1000)
+        assert {m.id: m.namespace for m in listed} == written
+        # Keyword vectors came along: a keyword search finds a namespace's own notes.
+        query = SearchQuery(keywords=KeywordEncoder().query(f"about {names[5]}"))
+        hits = await store.query_memories([names[5], names[6]], query, everything(), 2)
+        assert {h.memory.namespace for h in hits} == {names[5]}
+        assert store.condition() == StoreCondition()
+        assert store._records.counts == {live.epoch: 2 for live in store._records.live.values()}
+    finally:
+        await store.close()

@@ -19,6 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
+from adapters.qdrant.edge_shards import SHARD_COUNT, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
 from plugin.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
@@ -99,11 +100,17 @@ async def test_damaged_record_skips_one_namespace_and_serves_the_rest(
     assert any(BAD in line and "skipped" in line for line in named), named
 
 
+def _segment_of(data_dir: Path, name: str) -> Path:
+    """The segment of the shard holding `name` (GOOD and BAD are in different shards)."""
+    assert shard_index(GOOD, SHARD_COUNT) != shard_index(BAD, SHARD_COUNT)
+    shard = data_dir / "store" / "shards" / f"{shard_index(name, SHARD_COUNT):02d}"
+    return next((shard / "segments").iterdir())
+
+
 async def test_damaged_payload_pages_answer_503_never_500(
     seeded: Path, make_app: AppFactory, clock: FakeClock
 ) -> None:
-    segment = next((seeded / "store" / "memories" / "segments").iterdir())
-    _smash(segment / "payload_storage" / "page_0.dat")
+    _smash(_segment_of(seeded, BAD) / "payload_storage" / "page_0.dat")
     async for api in _serve(make_app, clock):
         unreadable = {
             "code": "unavailable",
@@ -122,31 +129,35 @@ async def test_damaged_payload_pages_answer_503_never_500(
         )
 
 
-async def test_damaged_segment_manifest_starts_degraded(
+async def test_damaged_segment_manifest_takes_down_one_shard_only(
     seeded: Path, make_app: AppFactory, clock: FakeClock
 ) -> None:
-    segment = next((seeded / "store" / "memories" / "segments").iterdir())
-    (segment / "segment.json").write_text("{damaged")
+    """Before shards, the whole store stayed down (health 503, every namespace 503)."""
+    (_segment_of(seeded, BAD) / "segment.json").write_text("{damaged")
     async for api in _serve(make_app, clock):
-        problem = (
-            "the embedded memory store could not be opened at start (damaged files); see the "
-            "plugin log and the README's 'Repairing the embedded store'"
-        )
         health = await api.call("GET", "/v1/health")
         assert (health.status, health.body) == (
-            503,
+            200,
             {
                 "status": "degraded",
                 "version": "1.0.0",
                 "capabilities": CAPABILITIES,
-                "code": "unavailable",
-                "message": problem,
+                "message": "1 namespace(s) unreadable and left out of searches (named in the "
+                "log; README, 'Repairing the embedded store')",
+                "unreadable_namespaces": 1,
             },
         )
-        assert (await api.put_ns(GOOD)).status == 200  # the records are intact
-        down = {"code": "unavailable", "message": f"backend unavailable: {problem}"}
-        for reply in (await api.search(GOOD, query="memory"), await api.commit(GOOD, "x")):
-            assert (reply.status, reply.body) == (503, down)
+        assert len((await api.search(GOOD, query="memory", limit=50)).body["memories"]) == 20
+        assert (await api.commit(GOOD, "x")).status == 201
+        down = {
+            "code": "unavailable",
+            "message": f"stored data unreadable (damaged files; see the plugin log): {BAD}",
+        }
+        reply = await api.search(BAD, query="memory")
+        assert (reply.status, reply.body) == (503, down)
+        written = await api.commit(BAD, "x")
+        assert written.status == 503
+        assert written.body["message"].startswith(f"namespace {BAD} is unreadable: its part")
 
 
 async def _metrics(api: ContractClient) -> str:
@@ -173,7 +184,7 @@ async def test_unparseable_payload_is_skipped_not_500(
         payload = memory_to_payload(other, epoch)
         del payload["content"]  # matches every filter, cannot be read back
         broken = qe.Point(point_id(GOOD, other.id), vector, payload)
-        backend._shard.update(qe.UpdateOperation.upsert_points([broken]))
+        backend._shards.of(GOOD).update(qe.UpdateOperation.upsert_points([broken]))
         listed = await backend.list_memories([GOOD], MemoryFilter(now=now), 10)
         assert [m.id for m in listed] == [memory.id]
     finally:

@@ -43,7 +43,7 @@ async def main(steps):
     epoch = store._records.live[{doomed!r}].epoch
     done = [
         lambda: store._records.bury({doomed!r}),
-        lambda: store._delete_incarnation(epoch),
+        lambda: store._delete_incarnation({doomed!r}, epoch),
         lambda: store._records.purged(epoch),
     ]
     for step in done[:steps]:
@@ -69,7 +69,8 @@ def _run_killed(data: Path, steps: int) -> str:
 
 
 def _points(store: QdrantEdgeBackend) -> int:
-    return int(store._shard.count(qe.CountRequest(filter=None, exact=True)))
+    request = qe.CountRequest(filter=None, exact=True)
+    return sum(int(shard.count(request)) for shard in store._shards.open_shards())
 
 
 @pytest.mark.parametrize("steps", [0, 1, 2, 3])

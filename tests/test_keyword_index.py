@@ -83,16 +83,18 @@ def write_previous_version(data: Path, vectors: Any = None) -> None:
 def stored_keywords(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
     """Every point's content with its stored keyword vector (None when it has none)."""
     found: dict[str, tuple[str, Any]] = {}
-    offset = None
-    while True:
-        page, offset = store._shard.scroll(
-            qe.ScrollRequest(offset=offset, limit=256, with_payload=True, with_vector=True)
-        )
-        for point in page:
-            vectors = point.vector if isinstance(point.vector, dict) else {}
-            found[str(point.id)] = (point.payload["content"], vectors.get(KEYWORDS_VECTOR))
-        if offset is None:
-            return found
+    for shard in store._shards.open_shards():
+        offset = None
+        while True:
+            page, offset = shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=256, with_payload=True, with_vector=True)
+            )
+            for point in page:
+                vectors = point.vector if isinstance(point.vector, dict) else {}
+                found[str(point.id)] = (point.payload["content"], vectors.get(KEYWORDS_VECTOR))
+            if offset is None:
+                break
+    return found
 
 
 def matches(stored: Any, expected: Any) -> bool:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -47,42 +48,36 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from adapters.base import (
-    MemoryFilter,
     MemoryRecord,
     NamespaceRecord,
-    ScoredMemory,
     SearchMode,
-    SearchQuery,
     SparseVector,
     StoreCondition,
     StoredMemory,
     VectorBackend,
 )
 from adapters.errors import BackendUnavailable, NamespaceGone, StorageDamaged
-from adapters.merge import pin_sides
-from adapters.qdrant import filters, ranking
+from adapters.qdrant import edge_integrity, filters, ranking
 from adapters.qdrant.edge_batch import CallBatcher
 from adapters.qdrant.edge_bulk import EdgeBulkTransfer
 from adapters.qdrant.edge_calls import EngineCalls
 from adapters.qdrant.edge_disk import DEFAULT_HEADROOM_BYTES, DiskGuard, allocated_bytes
+from adapters.qdrant.edge_integrity import IntegrityReport, count_changes
 from adapters.qdrant.edge_keywords import EdgeKeywordIndex
 from adapters.qdrant.edge_legacy import LEGACY_DIR, migrate_legacy_layout
+from adapters.qdrant.edge_reads import EdgeReads
 from adapters.qdrant.edge_records import LiveNamespace, RecordStore
 from adapters.qdrant.edge_shard import (
-    DENSE_VECTOR,
     EDGE,
-    EDGE_RANKING,
     dense_vector,
     edge_config,
-    fatal,
     open_shard,
     parsed_memory,
     point_vectors,
 )
+from adapters.qdrant.edge_shards import ShardSet
 from adapters.qdrant.layout import (
-    FIELD_CREATED_US,
     FIELD_EPOCH,
-    Scope,
     memory_to_payload,
     point_id,
 )
@@ -99,10 +94,12 @@ SHARD_DIR = "memories"
 RECORDS_FILE = "namespaces.sqlite3"
 # Vacuum once this many points were replaced or deleted since the last time.
 OPTIMIZE_AFTER_CHANGES = 20_000
+# How often the janitor compares the records with the engine (edge_integrity.py).
+VERIFY_EVERY_S = 600.0
 
 
-class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
-    """Every namespace as a tenant partition of one qdrant-edge shard."""
+class QdrantEdgeBackend(EdgeReads, EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
+    """Every namespace as a tenant partition of one of a few qdrant-edge shards."""
 
     name = "qdrant-edge"
 
@@ -120,13 +117,13 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         self._calls = EngineCalls(workers)
         self._records = RecordStore(self._root / RECORDS_FILE)
         self._disk = DiskGuard(self._root, disk_headroom_bytes)
-        self._shard: Any = None
-        # Why the shard could not be opened at start (memory calls answer 503), or None.
-        self._shard_problem: str | None = None
+        self._shards = ShardSet(self._root, dimension, self._disk)
         self._upserts: CallBatcher[PendingUpsert, None] = CallBatcher(self._write_upserts)
         self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
         self._purging: set[asyncio.Task[None]] = set()
         self._changes = 0
+        self.integrity = IntegrityReport()
+        self._verified_at = float("-inf")
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
@@ -141,21 +138,25 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
     def _open(self) -> None:
         self._root.mkdir(parents=True, exist_ok=True)
         self._records.open()
-        try:
-            self._shard = open_shard(self._root / SHARD_DIR, self.dimension)
-        except BaseException as error:
-            if fatal(error):
-                raise
-            # Serve what can be served (namespace records) and say why memories cannot.
-            log.error("the memory store could not be opened: %s", error)
-            self._shard_problem = (
-                "the embedded memory store could not be opened at start (damaged files);"
-                " see the plugin log and the README's 'Repairing the embedded store'"
-            )
-            return
+        self._shards.open()
         legacy = self._data_dir / LEGACY_DIR
         if legacy.is_dir():
-            migrate_legacy_layout(legacy, self._shard, self._records)
+            migrate_legacy_layout(legacy, self._shards.of, self._records)
+        self._verify(at_start=True)
+
+    def _verify(self, *, at_start: bool = False) -> IntegrityReport:
+        self.integrity = edge_integrity.check(self._shards, self._records, at_start=at_start)
+        self._verified_at = time.monotonic()
+        return self.integrity
+
+    async def verify(self) -> tuple[str, ...]:
+        """Compare the namespace records with the memories the engine holds (verify-store)."""
+        report = await self._calls.here(self._verify)
+        down = self._shards.down(self._records.live)
+        unreadable = sorted(set(self._records.damaged) | set(down))
+        named = ", ".join(unreadable[:10]) + (", ..." if len(unreadable) > 10 else "")
+        found = (f"{len(unreadable)} namespace(s) unreadable: {named}",) if unreadable else ()
+        return found + report.problems()
 
     async def close(self) -> None:
         if not self._calls.started:
@@ -167,25 +168,27 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         self._calls.stop()
 
     def _close(self) -> None:
-        if self._shard is not None:
-            self._shard.flush()
-            self._shard.close()
-            self._shard = None
+        self._shards.close()
         self._records.close()
 
     async def maintain(self) -> None:
-        for epoch in list(self._records.purges):
-            await self._calls.worker(self._purge, epoch)
+        for epoch, name in list(self._records.purges.items()):
+            await self._calls.worker(self._purge, name, epoch)
         await self._calls.worker(self._tidy)
+        if time.monotonic() - self._verified_at >= VERIFY_EVERY_S:
+            await self.verify()
 
     def _tidy(self) -> None:
-        shard = self._shard_or_fail()
-        if self._changes >= OPTIMIZE_AFTER_CHANGES:
-            # Vacuuming rewrites the segment: only with room for a second copy.
-            self._disk.check(extra_bytes=allocated_bytes(self._root / SHARD_DIR))
+        vacuum = self._changes >= OPTIMIZE_AFTER_CHANGES
+        for path, shard in zip(self._shards.paths, self._shards.shards, strict=True):
+            if shard is None:
+                continue
+            if vacuum:  # rewrites the segment: only with room for a second copy
+                self._disk.check(extra_bytes=allocated_bytes(path))
+                shard.optimize()
+            shard.flush()
+        if vacuum:
             self._changes = 0
-            shard.optimize()
-        shard.flush()
 
     async def ping(self) -> None:
         await self._calls.worker(self._check_writable)
@@ -193,18 +196,20 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
     def _check_writable(self) -> None:
         if not os.access(self._root, os.W_OK | os.X_OK):
             raise BackendUnavailable("the data directory is not writable")
-        if self._shard_problem is not None:
-            raise BackendUnavailable(self._shard_problem)
+        if self._shards.waiting_for_room:
+            self._shards.retry_waiting()  # meanwhile health is 200 `degraded`: the disk
+        if self._shards.all_down:
+            raise BackendUnavailable(
+                "the embedded memory store could not be opened at start (damaged files);"
+                " see the plugin log and docs/repair.md"
+            )
         self._disk.refresh()
 
     def condition(self) -> StoreCondition:
-        problems = (self._disk.problem,) if self._disk.problem else ()
-        return StoreCondition(tuple(sorted(self._records.damaged)), problems)
-
-    def _shard_or_fail(self) -> Any:
-        if self._shard is None:  # the whole store is down, not one namespace
-            raise BackendUnavailable(self._shard_problem or "embedded store is not open")
-        return self._shard
+        full = next(iter(self._shards.waiting_for_room.values()), None) or self._disk.problem
+        problems = ((full,) if full else ()) + self.integrity.problems()
+        unreadable = set(self._records.damaged) | set(self._shards.down(self._records.live))
+        return StoreCondition(tuple(sorted(unreadable)), problems)
 
     def _unreadable(self, name: str) -> StorageDamaged:
         return StorageDamaged(
@@ -222,13 +227,23 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         return None if found is None else found.record
 
     async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        """Raises `StorageDamaged` when none is live and some are unreadable (a 503, not
+        an empty answer that looks like a namespace without memories)."""
         live = self._records.live
-        return {name: live[name].record for name in names if name in live}
+        found = {name: live[name].record for name in names if name in live}
+        if not found and (damaged := [n for n in names if n in self._records.damaged]):
+            raise self._unreadable(", ".join(damaged))
+        return found
 
     async def save_namespace(self, record: NamespaceRecord) -> None:
         if record.name in self._records.damaged:
             raise self._unreadable(record.name)
-        await self._calls.worker(self._guarded, self._records.save, record)
+        await self._calls.worker(self._save, record)
+
+    def _save(self, record: NamespaceRecord) -> None:
+        self._disk.check()
+        self._shards.of(record.name)  # its shard exists (is created) before its first write
+        self._records.save(record)
 
     def _guarded(self, func: Callable[..., T], *args: Any) -> T:
         self._disk.check()
@@ -239,7 +254,8 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         epoch = await self._calls.worker(self._guarded, self._records.bury, name)
         if epoch is None:
             return False
-        task = asyncio.create_task(self._calls.worker(self._purge, epoch), name=f"purge {epoch}")
+        purge = self._calls.worker(self._purge, name, epoch)
+        task = asyncio.create_task(purge, name=f"purge {epoch}")
         self._purging.add(task)
         task.add_done_callback(self._purged)
         return True
@@ -249,15 +265,17 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         if not task.cancelled() and task.exception() is not None:
             log.warning("namespace purge deferred to the janitor: %s", task.exception())
 
-    def _purge(self, epoch: str) -> None:
-        """Remove an incarnation's memories from disk, then forget the purge (two steps)."""
-        self._delete_incarnation(epoch)
+    def _purge(self, name: str, epoch: str) -> None:
+        """Remove an incarnation's memories from disk, then forget the purge (two steps).
+
+        By name and epoch together: an epoch alone, copied into another namespace's
+        damaged record, would purge that namespace too."""
+        self._delete_incarnation(name, epoch)
         self._records.purged(epoch)
 
-    def _delete_incarnation(self, epoch: str) -> None:
-        self._update(
-            qe.UpdateOperation.delete_points_by_filter(filters.incarnations(EDGE, [epoch]))
-        )
+    def _delete_incarnation(self, name: str, epoch: str) -> None:
+        where = filters.incarnation(EDGE, name, epoch)
+        self._update(self._shards.of(name), qe.UpdateOperation.delete_points_by_filter(where))
 
     async def list_namespaces(self) -> list[NamespaceRecord]:
         return [found.record for found in self._records.live.values()]
@@ -267,31 +285,6 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
         return [f.record for f in self._records.live.values() if f.record.is_expired(now)]
 
     # -- memories --------------------------------------------------------------------
-
-    def _scope(self, namespaces: Sequence[str]) -> Scope:
-        live = self._records.live
-        found = [(name, live[name].epoch) for name in dict.fromkeys(namespaces) if name in live]
-        return Scope(tuple(n for n, _ in found), tuple(e for _, e in found))
-
-    def _retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None:
-        """The point of `memory_id` in that incarnation of its namespace, or None."""
-        return self._retrieve_many([(live, memory_id)])[0]
-
-    async def _find(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
-        return await self._calls.here(self._retrieve_many, items)
-
-    def _retrieve_many(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
-        """`_retrieve` for many (namespace incarnation, id) pairs in one engine call."""
-        ids = [point_id(live.record.name, memory_id) for live, memory_id in items]
-        found = self._shard_or_fail().retrieve(
-            list(dict.fromkeys(ids)), with_payload=True, with_vector=[DENSE_VECTOR]
-        )
-        by_id = {str(point.id): point for point in found}
-        points = [by_id.get(wanted) for wanted in ids]
-        return [
-            point if point is not None and point.payload.get(FIELD_EPOCH) == live.epoch else None
-            for point, (live, _) in zip(points, items, strict=True)
-        ]
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         found = await self.get_stored_memory(namespace, memory_id)
@@ -322,7 +315,7 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
             # The namespace was deleted (maybe re-created) while we wrote, and its purge
             # may already have run: the write belongs to a dead incarnation. Purge again
             # rather than leave an orphan no read can see.
-            await self._calls.worker(self._purge, live.epoch)
+            await self._calls.worker(self._purge, memory.namespace, live.epoch)
             raise NamespaceGone(f"namespace {memory.namespace} was deleted during the write")
 
     async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
@@ -331,66 +324,41 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
 
     def _upsert_points(self, items: list[PendingUpsert]) -> None:
         points = [
-            qe.Point(
-                point_id(memory.namespace, memory.id),
-                point_vectors(vector, keywords),
-                memory_to_payload(memory, epoch),
+            (
+                qe.Point(
+                    point_id(memory.namespace, memory.id),
+                    point_vectors(vector, keywords),
+                    memory_to_payload(memory, epoch),
+                ),
+                memory.namespace,
+                epoch,
             )
             for memory, vector, keywords, epoch in items
         ]
-        self._update(qe.UpdateOperation.upsert_points(points))
+        self._counted_upsert(points)
 
-    def _update(self, operation: Any) -> None:
-        """Every write to the shard goes through here, behind the disk guard."""
-        shard = self._shard_or_fail()
+    def _counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
+        """Upsert (one call per shard), then count the memories new to their incarnation:
+        a count goes up only once the engine has them (edge_records.py)."""
+        by_shard: dict[int, list[tuple[Any, str, str]]] = {}
+        for item in points:
+            by_shard.setdefault(self._shards.index_of(item[1]), []).append(item)
+        for items in by_shard.values():
+            shard = self._shards.of(items[0][1])
+            ids = list(dict.fromkeys(str(point.id) for point, _, _ in items))
+            held = {
+                str(found.id): found.payload.get(FIELD_EPOCH)
+                for found in shard.retrieve(ids, with_payload=True, with_vector=False)
+            }
+            new = {str(p.id): epoch for p, _, epoch in items if held.get(str(p.id)) != epoch}
+            self._update(shard, qe.UpdateOperation.upsert_points([p for p, _, _ in items]))
+            self._records.count(count_changes(new.values()))
+
+    def _update(self, shard: Any, operation: Any) -> None:
+        """Every write to a shard goes through here, behind the disk guard."""
         self._disk.check()
         shard.update(operation)
         self._changes += 1
-
-    def _batch(self, requests: list[Any]) -> list[Any]:
-        return [
-            point
-            for side in self._shard_or_fail().query_batch(qe.QueryBatchRequest(requests))
-            for point in side
-        ]
-
-    async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-    ) -> list[ScoredMemory]:
-        scope = self._scope(namespaces)
-        if not scope:
-            return []
-        wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
-        requests = ranking.requests(EDGE_RANKING, query, wheres, limit)
-        points = await self._calls.here(self._batch, requests)
-        return [
-            ScoredMemory(memory, p.score)
-            for p in points
-            if (memory := parsed_memory(p)) is not None
-        ][:limit]
-
-    async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
-    ) -> list[MemoryRecord]:
-        scope = self._scope(namespaces)
-        if not scope:
-            return []
-        newest_first = qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Desc)
-        requests = [
-            qe.QueryRequest(
-                limit=limit,
-                query=newest_first,
-                filter=filters.memories(EDGE, side, scope),
-                with_payload=True,
-            )
-            for side in pin_sides(memory_filter)
-        ]
-        points = await self._calls.here(self._batch, requests)
-        return [memory for p in points if (memory := parsed_memory(p)) is not None][:limit]
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         live = self._records.live.get(namespace)
@@ -401,19 +369,26 @@ class QdrantEdgeBackend(EdgeBulkTransfer, EdgeKeywordIndex, VectorBackend):
             point = self._retrieve(live, memory_id)
             if point is None:
                 return False
-            self._update(qe.UpdateOperation.delete_points([point.id]))
+            self._disk.check()
+            self._records.count({live.epoch: -1})  # before the engine: edge_records.py
+            self._update(self._shards.of(namespace), qe.UpdateOperation.delete_points([point.id]))
             return True
 
         return await self._calls.here(delete)
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(EDGE, now)
+        facet = qe.FacetRequest(FIELD_EPOCH, limit=1_000_000_000, exact=True, filter=expired)
 
         def sweep() -> int:
-            shard = self._shard_or_fail()
-            count: int = shard.count(qe.CountRequest(filter=expired, exact=True))
-            if count:
-                self._update(qe.UpdateOperation.delete_points_by_filter(expired))
-            return count
+            deleted = 0
+            for shard in self._shards.open_shards():
+                counts = {str(hit.value): int(hit.count) for hit in shard.facet(facet).hits}
+                if counts:
+                    self._disk.check()
+                    self._records.count({epoch: -n for epoch, n in counts.items()})
+                    self._update(shard, qe.UpdateOperation.delete_points_by_filter(expired))
+                    deleted += sum(counts.values())
+            return deleted
 
         return await self._calls.worker(sweep)

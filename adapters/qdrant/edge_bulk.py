@@ -22,6 +22,7 @@ from adapters.qdrant.layout import Scope, memory_to_payload, point_id
 if TYPE_CHECKING:
     from adapters.qdrant.edge_calls import EngineCalls
     from adapters.qdrant.edge_records import RecordStore
+    from adapters.qdrant.edge_shards import ShardSet
 
 T = TypeVar("T")
 
@@ -33,10 +34,10 @@ class EdgeBulkTransfer:
         _records: RecordStore
 
         _calls: EngineCalls
+        _shards: ShardSet
 
-        def _update(self, operation: Any) -> None: ...
-        def _purge(self, epoch: str) -> None: ...
-        def _shard_or_fail(self) -> Any: ...
+        def _counted_upsert(self, points: list[tuple[Any, str, str]]) -> None: ...
+        def _purge(self, name: str, epoch: str) -> None: ...
         def _guarded(self, func: Callable[..., T], *args: Any) -> T: ...
 
     async def iter_memories(
@@ -58,7 +59,7 @@ class EdgeBulkTransfer:
         offset: Any = None
         while True:
             page, offset = await self._calls.worker(
-                self._scroll, wanted, offset, page_size, with_vectors
+                self._scroll, namespace, wanted, offset, page_size, with_vectors
             )
             current = self._records.live.get(namespace)
             if current is None or current.epoch != live.epoch:
@@ -74,12 +75,12 @@ class EdgeBulkTransfer:
                 return
 
     def _scroll(
-        self, wanted: Any, offset: Any, limit: int, with_vectors: bool
+        self, namespace: str, wanted: Any, offset: Any, limit: int, with_vectors: bool
     ) -> tuple[list[Any], Any]:
         request = qe.ScrollRequest(
             offset=offset, limit=limit, filter=wanted, with_payload=True, with_vector=with_vectors
         )
-        page, next_offset = self._shard_or_fail().scroll(request)
+        page, next_offset = self._shards.of(namespace).scroll(request)
         return list(page), next_offset
 
     async def upsert_memories(
@@ -88,7 +89,7 @@ class EdgeBulkTransfer:
         """One shard update for the whole batch: an import writes thousands a second where
         one update per memory manages a few hundred. Same epoch rules as `upsert_memory`."""
         epochs: dict[str, str] = {}
-        points: list[Any] = []
+        points: list[tuple[Any, str, str]] = []
         for (memory, vector), memory_keywords in with_keywords(memories, keywords):
             live = self._records.live.get(memory.namespace)
             if live is None:
@@ -96,14 +97,15 @@ class EdgeBulkTransfer:
             epochs[memory.namespace] = live.epoch
             payload = memory_to_payload(memory, live.epoch)
             vectors = point_vectors(vector, memory_keywords)
-            points.append(qe.Point(point_id(memory.namespace, memory.id), vectors, payload))
+            point = qe.Point(point_id(memory.namespace, memory.id), vectors, payload)
+            points.append((point, memory.namespace, live.epoch))
         if not points:
             return 0
-        await self._calls.worker(self._update, qe.UpdateOperation.upsert_points(points))
+        await self._calls.worker(self._counted_upsert, points)
         for name, epoch in epochs.items():
             current = self._records.live.get(name)
             if current is None or current.epoch != epoch:
-                await self._calls.worker(self._purge, epoch)  # as in upsert_memory: no orphans
+                await self._calls.worker(self._purge, name, epoch)  # as in upsert_memory
                 raise NamespaceGone(f"namespace {name} was deleted during the write")
         return len(points)
 

@@ -23,63 +23,92 @@ from adapters.qdrant.ranking import KEYWORDS_VECTOR
 
 if TYPE_CHECKING:
     from adapters.qdrant.edge_calls import EngineCalls
+    from adapters.qdrant.edge_shards import ShardSet
 
 _UNINDEXED = qe.Filter(must_not=[qe.HasVectorCondition(KEYWORDS_VECTOR)])
 
 
 class EdgeKeywordIndex:
-    """`prepare_keywords`, `unindexed_memories` and `index_keywords` for the embedded store."""
+    """`prepare_keywords`, `unindexed_memories` and `index_keywords` for the embedded store.
+
+    Every open shard in turn: a cursor is "<shard>:<point id or nothing>", a key
+    "<shard>/<point id>" (both opaque to the plugin)."""
 
     if TYPE_CHECKING:  # provided by QdrantEdgeBackend
         _calls: EngineCalls
+        _shards: ShardSet
 
-        def _update(self, operation: Any) -> None: ...
-        def _shard_or_fail(self) -> Any: ...
+        def _update(self, shard: Any, operation: Any) -> None: ...
 
     async def prepare_keywords(self, *, reset: bool = False) -> None:
         await self._calls.worker(self._prepare_keywords, reset)
 
     def _prepare_keywords(self, reset: bool) -> None:
-        shard = self._shard_or_fail()
-        if reset:
-            drop_keyword_vector(shard)
-        else:
-            add_keyword_vector(shard)
+        for shard in self._shards.open_shards():
+            if reset:
+                drop_keyword_vector(shard)
+            else:
+                add_keyword_vector(shard)
 
     async def unindexed_memories(
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
-        offset = None if cursor is None else uuid.UUID(cursor)
+        index, _, after = (cursor or "0:").partition(":")
+        return await self._calls.worker(self._unindexed, int(index), after or None, limit)
+
+    def _unindexed(
+        self, index: int, after: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        shards = self._shards.shards
+        while index < len(shards) and shards[index] is None:
+            index, after = index + 1, None  # not open (absent, damaged): nothing to index
+        if index >= len(shards):
+            return [], None
+        offset = None if after is None else uuid.UUID(after)
         request = qe.ScrollRequest(
             offset=offset, limit=limit, filter=_UNINDEXED, with_payload=["content"]
         )
-        page, after = await self._calls.worker(lambda: self._shard_or_fail().scroll(request))
+        shard = shards[index]
+        assert shard is not None  # skipped above
+        page, following = shard.scroll(request)
         found = [
-            (str(point.id), content)
+            (f"{index}/{point.id}", content)
             for point in page
             if isinstance(content := (point.payload or {}).get("content"), str)
         ]
-        return found, None if after is None else str(after)
+        if following is not None:
+            return found, f"{index}:{following}"
+        return found, f"{index + 1}:" if index + 1 < len(shards) else None
 
     async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
         if not items:
             return 0
-        await self._calls.worker(self._index, list(items))
+        by_shard: dict[int, list[tuple[str, SparseVector]]] = {}
+        for key, vector in items:
+            shard_index, _, point = key.partition("/")
+            by_shard.setdefault(int(shard_index), []).append((point, vector))
+        for index, found in by_shard.items():
+            await self._calls.worker(self._index, index, found)
         return len(items)
 
-    def _index(self, items: list[tuple[str, SparseVector]]) -> None:
+    def _index(self, index: int, items: list[tuple[str, SparseVector]]) -> None:
         """One update for the page. A point deleted since it was listed makes the engine
         refuse the whole update: then once more without the gone (as a server's, in
         server_keywords.index_page)."""
+        shard = self._shards.shards[index]
+        if shard is None:
+            return
         vectors = [qe.PointVectors(key, {KEYWORDS_VECTOR: sparse(v)}) for key, v in items]
         try:
-            self._update(qe.UpdateOperation.update_vectors(vectors, condition=_UNINDEXED))
+            self._update(shard, qe.UpdateOperation.update_vectors(vectors, condition=_UNINDEXED))
         except Exception:
             ids = [key for key, _ in items]
-            found = self._shard_or_fail().retrieve(ids, with_payload=False, with_vector=False)
+            found = shard.retrieve(ids, with_payload=False, with_vector=False)
             present = {str(point.id) for point in found}
             remaining = [vector for vector in vectors if str(vector.id) in present]
             if len(remaining) == len(vectors):
                 raise
             if remaining:
-                self._update(qe.UpdateOperation.update_vectors(remaining, condition=_UNINDEXED))
+                self._update(
+                    shard, qe.UpdateOperation.update_vectors(remaining, condition=_UNINDEXED)
+                )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,11 @@ def _copy_points(source: Any, target: Any, name: str, epoch: str) -> int:
             return copied
 
 
-def migrate_legacy_layout(legacy: Path, shard: Any, records: RecordStore) -> tuple[int, int]:
-    """Copy every namespace under `legacy` into `shard` and `records`; (namespaces, memories)."""
+def migrate_legacy_layout(
+    legacy: Path, shard_of: Callable[[str], Any], records: RecordStore
+) -> tuple[int, int]:
+    """Copy every namespace under `legacy` into its shard (`shard_of(name)`) and `records`;
+    (namespaces, memories). Their memory counts are taken afterwards (edge_integrity.py)."""
     started = time.monotonic()
     namespaces = memories = 0
     for directory in sorted(legacy.iterdir()):
@@ -82,11 +86,12 @@ def migrate_legacy_layout(legacy: Path, shard: Any, records: RecordStore) -> tup
         if (directory / "shard").is_dir():
             source = qe.EdgeShard.load(str(directory / "shard"))
             try:
-                memories += _copy_points(source, shard, record.name, epoch)
+                memories += _copy_points(source, shard_of(record.name), record.name, epoch)
             finally:
                 source.close()
         namespaces += 1
-    shard.flush()
+    for name in records.live:
+        shard_of(name).flush()
     moved = legacy.with_name(MIGRATED_DIR)
     if moved.exists():
         moved = legacy.with_name(f"{MIGRATED_DIR}-{int(time.time())}")

@@ -18,9 +18,18 @@ Tables:
   row is only removed once they are gone. A `kill -9` anywhere in between
   leaves a row that the next purge finishes.
 
+- `counts(epoch, memories)`: how many memories each live incarnation holds, so
+  that a loss in the engine's files is noticed (edge_integrity.py). A count
+  goes up after the engine has the write and down before the engine deletes,
+  so a crash in between leaves the engine ahead, never behind: only "fewer
+  memories than counted" means loss.
+
 A row whose record cannot be parsed is not fatal: `open` skips it, keeps its
 name and epoch in `damaged` (the adapter answers 503 for that namespace and
-health counts it), and `bury` can still drop it with its memories.
+health counts it), and `bury` can still drop it with its memories. A file that
+is not a database at all is moved aside and a new one started: the adapter
+then rebuilds the records from the memories' own `ns` and `epoch`
+(edge_integrity.py), so no namespace with memories is lost.
 
 All methods block; the adapter calls them from its worker threads.
 """
@@ -30,6 +39,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +54,8 @@ CREATE TABLE IF NOT EXISTS namespaces (
     name TEXT PRIMARY KEY, epoch TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS purges (epoch TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS counts (
+    epoch TEXT PRIMARY KEY, memories INTEGER NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -63,12 +76,45 @@ class RecordStore:
         self.purges: dict[str, str] = {}
         # Namespaces whose stored record cannot be read: name -> epoch.
         self.damaged: dict[str, str] = {}
+        # Memories counted per live incarnation: epoch -> count.
+        self.counts: dict[str, int] = {}
+        # Where an unreadable records file was moved at open, or None.
+        self.moved_aside: Path | None = None
 
     def open(self) -> None:
+        """Load every record; a file that is not a database is moved aside, not fatal."""
+        try:
+            db = self._connect()
+        except sqlite3.DatabaseError as error:
+            self.moved_aside = self._path.with_name(
+                f"{self._path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}"
+            )
+            log.error(
+                "namespace records unreadable (%s): moved aside to %s; rebuilding them from"
+                " the memory store",
+                error,
+                self.moved_aside.name,
+            )
+            self._path.rename(self.moved_aside)
+            for suffix in ("-wal", "-shm"):
+                self._path.with_name(self._path.name + suffix).unlink(missing_ok=True)
+            db = self._connect()
+        self._load(db)
+        self._db = db
+
+    def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            db.execute("SELECT count(*) FROM namespaces").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _load(self, db: sqlite3.Connection) -> None:
         self.live, self.damaged = {}, {}
         for name, epoch, text in db.execute("SELECT name, epoch, record FROM namespaces"):
             try:
@@ -82,7 +128,7 @@ class RecordStore:
                     error,
                 )
         self.purges = dict(db.execute("SELECT epoch, name FROM purges"))
-        self._db = db
+        self.counts = dict(db.execute("SELECT epoch, memories FROM counts"))
 
     def close(self) -> None:
         with self._lock:
@@ -104,12 +150,49 @@ class RecordStore:
         with self._lock:
             found = self.live.get(record.name)
             epoch = found.epoch if found is not None else new_epoch()
-            self._conn().execute(
+            self._write(record, epoch, None if found is not None else 0)
+            return epoch
+
+    def restore(self, record: NamespaceRecord, epoch: str, memories: int) -> None:
+        """Bring back a record lost from this file, for an incarnation found in the engine."""
+        with self._lock:
+            self._write(record, epoch, memories)
+
+    def _write(self, record: NamespaceRecord, epoch: str, memories: int | None) -> None:
+        db = self._conn()
+        with db:
+            db.execute("BEGIN")
+            db.execute(
                 "INSERT OR REPLACE INTO namespaces (name, epoch, record) VALUES (?, ?, ?)",
                 (record.name, epoch, namespace_to_json(record)),
             )
-            self.live[record.name] = LiveNamespace(record, epoch)
-            return epoch
+            if memories is not None:
+                db.execute("INSERT OR REPLACE INTO counts VALUES (?, ?)", (epoch, memories))
+        self.live[record.name] = LiveNamespace(record, epoch)
+        if memories is not None:
+            self.counts[epoch] = memories
+
+    def count(self, changes: Mapping[str, int]) -> None:
+        """Add to the memory counts of live incarnations (others are ignored)."""
+        changes = {epoch: n for epoch, n in changes.items() if n and epoch in self.counts}
+        if not changes:
+            return
+        with self._lock:
+            self._conn().executemany(
+                "UPDATE counts SET memories = memories + ? WHERE epoch = ?",
+                [(n, epoch) for epoch, n in changes.items()],
+            )
+            for epoch, n in changes.items():
+                if epoch in self.counts:
+                    self.counts[epoch] += n
+
+    def set_counts(self, counts: Mapping[str, int]) -> None:
+        """Set the counts of these incarnations to what the engine holds (a new baseline)."""
+        with self._lock:
+            self._conn().executemany(
+                "INSERT OR REPLACE INTO counts VALUES (?, ?)", list(counts.items())
+            )
+            self.counts.update(counts)
 
     def bury(self, name: str) -> str | None:
         """Delete `name` for callers in one transaction; its epoch, to purge, or None."""
@@ -122,8 +205,10 @@ class RecordStore:
             with db:  # one transaction: BEGIN ... COMMIT
                 db.execute("BEGIN")
                 db.execute("DELETE FROM namespaces WHERE name = ?", (name,))
+                db.execute("DELETE FROM counts WHERE epoch = ?", (epoch,))
                 db.execute("INSERT OR REPLACE INTO purges VALUES (?, ?)", (epoch, name))
             self.live.pop(name, None)
+            self.counts.pop(epoch, None)
             self.damaged.pop(name, None)
             self.purges[epoch] = name
             return epoch

@@ -73,3 +73,10 @@ def expired(dialect: Dialect[F, C], now: datetime) -> F:
 def incarnations(dialect: Dialect[F, C], epochs: Sequence[str]) -> F:
     """Every memory written by these namespace incarnations (a namespace delete)."""
     return dialect.filter([dialect.match_any(FIELD_EPOCH, sorted(epochs))], [])
+
+
+def incarnation(dialect: Dialect[F, C], name: str, epoch: str) -> F:
+    """Every memory of one namespace incarnation: by name and epoch, never the epoch alone."""
+    return dialect.filter(
+        [dialect.match_value(FIELD_NAMESPACE, name), dialect.match_value(FIELD_EPOCH, epoch)], []
+    )

@@ -1,0 +1,192 @@
+"""The embedded store checks itself: records against the memories the engine holds.
+
+Why: the two halves of the store live in different files (the engine's
+segments and WAL; `namespaces.sqlite3`), and damage to either used to lose data
+silently, with health `ok`. So the records keep a count of memories per
+namespace incarnation (edge_records.py), and this module compares them with
+what the engine can actually find, grouped by the `epoch` every memory carries
+(one facet query per shard: the cost follows the number of namespaces, not of
+memories):
+
+- fewer memories than counted: loss (a truncated id tracker, a damaged WAL).
+  Health says `degraded` and names the namespaces; the log and a metric too.
+- more than counted: a crash between an engine write and its count (counts
+  go up after the engine and down before it); re-counted at start, ignored
+  later (a write may be in flight).
+- memories of an incarnation no record names: the record was lost (a deleted
+  row, a replaced or truncated file). When no live namespace has that name,
+  the record is rebuilt from the memories' `ns` (kind from the name's prefix,
+  created at its oldest memory); otherwise they are reported, not touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import qdrant_edge as qe
+
+from adapters.base import NamespaceRecord
+from adapters.qdrant.edge_records import RecordStore
+from adapters.qdrant.edge_shards import ShardSet
+from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, FIELD_NAMESPACE
+
+log = logging.getLogger(__name__)
+
+# Namespace kinds a name prefix can tell ("workspace:abc"); anything else is `custom`.
+_KINDS = ("workspace", "team", "org")
+_EVERY_EPOCH = 1_000_000_000  # a facet limit above any number of incarnations
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """A namespace whose engine holds fewer memories than its record counted."""
+
+    name: str
+    counted: int
+    found: int
+
+
+@dataclass(slots=True)
+class IntegrityReport:
+    """What one check found; `problems()` is what health and the log say."""
+
+    shortfalls: list[Shortfall] = field(default_factory=list)
+    rebuilt: list[str] = field(default_factory=list)
+    # Names live under another epoch whose earlier incarnation still has memories.
+    strays: list[str] = field(default_factory=list)
+    recounted: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.shortfalls and not self.strays
+
+    def problems(self) -> tuple[str, ...]:
+        found = []
+        if self.shortfalls:
+            named = ", ".join(f"{s.name} ({s.found} of {s.counted})" for s in self.shortfalls[:10])
+            more = ", ..." if len(self.shortfalls) > 10 else ""
+            found.append(
+                f"{len(self.shortfalls)} namespace(s) hold fewer memories than recorded"
+                f" (lost from the store's files): {named}{more}; see docs/repair.md"
+            )
+        if self.strays:
+            named = ", ".join(self.strays[:10]) + (", ..." if len(self.strays) > 10 else "")
+            found.append(
+                f"memories of {len(self.strays)} namespace(s) belong to no recorded"
+                f" incarnation: {named}; see docs/repair.md"
+            )
+        return tuple(found)
+
+
+def engine_counts(shard: Any) -> dict[str, int]:
+    """Memories per incarnation (epoch) that the shard can find."""
+    request = qe.FacetRequest(FIELD_EPOCH, limit=_EVERY_EPOCH, exact=True)
+    return {str(hit.value): int(hit.count) for hit in shard.facet(request).hits}
+
+
+def _oldest(shard: Any, epoch: str) -> tuple[str, datetime] | None:
+    """The namespace name of an incarnation and the time of its oldest memory."""
+    request = qe.QueryRequest(
+        limit=1,
+        query=qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Asc),
+        filter=qe.Filter(must=[qe.FieldCondition(FIELD_EPOCH, match=qe.MatchValue(epoch))]),
+        with_payload=[FIELD_NAMESPACE, FIELD_CREATED_US],
+    )
+    points = shard.query(request)
+    if not points:
+        return None
+    payload = points[0].payload
+    created = datetime.fromtimestamp(int(payload[FIELD_CREATED_US]) / 1e6, UTC)
+    return str(payload[FIELD_NAMESPACE]), created
+
+
+def kind_of(name: str) -> str:
+    prefix = name.split(":", 1)[0]
+    return prefix if prefix in _KINDS else "custom"
+
+
+def check(shards: ShardSet, records: RecordStore, *, at_start: bool) -> IntegrityReport:
+    """Compare the records with the open shards; at start, also rebuild and re-count.
+
+    Namespaces of a shard that is not open are left out (they answer 503 already)."""
+    report = IntegrityReport()
+    found: dict[str, int] = {}
+    holder: dict[str, Any] = {}
+    for shard in shards.open_shards():
+        for epoch, count in engine_counts(shard).items():
+            found[epoch] = count
+            holder[epoch] = shard
+    baseline: dict[str, int] = {}
+    for name, live in sorted(records.live.items()):
+        if shards.shards[shards.index_of(name)] is None:
+            continue
+        counted = records.counts.get(live.epoch)
+        held = found.get(live.epoch, 0)
+        if counted is None or (at_start and held > counted):
+            baseline[live.epoch] = held  # a store from before counts, or a crash's drift
+        elif held < counted:
+            report.shortfalls.append(Shortfall(name, counted, held))
+    if baseline:
+        records.set_counts(baseline)
+        report.recounted = len(baseline)
+    known = {live.epoch for live in records.live.values()}
+    known |= set(records.damaged.values()) | set(records.purges)
+    for epoch in sorted(set(found) - known):
+        _orphan(holder[epoch], records, epoch, found[epoch], report, rebuild=at_start)
+    _log(report)
+    return report
+
+
+def _orphan(
+    shard: Any,
+    records: RecordStore,
+    epoch: str,
+    memories: int,
+    report: IntegrityReport,
+    *,
+    rebuild: bool,
+) -> None:
+    owner = _oldest(shard, epoch)
+    if owner is None:
+        return
+    name, created = owner
+    if rebuild and name not in records.live and name not in records.damaged:
+        records.restore(NamespaceRecord(name, kind_of(name), created), epoch, memories)
+        report.rebuilt.append(name)
+    elif name not in report.strays:
+        report.strays.append(name)
+
+
+def _log(report: IntegrityReport) -> None:
+    if report.rebuilt:
+        log.error(
+            "rebuilt %d namespace record(s) from their memories (kind from the name, no ttl"
+            " or metadata): %s",
+            len(report.rebuilt),
+            ", ".join(report.rebuilt),
+        )
+    for problem in report.problems():
+        log.error("store integrity: %s", problem)
+    if report.recounted:
+        log.info("memory counts taken from the engine for %d namespace(s)", report.recounted)
+
+
+def merged(reports: Iterable[IntegrityReport]) -> IntegrityReport:
+    total = IntegrityReport()
+    for report in reports:
+        total.shortfalls += report.shortfalls
+        total.rebuilt += report.rebuilt
+        total.strays += report.strays
+        total.recounted += report.recounted
+    return total
+
+
+def count_changes(epochs: Iterable[str]) -> Mapping[str, int]:
+    changes: dict[str, int] = {}
+    for epoch in epochs:
+        changes[epoch] = changes.get(epoch, 0) + 1
+    return changes

@@ -1,0 +1,137 @@
+"""Reads of the embedded store: lookups by id, searches and listings across shards.
+
+A mixin of `QdrantEdgeBackend` (edge.py), apart so that each reads as one
+concern. Every read names namespaces, and each namespace lives in one shard
+(edge_shards.py): a read asks each shard concerned once, with the namespaces it
+holds, and merges the answers (pinned first, then by score or newest first, as
+one shard orders them). A read touching a damaged shard raises `StorageDamaged`
+naming the namespaces asked for; the service then reads around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import qdrant_edge as qe
+
+from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
+from adapters.merge import merge_listed, merge_scored, pin_sides
+from adapters.qdrant import filters, ranking
+from adapters.qdrant.edge_records import LiveNamespace
+from adapters.qdrant.edge_shard import DENSE_VECTOR, EDGE, EDGE_RANKING, parsed_memory
+from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, Scope, point_id
+
+if TYPE_CHECKING:
+    from adapters.qdrant.edge_calls import EngineCalls
+    from adapters.qdrant.edge_records import RecordStore
+    from adapters.qdrant.edge_shards import ShardSet
+
+
+class EdgeReads:
+    """`query_memories`, `list_memories` and the batched lookups by id."""
+
+    if TYPE_CHECKING:  # provided by QdrantEdgeBackend
+        _records: RecordStore
+        _calls: EngineCalls
+        _shards: ShardSet
+
+    def _scopes(self, namespaces: Sequence[str]) -> list[tuple[Any, Scope]]:
+        """The live namespaces asked for, grouped by shard: (shard, their scope) each."""
+        live = self._records.live
+        grouped: dict[int, list[tuple[str, str]]] = {}
+        for name in dict.fromkeys(namespaces):
+            if name in live:
+                grouped.setdefault(self._shards.index_of(name), []).append((name, live[name].epoch))
+        return [
+            (
+                self._shards.of(found[0][0]),
+                Scope(tuple(n for n, _ in found), tuple(e for _, e in found)),
+            )
+            for found in grouped.values()
+        ]
+
+    def _retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None:
+        """The point of `memory_id` in that incarnation of its namespace, or None."""
+        return self._retrieve_many([(live, memory_id)])[0]
+
+    async def _find(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
+        return await self._calls.here(self._retrieve_many, items)
+
+    def _retrieve_many(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
+        """`_retrieve` for many (namespace incarnation, id) pairs: one call per shard."""
+        ids = [point_id(live.record.name, memory_id) for live, memory_id in items]
+        wanted: dict[int, list[str]] = {}
+        for (live, _), key in zip(items, ids, strict=True):
+            wanted.setdefault(self._shards.index_of(live.record.name), []).append(key)
+        by_id: dict[str, Any] = {}
+        for keys in wanted.values():
+            shard = self._shards.of(items[ids.index(keys[0])][0].record.name)
+            found = shard.retrieve(
+                list(dict.fromkeys(keys)), with_payload=True, with_vector=[DENSE_VECTOR]
+            )
+            by_id.update((str(point.id), point) for point in found)
+        points = [by_id.get(key) for key in ids]
+        return [
+            point if point is not None and point.payload.get(FIELD_EPOCH) == live.epoch else None
+            for point, (live, _) in zip(points, items, strict=True)
+        ]
+
+    def _ask(self, asks: list[tuple[Any, list[Any]]]) -> list[list[Any]]:
+        """Each shard's requests in one engine call; per shard, its points in order."""
+        return [
+            [point for side in shard.query_batch(qe.QueryBatchRequest(requests)) for point in side]
+            for shard, requests in asks
+        ]
+
+    async def _read(
+        self, namespaces: Sequence[str], build: Callable[[Scope], list[Any]]
+    ) -> list[list[Any]]:
+        scopes = self._scopes(namespaces)
+        if not scopes:
+            return []
+        asks = [(shard, build(scope)) for shard, scope in scopes]
+        return await self._calls.here(self._ask, asks)
+
+    async def query_memories(
+        self,
+        namespaces: Sequence[str],
+        query: SearchQuery,
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[ScoredMemory]:
+        def build(scope: Scope) -> list[Any]:
+            wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
+            return ranking.requests(EDGE_RANKING, query, wheres, limit)
+
+        parts = [
+            [ScoredMemory(memory, p.score) for p in points if (memory := parsed_memory(p))]
+            for points in await self._read(namespaces, build)
+        ]
+        if len(parts) == 1:  # one shard has already ordered them
+            return parts[0][:limit]
+        return merge_scored(parts, limit)
+
+    async def list_memories(
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+    ) -> list[MemoryRecord]:
+        newest_first = qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Desc)
+
+        def build(scope: Scope) -> list[Any]:
+            return [
+                qe.QueryRequest(
+                    limit=limit,
+                    query=newest_first,
+                    filter=filters.memories(EDGE, side, scope),
+                    with_payload=True,
+                )
+                for side in pin_sides(memory_filter)
+            ]
+
+        parts = [
+            [memory for p in points if (memory := parsed_memory(p)) is not None]
+            for points in await self._read(namespaces, build)
+        ]
+        if len(parts) == 1:
+            return parts[0][:limit]
+        return merge_listed(parts, limit)

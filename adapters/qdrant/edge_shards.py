@@ -1,0 +1,224 @@
+"""The embedded store's shards: each namespace lives in one of a fixed number of
+qdrant-edge shards, chosen by a hash of its name.
+
+Why: qdrant-edge refuses a whole shard when one of its files is damaged (a
+garbled payload page, a truncated vector chunk), at run time and at the next
+start. With every namespace in one shard, one bad page took every namespace
+down. Split by a hash of the name, the same damage takes down the namespaces of
+one shard and the rest serve; health counts and the log names the others.
+
+The cost, measured in benchmarks/README.md and weighed in docs/backends.md: each
+shard preallocates sparse files (they take disk space only as they fill, but
+on tmpfs opening a shard claims part of them), keeps a few files and a search
+thread open, and a search over namespaces in several shards makes one engine
+call per shard; keyword IDF is counted per shard. A shard is created when its
+first namespace is, so a small store has few.
+
+Layout: `store/shards/NN/`. A store written before sharding has one shard in
+`store/memories/`; at start it is copied into shards when the volume has room
+for a second copy (`store/shards.partial/` until complete, then renamed), and
+served as one shard until then.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import zlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from adapters.errors import StorageDamaged, StorageFull
+from adapters.qdrant.edge_disk import DiskGuard, allocated_bytes
+from adapters.qdrant.edge_shard import dense_vector, fatal, open_shard
+from adapters.qdrant.layout import FIELD_NAMESPACE
+
+log = logging.getLogger(__name__)
+
+SHARD_COUNT = 16
+SHARDS_DIR = "shards"
+SINGLE_SHARD_DIR = "memories"  # the layout before sharding
+_PAGE = 512
+
+
+def shard_index(name: str, count: int) -> int:
+    """A namespace's shard: stable across processes and versions (never `hash()`)."""
+    return zlib.crc32(name.encode("utf-8")) % count
+
+
+class ShardSet:
+    """The shards of one store; which are open, and why the others are not."""
+
+    def __init__(self, root: Path, dimension: int, disk: DiskGuard) -> None:
+        self._root = root
+        self._dimension = dimension
+        self._disk = disk
+        self._lock = threading.Lock()
+        self.paths: list[Path] = []
+        self.shards: list[Any | None] = []
+        # Why shard i is not open: it is damaged, or the volume had no room to open it.
+        self.damaged: dict[int, str] = {}
+        self.waiting_for_room: dict[int, str] = {}
+
+    # -- opening ---------------------------------------------------------------------
+
+    def open(self) -> None:
+        single = self._root / SINGLE_SHARD_DIR
+        sharded = self._root / SHARDS_DIR
+        if single.is_dir() and not sharded.is_dir():
+            self._try_resharding(single, sharded)
+        if single.is_dir() and not sharded.is_dir():
+            self.paths = [single]  # not split (no room, or damaged): served as one shard
+        else:
+            if single.is_dir():  # copied and renamed, then stopped before this removal
+                shutil.rmtree(single)
+            sharded.mkdir(exist_ok=True)
+            self.paths = [sharded / f"{i:02d}" for i in range(SHARD_COUNT)]
+        self.shards = [None] * len(self.paths)
+        for index, path in enumerate(self.paths):
+            if _exists(path):
+                self._open_one(index)
+
+    def _open_one(self, index: int) -> Any | None:
+        """Open (or create) shard `index` unless the volume is too full (a SIGBUS)."""
+        try:
+            self._disk.check()
+        except StorageFull as full:
+            if index not in self.waiting_for_room:
+                log.error(
+                    "memory shard %02d not opened (retried once there is room): %s", index, full
+                )
+            self.waiting_for_room[index] = str(full)
+            return None
+        self.waiting_for_room.pop(index, None)
+        try:
+            shard = open_shard(self.paths[index], self._dimension)
+        except BaseException as error:
+            if fatal(error):
+                raise
+            log.error("memory shard %02d could not be opened (damaged files): %s", index, error)
+            self.damaged[index] = "damaged files"
+            return None
+        self.shards[index] = shard
+        return shard
+
+    def retry_waiting(self) -> None:
+        """Open the shards a full volume kept closed, now that there may be room."""
+        with self._lock:
+            for index in list(self.waiting_for_room):
+                self._open_one(index)
+
+    def _try_resharding(self, single: Path, sharded: Path) -> None:
+        partial = self._root / f"{SHARDS_DIR}.partial"
+        try:
+            self._disk.check(extra_bytes=allocated_bytes(single))
+        except StorageFull as full:
+            log.warning("the store stays in one shard until there is room to split it: %s", full)
+            return
+        shutil.rmtree(partial, ignore_errors=True)  # an earlier, interrupted split
+        try:
+            source = qe.EdgeShard.load(str(single))
+        except BaseException as error:
+            if fatal(error):
+                raise
+            log.error("the store could not be split into shards (damaged files): %s", error)
+            return
+        try:
+            copied = _split(source, [partial / f"{i:02d}" for i in range(SHARD_COUNT)])
+        finally:
+            source.close()
+        partial.rename(sharded)
+        log.warning("the memory store was split into %d shards (%d memories)", SHARD_COUNT, copied)
+
+    # -- routing ---------------------------------------------------------------------
+
+    def index_of(self, name: str) -> int:
+        return shard_index(name, len(self.paths))
+
+    def of(self, name: str) -> Any:
+        """The open shard of namespace `name`; raises what a caller of it should get."""
+        index = self.index_of(name)
+        shard = self.shards[index]
+        if shard is not None:
+            return shard
+        if index in self.damaged:
+            raise StorageDamaged(
+                f"namespace {name} is unreadable: its part of the embedded store could not be"
+                " opened (damaged files); see docs/repair.md",
+                (name,),
+            )
+        if index in self.waiting_for_room:
+            raise StorageFull(self.waiting_for_room[index])
+        with self._lock:  # a namespace's first write creates its shard
+            shard = self.shards[index] or self._open_one(index)
+        if shard is None:
+            return self.of(name)
+        return shard
+
+    def open_shards(self) -> list[Any]:
+        return [shard for shard in self.shards if shard is not None]
+
+    def down(self, names: Iterable[str]) -> list[str]:
+        """Those of `names` whose shard is damaged (they answer 503; health counts them)."""
+        if not self.damaged:
+            return []
+        return [name for name in names if self.index_of(name) in self.damaged]
+
+    @property
+    def all_down(self) -> bool:
+        """No shard serves and at least one is damaged: the store as a whole is down."""
+        return bool(self.damaged) and not self.open_shards()
+
+    def close(self) -> None:
+        for index, shard in enumerate(self.shards):
+            if shard is not None:
+                shard.flush()
+                shard.close()
+                self.shards[index] = None
+
+
+def _exists(path: Path) -> bool:
+    return (path / "segments").is_dir() or (path / "edge_config.json").is_file()
+
+
+def _split(source: Any, targets: list[Path]) -> int:
+    """Copy every point of `source` into `targets` by its namespace; points copied."""
+    opened: dict[int, Any] = {}
+
+    def target(name: str, point: Any) -> Any:
+        index = shard_index(name, len(targets))
+        if index not in opened:  # the dimension the store was written with
+            opened[index] = open_shard(targets[index], len(dense_vector(point)))
+        return opened[index]
+
+    copied, offset = 0, None
+    try:
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset, limit=_PAGE, with_payload=True, with_vector=True
+            )
+            page, offset = source.scroll(request)
+            by_shard: dict[int, list[Any]] = {}
+            for point in page:
+                name = str(point.payload.get(FIELD_NAMESPACE, ""))
+                by_shard.setdefault(id(target(name, point)), []).append(
+                    qe.Point(point.id, point.vector, point.payload)
+                )
+            for shard in opened.values():
+                if points := by_shard.get(id(shard)):
+                    shard.update(qe.UpdateOperation.upsert_points(points))
+                    copied += len(points)
+            if offset is None:
+                break
+    finally:
+        for shard in opened.values():
+            shard.flush()
+            shard.close()
+    return copied
+
+
+ShardFor = Callable[[str], Any]

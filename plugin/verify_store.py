@@ -1,0 +1,55 @@
+"""`memory-plugin-vector verify-store`: is every stored memory still findable?
+
+The embedded store keeps its namespace records and its memories in different
+files; this compares them (docs/repair.md). Against a running plugin
+(`--url`, through `GET /admin/verify`: the embedded store has one process per
+data directory, so a running pod is checked by the server that holds it), or,
+with the plugin stopped, straight from the store the settings name. Exit 0 when
+everything agrees, 1 when problems were found, 2 when the check could not run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from plugin.backends import build_backend
+from plugin.settings import Settings
+
+Print = Callable[[str], None]
+
+
+def verify_url(url: str, timeout_s: float, out: Print) -> int:
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/admin/verify", timeout=timeout_s) as reply:
+            found = json.loads(reply.read())
+    except (OSError, ValueError) as error:  # unreachable, an error status, not JSON
+        out(f"verify-store: could not check {url}: {error}")
+        return 2
+    return _said(found.get("problems", []), out)
+
+
+async def verify_settings(settings: Settings, dimension: int, out: Print) -> int:
+    backend = build_backend(settings, dimension)
+    await backend.start()
+    try:
+        problems = await backend.verify()
+    finally:
+        await backend.close()
+    return _said(list(problems), out)
+
+
+def verify_offline(settings: Settings, dimension: int, out: Print) -> int:
+    return asyncio.run(verify_settings(settings, dimension, out))
+
+
+def _said(problems: list[str], out: Print) -> int:
+    for problem in problems:
+        out(f"verify-store: {problem}")
+    if not problems:
+        out("verify-store: ok: every namespace record agrees with the memories stored")
+        return 0
+    return 1
