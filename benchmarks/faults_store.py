@@ -126,9 +126,8 @@ async def survey(base: str, expected: dict[str, set[str]]) -> dict[str, int]:
         await asyncio.gather(*(worker() for _ in range(8)))
         async with session.get(f"{base}/v1/health") as reply:
             health = await reply.json()
-    counts["health"] = 0
-    summary = f"{health.get('status')}, {health.get('unreadable_namespaces', 0)} unreadable"
-    counts[f"health {summary}"] = counts.pop("health")
+    unreadable = health.get("unreadable_namespaces", 0)
+    counts[f"health {health.get('status')} counting unreadable"] = unreadable
     return counts
 
 
@@ -156,7 +155,10 @@ def _report(label: str, counts: dict[str, int], total: int) -> str:
     return f"{label}: {ok}/{total} served fully ({100 * ok / total:.1f} %); {rest}"
 
 
-def blast_radius(relative: str) -> Any:
+def blast_radius(relative: str, damage: str = "garble") -> Any:
+    """4 KiB garbled in `relative` while serving, then a restart; or, with
+    damage="truncate", the file cut to its first 4 KiB while stopped."""
+
     async def case(server: Any, _: aiohttp.ClientSession, data: Path) -> Outcome:
         server.terminate()
         shutil.rmtree(data, ignore_errors=True)
@@ -168,23 +170,29 @@ def blast_radius(relative: str) -> Any:
         server.start()
         server.wait_healthy(120)
         before = await survey(server.base_url, expected)
-        _garble(_engine_file(data, relative))
-        running = await survey(server.base_url, expected)
+        lines = [
+            f"store of {NAMESPACES}x{MEMORIES} imported in {built:.0f} s",
+            _report("undamaged", before, NAMESPACES),
+        ]
+        target = _engine_file(data, relative)
+        served = [NAMESPACES]
+        if damage == "garble":
+            _garble(target)
+            running = await survey(server.base_url, expected)
+            lines.append(_report("garbled while serving", running, NAMESPACES))
+            served.append(running.get("ok", 0))
         server.terminate()
+        if damage == "truncate":
+            os.truncate(target, 4096)
         try:
             server.start()
             server.wait_healthy(120)
             after = await survey(server.base_url, expected)
         except Exception as error:
             after = {f"no start: {type(error).__name__}": NAMESPACES}
-        lines = [
-            f"store of {NAMESPACES}x{MEMORIES} imported in {built:.0f} s",
-            _report("undamaged", before, NAMESPACES),
-            _report("garbled while serving", running, NAMESPACES),
-            _report("after a restart", after, NAMESPACES),
-        ]
-        good = min(running.get("ok", 0), after.get("ok", 0)) >= 0.9 * NAMESPACES
-        return "\n    ".join(lines), good
+        lines.append(_report(f"{damage}d, after a restart", after, NAMESPACES))
+        served.append(after.get("ok", 0))
+        return "\n    ".join(lines), min(served) >= 0.9 * NAMESPACES
 
     return case
 
@@ -364,6 +372,8 @@ CASES = {
     "17 restart, full volume": full_volume_restart,
     "18 blast radius, payload": blast_radius("payload_storage/page_0.dat"),
     "19 blast radius, vectors": blast_radius("vector_storage/vectors/chunk_0.mmap"),
+    "27 blast radius, cut page": blast_radius("payload_storage/page_0.dat", "truncate"),
+    "28 blast radius, cut vectors": blast_radius("vector_storage/vectors/chunk_0.mmap", "truncate"),
     "20 records truncated": _records_damage("truncated"),
     "21 records header garbled": _records_damage("garbled header"),
     "22 record row deleted": _records_damage("row deleted"),

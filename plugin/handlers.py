@@ -73,7 +73,7 @@ async def health(request: web.Request) -> web.Response:
     if unreadable:
         problems.append(
             f"{len(unreadable)} namespace(s) unreadable and left out of searches "
-            "(named in the log; README, 'Repairing the embedded store')"
+            "(named in the log; docs/repair.md#unreadable-namespace)"
         )
     body = health_body("degraded") | {
         "message": "; ".join(problems),

@@ -298,6 +298,15 @@ def test_compose_has_the_plugin_and_a_pinned_qdrant(compose: dict[str, Any]) -> 
     assert server >= (1, 16)
 
 
+def test_compose_runs_the_qdrant_server_the_readme_names(compose: dict[str, Any]) -> None:
+    """The image cannot be pulled on the build machine (issue 19): the tag is checked instead."""
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"qdrant/qdrant:v(\d+\.\d+\.\d+)", readme))
+    named |= set(re.findall(r"Qdrant\s+server\s+\((\d+\.\d+\.\d+)\)", readme))
+    assert named, "README.md names no Qdrant server version for docker compose"
+    assert {f"qdrant/qdrant:v{v}" for v in named} == {compose["services"]["qdrant"]["image"]}
+
+
 def test_compose_keeps_qdrant_data_in_a_named_volume(compose: dict[str, Any]) -> None:
     volumes = compose["services"]["qdrant"]["volumes"]
     assert volumes == ["qdrant-storage:/qdrant/storage"]

@@ -73,7 +73,7 @@ async def test_damaged_record_skips_one_namespace_and_serves_the_rest(
                 "version": "1.0.0",
                 "capabilities": CAPABILITIES,
                 "message": "1 namespace(s) unreadable and left out of searches (named in the "
-                "log; README, 'Repairing the embedded store')",
+                "log; docs/repair.md#unreadable-namespace)",
                 "unreadable_namespaces": 1,
             },
         )
@@ -84,7 +84,7 @@ async def test_damaged_record_skips_one_namespace_and_serves_the_rest(
         unreadable = {
             "code": "unavailable",
             "message": f"namespace {BAD} is unreadable in the embedded store; an operator can "
-            "repair or drop it (README, 'Repairing the embedded store')",
+            "repair or drop it (docs/repair.md#unreadable-namespace)",
         }
         for reply in (await api.commit(BAD, "x"), await api.put_ns(BAD)):
             assert (reply.status, reply.body) == (503, unreadable)
@@ -143,7 +143,7 @@ async def test_damaged_segment_manifest_takes_down_one_shard_only(
                 "version": "1.0.0",
                 "capabilities": CAPABILITIES,
                 "message": "1 namespace(s) unreadable and left out of searches (named in the "
-                "log; README, 'Repairing the embedded store')",
+                "log; docs/repair.md#unreadable-namespace)",
                 "unreadable_namespaces": 1,
             },
         )

@@ -35,15 +35,18 @@ def test_sparse_files_count_as_space_still_to_claim(tmp_path: Path) -> None:
     assert 63 * MIB < sparse_bytes(tmp_path) <= 64 * MIB
 
 
-def test_guard_refuses_when_free_space_cannot_cover_the_holes(tmp_path: Path) -> None:
+def test_opening_needs_room_for_the_holes_and_a_write_only_the_headroom(tmp_path: Path) -> None:
     with open(tmp_path / "preallocated", "wb") as f:
         f.truncate(64 * MIB)
-    roomy = DiskGuard(tmp_path, headroom_bytes=0)
-    if free_bytes(tmp_path) < 64 * MIB:
-        pytest.skip("this volume has under 64 MiB free")
-    roomy.check()
-    assert roomy.problem is None
-    cramped = DiskGuard(tmp_path, headroom_bytes=free_bytes(tmp_path) + 1024 * MIB)
+    free = free_bytes(tmp_path)
+    if free < 256 * MIB:
+        pytest.skip("this volume has under 256 MiB free")
+    guard = DiskGuard(tmp_path, headroom_bytes=free - 32 * MIB)  # a write fits, 64 MiB not
+    guard.check()
+    assert guard.problem is None
+    with pytest.raises(StorageFull, match="the data volume is full"):
+        guard.check_open(tmp_path)
+    cramped = DiskGuard(tmp_path, headroom_bytes=free + 1024 * MIB)
     with pytest.raises(StorageFull, match="the data volume is full"):
         cramped.check()
     assert cramped.problem is not None
@@ -122,4 +125,33 @@ def test_full_disk_refuses_writes_keeps_reads_and_recovers(tmpfs: Path, tmp_path
             "written after space returned",
             "written before the disk filled",
         ]
+        assert server.terminate() == 0
+
+
+@pytest.mark.slow
+def test_a_restart_on_a_nearly_full_volume_serves_degraded_and_recovers(
+    tmpfs: Path, tmp_path: Path
+) -> None:
+    """Before: the process died of SIGBUS while opening the store, every time."""
+    with ServerProcess(tmpfs / "data", tmp_path / "server.log") as server:
+        server.start()
+        server.wait_healthy()
+        assert _call(server, "PUT", f"/v1/namespaces/{NAMESPACE}", {"kind": "workspace"})[0] == 200
+        for i in range(20):
+            assert _commit(server, f"memory {i}")[0] == 201
+        assert server.terminate() == 0
+        filler = tmpfs / "filler"
+        filler.write_bytes(b"\0" * (free_bytes(tmpfs) - 5 * MIB))
+        server.start()
+        server.wait_healthy()
+        status, health = _call(server, "GET", "/v1/health")
+        assert (status, health["status"]) == (200, "degraded")
+        assert health["message"].startswith("the data volume is full: ")
+        status, body = _call(server, "POST", "/v1/search", {"namespaces": [NAMESPACE]})
+        assert status == 503
+        assert body["message"].startswith("backend unavailable: the data volume is full: ")
+        filler.unlink()
+        assert _call(server, "GET", "/v1/health")[1]["status"] == "ok"  # opened, no restart
+        status, listed = _call(server, "POST", "/v1/search", {"namespaces": [NAMESPACE]})
+        assert (status, len(listed["memories"])) == (200, 20)
         assert server.terminate() == 0

@@ -138,7 +138,7 @@ async def test_a_changed_epoch_is_degraded_naming_the_namespace(
         assert (status, body["status"]) == (200, "degraded")
         assert body["message"] == (
             f"memories of 1 namespace(s) belong to no recorded incarnation: {BAD};"
-            " see docs/repair.md"
+            " see docs/repair.md#memories-of-no-recorded-incarnation"
         )
         assert await _found(api, GOOD) == 20
     assert any(BAD in line and "store integrity" in line for line in _errors(caplog))
@@ -160,7 +160,7 @@ async def test_memories_lost_from_the_engine_make_health_degraded(
         assert (status, body["status"]) == (200, "degraded")
         assert body["message"] == (
             f"1 namespace(s) hold fewer memories than recorded (lost from the store's files):"
-            f" {GOOD} (15 of 20); see docs/repair.md"
+            f" {GOOD} (15 of 20); see docs/repair.md#memories-lost-from-the-stores-files"
         )
         async with api.client.get("/metrics") as response:
             assert "memory_plugin_store_problems 1.0" in await response.text()
@@ -197,7 +197,7 @@ async def test_a_search_of_only_unreadable_namespaces_is_503(
         unreadable = {
             "code": "unavailable",
             "message": f"namespace {BAD} is unreadable in the embedded store; an operator can "
-            "repair or drop it (README, 'Repairing the embedded store')",
+            "repair or drop it (docs/repair.md#unreadable-namespace)",
         }
         for reply in (await api.search(BAD), await api.search(BAD, query="memory")):
             assert (reply.status, reply.body) == (503, unreadable)
@@ -226,8 +226,7 @@ async def test_counts_follow_every_kind_of_write(tmp_path: Path) -> None:
         assert await store.delete_memory(name, first.id)
         assert await store.delete_expired_memories(T0 + timedelta(hours=2)) == 1
         assert store._records.counts[epoch] == 3
-        report = await store.verify()
-        assert (report.ok, report.shortfalls) == (True, [])
+        assert await store.verify() == ()
     finally:
         await store.close()
     reopened = QdrantEdgeBackend(DIM, tmp_path)
@@ -267,7 +266,7 @@ async def test_a_truncated_id_tracker_is_reported(tmp_path: Path) -> None:
         [problem] = reopened.condition().problems
         assert problem.startswith("1 namespace(s) hold fewer memories than recorded")
         assert f"{name} (" in problem
-        assert not (await reopened.verify()).ok  # and on demand, as verify-store asks
+        assert await reopened.verify() == (problem,)  # and on demand, as verify-store asks
     finally:
         await reopened.close()
 
@@ -291,7 +290,8 @@ async def test_verify_store_checks_a_stopped_store(
     assert await asyncio.to_thread(cli.main, ["verify-store"]) == 1
     assert capsys.readouterr().out == (
         "verify-store: 1 namespace(s) hold fewer memories than recorded (lost from the"
-        f" store's files): {name} (4 of 9); see docs/repair.md\n"
+        f" store's files): {name} (4 of 9);"
+        " see docs/repair.md#memories-lost-from-the-stores-files\n"
     )
 
 

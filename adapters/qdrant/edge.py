@@ -201,7 +201,7 @@ class QdrantEdgeBackend(EdgeReads, EdgeBulkTransfer, EdgeKeywordIndex, VectorBac
         if self._shards.all_down:
             raise BackendUnavailable(
                 "the embedded memory store could not be opened at start (damaged files);"
-                " see the plugin log and docs/repair.md"
+                " see the plugin log and docs/repair.md#a-shard-does-not-open"
             )
         self._disk.refresh()
 
@@ -214,7 +214,7 @@ class QdrantEdgeBackend(EdgeReads, EdgeBulkTransfer, EdgeKeywordIndex, VectorBac
     def _unreadable(self, name: str) -> StorageDamaged:
         return StorageDamaged(
             f"namespace {name} is unreadable in the embedded store; an operator can repair"
-            " or drop it (README, 'Repairing the embedded store')",
+            " or drop it (docs/repair.md#unreadable-namespace)",
             (name,),
         )
 

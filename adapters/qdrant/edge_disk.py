@@ -4,15 +4,19 @@ Why: qdrant-edge writes through memory-mapped files (its WAL segments, vector
 chunks, payload pages) that it creates at full size but sparse. Touching a page
 that the filesystem cannot allocate is not an error the engine can return: the
 kernel sends SIGBUS and the whole process dies, every in-flight request with it
-(measured: a full tmpfs killed the plugin on the next commit).
+(measured: a full tmpfs killed the plugin on the next commit; a restart on a
+nearly full tmpfs killed it before it listened).
 
-So before every write the guard checks that the volume could still hold every
-page those files may yet touch (their holes: apparent size minus allocated
-blocks) plus `headroom_bytes` for files the engine may create next (a new WAL
-segment or vector chunk is 32 MiB). Below that, writes fail fast with
-`StorageFull` (HTTP 503), reads go on, and writes resume by themselves once
-space returns. `statvfs` costs microseconds; the holes walk (about a hundred
-files) is redone at most once per `recheck_s`.
+So the guard keeps `headroom_bytes` free at all times: before every write it
+checks that the volume has that much (plus what the write itself will copy,
+for a vacuum), far more than the pages one write claims; below that, writes
+fail fast with `StorageFull` (HTTP 503), reads go on, and writes resume by
+themselves once space returns. Opening a shard is checked harder: on tmpfs,
+mapping its files claims part of their holes at once, so opening needs room
+for every hole of that shard (apparent size minus allocated blocks) as well.
+Holes elsewhere are not counted: they take space only as writes fill them,
+and with one shard per hash bucket (edge_shards.py) they add up to far more
+than a volume needs. `statvfs` costs microseconds.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from pathlib import Path
 
 from adapters.errors import StorageFull
@@ -51,25 +54,20 @@ def free_bytes(path: Path) -> int:
 class DiskGuard:
     """Says whether a write may go ahead on the volume of `root` (thread-safe)."""
 
-    def __init__(
-        self, root: Path, headroom_bytes: int = DEFAULT_HEADROOM_BYTES, recheck_s: float = 1.0
-    ) -> None:
+    def __init__(self, root: Path, headroom_bytes: int = DEFAULT_HEADROOM_BYTES) -> None:
         self._root = root
         self._headroom = headroom_bytes
-        self._recheck_s = recheck_s
         self._lock = threading.Lock()
-        self._holes = 0
-        self._holes_at = float("-inf")
         self.problem: str | None = None  # the last verdict, for health
+
+    def check_open(self, path: Path) -> None:
+        """Raise `StorageFull` unless the volume has room to map the files under `path`."""
+        self.check(extra_bytes=sparse_bytes(path) if path.exists() else 0)
 
     def check(self, extra_bytes: int = 0) -> None:
         """Raise `StorageFull` unless the volume can take a write (and `extra_bytes` more)."""
         with self._lock:
-            now = time.monotonic()
-            if now - self._holes_at >= self._recheck_s:
-                self._holes = sparse_bytes(self._root)
-                self._holes_at = now
-            need = self._holes + self._headroom + extra_bytes
+            need = self._headroom + extra_bytes
             free = free_bytes(self._root)
             if free >= need:
                 self.problem = None

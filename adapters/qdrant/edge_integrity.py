@@ -71,13 +71,14 @@ class IntegrityReport:
             more = ", ..." if len(self.shortfalls) > 10 else ""
             found.append(
                 f"{len(self.shortfalls)} namespace(s) hold fewer memories than recorded"
-                f" (lost from the store's files): {named}{more}; see docs/repair.md"
+                f" (lost from the store's files): {named}{more};"
+                " see docs/repair.md#memories-lost-from-the-stores-files"
             )
         if self.strays:
             named = ", ".join(self.strays[:10]) + (", ..." if len(self.strays) > 10 else "")
             found.append(
                 f"memories of {len(self.strays)} namespace(s) belong to no recorded"
-                f" incarnation: {named}; see docs/repair.md"
+                f" incarnation: {named}; see docs/repair.md#memories-of-no-recorded-incarnation"
             )
         return tuple(found)
 

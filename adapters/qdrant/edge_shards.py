@@ -86,7 +86,7 @@ class ShardSet:
     def _open_one(self, index: int) -> Any | None:
         """Open (or create) shard `index` unless the volume is too full (a SIGBUS)."""
         try:
-            self._disk.check()
+            self._disk.check_open(self.paths[index])
         except StorageFull as full:
             if index not in self.waiting_for_room:
                 log.error(
@@ -148,7 +148,7 @@ class ShardSet:
         if index in self.damaged:
             raise StorageDamaged(
                 f"namespace {name} is unreadable: its part of the embedded store could not be"
-                " opened (damaged files); see docs/repair.md",
+                " opened (damaged files); see docs/repair.md#a-shard-does-not-open",
                 (name,),
             )
         if index in self.waiting_for_room:
