@@ -1,8 +1,9 @@
-"""Thousands of namespaces on the real server (embedded qdrant-edge, one shared shard).
+"""Thousands of namespaces on the real server (embedded qdrant-edge, 16 hashed shards).
 
 With a shard per namespace, throughput collapsed past 64 namespaces (commits
 123/s at 50 namespaces, 7/s at 1000, 12-26% answered 503). Every namespace is
-now a tenant partition of one shard; this shows how the server holds up.
+now a tenant partition of one of 16 shards (by a hash of its name); this shows
+how the server holds up.
 
 1. The model alone, in this process, before any server runs: load time,
    sentences/s in batches of 8 (median of 40 batches) and single-sentence
@@ -549,7 +550,7 @@ def main() -> None:
     if any(n < HOT_SET for n in counts):
         parser.error(f"every N must be at least {HOT_SET}")
 
-    print(f"namespaces.py: real server, embedded qdrant-edge, one shared shard ({machine()})")
+    print(f"namespaces.py: real server, embedded qdrant-edge, 16 hashed shards ({machine()})")
     started = time.perf_counter()
     model = measure_model(DISTINCT if args.store_namespaces else 0)
     print_model(model)

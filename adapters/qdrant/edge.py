@@ -173,6 +173,9 @@ class QdrantEdgeBackend(EdgeReads, EdgeBulkTransfer, EdgeKeywordIndex, VectorBac
 
     async def maintain(self) -> None:
         for epoch, name in list(self._records.purges.items()):
+            index = self._shards.index_of(name)
+            if index in self._shards.damaged or index in self._shards.waiting_for_room:
+                continue  # purged once its shard serves again; the rest goes on
             await self._calls.worker(self._purge, name, epoch)
         await self._calls.worker(self._tidy)
         if time.monotonic() - self._verified_at >= VERIFY_EVERY_S:
