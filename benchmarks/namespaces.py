@@ -134,18 +134,20 @@ def slow_p99(phases: Sequence[Phase]) -> str:
 
 
 def server_rss(server: ServerProcess) -> str:
-    """VmRSS and VmHWM (peak) of the server process."""
+    """VmRSS and VmHWM (peak) of the server process, and how much of VmRSS is anonymous
+    memory (the rest is pages of the store's mapped files: page cache, reclaimable)."""
     if server.proc is None:
         return "n/a"
     found: dict[str, float] = {}
     try:
         for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            if key in ("VmRSS", "VmHWM", "RssAnon"):
                 found[key] = int(value.split()[0]) / 1024
     except OSError:
         return "n/a (process gone)"
-    return f"{found.get('VmRSS', 0):,.0f} MiB (peak {found.get('VmHWM', 0):,.0f} MiB)"
+    rss, peak, anon = (found.get(k, 0) for k in ("VmRSS", "VmHWM", "RssAnon"))
+    return f"{rss:,.0f} MiB (peak {peak:,.0f} MiB; anonymous {anon:,.0f} MiB)"
 
 
 class LoopLag:
