@@ -1,0 +1,133 @@
+"""Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep.
+
+A mixin of `QdrantEdgeBackend` (edge.py), apart so that each reads as one
+concern. Every write counts: a memory new to its namespace's incarnation is
+counted after the engine has it, one deleted is uncounted before the engine
+deletes it (edge_records.py), so the integrity check (edge_integrity.py) can
+tell a crash's harmless drift from a loss. Upserts from concurrent callers are
+batched into one engine call per shard (edge_batch.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import qdrant_edge as qe
+
+from adapters.base import MemoryRecord, SparseVector
+from adapters.errors import NamespaceGone
+from adapters.qdrant import filters
+from adapters.qdrant.edge_integrity import count_changes
+from adapters.qdrant.edge_shard import EDGE, point_vectors
+from adapters.qdrant.layout import FIELD_EPOCH, memory_to_payload, point_id
+
+if TYPE_CHECKING:
+    from adapters.qdrant.edge_batch import CallBatcher
+    from adapters.qdrant.edge_calls import EngineCalls
+    from adapters.qdrant.edge_disk import DiskGuard
+    from adapters.qdrant.edge_records import LiveNamespace, RecordStore
+    from adapters.qdrant.edge_shards import ShardSet
+
+# One memory on its way into a shard: its vectors and its namespace's epoch.
+PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, str]
+
+
+class EdgeWrites:
+    """`upsert_memory`, `delete_memory`, `delete_expired_memories` and the counted upsert."""
+
+    if TYPE_CHECKING:  # provided by QdrantEdgeBackend
+        _records: RecordStore
+        _calls: EngineCalls
+        _shards: ShardSet
+        _disk: DiskGuard
+        _upserts: CallBatcher[PendingUpsert, None]
+
+        def _purge(self, name: str, epoch: str) -> None: ...
+        def _retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None: ...
+        def _update(self, shard: Any, operation: Any) -> None: ...
+
+    async def upsert_memory(
+        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+    ) -> None:
+        live = self._records.live.get(memory.namespace)
+        if live is None:
+            raise NamespaceGone(f"namespace {memory.namespace} not found")
+        await self._upserts.submit((memory, vector, keywords, live.epoch))
+        current = self._records.live.get(memory.namespace)
+        if current is None or current.epoch != live.epoch:
+            # The namespace was deleted (maybe re-created) while we wrote, and its purge
+            # may already have run: the write belongs to a dead incarnation. Purge again
+            # rather than leave an orphan no read can see.
+            await self._calls.worker(self._purge, memory.namespace, live.epoch)
+            raise NamespaceGone(f"namespace {memory.namespace} was deleted during the write")
+
+    async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
+        await self._calls.here(self._upsert_points, items)
+        return [None] * len(items)
+
+    def _upsert_points(self, items: list[PendingUpsert]) -> None:
+        points = [
+            (
+                qe.Point(
+                    point_id(memory.namespace, memory.id),
+                    point_vectors(vector, keywords),
+                    memory_to_payload(memory, epoch),
+                ),
+                memory.namespace,
+                epoch,
+            )
+            for memory, vector, keywords, epoch in items
+        ]
+        self._counted_upsert(points)
+
+    def _counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
+        """Upsert (one call per shard), then count the memories new to their incarnation:
+        a count goes up only once the engine has them (edge_records.py)."""
+        by_shard: dict[int, list[tuple[Any, str, str]]] = {}
+        for item in points:
+            by_shard.setdefault(self._shards.index_of(item[1]), []).append(item)
+        for items in by_shard.values():
+            shard = self._shards.of(items[0][1])
+            ids = list(dict.fromkeys(str(point.id) for point, _, _ in items))
+            held = {
+                str(found.id): found.payload.get(FIELD_EPOCH)
+                for found in shard.retrieve(ids, with_payload=True, with_vector=False)
+            }
+            new = {str(p.id): epoch for p, _, epoch in items if held.get(str(p.id)) != epoch}
+            self._update(shard, qe.UpdateOperation.upsert_points([p for p, _, _ in items]))
+            self._records.count(count_changes(new.values()))
+
+    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
+        live = self._records.live.get(namespace)
+        if live is None:
+            return False
+
+        def delete() -> bool:
+            point = self._retrieve(live, memory_id)
+            if point is None:
+                return False
+            self._disk.check()
+            self._records.count({live.epoch: -1})  # before the engine: edge_records.py
+            self._update(self._shards.of(namespace), qe.UpdateOperation.delete_points([point.id]))
+            return True
+
+        return await self._calls.here(delete)
+
+    async def delete_expired_memories(self, now: datetime) -> int:
+        expired = filters.expired(EDGE, now)
+        facet = qe.FacetRequest(FIELD_EPOCH, limit=1_000_000_000, exact=True, filter=expired)
+
+        def sweep() -> int:
+            deleted = 0
+            for shard in self._shards.open_shards():
+                counts = {str(hit.value): int(hit.count) for hit in shard.facet(facet).hits}
+                if counts:
+                    self._disk.check()
+                    self._records.count({epoch: -n for epoch, n in counts.items()})
+                    self._update(shard, qe.UpdateOperation.delete_points_by_filter(expired))
+                    deleted += sum(counts.values())
+            return deleted
+
+        return await self._calls.worker(sweep)
