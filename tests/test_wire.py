@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from plugin.wire import MemoryWrite, SearchRequest, canonical_uuid, check_namespace_name
+from plugin.http.wire import MemoryWrite, SearchRequest, canonical_uuid, check_namespace_name
 
 BASE = '{"content":"c","kind":"fact","source":"agent"'
 

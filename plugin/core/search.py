@@ -1,6 +1,6 @@
 """Searches: one backend read over every live namespace asked for, ranked as configured.
 
-A mixin of `MemoryService` (plugin/service.py), apart so that each reads as one
+A mixin of `MemoryService` (plugin/core/service.py), apart so that each reads as one
 concern; it uses the service's backend, keyword encoder, embedder and clock.
 - With a query, the search computes what `search_mode` ranks by: the query's
   embedding, its keyword vector, or both (docs/backends.md, "Hybrid search"); a
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored
-from plugin.wire import SearchRequest
+from plugin.http.wire import SearchRequest
 
 if TYPE_CHECKING:
     from adapters.base import VectorBackend
-    from plugin.keywords import KeywordEncoder
+    from plugin.embedding.keywords import KeywordEncoder
 
 log = logging.getLogger(__name__)
 

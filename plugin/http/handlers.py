@@ -13,11 +13,10 @@ from pydantic import BaseModel, ValidationError
 
 from adapters.errors import BackendError
 from plugin import CAPABILITIES, CONTRACT_VERSION
-from plugin.errors import bad_request, from_validation
-from plugin.keys import METRICS, SERVICE
-from plugin.metrics import CONTENT_TYPE
-from plugin.middleware import MEMORY_ID_KEY, NAMESPACE_KEY, SEARCHED_KEY
-from plugin.wire import (
+from plugin.http.envelope import bad_request, from_validation
+from plugin.http.keys import METRICS, SERVICE
+from plugin.http.middleware import MEMORY_ID_KEY, NAMESPACE_KEY, SEARCHED_KEY
+from plugin.http.wire import (
     ForgetRequest,
     MemoryWrite,
     NamespacePatch,
@@ -28,6 +27,7 @@ from plugin.wire import (
     memory_body,
     namespace_body,
 )
+from plugin.observability.metrics import CONTENT_TYPE
 
 M = TypeVar("M", bound=BaseModel)
 routes = web.RouteTableDef()
