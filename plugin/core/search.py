@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored
-from plugin.http.wire import SearchRequest
+from plugin.core.fields import SearchFields
 
 if TYPE_CHECKING:
     from adapters.base import VectorBackend
@@ -51,7 +51,7 @@ class MemorySearch:
         def _deadline(self) -> AbstractAsyncContextManager[None]: ...
         def _embed(self, text: str) -> Awaitable[list[float]]: ...
 
-    async def search(self, request: SearchRequest) -> list[Hit]:
+    async def search(self, request: SearchFields) -> list[Hit]:
         """One backend read over every live namespace asked for; pinned first, `limit` in all."""
         limit = request.effective_limit
         kinds = frozenset(request.kinds) if request.kinds else None

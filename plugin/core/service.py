@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Set as AbstractSet
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -48,11 +49,11 @@ from adapters.base import (
 )
 from adapters.errors import BackendUnavailable, StorageDamaged
 from plugin.core.errors import InvalidRequest, NotFound
+from plugin.core.fields import MemoryFields, NamespaceChanges, NamespaceFields
 from plugin.core.keyed_lock import KeyedLock
 from plugin.core.search import MemorySearch
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.keywords import KeywordEncoder
-from plugin.http.wire import MemoryWrite, NamespacePatch, NamespaceUpsert
 
 Clock = Callable[[], datetime]
 
@@ -143,7 +144,7 @@ class MemoryService(MemorySearch):
             return None
         return record
 
-    async def upsert_namespace(self, name: str, body: NamespaceUpsert) -> NamespaceRecord:
+    async def upsert_namespace(self, name: str, body: NamespaceFields) -> NamespaceRecord:
         async with self._deadline(), self._namespace_writes.hold(name):
             existing = await self.backend.get_namespace(name)
             now = self.clock()
@@ -162,7 +163,7 @@ class MemoryService(MemorySearch):
             return record
 
     async def patch_namespace(
-        self, name: str, body: NamespacePatch, fields: set[str]
+        self, name: str, body: NamespaceChanges, fields: AbstractSet[str]
     ) -> NamespaceRecord:
         changes = {key: getattr(body, key) for key in ("expires_at", "metadata") if key in fields}
         if not changes:
@@ -196,7 +197,7 @@ class MemoryService(MemorySearch):
 
     # -- memories --------------------------------------------------------------------
 
-    async def commit(self, namespace: str, body: MemoryWrite) -> MemoryRecord:
+    async def commit(self, namespace: str, body: MemoryFields) -> MemoryRecord:
         async with self._deadline():
             if await self._live_namespace(namespace) is None:
                 raise NotFound(f"namespace {namespace} not found")
