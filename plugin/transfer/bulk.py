@@ -33,9 +33,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from adapters.base import MemoryRecord, NamespaceRecord, StoredMemory, VectorBackend
+from plugin.core.names import canonical_uuid, check_namespace_name
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.keywords import KeywordEncoder
-from plugin.http.wire import canonical_uuid, check_namespace_name
 from plugin.transfer import jsonl
 
 # Texts in, vectors out (the model on a worker thread); None when vectors are reused.
