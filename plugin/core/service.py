@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from collections.abc import Set as AbstractSet
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -163,7 +162,7 @@ class MemoryService(MemorySearch):
             return record
 
     async def patch_namespace(
-        self, name: str, body: NamespaceChanges, fields: AbstractSet[str]
+        self, name: str, body: NamespaceChanges, fields: set[str]
     ) -> NamespaceRecord:
         changes = {key: getattr(body, key) for key in ("expires_at", "metadata") if key in fields}
         if not changes:
