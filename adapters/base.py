@@ -269,7 +269,7 @@ class VectorBackend(abc.ABC):
         """`get_memory` with the dense vector stored for it (read with it, in one lookup).
 
         Why: a commit whose content is already stored as is reuses that vector instead of
-        asking the model again (plugin/service.py). Default: the memory with an empty
+        asking the model again (plugin/core/service.py). Default: the memory with an empty
         vector, which stands for nothing (the service then embeds as usual).
         """
         memory = await self.get_memory(namespace, memory_id)
@@ -328,7 +328,7 @@ class VectorBackend(abc.ABC):
 
         Why: the embedding fingerprint (model and runtime) is recorded with the store,
         so that vectors of another vector space are never mixed in silently
-        (plugin/fingerprint.py). Keys and values are short strings.
+        (plugin/core/fingerprint.py). Keys and values are short strings.
         """
         raise NotImplementedError(f"the {self.name} backend keeps no store metadata")
 
@@ -371,7 +371,7 @@ class VectorBackend(abc.ABC):
             await self.upsert_memory(memory, vector, memory_keywords)
         return len(memories)
 
-    # -- the keyword index (plugin/keyword_index.py) --------------------------------
+    # -- the keyword index (plugin/embedding/keyword_index.py) --------------------------------
 
     async def prepare_keywords(self, *, reset: bool = False) -> None:
         """Make every memory able to hold a keyword vector, in place; idempotent.

@@ -33,12 +33,12 @@ use_repo_root()
 
 from adapters.base import MemoryRecord, NamespaceRecord  # noqa: E402
 from adapters.qdrant.edge import QdrantEdgeBackend  # noqa: E402
-from plugin.embedder import BatchingEmbedder  # noqa: E402
-from plugin.encoders import load_encoder  # noqa: E402
-from plugin.keywords import KeywordEncoder  # noqa: E402
-from plugin.service import MemoryService  # noqa: E402
+from plugin.core.service import MemoryService  # noqa: E402
+from plugin.embedding.embedder import BatchingEmbedder  # noqa: E402
+from plugin.embedding.encoders import load_encoder  # noqa: E402
+from plugin.embedding.keywords import KeywordEncoder  # noqa: E402
+from plugin.http.wire import MemoryWrite  # noqa: E402
 from plugin.settings import Settings  # noqa: E402
-from plugin.wire import MemoryWrite  # noqa: E402
 
 NAMESPACE = "workspace:steps"
 PRELOAD = 10_000

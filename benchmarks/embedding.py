@@ -86,7 +86,7 @@ def rss_mib() -> float:
 
 def worker(backend: str, onnx_dir: str, out: str) -> None:
     """Child: load `backend`, time it, embed the corpus, write figures and vectors."""
-    from plugin.encoders import load_encoder
+    from plugin.embedding.encoders import load_encoder
     from plugin.settings import Settings
 
     settings = Settings.model_validate(
@@ -189,8 +189,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-embedding-") as name:
         tmp = Path(name)
         onnx_dir = str(tmp / "onnx")
-        from plugin.encoders import resolve_model_dir
-        from plugin.onnx_model import export_onnx
+        from plugin.embedding.encoders import resolve_model_dir
+        from plugin.embedding.onnx_model import export_onnx
 
         begun = time.perf_counter()
         export_onnx(resolve_model_dir(None), Path(onnx_dir))

@@ -5,7 +5,7 @@
 
 Offline, no server: every memory and question of the file is embedded by the
 plugin's own encoder (in-process), every memory gets its BM25 keyword vector
-(plugin/keywords.py) and the inverse document frequency is counted over the
+(plugin/embedding/keywords.py) and the inverse document frequency is counted over the
 whole store as the shared layout sees it (all conversations, both memory modes;
 Qdrant's formula). Then every memory is scored for every question and each
 ranking applied, so fusions compare on exactly the same scores:
@@ -35,8 +35,8 @@ from common import machine, use_repo_root
 from retrieval import DEFAULT_DATA
 
 use_repo_root()
-from plugin.encoders import load_encoder  # noqa: E402
-from plugin.keywords import KeywordEncoder  # noqa: E402
+from plugin.embedding.encoders import load_encoder  # noqa: E402
+from plugin.embedding.keywords import KeywordEncoder  # noqa: E402
 from plugin.settings import Settings  # noqa: E402
 
 Scores = np.ndarray

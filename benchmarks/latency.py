@@ -15,7 +15,7 @@ idle): a sequential commit with an explicit id (what `memory-backfill -apply`
 sends) against that session's single-text time plus 3 ms (medians), and commits
 with ids from 8 closed-loop callers against that session's throughput in batches
 of 8 (target: 1.15x or more: the server runs a pool of sessions, one per core,
-plugin/onnx_model.py). The pool's own rate with 8 texts in flight is printed too.
+plugin/embedding/onnx_model.py). The pool's own rate with 8 texts in flight is printed too.
 
 The closed loop runs in WINDOWS short windows, each load figure between two
 measurements of the model, and is compared with their mean: this shared machine's
@@ -199,7 +199,7 @@ async def measure(server: ServerProcess) -> None:
 def load_model(backend: str, onnx_dir: str, sessions: int | None = 1) -> Any:
     """The model in this process: one session (the floor every ratio is taken against), or
     with `sessions=None` the pool the server runs (one session per usable core)."""
-    from plugin.encoders import load_encoder
+    from plugin.embedding.encoders import load_encoder
     from plugin.settings import Settings
 
     encoder = load_encoder(
@@ -385,8 +385,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-onnx-") as onnx_dir:
         if args.backend != "torch":  # exported beforehand, as the image does at build time
-            from plugin.encoders import resolve_model_dir
-            from plugin.onnx_model import export_onnx
+            from plugin.embedding.encoders import resolve_model_dir
+            from plugin.embedding.onnx_model import export_onnx
 
             export_onnx(resolve_model_dir(None), Path(onnx_dir))
         env = {

@@ -68,8 +68,9 @@ class InstantEncoder:
 def serve() -> None:
     """The child: `memory-plugin-vector serve`, with the instant encoder handed in."""
     use_repo_root()
-    from plugin import cli, logs
-    from plugin.app import create_app
+    from plugin import cli
+    from plugin.http.app import create_app
+    from plugin.observability import logs
     from plugin.settings import Settings
 
     settings = Settings.from_env(os.environ)

@@ -26,9 +26,9 @@ from retrieval import DEFAULT_DATA
 use_repo_root()
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery  # noqa: E402
 from adapters.pinecone import PineconeBackend  # noqa: E402
-from plugin.encoders import load_encoder  # noqa: E402
-from plugin.keywords import KeywordEncoder  # noqa: E402
-from plugin.service import utc_now  # noqa: E402
+from plugin.core.service import utc_now  # noqa: E402
+from plugin.embedding.encoders import load_encoder  # noqa: E402
+from plugin.embedding.keywords import KeywordEncoder  # noqa: E402
 from plugin.settings import Settings  # noqa: E402
 from tests.pinecone_fake import FakePinecone  # noqa: E402
 

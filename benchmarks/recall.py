@@ -27,7 +27,7 @@ from common import machine, percentile
 from sentences import queries, sentences
 
 from adapters.qdrant.edge import edge_config
-from plugin.encoders import SentenceTransformerEncoder
+from plugin.embedding.encoders import SentenceTransformerEncoder
 
 CORPUS = 10_000
 QUERIES = 200

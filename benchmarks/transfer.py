@@ -30,11 +30,12 @@ from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
-from plugin import jsonl, postgres_import, transfer_cli
-from plugin.encoders import SentenceTransformerEncoder
-from plugin.keywords import KeywordEncoder
+from plugin.commands import export_import, import_postgres
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
-from plugin.transfer import StoreWriter, import_lines, stream_export
+from plugin.transfer import jsonl
+from plugin.transfer.bulk import StoreWriter, import_lines, stream_export
 
 NAMESPACES = 500
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -70,7 +71,7 @@ async def timed(step: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
 
 async def build_source(root: Path, encoder: SentenceTransformerEncoder, count: int) -> None:
     records, memories = corpus(count)
-    embed = transfer_cli.embedder(encoder)
+    embed = export_import.embedder(encoder)
     vectors, seconds = await timed(lambda: embed([m.content for m in memories]))
     report("model alone (batches of 128, no store)", count, seconds, "encoder.encode")
     store = QdrantEdgeBackend(encoder.dimension, root / "source")
@@ -114,7 +115,7 @@ async def import_from(
     writer = StoreWriter(
         store,
         datetime.now(UTC),
-        None if reuse else transfer_cli.embedder(encoder),
+        None if reuse else export_import.embedder(encoder),
         KeywordEncoder(),
     )
 
@@ -129,13 +130,13 @@ async def import_from(
     report(what, count, seconds, f"import --in {path.name}")
 
 
-def import_postgres(root: Path, encoder: SentenceTransformerEncoder, count: int) -> None:
+def measure_import_postgres(root: Path, encoder: SentenceTransformerEncoder, count: int) -> None:
     import psycopg
 
     from tests.postgres_server import fresh_database, running_server
 
     records, memories = corpus(count)
-    transfer_cli.load_encoder = lambda _: encoder  # type: ignore[assignment] # loaded already
+    export_import.load_encoder = lambda _: encoder  # type: ignore[assignment] # loaded already
     with running_server() as admin:
         dsn = fresh_database(admin, "bench")
         with psycopg.connect(dsn) as conn, conn.cursor() as cursor:
@@ -155,7 +156,7 @@ def import_postgres(root: Path, encoder: SentenceTransformerEncoder, count: int)
             lines: list[str] = []
             started = time.perf_counter()
             status = asyncio.run(
-                postgres_import.run(settings, dsn, sample=200, batch=256, seed=1, echo=lines.append)
+                import_postgres.run(settings, dsn, sample=200, batch=256, seed=1, echo=lines.append)
             )
             seconds = time.perf_counter() - started
             assert status == 0, lines
@@ -176,7 +177,7 @@ def main() -> None:
         asyncio.run(export_to(root, encoder, "backup.jsonl", count))
         asyncio.run(import_from(gz, root / "same", encoder, True, count))
         asyncio.run(import_from(gz, root / "reembedded", encoder, False, count))
-        import_postgres(root, encoder, count)
+        measure_import_postgres(root, encoder, count)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ exits 1. SIGTERM or SIGINT stops it cleanly: the listener closes, in-flight
 requests finish (up to `SHUTDOWN_GRACE_S`), the store is flushed and closed,
 "stopped" is logged and the exit status is 0.
 
-check: see `plugin/check.py`; exit 0 only when every step passed.
+check: see `plugin/commands/check.py`; exit 0 only when every step passed.
 
-migrate-layout: see `plugin/migrate_layout.py`; a Qdrant server from one
+migrate-layout: see `plugin/commands/migrate_layout.py`; a Qdrant server from one
 collection per namespace to the shared layout.
 """
 
@@ -38,7 +38,7 @@ log = logging.getLogger("memory_plugin")
 
 async def _run(app: web.Application, host: str, port: int) -> None:
     """Serve `app` until SIGTERM or SIGINT, then shut down in order."""
-    from plugin.connections import make_runner
+    from plugin.http.connections import make_runner
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -69,8 +69,8 @@ async def _run(app: web.Application, host: str, port: int) -> None:
 
 
 def _serve(settings: Settings) -> int:
-    from plugin import logs
-    from plugin.app import create_app
+    from plugin.http.app import create_app
+    from plugin.observability import logs
 
     logs.configure(settings.log_level)
     host, port = settings.listen
@@ -94,7 +94,7 @@ def _serve(settings: Settings) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from plugin.check import DEFAULT_CAPABILITIES, CheckOptions, run_check
+    from plugin.commands.check import DEFAULT_CAPABILITIES, CheckOptions, run_check
 
     required = DEFAULT_CAPABILITIES
     if args.require_capability is not None:
@@ -151,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _transfer_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """export, import, import-postgres: see plugin/transfer.py and docs/export-format.md."""
+    """export, import, import-postgres: see plugin/transfer/bulk.py and docs/export-format.md."""
     export = commands.add_parser(
         "export",
         help="write every namespace and live memory, with its vector, as JSON Lines "
@@ -194,7 +194,7 @@ def _transfer_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def _transfer(args: argparse.Namespace) -> int:
     """Run export, import or import-postgres; one line on stderr and 1 on failure."""
-    from plugin import postgres_import, transfer_cli
+    from plugin.commands import export_import, import_postgres
 
     try:
         settings = Settings.from_env(os.environ)
@@ -203,13 +203,13 @@ def _transfer(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.command == "export":
-            return transfer_cli.run_export(settings, args.out, args.from_url, print)
+            return export_import.run_export(settings, args.out, args.from_url, print)
         if args.command == "import":
-            return transfer_cli.run_import(settings, args.in_path, print)
+            return export_import.run_import(settings, args.in_path, print)
         if args.dry_run:
-            return asyncio.run(postgres_import.dry_run(args.dsn, print))
+            return asyncio.run(import_postgres.dry_run(args.dsn, print))
         return asyncio.run(
-            postgres_import.run(
+            import_postgres.run(
                 settings,
                 args.dsn,
                 sample=args.verify_sample,
@@ -224,7 +224,7 @@ def _transfer(args: argparse.Namespace) -> int:
 
 
 def _migrate_layout(args: argparse.Namespace) -> int:
-    from plugin.migrate_layout import migrate_from_settings
+    from plugin.commands.migrate_layout import migrate_from_settings
 
     try:
         settings = Settings.from_env(os.environ)
@@ -235,8 +235,8 @@ def _migrate_layout(args: argparse.Namespace) -> int:
 
 
 def _verify_store(args: argparse.Namespace) -> int:
-    from plugin.transfer_cli import model_dimension
-    from plugin.verify_store import verify_offline, verify_url
+    from plugin.commands.export_import import model_dimension
+    from plugin.commands.verify_store import verify_offline, verify_url
 
     if args.url is not None:
         return verify_url(args.url, args.timeout, print)

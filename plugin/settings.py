@@ -77,7 +77,8 @@ class Settings(BaseModel):
         "onnx", alias="MEMORY_PLUGIN_EMBEDDING_BACKEND"
     )
     onnx_dir: Path | None = Field(None, alias="MEMORY_PLUGIN_ONNX_DIR")
-    # ONNX Runtime sessions side by side (plugin/onnx_model.py); unset: one per usable core.
+    # ONNX Runtime sessions side by side (plugin/embedding/onnx_model.py); unset: one per
+    # usable core.
     embedding_sessions: int | None = Field(
         None, ge=1, le=64, alias="MEMORY_PLUGIN_EMBEDDING_SESSIONS"
     )
@@ -86,7 +87,7 @@ class Settings(BaseModel):
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
     max_body_bytes: int = Field(MIB, ge=1024, alias="MEMORY_PLUGIN_MAX_BODY_BYTES")
     backend_timeout_s: float = Field(1.5, gt=0, le=10, alias="MEMORY_PLUGIN_BACKEND_TIMEOUT")
-    # plugin/connections.py: how long a client may take to send a request's head, its body,
+    # plugin/http/connections.py: how long a client may take to send a request's head, its body,
     # or nothing at all between requests on a kept-alive connection; and how many
     # connections may be open at once (beyond it a new one is closed unanswered).
     header_timeout_s: float = Field(5.0, gt=0, le=300, alias="MEMORY_PLUGIN_HEADER_TIMEOUT")

@@ -138,7 +138,7 @@ class BackendSuite:
     async def test_a_memory_is_read_back_with_its_stored_vector(
         self, backend: VectorBackend, ns: str
     ) -> None:
-        """What lets a commit of unchanged content skip the model (plugin/service.py)."""
+        """What lets a commit of unchanged content skip the model (plugin/core/service.py)."""
         written = memory(ns, content="stored with its vector")
         await backend.upsert_memory(written, unit(1, 0.5, -0.25))
         found = await backend.get_stored_memory(ns, written.id)

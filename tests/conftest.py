@@ -19,8 +19,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import VectorBackend
 from adapters.pinecone import PineconeBackend
-from plugin.app import create_app
-from plugin.encoders import SentenceTransformerEncoder
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from plugin.http.app import create_app
 from plugin.settings import Settings
 from tests.contract import assert_conforms
 from tests.pinecone_fake import FakePinecone

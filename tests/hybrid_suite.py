@@ -21,7 +21,7 @@ from adapters.base import (
     VectorBackend,
 )
 from adapters.qdrant.ranking import KEYWORD_WEIGHT
-from plugin.keywords import KeywordEncoder
+from plugin.embedding.keywords import KeywordEncoder
 from tests.backend_suite import T0, cosine, everything, memory, unit
 
 KEYWORDS = KeywordEncoder()
@@ -172,8 +172,8 @@ class HybridSuite:
 
 
 class KeywordIndexSuite:
-    """The adapter side of plugin/keyword_index.py: find memories without a keyword vector,
-    give them one, and never overwrite the vector of a memory rewritten meanwhile."""
+    """The adapter side of plugin/embedding/keyword_index.py: find memories without a keyword
+    vector, give them one, and never overwrite the vector of a memory rewritten meanwhile."""
 
     async def unindexed(self, backend: VectorBackend, page: int = 3) -> list[tuple[str, str]]:
         found, cursor = await backend.unindexed_memories(None, page)

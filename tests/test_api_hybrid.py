@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from adapters.base import SearchMode
 from adapters.errors import BackendMisconfigured
 from adapters.pinecone import PineconeBackend
-from plugin.keys import SERVICE
+from plugin.http.keys import SERVICE
 from tests.conftest import AppFactory, ContractClient, FakeClock
 from tests.pinecone_fake import FakePinecone
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from plugin.keys import EMBEDDER
+from plugin.http.keys import EMBEDDER
 from tests.conftest import ContractClient
 
 pytestmark = pytest.mark.every_backend

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from adapters.base import MemoryFilter, SearchMode
-from plugin.keys import SERVICE
+from plugin.http.keys import SERVICE
 from tests.conftest import ContractClient
 
 pytestmark = pytest.mark.every_backend

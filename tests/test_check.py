@@ -22,7 +22,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from plugin.check import CheckOptions, run_check
+from plugin.commands.check import CheckOptions, run_check
 from tests.conftest import ContractClient
 from tests.server_process import REPO_ROOT, clean_env, free_port
 

@@ -249,7 +249,7 @@ def ignored(path: str) -> bool:
         "benchmarks/latency.py",
         "plugin/__pycache__/app.cpython-311.pyc",
         "adapters/__pycache__/base.cpython-311.pyc",
-        ".mypy_cache/3.11/plugin/app.data.json",
+        ".mypy_cache/3.11/plugin/http/app.data.json",
         ".pytest_cache/v/cache/lastfailed",
         "memory_plugin_vector.egg-info/PKG-INFO",
         "Dockerfile",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from plugin.wire import MemoryWrite, NamespaceUpsert, SearchRequest
+from plugin.http.wire import MemoryWrite, NamespaceUpsert, SearchRequest
 from tests.contract import TESTDATA, component, validate
 
 

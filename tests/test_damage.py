@@ -21,7 +21,7 @@ from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.edge_shards import SHARD_COUNT, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
-from plugin.encoders import SentenceTransformerEncoder
+from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.conftest import AppFactory, ContractClient, FakeClock
 

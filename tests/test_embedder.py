@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from plugin.embedder import BatchingEmbedder
-from plugin.encoders import SentenceTransformerEncoder
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.encoders import SentenceTransformerEncoder
 
 
 def dot(a: list[float], b: list[float]) -> float:

@@ -10,14 +10,14 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
-from plugin.encoders import SentenceTransformerEncoder
-from plugin.fingerprint import (
+from plugin.core.fingerprint import (
     LEGACY_FINGERPRINT,
     META_KEY,
     FingerprintMismatch,
     check_store,
     same_vector_space,
 )
+from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.conftest import AppFactory
 from tests.server_process import free_port
 from tests.test_cli import PROG, one_line, run_cli

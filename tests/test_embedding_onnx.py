@@ -1,6 +1,6 @@
 """The ONNX backends against sentence-transformers (torch) itself, with the real model.
 
-Why these hold: the fingerprint rule (plugin/fingerprint.py) treats torch and onnx
+Why these hold: the fingerprint rule (plugin/core/fingerprint.py) treats torch and onnx
 as one vector space and onnx-int8 as another. These tests are what that rests on:
 fp32 ONNX must give torch's vectors, int8 must be close but not the same.
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin.embedder import BatchingEmbedder
-from plugin.encoders import (
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.encoders import (
     Encoder,
     SentenceTransformerEncoder,
     configured_fingerprint,
@@ -28,7 +28,7 @@ from plugin.encoders import (
     onnx_dir,
     resolve_model_dir,
 )
-from plugin.onnx_model import ONNX_FILES, SOURCE_FILE, check_export
+from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, check_export
 from plugin.settings import Settings, SettingsError
 from tests.server_process import REPO_ROOT, clean_env
 
@@ -143,8 +143,9 @@ def test_onnx_files_live_beside_the_model_unless_configured(tmp_path: Path) -> N
 def test_the_onnx_backend_loads_without_torch(onnx_encoder: Encoder, tmp_path: Path) -> None:
     """Why its cold start is short: no torch, no sentence-transformers import."""
     script = (
-        "import sys; from plugin.encoders import load_encoder; from plugin.settings import "
-        f"Settings; e = load_encoder(Settings(data_dir={str(tmp_path)!r})); "
+        "import sys; from plugin.embedding.encoders import load_encoder; "
+        "from plugin.settings import Settings; "
+        f"e = load_encoder(Settings(data_dir={str(tmp_path)!r})); "
         "assert len(e.encode(['hi'])[0]) == 384; "
         "print(sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules))"
     )

@@ -19,9 +19,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from plugin.embedder import MAX_EMBEDDED_CHARS
-from plugin.encoders import SentenceTransformerEncoder
-from plugin.keys import EMBEDDER, SERVICE
+from plugin.embedding.embedder import MAX_EMBEDDED_CHARS
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from plugin.http.keys import EMBEDDER, SERVICE
 from tests.conftest import AppFactory, ContractClient
 
 pytestmark = pytest.mark.every_backend

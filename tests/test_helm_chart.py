@@ -212,7 +212,7 @@ def test_recommended_labels_everywhere(scenario: str) -> None:
 
 
 def plugin_get_routes() -> set[str]:
-    from plugin.handlers import routes
+    from plugin.http.handlers import routes
 
     return {r.path for r in routes if isinstance(r, web.RouteDef) and r.method == "GET"}
 

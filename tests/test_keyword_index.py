@@ -1,4 +1,4 @@
-"""The keyword index across versions and crashes (plugin/keyword_index.py).
+"""The keyword index across versions and crashes (plugin/embedding/keyword_index.py).
 
 A store written by the previous version (no keyword vectors, no record of an
 encoder) is upgraded in place: its memories get keyword vectors from their
@@ -29,11 +29,11 @@ from adapters.qdrant.edge_records import RecordStore
 from adapters.qdrant.edge_shard import edge_config
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
-from plugin import keyword_index
-from plugin.encoders import SentenceTransformerEncoder
-from plugin.fingerprint import META_KEY
-from plugin.keyword_index import BUILDING, COMPLETE, META_ENCODER, META_STATE
-from plugin.keywords import KeywordEncoder
+from plugin.core.fingerprint import META_KEY
+from plugin.embedding import keyword_index
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from plugin.embedding.keyword_index import BUILDING, COMPLETE, META_ENCODER, META_STATE
+from plugin.embedding.keywords import KeywordEncoder
 from tests.backend_suite import DIM, T0, everything, memory, unit
 from tests.pinecone_fake import FakePinecone
 from tests.server_process import ServerProcess
@@ -142,8 +142,8 @@ _KILLED_MID_FILL = """
 import asyncio, os, signal, sys
 sys.path.insert(0, {root!r})
 from adapters.qdrant.edge import QdrantEdgeBackend
-from plugin import keyword_index
-from plugin.keywords import KeywordEncoder
+from plugin.embedding import keyword_index
+from plugin.embedding.keywords import KeywordEncoder
 from tests.backend_suite import DIM
 
 pages = []

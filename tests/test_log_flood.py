@@ -2,7 +2,7 @@
 
 With file descriptors exhausted, asyncio's accept loop reported `EMFILE` for every
 pending connection on every turn of the loop, each with a traceback.
-`plugin/log_throttle.py` lets a few lines of a kind through per second and reports
+`plugin/observability/log_throttle.py` lets a few lines of a kind through per second and reports
 how many it left out.
 """
 
@@ -23,7 +23,7 @@ from tests.server_process import HOST
 
 CONNECTIONS = 1000
 SERVER_OPEN_FILES = 256
-BURST = 3  # lines of a kind per second (plugin/log_throttle.py)
+BURST = 3  # lines of a kind per second (plugin/observability/log_throttle.py)
 
 
 def test_descriptors_running_out_log_a_few_lines_and_a_count(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_descriptors_running_out_log_a_few_lines_and_a_count(tmp_path: Path) -> 
 def test_the_throttle_passes_a_few_per_kind_and_counts_the_rest(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from plugin.log_throttle import LogThrottle  # here: the module is new in issue 21
+    from plugin.observability.log_throttle import LogThrottle  # here: the module is new in issue 21
 
     now = [100.0]
     throttle = LogThrottle(burst=BURST, window_s=1.0, clock=lambda: now[0])

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from plugin.logs import JsonFormatter
+from plugin.observability.logs import JsonFormatter
 from tests.conftest import ContractClient
 
 NS = "workspace:logs"

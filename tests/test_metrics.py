@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import VectorBackend
 from adapters.qdrant.server import QdrantServerBackend
-from plugin.instrumented import InstrumentedBackend
-from plugin.keys import EMBEDDER
+from plugin.http.keys import EMBEDDER
+from plugin.observability.instrumented import InstrumentedBackend
 from tests.conftest import AppFactory, ContractClient, FakeClock
 from tests.server_process import free_port
 

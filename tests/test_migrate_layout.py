@@ -13,7 +13,7 @@ from adapters.qdrant.server import QdrantServerBackend
 from adapters.qdrant.server_calls import QdrantConnection
 from adapters.qdrant.server_collections import QdrantCollectionsBackend
 from plugin.cli import main
-from plugin.migrate_layout import migrate
+from plugin.commands.migrate_layout import migrate
 from tests.backend_suite import DIM, T0, everything, memory, unit
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from plugin.cli import main
-from plugin.logs import CHATTY_LIBRARIES
+from plugin.observability.logs import CHATTY_LIBRARIES
 from tests.pinecone_fake import FakePinecone
 
 

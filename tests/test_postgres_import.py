@@ -18,9 +18,9 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from adapters.qdrant.edge import QdrantEdgeBackend
-from plugin import postgres_import, transfer_cli
 from plugin.cli import main
-from plugin.encoders import SentenceTransformerEncoder
+from plugin.commands import export_import, import_postgres
+from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.postgres_server import fresh_database, running_server
 
@@ -43,7 +43,7 @@ def database(postgres: str) -> str:
 @pytest.fixture
 def no_model_load(monkeypatch: pytest.MonkeyPatch, encoder: SentenceTransformerEncoder) -> None:
     """The session's loaded model instead of loading it again (10 s) per run."""
-    monkeypatch.setattr(transfer_cli, "load_encoder", lambda _: encoder)
+    monkeypatch.setattr(export_import, "load_encoder", lambda _: encoder)
 
 
 def small_corpus(dsn: str) -> dict[str, tuple[object, ...]]:
@@ -111,7 +111,7 @@ def test_import_keeps_ids_and_times_skips_expired_and_is_idempotent(
     def run() -> int:
         echoed.clear()
         return asyncio.run(
-            postgres_import.run(settings, database, sample=10, batch=2, seed=1, echo=echoed.append)
+            import_postgres.run(settings, database, sample=10, batch=2, seed=1, echo=echoed.append)
         )
 
     assert run() == 0, echoed
@@ -177,7 +177,7 @@ def test_parity_mismatch_exits_non_zero(
             listed = [m async for page in store.iter_memories("custom:d", NOW) for m, _ in page]
             assert await store.delete_memory("custom:d", listed[0].id)
             lines: list[str] = []
-            found = await postgres_import.verify_against(
+            found = await import_postgres.verify_against(
                 database, store, sample=10, seed=None, echo=lines.append
             )
             assert any("MISMATCH custom:d: postgres 1, plugin 0" in line for line in lines)
@@ -231,7 +231,7 @@ def test_ten_thousand_rows_in_500_namespaces_with_parity_and_idempotence(
 
     def run() -> int:
         echoed.clear()
-        coroutine = postgres_import.run(
+        coroutine = import_postgres.run(
             settings, database, sample=500, batch=256, seed=7, echo=echoed.append
         )
         return asyncio.run(coroutine)

@@ -21,10 +21,10 @@ import pytest
 from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge import QdrantEdgeBackend
-from plugin.embedder import BatchingEmbedder
-from plugin.keywords import KeywordEncoder
-from plugin.service import MemoryService
-from plugin.wire import MemoryWrite
+from plugin.core.service import MemoryService
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.http.wire import MemoryWrite
 from tests.test_embedder import GatedEncoder
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -26,7 +26,7 @@ from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.edge_integrity import kind_of
 from adapters.qdrant.edge_shards import SHARD_COUNT, shard_index
 from plugin import cli
-from plugin.keys import SERVICE
+from plugin.http.keys import SERVICE
 from plugin.settings import Settings
 from tests.backend_suite import DIM, T0, memory, unit
 from tests.conftest import AppFactory, ContractClient, FakeClock

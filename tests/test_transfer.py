@@ -24,16 +24,17 @@ from adapters.base import MemoryRecord, NamespaceRecord, SearchMode, VectorBacke
 from adapters.pinecone import PineconeBackend
 from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.server import QdrantServerBackend
-from plugin import jsonl, transfer_cli
 from plugin.cli import main
-from plugin.embedder import BatchingEmbedder
-from plugin.encoders import SentenceTransformerEncoder
-from plugin.keywords import KeywordEncoder
-from plugin.search_mode import choose_search_mode
-from plugin.service import MemoryService
+from plugin.commands import export_import
+from plugin.core.search_mode import choose_search_mode
+from plugin.core.service import MemoryService
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.http.wire import SearchRequest
 from plugin.settings import Settings
-from plugin.transfer import StoreWriter, import_lines, stream_export
-from plugin.wire import SearchRequest
+from plugin.transfer import jsonl
+from plugin.transfer.bulk import StoreWriter, import_lines, stream_export
 from tests.pinecone_fake import FakePinecone
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -120,7 +121,7 @@ async def import_bytes(
     lines = jsonl.parse_lines(iter(io.BytesIO(data)))
     header = next(lines)
     assert isinstance(header, jsonl.Header)
-    embed = None if encoder is None else transfer_cli.embedder(encoder)
+    embed = None if encoder is None else export_import.embedder(encoder)
     writer = StoreWriter(backend, NOW, embed, KeywordEncoder(), batch=50)
     await import_lines(lines, writer, reuse_vectors=encoder is None)
     return writer
@@ -210,8 +211,8 @@ def test_configured_fingerprint_and_dimension_match_the_loaded_model(
     settings = Settings(data_dir=tmp_path)
     if "embedding_backend" in Settings.model_fields:  # the session's model runs on torch
         settings = settings.model_copy(update={"embedding_backend": "torch"})
-    assert transfer_cli.configured_fingerprint(settings) == encoder.fingerprint
-    assert transfer_cli.model_dimension(settings) == encoder.dimension == 384
+    assert export_import.configured_fingerprint(settings) == encoder.fingerprint
+    assert export_import.model_dimension(settings) == encoder.dimension == 384
 
 
 async def test_round_trip_into_every_backend_searches_identically(
@@ -301,9 +302,9 @@ def test_other_fingerprint_is_reembedded_from_content(
     with jsonl.open_out(str(path)) as out:
         out.write(b"".join(jsonl.dumps(line) for line in foreign))
     echoed: list[str] = []
-    monkeypatch.setattr(transfer_cli, "load_encoder", lambda _: encoder)
+    monkeypatch.setattr(export_import, "load_encoder", lambda _: encoder)
     settings = Settings(data_dir=tmp_path / "target")
-    assert transfer_cli.run_import(settings, str(path), echoed.append) == 0, echoed
+    assert export_import.run_import(settings, str(path), echoed.append) == 0, echoed
     assert any("re-embedded" in line for line in echoed)
     assert any("memories 120 written (120 embedded)" in line for line in echoed), echoed
 
@@ -384,7 +385,7 @@ def test_cli_export_and_import_round_trip(
             await source.upsert_memories(list(zip(memories, vectors, strict=True)))
 
     asyncio.run(prepare())
-    monkeypatch.setattr(transfer_cli, "load_encoder", _no_model)
+    monkeypatch.setattr(export_import, "load_encoder", _no_model)
     out = str(tmp_path / "backup.jsonl.gz")
     monkeypatch.setenv("MEMORY_PLUGIN_DATA_DIR", str(tmp_path / "a"))
     assert main(["export", "--out", out]) == 0

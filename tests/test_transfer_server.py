@@ -13,8 +13,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from adapters.base import MemoryRecord, NamespaceRecord
-from plugin.keys import BACKEND
-from plugin.transfer_cli import ProgressBar, export_remote
+from plugin.commands.export_import import ProgressBar, export_remote
+from plugin.http.keys import BACKEND
 from tests.conftest import ContractClient
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

@@ -54,7 +54,7 @@ def keyword_score(query: SparseVector | None, stored: SparseVector | None) -> fl
 
 
 class PineconeKeywordIndex:
-    """The adapter side of plugin/keyword_index.py, as far as Pinecone allows it."""
+    """The adapter side of plugin/embedding/keyword_index.py, as far as Pinecone allows it."""
 
     if TYPE_CHECKING:  # provided by PineconeBackend
         _connection: PineconeConnection

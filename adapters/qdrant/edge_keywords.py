@@ -1,6 +1,6 @@
 """The embedded store's keyword index: give memories stored without one their keyword vector.
 
-A mixin of `QdrantEdgeBackend` (edge.py), driven by plugin/keyword_index.py.
+A mixin of `QdrantEdgeBackend` (edge.py), driven by plugin/embedding/keyword_index.py.
 Memories written before keyword vectors existed, or imported without them, are
 found by "has no keyword vector" and given one in place (`update_vectors`: the
 dense vector and payload stay), a page per engine call on a worker thread, so

@@ -145,7 +145,7 @@ def add_keyword_vector(shard: Any) -> None:
     """Give the shard its keyword vector; a no-op when it has one with these parameters.
 
     Why: a store written before keyword vectors existed gains them in place, without
-    copying a point (plugin/keyword_index.py then fills them in).
+    copying a point (plugin/embedding/keyword_index.py then fills them in).
     """
     shard.update(qe.UpdateOperation.create_sparse_vector(KEYWORDS_VECTOR, modifier=qe.Modifier.Idf))
 

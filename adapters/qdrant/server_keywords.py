@@ -5,7 +5,7 @@ modifier (Qdrant 1.10+), beside its unnamed dense vector; searches fuse both in
 one Query API request (`adapters.qdrant.ranking`; formula queries need 1.14+).
 A collection created before keyword vectors existed gains the sparse vector in
 place (`PUT /collections/{name}/vectors/{vector}`, Qdrant 1.18+): nothing is
-copied, no point is rewritten, and plugin/keyword_index.py then fills the
+copied, no point is rewritten, and plugin/embedding/keyword_index.py then fills the
 vectors in with `update_vectors` under a "has no keyword vector" condition, so
 a memory rewritten meanwhile keeps the vector of its new content. A server older
 than 1.18 cannot do this in place; start-up then names the way out (docs/backends.md,

@@ -9,7 +9,7 @@ id. Only a bug (an exception nobody expected) is a 500 `internal`.
 A client that hangs up before its body arrived is nobody's error: it is logged
 at info level without a traceback and counted with status 499 (nginx's "client
 closed request"), so an alert on 5xx does not fire for it. One too slow to send
-its body (`plugin/connections.py`) is answered 408 and counted so; the connection
+its body (`plugin/http/connections.py`) is answered 408 and counted so; the connection
 layer has logged it already.
 """
 
@@ -29,10 +29,10 @@ from adapters.errors import (
     NamespaceGone,
     StorageDamaged,
 )
-from plugin.connections import BodyTimeout
-from plugin.errors import ApiError, bad_request, not_found, unavailable
-from plugin.keys import METRICS
-from plugin.service_errors import NotFound, ServiceError
+from plugin.core.errors import NotFound, ServiceError
+from plugin.http.connections import BodyTimeout
+from plugin.http.envelope import ApiError, bad_request, not_found, unavailable
+from plugin.http.keys import METRICS
 
 log = logging.getLogger("memory_plugin.access")
 REQUEST_ID = "X-Request-ID"

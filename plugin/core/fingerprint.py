@@ -90,7 +90,7 @@ async def check_at_start(
     """Check now; when the store does not answer, a task that checks once it does.
 
     `verified` is called once the store is known to hold vectors of the configured
-    space: only then may a stored vector stand for a new one (plugin/service.py)."""
+    space: only then may a stored vector stand for a new one (plugin/core/service.py)."""
     try:
         async with asyncio.timeout(timeout_s):
             await check_store(backend, fingerprint)

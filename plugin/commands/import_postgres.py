@@ -9,7 +9,7 @@ copy takes), skips what has expired, keeps ids and `created_at`, embeds
 content, and writes through the same `StoreWriter` as `import`: a second run
 embeds and writes nothing. The caller-supplied `embedding` column is ignored
 (vectors of another model are not comparable). Then a parity check
-(`plugin.parity`) in the spirit of the backfill's `-verify`; any mismatch
+(`plugin.transfer.parity`) in the spirit of the backfill's `-verify`; any mismatch
 exits 1.
 """
 
@@ -23,15 +23,15 @@ from typing import Any
 import psycopg
 
 from adapters.base import MemoryRecord, NamespaceRecord, VectorBackend
-from plugin import transfer_cli
-from plugin.fingerprint import check_store
-from plugin.keyword_index import index_store
-from plugin.keywords import KeywordEncoder
-from plugin.parity import verify
-from plugin.service import utc_now
+from plugin.commands import export_import
+from plugin.commands.export_import import Print, ProgressBar, embedder, opened_backend, rate
+from plugin.core.fingerprint import check_store
+from plugin.core.service import utc_now
+from plugin.embedding.keyword_index import index_store
+from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
-from plugin.transfer import StoreWriter
-from plugin.transfer_cli import Print, ProgressBar, embedder, opened_backend, rate
+from plugin.transfer.bulk import StoreWriter
+from plugin.transfer.parity import verify
 
 ROWS_PER_FETCH = 2000
 NAMESPACES = (
@@ -136,7 +136,7 @@ async def run(
     settings: Settings, dsn: str, *, sample: int, batch: int, seed: int | None, echo: Print
 ) -> int:
     started = time.perf_counter()
-    encoder = await asyncio.to_thread(transfer_cli.load_encoder, settings)
+    encoder = await asyncio.to_thread(export_import.load_encoder, settings)
     now = utc_now()
     bar = ProgressBar("import-postgres")
     keywords = KeywordEncoder()

@@ -7,11 +7,11 @@ import threading
 from aiohttp import web
 
 from adapters.base import SearchMode, VectorBackend
-from plugin.embedder import BatchingEmbedder
-from plugin.encoders import Encoder
-from plugin.keywords import KeywordEncoder
-from plugin.metrics import Metrics
-from plugin.service import MemoryService
+from plugin.core.service import MemoryService
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.encoders import Encoder
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.observability.metrics import Metrics
 from plugin.settings import Settings
 
 SETTINGS = web.AppKey("settings", Settings)

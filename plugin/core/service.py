@@ -14,12 +14,12 @@ hold for every backend live here, once:
   `created_at`, and a PUT racing a DELETE sees the delete before or after, never
   half of it. (Replicas sharing a Qdrant server are not serialised with each
   other; docs/behaviour.md, "Concurrency".)
-- Searches: plugin/search.py.
+- Searches: plugin/core/search.py.
 - The model reads at most its first 256 tokens, so only the first
   `MAX_EMBEDDED_CHARS` characters are handed to it (`clip_for_model`): tokenising
   a 900 KiB content in full held the shared embedder for a second and stalled
   every caller.
-- Every memory is stored with its keyword vector (plugin/keywords.py, on the
+- Every memory is stored with its keyword vector (plugin/embedding/keywords.py, on the
   event loop: microseconds).
 - A commit with an explicit id whose content is stored as is costs no model call:
   the vector read with the stored memory is reused (a backfill re-run sends every
@@ -47,12 +47,12 @@ from adapters.base import (
     VectorBackend,
 )
 from adapters.errors import BackendUnavailable, StorageDamaged
-from plugin.embedder import clip_for_model
-from plugin.keyed_lock import KeyedLock
-from plugin.keywords import KeywordEncoder
-from plugin.search import MemorySearch
-from plugin.service_errors import InvalidRequest, NotFound
-from plugin.wire import MemoryWrite, NamespacePatch, NamespaceUpsert
+from plugin.core.errors import InvalidRequest, NotFound
+from plugin.core.fields import MemoryFields, NamespaceChanges, NamespaceFields
+from plugin.core.keyed_lock import KeyedLock
+from plugin.core.search import MemorySearch
+from plugin.embedding.embedder import clip_for_model
+from plugin.embedding.keywords import KeywordEncoder
 
 Clock = Callable[[], datetime]
 
@@ -143,7 +143,7 @@ class MemoryService(MemorySearch):
             return None
         return record
 
-    async def upsert_namespace(self, name: str, body: NamespaceUpsert) -> NamespaceRecord:
+    async def upsert_namespace(self, name: str, body: NamespaceFields) -> NamespaceRecord:
         async with self._deadline(), self._namespace_writes.hold(name):
             existing = await self.backend.get_namespace(name)
             now = self.clock()
@@ -162,7 +162,7 @@ class MemoryService(MemorySearch):
             return record
 
     async def patch_namespace(
-        self, name: str, body: NamespacePatch, fields: set[str]
+        self, name: str, body: NamespaceChanges, fields: set[str]
     ) -> NamespaceRecord:
         changes = {key: getattr(body, key) for key in ("expires_at", "metadata") if key in fields}
         if not changes:
@@ -196,7 +196,7 @@ class MemoryService(MemorySearch):
 
     # -- memories --------------------------------------------------------------------
 
-    async def commit(self, namespace: str, body: MemoryWrite) -> MemoryRecord:
+    async def commit(self, namespace: str, body: MemoryFields) -> MemoryRecord:
         async with self._deadline():
             if await self._live_namespace(namespace) is None:
                 raise NotFound(f"namespace {namespace} not found")

@@ -17,9 +17,9 @@ as they like. Here, on top of aiohttp's connection protocol:
   at once, unanswered, and the open ones are untouched.
 
 A client closed for being slow is logged once, at info level; these lines are
-throttled (`plugin/log_throttle.py`). What aiohttp answers itself, before any
+throttled (`plugin/observability/log_throttle.py`). What aiohttp answers itself, before any
 middleware runs (a request it cannot parse, an unknown `Expect`), is the contract's
-JSON envelope (`plugin.errors.from_protocol`) and echoes nothing of the request.
+JSON envelope (`plugin.http.envelope.from_protocol`) and echoes nothing of the request.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_server import Server
 
-from plugin.errors import from_protocol
-from plugin.keys import SETTINGS
+from plugin.http.envelope import from_protocol
+from plugin.http.keys import SETTINGS
 from plugin.settings import Settings
 
 log = logging.getLogger("memory_plugin.connections")

@@ -7,7 +7,7 @@ lines carry nothing new after the first few, and their volume fills disks and
 drowns the log shipper exactly when the log is needed.
 
 `LogThrottle` is a `logging.Filter` put on the loggers that report connection
-trouble (see `plugin/logs.py`), never on the access log. A kind is the logger, the
+trouble (see `plugin/observability/logs.py`), never on the access log. A kind is the logger, the
 message's fixed part and the exception's type and errno. Within each window of a
 kind, the first `burst` records pass; the rest are counted, and when the window
 ends one warning says how many were left out.

@@ -1,6 +1,6 @@
 """Searches: one backend read over every live namespace asked for, ranked as configured.
 
-A mixin of `MemoryService` (plugin/service.py), apart so that each reads as one
+A mixin of `MemoryService` (plugin/core/service.py), apart so that each reads as one
 concern; it uses the service's backend, keyword encoder, embedder and clock.
 - With a query, the search computes what `search_mode` ranks by: the query's
   embedding, its keyword vector, or both (docs/backends.md, "Hybrid search"); a
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored
-from plugin.wire import SearchRequest
+from plugin.core.fields import SearchFields
 
 if TYPE_CHECKING:
     from adapters.base import VectorBackend
-    from plugin.keywords import KeywordEncoder
+    from plugin.embedding.keywords import KeywordEncoder
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class MemorySearch:
         def _deadline(self) -> AbstractAsyncContextManager[None]: ...
         def _embed(self, text: str) -> Awaitable[list[float]]: ...
 
-    async def search(self, request: SearchRequest) -> list[Hit]:
+    async def search(self, request: SearchFields) -> list[Hit]:
         """One backend read over every live namespace asked for; pinned first, `limit` in all."""
         limit = request.effective_limit
         kinds = frozenset(request.kinds) if request.kinds else None

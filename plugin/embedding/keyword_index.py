@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from adapters.base import VectorBackend
 from adapters.errors import BackendError, BackendMisconfigured
-from plugin.keywords import KeywordEncoder
+from plugin.embedding.keywords import KeywordEncoder
 
 META_ENCODER = "keyword_encoder"
 META_STATE = "keyword_index"

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from adapters.base import MemoryRecord, NamespaceRecord, StoredMemory, VectorBackend
-from plugin import jsonl
-from plugin.embedder import clip_for_model
-from plugin.keywords import KeywordEncoder
-from plugin.wire import canonical_uuid, check_namespace_name
+from plugin.core.names import canonical_uuid, check_namespace_name
+from plugin.embedding.embedder import clip_for_model
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.transfer import jsonl
 
 # Texts in, vectors out (the model on a worker thread); None when vectors are reused.
 EmbedMany = Callable[[list[str]], Awaitable[list[list[float]]]]

@@ -1,7 +1,7 @@
 """The service's own failures, in domain terms; the HTTP layer maps them to statuses.
 
-`plugin/service.py` knows no HTTP: it raises these (and the adapters'
-`BackendError`s pass through it), and `plugin/middleware.py` turns each into
+`plugin/core/service.py` knows no HTTP: it raises these (and the adapters'
+`BackendError`s pass through it), and `plugin/http/middleware.py` turns each into
 the contract's envelope (`NotFound` 404, `InvalidRequest` 400, a
 `BackendUnavailable` 503).
 """

@@ -1,10 +1,10 @@
-"""Text to vectors, computed in-process by the model (plugin/encoders.py), requests batched.
+"""Text to vectors by the in-process model (plugin/embedding/encoders.py), requests batched.
 
 Batching is not optional: measured on 2 cores, embedding each of 100 parallel
 writes on its own made the slowest wait over 2 s (the platform's timeout);
 batched, the slowest took about 0.3 s. `BatchingEmbedder` keeps up to
 `Encoder.parallelism` encodes in flight on worker threads (one per ONNX Runtime
-session of the pool, plugin/onnx_model.py; one for torch); everything that
+session of the pool, plugin/embedding/onnx_model.py; one for torch); everything that
 arrives meanwhile joins the next batch, so a lone request pays no extra latency.
 
 A lone text on an encoder that allows it (`Encoder.inline_lone_text`: the ONNX
@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from plugin.encoders import Encoder, Vector
+from plugin.embedding.encoders import Encoder, Vector
 
 # Called after each batch the model embedded: (texts in the batch, seconds it took).
 BatchObserver = Callable[[int, float], None]

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from aiohttp.http_exceptions import BadHttpMessage
 
-from plugin.log_throttle import LogThrottle
+from plugin.observability.log_throttle import LogThrottle
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 # Client libraries that log every HTTP call at INFO; the plugin logs each request
@@ -19,7 +19,7 @@ _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 CHATTY_LIBRARIES = ("pinecone", "httpx", "httpcore")
 # Loggers that report connection trouble, which comes in floods (file descriptors
 # exhausted, a swarm of slow clients): each kind at most a few lines a second
-# (plugin/log_throttle.py). Never the access log: one line per request is its point.
+# (plugin/observability/log_throttle.py). Never the access log: one line per request is its point.
 THROTTLED_LOGGERS = (
     "asyncio",
     "aiohttp.server",

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from adapters.base import StoreCondition
-from plugin.service import SweepReport
+from plugin.core.service import SweepReport
 
 # The 0.0.4 text format, which every scraper understands.
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -86,7 +86,8 @@ class Metrics:
         )
         self.keywords_indexed = Counter(
             f"{PREFIX}_keyword_vectors_indexed",
-            "Stored memories given their keyword vector after the fact (plugin/keyword_index.py).",
+            "Stored memories given their keyword vector after the fact"
+            " (plugin/embedding/keyword_index.py).",
             registry=self.registry,
         )
         # Labelled children by label values: `labels()` costs a lock and a tuple build on

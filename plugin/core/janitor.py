@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from plugin.service import MemoryService, SweepReport
+from plugin.core.service import MemoryService, SweepReport
 
 log = logging.getLogger("memory_plugin.janitor")
 SWEEP_TIMEOUT_S = 300.0

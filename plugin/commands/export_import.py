@@ -2,7 +2,7 @@
 
 Shared: the backend from settings (with a longer per-call budget than the HTTP
 path: a bulk call is not racing the platform's 2 s timeout), the configured
-model's fingerprint (`plugin.encoders.configured_fingerprint`) and dimension
+model's fingerprint (`plugin.embedding.encoders.configured_fingerprint`) and dimension
 without loading it (loading takes ~10 s and is needed only to re-embed), and a
 progress bar on stderr when it is a terminal.
 Every command ends with one summary line on stdout; a failure prints one line
@@ -23,16 +23,16 @@ from typing import IO, Any
 import aiohttp
 
 from adapters.base import VectorBackend
-from plugin import jsonl
 from plugin.backends import build_backend
-from plugin.encoders import Encoder, configured_fingerprint
-from plugin.encoders import load_encoder as load_encoder  # re-exported: tests replace it
-from plugin.fingerprint import check_store, same_vector_space
-from plugin.keyword_index import index_store
-from plugin.keywords import KeywordEncoder
-from plugin.service import utc_now
+from plugin.core.fingerprint import check_store, same_vector_space
+from plugin.core.service import utc_now
+from plugin.embedding.encoders import Encoder, configured_fingerprint
+from plugin.embedding.encoders import load_encoder as load_encoder  # re-exported: tests replace it
+from plugin.embedding.keyword_index import index_store
+from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
-from plugin.transfer import EmbedMany, StoreWriter, import_lines, stream_export
+from plugin.transfer import jsonl
+from plugin.transfer.bulk import EmbedMany, StoreWriter, import_lines, stream_export
 
 Print = Callable[[str], None]
 BULK_TIMEOUT_S = 10.0  # per backend call, retries included (the setting's maximum)

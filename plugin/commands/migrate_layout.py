@@ -7,7 +7,7 @@ copies every namespace record and every memory with its stored vector
 (`adapters/qdrant/migrate.py`; nothing is re-embedded, and running it twice
 changes nothing), prints one line per namespace and a summary, and drops the
 old collections only with `--drop-source`. Then the shared store's keyword
-vectors are brought up to date from content (plugin/keyword_index.py), so it
+vectors are brought up to date from content (plugin/embedding/keyword_index.py), so it
 searches as the old layout did. Settings come from the environment, as for `serve`.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from adapters.errors import BackendError
 from adapters.qdrant.server import QdrantServerBackend
 from adapters.qdrant.server_collections import QdrantCollectionsBackend
-from plugin.keyword_index import index_store
-from plugin.keywords import KeywordEncoder
+from plugin.embedding.keyword_index import index_store
+from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
 
 Print = Callable[[str], None]
@@ -63,7 +63,7 @@ async def migrate_from_settings(settings: Settings, *, drop_source: bool, out: P
     if settings.backend != "qdrant" or settings.qdrant_url is None:
         out("migrate-layout moves a Qdrant server's data: set QDRANT_URL (and QDRANT_API_KEY)")
         return 2
-    from plugin.encoders import SentenceTransformerEncoder
+    from plugin.embedding.encoders import SentenceTransformerEncoder
 
     # The model that `serve` will embed with fixes the new collection's dimension.
     dimension = SentenceTransformerEncoder.load(settings.embedding_model).dimension

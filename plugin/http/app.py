@@ -3,7 +3,7 @@
 Start-up order (each step's cleanup runs in reverse at shutdown): load the model
 and start the batcher, open the backend and check its embedding fingerprint,
 choose the search mode, then start the janitor and the keyword indexer
-(plugin/keyword_index.py). The backend need not be reachable for start-up to
+(plugin/embedding/keyword_index.py). The backend need not be reachable for start-up to
 finish: the server boots during an outage, answers 503, and recovers by itself.
 
 Metrics live in a registry of this app's own (`METRICS`); the service talks to
@@ -19,15 +19,18 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from adapters.base import VectorBackend
-from plugin.admin import admin_routes
 from plugin.backends import build_backend
-from plugin.embedder import BatchingEmbedder
-from plugin.encoders import Encoder, load_encoder
-from plugin.fingerprint import check_at_start
-from plugin.handlers import routes
-from plugin.instrumented import InstrumentedBackend
-from plugin.janitor import run_janitor
-from plugin.keys import (
+from plugin.core.fingerprint import check_at_start
+from plugin.core.janitor import run_janitor
+from plugin.core.search_mode import choose_search_mode
+from plugin.core.service import Clock, MemoryService, utc_now
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.encoders import Encoder, load_encoder
+from plugin.embedding.keyword_index import maintain_in_background
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.http.admin import admin_routes
+from plugin.http.handlers import routes
+from plugin.http.keys import (
     BACKEND,
     EMBEDDER,
     ENCODER,
@@ -38,12 +41,9 @@ from plugin.keys import (
     SETTINGS,
     VECTORS_VERIFIED,
 )
-from plugin.keyword_index import maintain_in_background
-from plugin.keywords import KeywordEncoder
-from plugin.metrics import Metrics
-from plugin.middleware import envelope, request_context
-from plugin.search_mode import choose_search_mode
-from plugin.service import Clock, MemoryService, utc_now
+from plugin.http.middleware import envelope, request_context
+from plugin.observability.instrumented import InstrumentedBackend
+from plugin.observability.metrics import Metrics
 from plugin.settings import Settings
 
 
@@ -62,7 +62,7 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
         app[BACKEND] = build_backend(app[SETTINGS], app[ENCODER].dimension)
     await app[BACKEND].start()
     verified = app[VECTORS_VERIFIED]
-    try:  # vectors of another space are never mixed in (plugin/fingerprint.py)
+    try:  # vectors of another space are never mixed in (plugin/core/fingerprint.py)
         later = await check_at_start(
             app[BACKEND], app[ENCODER].fingerprint, app[SETTINGS].backend_timeout_s, verified.set
         )

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import re
-import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -36,12 +35,8 @@ from pydantic import (
 
 from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.times import format_optional_time, format_time
+from plugin.core.names import canonical_uuid, check_namespace_name
 
-NAMESPACE_PATTERN = re.compile(r"[a-z]+:[A-Za-z0-9_:.\-]+")
-NAMESPACE_MAX = 256
-UUID_PATTERN = re.compile(
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-)
 RFC3339 = re.compile(
     r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"
 )
@@ -51,22 +46,6 @@ MAX_LIMIT = 100
 NamespaceKind = Literal["workspace", "team", "org", "custom"]
 MemoryKind = Literal["fact", "summary", "checkpoint"]
 MemorySource = Literal["agent", "runtime", "user"]
-
-
-def check_namespace_name(value: str) -> str:
-    """The contract's namespace name rule (`fullmatch`: `$` would admit a newline)."""
-    if len(value) > NAMESPACE_MAX:
-        raise ValueError(f"namespace name is longer than {NAMESPACE_MAX} characters")
-    if not NAMESPACE_PATTERN.fullmatch(value):
-        raise ValueError("namespace name must match ^[a-z]+:[A-Za-z0-9_:.\\-]+$")
-    return value
-
-
-def canonical_uuid(value: str) -> str:
-    """A hyphenated UUID in any case, returned in canonical lower-case form."""
-    if not UUID_PATTERN.fullmatch(value):
-        raise ValueError("must be a UUID like 550e8400-e29b-41d4-a716-446655440000")
-    return str(uuid.UUID(value))
 
 
 def _rfc3339(value: Any) -> Any:

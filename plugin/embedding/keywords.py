@@ -18,7 +18,7 @@ on LoCoMo's development half no other k1, b, avg_len, stemming or stop-word
 choice recalled more (benchmarks/README.md).
 
 `identity` names everything that decides the vectors, the library version
-included: a store records it (plugin/keyword_index.py), and vectors of another
+included: a store records it (plugin/embedding/keyword_index.py), and vectors of another
 configuration are never mixed in silently.
 """
 

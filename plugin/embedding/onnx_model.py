@@ -22,7 +22,7 @@ nothing), but one text takes 6 ms on one thread against 4 ms on two. The session
 share the weights: each is given the same initializer buffers (`add_initializer`),
 so a session costs its packed copies and arenas, not another 90 MB of weights.
 
-`python -m plugin.onnx_model OUT_DIR [MODEL_DIR]` exports at image build time.
+`python -m plugin.embedding.onnx_model OUT_DIR [MODEL_DIR]` exports at image build time.
 """
 
 from __future__ import annotations
@@ -252,9 +252,9 @@ def _shared_weights(ort: Any, onnx_file: Path) -> list[Any]:
 
 
 def main(argv: list[str]) -> int:
-    """Export at image build time: `python -m plugin.onnx_model OUT_DIR [MODEL_DIR]`."""
+    """Export at image build time: `python -m plugin.embedding.onnx_model OUT_DIR [MODEL_DIR]`."""
     if not 1 <= len(argv) <= 2:
-        print("usage: python -m plugin.onnx_model OUT_DIR [MODEL_DIR]", file=sys.stderr)
+        print("usage: python -m plugin.embedding.onnx_model OUT_DIR [MODEL_DIR]", file=sys.stderr)
         return 2
     if len(argv) == 2:
         model_dir = Path(argv[1])

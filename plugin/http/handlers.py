@@ -13,21 +13,20 @@ from pydantic import BaseModel, ValidationError
 
 from adapters.errors import BackendError
 from plugin import CAPABILITIES, CONTRACT_VERSION
-from plugin.errors import bad_request, from_validation
-from plugin.keys import METRICS, SERVICE
-from plugin.metrics import CONTENT_TYPE
-from plugin.middleware import MEMORY_ID_KEY, NAMESPACE_KEY, SEARCHED_KEY
-from plugin.wire import (
+from plugin.core.names import canonical_uuid, check_namespace_name
+from plugin.http.envelope import bad_request, from_validation
+from plugin.http.keys import METRICS, SERVICE
+from plugin.http.middleware import MEMORY_ID_KEY, NAMESPACE_KEY, SEARCHED_KEY
+from plugin.http.wire import (
     ForgetRequest,
     MemoryWrite,
     NamespacePatch,
     NamespaceUpsert,
     SearchRequest,
-    canonical_uuid,
-    check_namespace_name,
     memory_body,
     namespace_body,
 )
+from plugin.observability.metrics import CONTENT_TYPE
 
 M = TypeVar("M", bound=BaseModel)
 routes = web.RouteTableDef()

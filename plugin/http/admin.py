@@ -5,7 +5,7 @@ Outside the v1 contract (like `/metrics`): the contract cannot list every
 namespace or page past 100 memories, and the embedded store has one process
 per data directory, so a backup of a running embedded pod must come from the
 server that holds it (`memory-plugin-vector export --from-url`). The body is
-the export format of `plugin/jsonl.py`; the status is sent before the data, so
+the export format of `plugin/transfer/jsonl.py`; the status is sent before the data, so
 a failure half-way ends the body without its `end` line, which every reader
 treats as a failed export. It is reachable by whoever can reach the plugin,
 exactly like the contract's own search: the NetworkPolicy is the perimeter.
@@ -17,9 +17,9 @@ import logging
 
 from aiohttp import web
 
-from plugin import jsonl
-from plugin.keys import BACKEND, ENCODER, SERVICE
-from plugin.transfer import stream_export
+from plugin.http.keys import BACKEND, ENCODER, SERVICE
+from plugin.transfer import jsonl
+from plugin.transfer.bulk import stream_export
 
 log = logging.getLogger(__name__)
 admin_routes = web.RouteTableDef()

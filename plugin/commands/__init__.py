@@ -1,0 +1,1 @@
+"""The command-line tools behind `plugin/cli.py`, one module per command."""

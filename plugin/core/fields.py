@@ -1,0 +1,66 @@
+"""What the service reads of a request: the fields, not the wire models that carry them.
+
+The HTTP layer's strict pydantic models (plugin/http/wire.py) have these fields and
+so satisfy these protocols as they are; the service never imports them, and any
+object with the same read-only fields (a test's, a tool's) will do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from adapters.base import JsonObject
+
+
+class NamespaceFields(Protocol):
+    """A namespace as PUT: `kind` and the optional fields."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def expires_at(self) -> datetime | None: ...
+    @property
+    def metadata(self) -> JsonObject | None: ...
+
+
+class NamespaceChanges(Protocol):
+    """A PATCH: which fields it sets is passed beside it (a field set to null is a change)."""
+
+    @property
+    def expires_at(self) -> datetime | None: ...
+    @property
+    def metadata(self) -> JsonObject | None: ...
+
+
+class MemoryFields(Protocol):
+    """A memory to commit; `id` only when the caller chose it."""
+
+    @property
+    def id(self) -> str | None: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def expires_at(self) -> datetime | None: ...
+    @property
+    def propagation(self) -> JsonObject | None: ...
+    @property
+    def pin(self) -> bool: ...
+
+
+class SearchFields(Protocol):
+    """A search: the namespaces, the kinds (None: all), the query and the limit to apply."""
+
+    @property
+    def namespaces(self) -> Sequence[str]: ...
+    @property
+    def kinds(self) -> Sequence[str] | None: ...
+    @property
+    def effective_limit(self) -> int: ...
+    @property
+    def query_text(self) -> str | None: ...

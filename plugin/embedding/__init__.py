@@ -1,0 +1,1 @@
+"""Dense and keyword vectors: the encoders, their runtimes, the batcher."""

@@ -1,0 +1,1 @@
+"""The HTTP server: app, routes, middleware, admin, wire models, the error envelope."""

@@ -1,0 +1,1 @@
+"""Bulk data: the export format, export and import, the parity check."""
