@@ -244,11 +244,8 @@ async def full_volume_restart(server: Any, session: aiohttp.ClientSession, _: Pa
         server.terminate()
         filler = volume / "filler"
         filler.write_bytes(b"\0" * max(0, free_bytes(volume) - 5 * 1024 * 1024))
-        server.start()
-        try:
-            server.wait_healthy(60)
-        except Exception:
-            return f"did not start with 5 MiB free (exit {server.proc.poll()})", False
+        if failed := _start(server):
+            return f"with 5 MiB free: {failed}", False
         _, health = await _json(session, "GET", f"{server.base_url}/v1/health")
         full = await _listed(session, server.base_url, "workspace:full")
         filler.unlink()
@@ -274,15 +271,9 @@ def _records_damage(kind: str) -> Any:
         elif kind == "garbled header":
             records.write_bytes(os.urandom(100) + records.read_bytes()[100:])
         elif kind == "row deleted":
-            db = sqlite3.connect(records)
-            with db:
-                db.execute("DELETE FROM namespaces WHERE name = ?", (names[0],))
-            db.close()
-        server.start()
-        try:
-            server.wait_healthy(60)
-        except Exception:
-            return f"did not start (exit {server.proc.poll()})", False
+            _sql(data, "DELETE FROM namespaces WHERE name = ?", names[0])
+        if failed := _start(server):
+            return failed, False
         found = [await _listed(session, server.base_url, name) for name in names]
         return f"memories found: {found[0]} and {found[1]} of 5 each", found == ["5", "5"]
 
@@ -303,10 +294,20 @@ def _epoch(data: Path, name: str) -> str:
     return str(epoch)
 
 
+def _start(server: Any) -> str | None:
+    """Start the server; None once it answers health, else what happened."""
+    server.start()
+    try:
+        server.wait_healthy(60)
+    except Exception:
+        return f"did not start (exit {server.proc.poll()})"
+    return None
+
+
 async def _restart(server: Any) -> None:
     server.terminate()
-    server.start()
-    server.wait_healthy(60)
+    if failed := _start(server):
+        raise RuntimeError(failed)
 
 
 async def id_tracker_truncated(server: Any, session: aiohttp.ClientSession, data: Path) -> Outcome:
@@ -328,11 +329,8 @@ async def wal_garbled(server: Any, session: aiohttp.ClientSession, data: Path) -
     server.kill()
     wal = sorted((data / "store").glob("**/wal/open-*"))[0]
     _garble(wal, offset=2048, size=2048)
-    server.start()
-    try:
-        server.wait_healthy(60)
-    except Exception:
-        return f"did not start (exit {server.proc.poll()})", False
+    if failed := _start(server):
+        return failed, False
     _, health = await _json(session, "GET", f"{server.base_url}/v1/health")
     found = await _listed(session, server.base_url, "workspace:a")
     observed = f"found {found} of 15; health {health['status']}"

@@ -61,7 +61,7 @@ from adapters.qdrant.edge_batch import CallBatcher
 from adapters.qdrant.edge_bulk import EdgeBulkTransfer
 from adapters.qdrant.edge_calls import EngineCalls
 from adapters.qdrant.edge_disk import DEFAULT_HEADROOM_BYTES, DiskGuard, allocated_bytes
-from adapters.qdrant.edge_integrity import IntegrityReport
+from adapters.qdrant.edge_integrity import IntegrityReport, some
 from adapters.qdrant.edge_keywords import EdgeKeywordIndex
 from adapters.qdrant.edge_legacy import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge_reads import EdgeReads
@@ -143,12 +143,10 @@ class QdrantEdgeBackend(EdgeReads, EdgeWrites, EdgeBulkTransfer, EdgeKeywordInde
 
     async def verify(self) -> tuple[str, ...]:
         """Compare the namespace records with the memories the engine holds (verify-store)."""
-        report = await self._calls.here(self._verify)
-        down = self._shards.down(self._records.live)
-        unreadable = sorted(set(self._records.damaged) | set(down))
-        named = ", ".join(unreadable[:10]) + (", ..." if len(unreadable) > 10 else "")
-        found = (f"{len(unreadable)} namespace(s) unreadable: {named}",) if unreadable else ()
-        return found + report.problems()
+        report = await self._calls.worker(self._verify)  # a facet per shard: not on the loop
+        unreadable = self.condition().unreadable_namespaces
+        found = (f"{len(unreadable)} namespace(s) unreadable: {some(unreadable)}",)
+        return (found if unreadable else ()) + report.problems()
 
     async def close(self) -> None:
         if not self._calls.started:

@@ -22,7 +22,7 @@ memories):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -60,32 +60,32 @@ class IntegrityReport:
     strays: list[str] = field(default_factory=list)
     recounted: int = 0
 
-    @property
-    def ok(self) -> bool:
-        return not self.shortfalls and not self.strays
-
     def problems(self) -> tuple[str, ...]:
         found = []
         if self.shortfalls:
-            named = ", ".join(f"{s.name} ({s.found} of {s.counted})" for s in self.shortfalls[:10])
-            more = ", ..." if len(self.shortfalls) > 10 else ""
+            named = some([f"{s.name} ({s.found} of {s.counted})" for s in self.shortfalls])
             found.append(
                 f"{len(self.shortfalls)} namespace(s) hold fewer memories than recorded"
-                f" (lost from the store's files): {named}{more};"
+                f" (lost from the store's files): {named};"
                 " see docs/repair.md#memories-lost-from-the-stores-files"
             )
         if self.strays:
-            named = ", ".join(self.strays[:10]) + (", ..." if len(self.strays) > 10 else "")
             found.append(
                 f"memories of {len(self.strays)} namespace(s) belong to no recorded"
-                f" incarnation: {named}; see docs/repair.md#memories-of-no-recorded-incarnation"
+                f" incarnation: {some(self.strays)};"
+                " see docs/repair.md#memories-of-no-recorded-incarnation"
             )
         return tuple(found)
 
 
-def engine_counts(shard: Any) -> dict[str, int]:
-    """Memories per incarnation (epoch) that the shard can find."""
-    request = qe.FacetRequest(FIELD_EPOCH, limit=_EVERY_EPOCH, exact=True)
+def some(names: Sequence[str], shown: int = 10) -> str:
+    """`names` for a message: the first `shown` of them, then "..." if there are more."""
+    return ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
+
+
+def engine_counts(shard: Any, where: Any = None) -> dict[str, int]:
+    """Memories per incarnation (epoch) that the shard can find (matching `where`)."""
+    request = qe.FacetRequest(FIELD_EPOCH, limit=_EVERY_EPOCH, exact=True, filter=where)
     return {str(hit.value): int(hit.count) for hit in shard.facet(request).hits}
 
 
@@ -174,20 +174,3 @@ def _log(report: IntegrityReport) -> None:
         log.error("store integrity: %s", problem)
     if report.recounted:
         log.info("memory counts taken from the engine for %d namespace(s)", report.recounted)
-
-
-def merged(reports: Iterable[IntegrityReport]) -> IntegrityReport:
-    total = IntegrityReport()
-    for report in reports:
-        total.shortfalls += report.shortfalls
-        total.rebuilt += report.rebuilt
-        total.strays += report.strays
-        total.recounted += report.recounted
-    return total
-
-
-def count_changes(epochs: Iterable[str]) -> Mapping[str, int]:
-    changes: dict[str, int] = {}
-    for epoch in epochs:
-        changes[epoch] = changes.get(epoch, 0) + 1
-    return changes

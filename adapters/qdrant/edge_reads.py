@@ -61,13 +61,13 @@ class EdgeReads:
     def _retrieve_many(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
         """`_retrieve` for many (namespace incarnation, id) pairs: one call per shard."""
         ids = [point_id(live.record.name, memory_id) for live, memory_id in items]
-        wanted: dict[int, list[str]] = {}
+        wanted: dict[int, tuple[str, list[str]]] = {}
         for (live, _), key in zip(items, ids, strict=True):
-            wanted.setdefault(self._shards.index_of(live.record.name), []).append(key)
+            name = live.record.name
+            wanted.setdefault(self._shards.index_of(name), (name, []))[1].append(key)
         by_id: dict[str, Any] = {}
-        for keys in wanted.values():
-            shard = self._shards.of(items[ids.index(keys[0])][0].record.name)
-            found = shard.retrieve(
+        for name, keys in wanted.values():
+            found = self._shards.of(name).retrieve(
                 list(dict.fromkeys(keys)), with_payload=True, with_vector=[DENSE_VECTOR]
             )
             by_id.update((str(point.id), point) for point in found)

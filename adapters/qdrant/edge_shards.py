@@ -26,7 +26,7 @@ import logging
 import shutil
 import threading
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +60,8 @@ class ShardSet:
         self._lock = threading.Lock()
         self.paths: list[Path] = []
         self.shards: list[Any | None] = []
-        # Why shard i is not open: it is damaged, or the volume had no room to open it.
-        self.damaged: dict[int, str] = {}
+        # Shards not open: damaged, or waiting for room (with the disk's message).
+        self.damaged: set[int] = set()
         self.waiting_for_room: dict[int, str] = {}
 
     # -- opening ---------------------------------------------------------------------
@@ -101,7 +101,7 @@ class ShardSet:
             if fatal(error):
                 raise
             log.error("memory shard %02d could not be opened (damaged files): %s", index, error)
-            self.damaged[index] = "damaged files"
+            self.damaged.add(index)
             return None
         self.shards[index] = shard
         return shard
@@ -189,12 +189,6 @@ def _split(source: Any, targets: list[Path]) -> int:
     """Copy every point of `source` into `targets` by its namespace; points copied."""
     opened: dict[int, Any] = {}
 
-    def target(name: str, point: Any) -> Any:
-        index = shard_index(name, len(targets))
-        if index not in opened:  # the dimension the store was written with
-            opened[index] = open_shard(targets[index], len(dense_vector(point)))
-        return opened[index]
-
     copied, offset = 0, None
     try:
         while True:
@@ -205,13 +199,15 @@ def _split(source: Any, targets: list[Path]) -> int:
             by_shard: dict[int, list[Any]] = {}
             for point in page:
                 name = str(point.payload.get(FIELD_NAMESPACE, ""))
-                by_shard.setdefault(id(target(name, point)), []).append(
+                index = shard_index(name, len(targets))
+                if index not in opened:  # the dimension the store was written with
+                    opened[index] = open_shard(targets[index], len(dense_vector(point)))
+                by_shard.setdefault(index, []).append(
                     qe.Point(point.id, point.vector, point.payload)
                 )
-            for shard in opened.values():
-                if points := by_shard.get(id(shard)):
-                    shard.update(qe.UpdateOperation.upsert_points(points))
-                    copied += len(points)
+            for index, points in by_shard.items():
+                opened[index].update(qe.UpdateOperation.upsert_points(points))
+                copied += len(points)
             if offset is None:
                 break
     finally:
@@ -219,6 +215,3 @@ def _split(source: Any, targets: list[Path]) -> int:
             shard.flush()
             shard.close()
     return copied
-
-
-ShardFor = Callable[[str], Any]

@@ -10,6 +10,7 @@ batched into one engine call per shard (edge_batch.py).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ import qdrant_edge as qe
 from adapters.base import MemoryRecord, SparseVector
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
-from adapters.qdrant.edge_integrity import count_changes
+from adapters.qdrant.edge_integrity import engine_counts
 from adapters.qdrant.edge_shard import EDGE, point_vectors
 from adapters.qdrant.layout import FIELD_EPOCH, memory_to_payload, point_id
 
@@ -93,11 +94,11 @@ class EdgeWrites:
             ids = list(dict.fromkeys(str(point.id) for point, _, _ in items))
             held = {
                 str(found.id): found.payload.get(FIELD_EPOCH)
-                for found in shard.retrieve(ids, with_payload=True, with_vector=False)
+                for found in shard.retrieve(ids, with_payload=[FIELD_EPOCH], with_vector=False)
             }
             new = {str(p.id): epoch for p, _, epoch in items if held.get(str(p.id)) != epoch}
             self._update(shard, qe.UpdateOperation.upsert_points([p for p, _, _ in items]))
-            self._records.count(count_changes(new.values()))
+            self._records.count(Counter(new.values()))
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         live = self._records.live.get(namespace)
@@ -117,12 +118,11 @@ class EdgeWrites:
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(EDGE, now)
-        facet = qe.FacetRequest(FIELD_EPOCH, limit=1_000_000_000, exact=True, filter=expired)
 
         def sweep() -> int:
             deleted = 0
             for shard in self._shards.open_shards():
-                counts = {str(hit.value): int(hit.count) for hit in shard.facet(facet).hits}
+                counts = engine_counts(shard, expired)
                 if counts:
                     self._disk.check()
                     self._records.count({epoch: -n for epoch, n in counts.items()})
