@@ -43,7 +43,7 @@ from common import machine, print_table, summary_ms
 from sentences import sentences
 
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
-from adapters.qdrant.edge import QdrantEdgeBackend
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload, point_id
 
 DIM = 384

@@ -32,7 +32,7 @@ from sentences import sentences
 use_repo_root()
 
 from adapters.base import MemoryRecord, NamespaceRecord  # noqa: E402
-from adapters.qdrant.edge import QdrantEdgeBackend  # noqa: E402
+from adapters.qdrant.edge.backend import QdrantEdgeBackend  # noqa: E402
 from plugin.core.service import MemoryService  # noqa: E402
 from plugin.embedding.embedder import BatchingEmbedder  # noqa: E402
 from plugin.embedding.encoders import load_encoder  # noqa: E402

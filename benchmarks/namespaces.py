@@ -55,7 +55,7 @@ from sentences import queries, sentences
 use_repo_root()
 
 from adapters.base import MemoryRecord, NamespaceRecord  # noqa: E402
-from adapters.qdrant.edge import QdrantEdgeBackend  # noqa: E402
+from adapters.qdrant.edge.backend import QdrantEdgeBackend  # noqa: E402
 from plugin.embedding.encoders import SentenceTransformerEncoder  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 

@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from adapters.base import JsonObject, MemoryFilter, MemoryRecord, SearchQuery
-from adapters.pinecone.layout import F_CREATED_US, memory_filter
 from adapters.pinecone.listing import newest_memories
 from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.vector_metadata import F_CREATED_US, memory_filter
 from adapters.times import to_micros
 
 DIM = 384

@@ -26,7 +26,7 @@ import qdrant_edge as qe
 from common import machine, percentile
 from sentences import queries, sentences
 
-from adapters.qdrant.edge import edge_config
+from adapters.qdrant.edge.backend import edge_config
 from plugin.embedding.encoders import SentenceTransformerEncoder
 
 CORPUS = 10_000

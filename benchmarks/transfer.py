@@ -27,7 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.base import MemoryRecord, NamespaceRecord
-from adapters.qdrant.edge import QdrantEdgeBackend
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin.commands import export_import, import_postgres

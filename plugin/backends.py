@@ -12,7 +12,7 @@ from adapters.base import VectorBackend
 from plugin.settings import Settings
 
 if TYPE_CHECKING:  # the SDK is imported only by a deployment that uses it
-    from adapters.qdrant.server_calls import QdrantServerBase
+    from adapters.qdrant.server.connection import QdrantServerBase
 
 BackendFactory = Callable[[Settings, int], VectorBackend]
 ServerBackend = TypeVar("ServerBackend", bound="QdrantServerBase")
@@ -20,7 +20,7 @@ ServerBackend = TypeVar("ServerBackend", bound="QdrantServerBase")
 
 def _embedded(settings: Settings, dimension: int) -> VectorBackend:
     """Qdrant's engine in-process (qdrant-edge), on disk under MEMORY_PLUGIN_DATA_DIR."""
-    from adapters.qdrant.edge import QdrantEdgeBackend
+    from adapters.qdrant.edge.backend import QdrantEdgeBackend
 
     return QdrantEdgeBackend(dimension, settings.data_dir)
 
@@ -45,8 +45,8 @@ def qdrant_server(
 
 def _qdrant(settings: Settings, dimension: int) -> VectorBackend:
     """A Qdrant server in the layout MEMORY_PLUGIN_QDRANT_LAYOUT asks for."""
-    from adapters.qdrant.server import QdrantServerBackend
-    from adapters.qdrant.server_collections import QdrantCollectionsBackend
+    from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+    from adapters.qdrant.server.tenants import QdrantServerBackend
 
     if settings.qdrant_layout == "collections":
         return qdrant_server(settings, dimension, QdrantCollectionsBackend)

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from qdrant_client.http import models
 
 from adapters.qdrant import layout
-from adapters.qdrant.server import MEMORY_STORE_INDEXES, RECORD_INDEXES
-from adapters.qdrant.server_keywords import KEYWORD_VECTORS
+from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
+from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES, RECORD_INDEXES
 
 KEYWORD_KINDS = frozenset({layout.IndexKind.TENANT, layout.IndexKind.KEYWORD})
 

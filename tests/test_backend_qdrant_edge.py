@@ -11,11 +11,11 @@ import qdrant_edge as qe
 
 from adapters.base import NamespaceRecord, SearchQuery, StoreCondition
 from adapters.errors import NamespaceGone
-from adapters.qdrant import edge_records
-from adapters.qdrant.edge import QdrantEdgeBackend
-from adapters.qdrant.edge_records import RecordStore
-from adapters.qdrant.edge_shard import open_shard, point_vectors
-from adapters.qdrant.edge_shards import SHARD_COUNT
+from adapters.qdrant.edge import namespace_records as edge_records
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.engine import open_shard, point_vectors
+from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.layout import memory_to_payload, new_epoch, point_id
 from plugin.embedding.keywords import KeywordEncoder
 from tests.backend_suite import DIM, T0, BackendSuite, dense, everything, memory, unit

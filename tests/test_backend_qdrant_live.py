@@ -22,8 +22,8 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from adapters.base import VectorBackend
-from adapters.qdrant.server import QdrantServerBackend
-from adapters.qdrant.server_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.tenants import QdrantServerBackend
 from tests.backend_suite import DIM, BackendSuite
 from tests.hybrid_suite import HybridSuite, KeywordIndexSuite
 

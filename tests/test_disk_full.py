@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from adapters.errors import StorageFull
-from adapters.qdrant.edge_disk import MIB, DiskGuard, free_bytes, sparse_bytes
+from adapters.qdrant.edge.disk import MIB, DiskGuard, free_bytes, sparse_bytes
 from tests.server_process import ServerProcess
 
 NAMESPACE = "workspace:full"

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from adapters.qdrant.edge_batch import CallBatcher
+from adapters.qdrant.edge.batching import CallBatcher
 
 
 class Doubler:

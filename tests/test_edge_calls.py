@@ -1,4 +1,4 @@
-"""Where embedded-engine calls run (adapters/qdrant/edge_calls.py), with real threads."""
+"""Where embedded-engine calls run (adapters/qdrant/edge/dispatch.py), with real threads."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.errors import BackendUnavailable, NamespaceGone, StorageDamaged, StorageFull
-from adapters.qdrant.edge_calls import EngineCalls
+from adapters.qdrant.edge.dispatch import EngineCalls
 
 
 @pytest.fixture

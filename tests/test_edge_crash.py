@@ -1,6 +1,6 @@
 """The embedded store across `kill -9`: at every step of a namespace delete, and on upgrade.
 
-A namespace delete is three steps (adapters/qdrant/edge.py): bury the record
+A namespace delete is three steps (adapters/qdrant/edge/backend.py): bury the record
 (one SQLite transaction: the namespace vanishes for callers), delete its
 incarnation's points by filter, forget the purge. A child process is killed
 with SIGKILL after each step; the store reopened afterwards must show the
@@ -20,7 +20,7 @@ import pytest
 import qdrant_edge as qe
 
 from adapters.base import NamespaceRecord
-from adapters.qdrant.edge import QdrantEdgeBackend, edge_config
+from adapters.qdrant.edge.backend import QdrantEdgeBackend, edge_config
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json
 from tests.backend_suite import DIM, T0, dense, everything, memory, unit
 
@@ -30,7 +30,7 @@ _CHILD = """
 import asyncio, os, signal, sys
 sys.path.insert(0, {root!r})
 from adapters.base import NamespaceRecord
-from adapters.qdrant.edge import QdrantEdgeBackend
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from tests.backend_suite import DIM, T0, memory, unit
 
 async def main(steps):

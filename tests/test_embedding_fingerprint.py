@@ -9,7 +9,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import NamespaceRecord
-from adapters.qdrant.edge import QdrantEdgeBackend
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from plugin.core.fingerprint import (
     LEGACY_FINGERPRINT,
     META_KEY,

@@ -24,9 +24,9 @@ import qdrant_edge as qe
 from adapters.base import NamespaceRecord, SearchQuery
 from adapters.errors import BackendUnavailable
 from adapters.pinecone import PineconeBackend
-from adapters.qdrant.edge import QdrantEdgeBackend
-from adapters.qdrant.edge_records import RecordStore
-from adapters.qdrant.edge_shard import edge_config
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.engine import edge_config
+from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from plugin.core.fingerprint import META_KEY
@@ -141,7 +141,7 @@ async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> 
 _KILLED_MID_FILL = """
 import asyncio, os, signal, sys
 sys.path.insert(0, {root!r})
-from adapters.qdrant.edge import QdrantEdgeBackend
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from plugin.embedding import keyword_index
 from plugin.embedding.keywords import KeywordEncoder
 from tests.backend_suite import DIM

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import VectorBackend
-from adapters.qdrant.server import QdrantServerBackend
+from adapters.qdrant.server.tenants import QdrantServerBackend
 from plugin.http.keys import EMBEDDER
 from plugin.observability.instrumented import InstrumentedBackend
 from tests.conftest import AppFactory, ContractClient, FakeClock

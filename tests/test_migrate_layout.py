@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from adapters.base import NamespaceRecord
-from adapters.qdrant.server import QdrantServerBackend
-from adapters.qdrant.server_calls import QdrantConnection
-from adapters.qdrant.server_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.connection import QdrantConnection
+from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.tenants import QdrantServerBackend
 from plugin.cli import main
 from plugin.commands.migrate_layout import migrate
 from tests.backend_suite import DIM, T0, everything, memory, unit

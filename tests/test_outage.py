@@ -18,7 +18,7 @@ import pytest
 import respx
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.qdrant.server import QdrantServerBackend
+from adapters.qdrant.server.tenants import QdrantServerBackend
 from tests.conftest import AppFactory, ContractClient, FakeClock
 from tests.qdrant_rest import mock_shared_ready, ok
 

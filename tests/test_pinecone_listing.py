@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 
 from adapters.base import JsonObject, MemoryFilter, MemoryRecord
-from adapters.pinecone.layout import F_CREATED_US, memory_filter
 from adapters.pinecone.listing import newest_memories
+from adapters.pinecone.vector_metadata import F_CREATED_US, memory_filter
 from adapters.times import to_micros
 from tests.backend_suite import T0, memory
 

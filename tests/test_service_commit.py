@@ -20,7 +20,7 @@ import pytest
 
 from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge import QdrantEdgeBackend
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from plugin.core.service import MemoryService
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.keywords import KeywordEncoder

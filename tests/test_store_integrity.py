@@ -22,9 +22,9 @@ import qdrant_edge as qe
 from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import MemoryRecord, NamespaceRecord
-from adapters.qdrant.edge import QdrantEdgeBackend
-from adapters.qdrant.edge_integrity import kind_of
-from adapters.qdrant.edge_shards import SHARD_COUNT, shard_index
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.integrity import kind_of
+from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from plugin import cli
 from plugin.http.keys import SERVICE
 from plugin.settings import Settings

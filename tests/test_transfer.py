@@ -22,8 +22,8 @@ import pytest
 
 from adapters.base import MemoryRecord, NamespaceRecord, SearchMode, VectorBackend
 from adapters.pinecone import PineconeBackend
-from adapters.qdrant.edge import QdrantEdgeBackend
-from adapters.qdrant.server import QdrantServerBackend
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.server.tenants import QdrantServerBackend
 from plugin.cli import main
 from plugin.commands import export_import
 from plugin.core.search_mode import choose_search_mode

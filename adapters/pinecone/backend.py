@@ -7,10 +7,10 @@ Layout (see docs/backends.md, "Pinecone"):
   `[a-z:A-Z0-9_.-]`, so the mapping is the identity plus the prefix: injective.
 - Namespace records live in one reserved Pinecone namespace, `prefix + "~namespaces"`,
   one vector per namespace with the name as its id (`~` never starts a name, so
-  the reserved namespace cannot collide with a mapped one): `adapters.pinecone.records`.
+  the reserved namespace cannot collide with a mapped one): `adapters.pinecone.namespace_records`.
   So `get_namespaces` (and a search's look-up of its namespaces) is one fetch.
 - Memory ids are the vector ids; upsert is native, so a retried commit updates in place.
-- Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone.layout`.
+- Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone.vector_metadata`.
 - Read-your-writes: `adapters.pinecone.overlay`. Retries and errors: `adapters.pinecone.calls`.
 - Searches over several namespaces: `adapters.pinecone.reads`; listing without a
   query: `adapters.pinecone.listing`.
@@ -45,13 +45,13 @@ from adapters.base import (
     with_keywords,
 )
 from adapters.errors import NamespaceGone
-from adapters.pinecone import layout, transfer
+from adapters.pinecone import transfer, vector_metadata
 from adapters.pinecone.calls import PineconeMissing, call
 from adapters.pinecone.connection import PineconeConnection
 from adapters.pinecone.keywords import PineconeKeywordIndex, sparse_values
+from adapters.pinecone.namespace_records import NamespaceRecords
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
-from adapters.pinecone.records import NamespaceRecords
 from adapters.pinecone.store_meta import StoreMeta
 from adapters.times import to_micros
 
@@ -87,7 +87,7 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
             hybrid=hybrid,
         )
         self._budget_s = timeout_s
-        self._unit = layout.fixed_unit_vector(dimension)
+        self._unit = vector_metadata.fixed_unit_vector(dimension)
         self.overlay = FreshnessOverlay(freshness_window_s, overlay_max_entries, clock)
         self._records = NamespaceRecords(
             prefix=prefix,
@@ -203,9 +203,9 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
         )
         vector = found.vectors.get(memory_id)
         metadata = vector.metadata if vector else None
-        if vector is None or not metadata or metadata.get(layout.F_EPOCH) != state[1]:
+        if vector is None or not metadata or metadata.get(vector_metadata.F_EPOCH) != state[1]:
             return None
-        memory = layout.memory_from_metadata(memory_id, namespace, metadata)
+        memory = vector_metadata.memory_from_metadata(memory_id, namespace, metadata)
         return memory, [float(x) for x in vector.values]
 
     async def upsert_memory(
@@ -215,7 +215,9 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
         if state is None:
             raise NamespaceGone(f"namespace {memory.namespace} was deleted")
         epoch = state[1]
-        metadata = layout.memory_to_metadata(memory, epoch)  # refuses oversize: nothing written
+        metadata = vector_metadata.memory_to_metadata(
+            memory, epoch
+        )  # refuses oversize: nothing written
         index = await self._ready()
         item = transfer.upsert_item(memory.id, vector, metadata, self._sparse(keywords))
         await call(
@@ -278,8 +280,8 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
         it does not show yet, and spares a memory updated since to expire later."""
         expired = {
             "$and": [
-                {layout.F_EPOCH: {"$eq": epoch}},
-                {layout.F_EXPIRES_US: {"$lte": to_micros(now)}},
+                {vector_metadata.F_EPOCH: {"$eq": epoch}},
+                {vector_metadata.F_EXPIRES_US: {"$lte": to_micros(now)}},
             ]
         }
         gone: set[str] = set()
@@ -345,7 +347,7 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
             state = states.get(memory.namespace)
             if state is None:
                 raise NamespaceGone(f"namespace {memory.namespace} was deleted")
-            metadata = layout.memory_to_metadata(memory, state[1])  # refuses oversize
+            metadata = vector_metadata.memory_to_metadata(memory, state[1])  # refuses oversize
             row = (memory, list(vector), metadata, memory_keywords)
             groups.setdefault(memory.namespace, []).append(row)
         index = await self._ready()

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from adapters.base import JsonObject, MemoryRecord
-from adapters.pinecone.layout import newer_than
+from adapters.pinecone.vector_metadata import newer_than
 from adapters.times import to_micros
 
 MAX_ROUNDS = 6

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pinecone import AsyncIndex
 
 from adapters.base import NamespaceRecord
-from adapters.pinecone import layout
+from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call
 from adapters.pinecone.overlay import FreshnessOverlay
 
@@ -89,7 +89,7 @@ class NamespaceRecords:
         for name in names:
             vector = found.vectors.get(name)
             fetched[name] = (
-                layout.namespace_from_metadata(vector.metadata or {}) if vector else None
+                vector_metadata.namespace_from_metadata(vector.metadata or {}) if vector else None
             )
             self._states.pop(name, None)
             self._states[name] = (self._clock(), fetched[name])
@@ -104,7 +104,7 @@ class NamespaceRecords:
         item = {
             "id": record.name,
             "values": self._unit,
-            "metadata": layout.namespace_to_metadata(record, epoch),
+            "metadata": vector_metadata.namespace_to_metadata(record, epoch),
         }
         index = await self._ready()
         await call(

@@ -42,7 +42,7 @@ from adapters.base import (
     SparseVector,
 )
 from adapters.pinecone.keywords import keyword_score
-from adapters.pinecone.layout import matches
+from adapters.pinecone.vector_metadata import matches
 
 Vector = npt.NDArray[np.float32]
 

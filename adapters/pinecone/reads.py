@@ -21,7 +21,7 @@ from pinecone.models.vectors.vector import ScoredVector
 
 from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
 from adapters.merge import merge_listed, merge_scored, pin_sides
-from adapters.pinecone import layout
+from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call
 from adapters.pinecone.keywords import KEYWORD_WEIGHT, sparse_values
 from adapters.pinecone.listing import newest_memories
@@ -104,14 +104,16 @@ class MemoryReads:
                 vector=vector,
                 sparse_vector=keywords,
                 namespace=self.pinecone_namespace(namespace),
-                filter=layout.memory_filter(epoch, memory_filter),
+                filter=vector_metadata.memory_filter(epoch, memory_filter),
                 include_metadata=True,
                 timeout=t,
             ),
             self._budget_s,
         )
         hits = [
-            ScoredMemory(layout.memory_from_metadata(m.id, namespace, m.metadata or {}), m.score)
+            ScoredMemory(
+                vector_metadata.memory_from_metadata(m.id, namespace, m.metadata or {}), m.score
+            )
             for m in found.matches
         ]
         return self._overlay.merge_query(namespace, epoch, query, memory_filter, hits, limit)
@@ -121,10 +123,13 @@ class MemoryReads:
     ) -> list[MemoryRecord]:
         async def scan(flt: dict[str, Any]) -> list[MemoryRecord]:
             matches = await self.unranked(namespace, flt, "list memories", with_metadata=True)
-            return [layout.memory_from_metadata(m.id, namespace, m.metadata or {}) for m in matches]
+            return [
+                vector_metadata.memory_from_metadata(m.id, namespace, m.metadata or {})
+                for m in matches
+            ]
 
         want = min(limit + len(self._overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
-        base = layout.memory_filter(epoch, memory_filter)
+        base = vector_metadata.memory_filter(epoch, memory_filter)
         listed = await newest_memories(scan, base, want, QUERY_TOP_K_WITH_METADATA)
         return self._overlay.merge_listing(namespace, epoch, memory_filter, listed, limit)
 

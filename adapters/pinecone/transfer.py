@@ -17,7 +17,7 @@ from typing import Any
 from pinecone import AsyncIndex
 
 from adapters.base import StoredMemory
-from adapters.pinecone import layout
+from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import PineconeMissing, call
 from adapters.pinecone.overlay import FreshnessOverlay
 
@@ -59,9 +59,9 @@ async def scan(
             for vector_id in ids:
                 vector = page.get(vector_id)
                 metadata = vector.metadata if vector is not None else None
-                if not metadata or metadata.get(layout.F_EPOCH) != epoch:
+                if not metadata or metadata.get(vector_metadata.F_EPOCH) != epoch:
                     continue
-                memory = layout.memory_from_metadata(vector_id, name, metadata)
+                memory = vector_metadata.memory_from_metadata(vector_id, name, metadata)
                 if memory.is_expired(now):
                     continue
                 values = [float(x) for x in vector.values] if with_vectors else []
@@ -123,7 +123,9 @@ def batches(items: Sequence[Item], dimension: int) -> list[list[Item]]:
     for item in items:
         # A float in JSON takes up to ~24 bytes; metadata as Pinecone counts it.
         sparse = len(item.get("sparse_values", {}).get("indices", ()))
-        item_size = 24 * (dimension + 2 * sparse) + layout.metadata_size(item["metadata"]) + 100
+        item_size = (
+            24 * (dimension + 2 * sparse) + vector_metadata.metadata_size(item["metadata"]) + 100
+        )
         if current and (len(current) >= PAGE or size + item_size > UPSERT_MAX_BYTES):
             chunks.append(current)
             current, size = [], 0

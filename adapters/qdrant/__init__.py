@@ -1,9 +1,8 @@
 """Qdrant, embedded (qdrant-edge) or a server (qdrant-client), in one payload layout.
 
-- `layout.py`, `filters.py`, `names.py`: what every Qdrant layout shares.
-- `edge.py` (+ `edge_records.py`, `edge_legacy.py`): the embedded default.
-- `server.py`: a Qdrant server, every namespace a tenant of one collection.
-- `server_collections.py`: a Qdrant server, one collection per namespace (opt-in).
-- `server_records.py`: the shared server layout's namespace records and purges.
-- `server_calls.py`, `migrate.py`: what the two server layouts share; moving between them.
+- `layout.py`, `filters.py`, `names.py`, `ranking.py`: what every Qdrant backend shares.
+- `edge/`: the embedded default (`edge/backend.py`, one module per concern).
+- `server/`: a Qdrant server: `server/tenants.py`, every namespace a tenant of one
+  collection (the default), or `server/namespace_collections.py`, one collection
+  per namespace (opt-in); `server/connection.py` is what both share.
 """

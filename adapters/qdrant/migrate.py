@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from adapters.qdrant.server import QdrantServerBackend
-from adapters.qdrant.server_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.tenants import QdrantServerBackend
 
 # Called once per namespace copied: (namespace name, memories copied for it).
 Progress = Callable[[str, int], None]

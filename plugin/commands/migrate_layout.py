@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 
 from adapters.errors import BackendError
-from adapters.qdrant.server import QdrantServerBackend
-from adapters.qdrant.server_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.tenants import QdrantServerBackend
 from plugin.embedding.keyword_index import index_store
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings

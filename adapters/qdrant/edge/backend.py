@@ -3,7 +3,7 @@
 The zero-config default. Layout under `data_dir`:
 
     store/memories/           one EdgeShard holding every memory of every namespace
-    store/namespaces.sqlite3  namespace records and pending purges (edge_records.py)
+    store/namespaces.sqlite3  namespace records and pending purges (namespace_records.py)
 
 Why one shard: a real installation has thousands of namespaces. One shard per
 namespace (the old layout) meant thousands of open shards, each with a search
@@ -31,7 +31,7 @@ Durability: qdrant-edge appends every update to its write-ahead log before
 write survives `kill -9` (tests/test_durability.py). qdrant-edge keeps the GIL
 through every call, so the short calls of the request path (lookups by id, the
 batched upserts, searches, single deletes) run on the event loop and the rest on
-a small thread pool (edge_calls.py). One plugin process per data directory.
+a small thread pool (dispatch.py). One plugin process per data directory.
 """
 
 from __future__ import annotations
@@ -56,25 +56,26 @@ from adapters.base import (
     VectorBackend,
 )
 from adapters.errors import BackendUnavailable, StorageDamaged
-from adapters.qdrant import edge_integrity, filters, ranking
-from adapters.qdrant.edge_batch import CallBatcher
-from adapters.qdrant.edge_bulk import EdgeBulkTransfer
-from adapters.qdrant.edge_calls import EngineCalls
-from adapters.qdrant.edge_disk import DEFAULT_HEADROOM_BYTES, DiskGuard, allocated_bytes
-from adapters.qdrant.edge_integrity import IntegrityReport, some
-from adapters.qdrant.edge_keywords import EdgeKeywordIndex
-from adapters.qdrant.edge_legacy import LEGACY_DIR, migrate_legacy_layout
-from adapters.qdrant.edge_reads import EdgeReads
-from adapters.qdrant.edge_records import LiveNamespace, RecordStore
-from adapters.qdrant.edge_shard import (
+from adapters.qdrant import filters, ranking
+from adapters.qdrant.edge import integrity
+from adapters.qdrant.edge.batching import CallBatcher
+from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES, DiskGuard, allocated_bytes
+from adapters.qdrant.edge.dispatch import EngineCalls
+from adapters.qdrant.edge.engine import (
     EDGE,
     dense_vector,
     edge_config,
     open_shard,
     parsed_memory,
 )
-from adapters.qdrant.edge_shards import ShardSet
-from adapters.qdrant.edge_writes import EdgeWrites, PendingUpsert
+from adapters.qdrant.edge.integrity import IntegrityReport, some
+from adapters.qdrant.edge.keyword_index import EdgeKeywordIndex
+from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
+from adapters.qdrant.edge.namespace_records import LiveNamespace, RecordStore
+from adapters.qdrant.edge.reads import EdgeReads
+from adapters.qdrant.edge.shards import ShardSet
+from adapters.qdrant.edge.transfer import EdgeBulkTransfer
+from adapters.qdrant.edge.writes import EdgeWrites, PendingUpsert
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
@@ -86,7 +87,7 @@ SHARD_DIR = "memories"
 RECORDS_FILE = "namespaces.sqlite3"
 # Vacuum once this many points were replaced or deleted since the last time.
 OPTIMIZE_AFTER_CHANGES = 20_000
-# How often the janitor compares the records with the engine (edge_integrity.py).
+# How often the janitor compares the records with the engine (integrity.py).
 VERIFY_EVERY_S = 600.0
 
 
@@ -137,7 +138,7 @@ class QdrantEdgeBackend(EdgeReads, EdgeWrites, EdgeBulkTransfer, EdgeKeywordInde
         self._verify(at_start=True)
 
     def _verify(self, *, at_start: bool = False) -> IntegrityReport:
-        self.integrity = edge_integrity.check(self._shards, self._records, at_start=at_start)
+        self.integrity = integrity.check(self._shards, self._records, at_start=at_start)
         self._verified_at = time.monotonic()
         return self.integrity
 

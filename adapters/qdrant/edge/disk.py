@@ -15,7 +15,7 @@ themselves once space returns. Opening a shard is checked harder: on tmpfs,
 mapping its files claims part of their holes at once, so opening needs room
 for every hole of that shard (apparent size minus allocated blocks) as well.
 Holes elsewhere are not counted: they take space only as writes fill them,
-and with one shard per hash bucket (edge_shards.py) they add up to far more
+and with one shard per hash bucket (shards.py) they add up to far more
 than a volume needs. `statvfs` costs microseconds.
 """
 

@@ -15,7 +15,7 @@ flight on a worker: then it queues behind it there, so the loop never waits on
 the shard's lock for another thread (qdrant-edge has no threads of its own that
 take it). `worker()` is for what is long or does I/O that releases the GIL:
 opening, SQLite commits, purges, maintenance, health's disk check, bulk
-transfer. Both translate failures alike (edge_shard.translate).
+transfer. Both translate failures alike (engine.translate).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge_shard import fatal, translate
+from adapters.qdrant.edge.engine import fatal, translate
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """qdrant-edge's shard: how it is configured, opened, and spoken to (filters, errors).
 
-Kept apart from the adapter (edge.py) so that the adapter reads as namespace
+Kept apart from the adapter (backend.py) so that the adapter reads as namespace
 and memory semantics only.
 """
 
@@ -53,7 +53,7 @@ EDGE = EdgeDialect()
 
 class EdgeRanking:
     """qdrant-edge's spelling of a search (adapters/qdrant/ranking.py). Dense stages are
-    exact: indexing is off (edge.py), and the tenant index bounds what they read."""
+    exact: indexing is off (backend.py), and the tenant index bounds what they read."""
 
     _EXACT = qe.SearchParams(exact=True)
 

@@ -3,7 +3,7 @@
 Why: the two halves of the store live in different files (the engine's
 segments and WAL; `namespaces.sqlite3`), and damage to either used to lose data
 silently, with health `ok`. So the records keep a count of memories per
-namespace incarnation (edge_records.py), and this module compares them with
+namespace incarnation (namespace_records.py), and this module compares them with
 what the engine can actually find, grouped by the `epoch` every memory carries
 (one facet query per shard: the cost follows the number of namespaces, not of
 memories):
@@ -30,8 +30,8 @@ from typing import Any
 import qdrant_edge as qe
 
 from adapters.base import NamespaceRecord
-from adapters.qdrant.edge_records import RecordStore
-from adapters.qdrant.edge_shards import ShardSet
+from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.shards import ShardSet
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, FIELD_NAMESPACE
 
 log = logging.getLogger(__name__)

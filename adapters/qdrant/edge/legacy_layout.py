@@ -27,8 +27,8 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.qdrant.edge_records import RecordStore
-from adapters.qdrant.edge_shard import dense_vector
+from adapters.qdrant.edge.engine import dense_vector
+from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.layout import (
     FIELD_EPOCH,
     FIELD_MEMORY_ID,
@@ -74,7 +74,7 @@ def migrate_legacy_layout(
     legacy: Path, shard_of: Callable[[str], Any], records: RecordStore
 ) -> tuple[int, int]:
     """Copy every namespace under `legacy` into its shard (`shard_of(name)`) and `records`;
-    (namespaces, memories). Their memory counts are taken afterwards (edge_integrity.py)."""
+    (namespaces, memories). Their memory counts are taken afterwards (integrity.py)."""
     started = time.monotonic()
     namespaces = memories = 0
     for directory in sorted(legacy.iterdir()):

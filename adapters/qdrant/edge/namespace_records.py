@@ -19,7 +19,7 @@ Tables:
   leaves a row that the next purge finishes.
 
 - `counts(epoch, memories)`: how many memories each live incarnation holds, so
-  that a loss in the engine's files is noticed (edge_integrity.py). A count
+  that a loss in the engine's files is noticed (integrity.py). A count
   goes up after the engine has the write and down before the engine deletes,
   so a crash in between leaves the engine ahead, never behind: only "fewer
   memories than counted" means loss.
@@ -29,7 +29,7 @@ name and epoch in `damaged` (the adapter answers 503 for that namespace and
 health counts it), and `bury` can still drop it with its memories. A file that
 is not a database at all is moved aside and a new one started: the adapter
 then rebuilds the records from the memories' own `ns` and `epoch`
-(edge_integrity.py), so no namespace with memories is lost.
+(integrity.py), so no namespace with memories is lost.
 
 All methods block; the adapter calls them from its worker threads.
 """

@@ -1,8 +1,8 @@
 """Reads of the embedded store: lookups by id, searches and listings across shards.
 
-A mixin of `QdrantEdgeBackend` (edge.py), apart so that each reads as one
+A mixin of `QdrantEdgeBackend` (backend.py), apart so that each reads as one
 concern. Every read names namespaces, and each namespace lives in one shard
-(edge_shards.py): a read asks each shard concerned once, with the namespaces it
+(shards.py): a read asks each shard concerned once, with the namespaces it
 holds, and merges the answers (pinned first, then by score or newest first, as
 one shard orders them). A read touching a damaged shard raises `StorageDamaged`
 naming the namespaces asked for; the service then reads around it.
@@ -18,14 +18,14 @@ import qdrant_edge as qe
 from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.qdrant import filters, ranking
-from adapters.qdrant.edge_records import LiveNamespace
-from adapters.qdrant.edge_shard import DENSE_VECTOR, EDGE, EDGE_RANKING, parsed_memory
+from adapters.qdrant.edge.engine import DENSE_VECTOR, EDGE, EDGE_RANKING, parsed_memory
+from adapters.qdrant.edge.namespace_records import LiveNamespace
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, Scope, point_id
 
 if TYPE_CHECKING:
-    from adapters.qdrant.edge_calls import EngineCalls
-    from adapters.qdrant.edge_records import RecordStore
-    from adapters.qdrant.edge_shards import ShardSet
+    from adapters.qdrant.edge.dispatch import EngineCalls
+    from adapters.qdrant.edge.namespace_records import RecordStore
+    from adapters.qdrant.edge.shards import ShardSet
 
 
 class EdgeReads:

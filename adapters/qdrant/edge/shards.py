@@ -33,8 +33,8 @@ from typing import Any
 import qdrant_edge as qe
 
 from adapters.errors import StorageDamaged, StorageFull
-from adapters.qdrant.edge_disk import DiskGuard, allocated_bytes
-from adapters.qdrant.edge_shard import dense_vector, fatal, open_shard
+from adapters.qdrant.edge.disk import DiskGuard, allocated_bytes
+from adapters.qdrant.edge.engine import dense_vector, fatal, open_shard
 from adapters.qdrant.layout import FIELD_NAMESPACE
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Bulk transfer for the embedded store: every memory with its vector, many written at once.
 
-A mixin of `QdrantEdgeBackend` (edge.py), apart so that the adapter reads as
+A mixin of `QdrantEdgeBackend` (backend.py), apart so that the adapter reads as
 namespace and memory semantics; it works through the adapter's worker threads,
 record store and guarded write path, declared below for the type checker.
 """
@@ -16,13 +16,13 @@ import qdrant_edge as qe
 from adapters.base import MemoryFilter, SparseVector, StoredMemory, with_keywords
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
-from adapters.qdrant.edge_shard import EDGE, dense_vector, parsed_memory, point_vectors
+from adapters.qdrant.edge.engine import EDGE, dense_vector, parsed_memory, point_vectors
 from adapters.qdrant.layout import Scope, memory_to_payload, point_id
 
 if TYPE_CHECKING:
-    from adapters.qdrant.edge_calls import EngineCalls
-    from adapters.qdrant.edge_records import RecordStore
-    from adapters.qdrant.edge_shards import ShardSet
+    from adapters.qdrant.edge.dispatch import EngineCalls
+    from adapters.qdrant.edge.namespace_records import RecordStore
+    from adapters.qdrant.edge.shards import ShardSet
 
 T = TypeVar("T")
 

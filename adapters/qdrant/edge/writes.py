@@ -1,11 +1,11 @@
 """Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep.
 
-A mixin of `QdrantEdgeBackend` (edge.py), apart so that each reads as one
+A mixin of `QdrantEdgeBackend` (backend.py), apart so that each reads as one
 concern. Every write counts: a memory new to its namespace's incarnation is
 counted after the engine has it, one deleted is uncounted before the engine
-deletes it (edge_records.py), so the integrity check (edge_integrity.py) can
+deletes it (namespace_records.py), so the integrity check (integrity.py) can
 tell a crash's harmless drift from a loss. Upserts from concurrent callers are
-batched into one engine call per shard (edge_batch.py).
+batched into one engine call per shard (batching.py).
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ import qdrant_edge as qe
 from adapters.base import MemoryRecord, SparseVector
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
-from adapters.qdrant.edge_integrity import engine_counts
-from adapters.qdrant.edge_shard import EDGE, point_vectors
+from adapters.qdrant.edge.engine import EDGE, point_vectors
+from adapters.qdrant.edge.integrity import engine_counts
 from adapters.qdrant.layout import FIELD_EPOCH, memory_to_payload, point_id
 
 if TYPE_CHECKING:
-    from adapters.qdrant.edge_batch import CallBatcher
-    from adapters.qdrant.edge_calls import EngineCalls
-    from adapters.qdrant.edge_disk import DiskGuard
-    from adapters.qdrant.edge_records import LiveNamespace, RecordStore
-    from adapters.qdrant.edge_shards import ShardSet
+    from adapters.qdrant.edge.batching import CallBatcher
+    from adapters.qdrant.edge.disk import DiskGuard
+    from adapters.qdrant.edge.dispatch import EngineCalls
+    from adapters.qdrant.edge.namespace_records import LiveNamespace, RecordStore
+    from adapters.qdrant.edge.shards import ShardSet
 
 # One memory on its way into a shard: its vectors and its namespace's epoch.
 PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, str]
@@ -85,7 +85,7 @@ class EdgeWrites:
 
     def _counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
         """Upsert (one call per shard), then count the memories new to their incarnation:
-        a count goes up only once the engine has them (edge_records.py)."""
+        a count goes up only once the engine has them (namespace_records.py)."""
         by_shard: dict[int, list[tuple[Any, str, str]]] = {}
         for item in points:
             by_shard.setdefault(self._shards.index_of(item[1]), []).append(item)
@@ -110,7 +110,7 @@ class EdgeWrites:
             if point is None:
                 return False
             self._disk.check()
-            self._records.count({live.epoch: -1})  # before the engine: edge_records.py
+            self._records.count({live.epoch: -1})  # before the engine: namespace_records.py
             self._update(self._shards.of(namespace), qe.UpdateOperation.delete_points([point.id]))
             return True
 

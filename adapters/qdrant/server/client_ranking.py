@@ -1,6 +1,6 @@
 """qdrant-client's spelling of a search's stages, for `adapters.qdrant.ranking`.
 
-Apart from the calls (server_calls.py), which build their requests with it.
+Apart from the calls (connection.py), which build their requests with it.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailab
 from adapters.merge import pin_sides
 from adapters.qdrant import filters, names, ranking
 from adapters.qdrant.layout import FIELD_CREATED_US, IndexKind, Scope
-from adapters.qdrant.server_ranking import CLIENT_RANKING
+from adapters.qdrant.server.client_ranking import CLIENT_RANKING
 
 T = TypeVar("T")
 Page = tuple[list[models.Record], models.ExtendedPointId | None]

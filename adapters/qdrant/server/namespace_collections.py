@@ -4,14 +4,14 @@ Its limit: one collection per namespace. Qdrant advises against hundreds or
 thousands of collections (each has its own segments, WAL and HNSW graph) and
 Qdrant Cloud caps a cluster at 1000, so this layout is for operators who want
 hard isolation and have few namespaces; the default is the shared layout
-(`adapters.qdrant.server`), and `adapters.qdrant.migrate` copies this one into it.
+(`adapters.qdrant.server.tenants`), and `adapters.qdrant.migrate` copies this one into it.
 
 The namespace record lives in the collection's `metadata` under a single key,
 so replacing it is one atomic PATCH (Qdrant merges metadata keys, it never
 drops them). Reads over several namespaces ask each collection once (both pin
 sides in one `query_batch_points`) and merge with `adapters.merge`; the
 expired-memory sweep visits every collection. Calls go through
-`adapters.qdrant.server_calls`, which maps SDK errors to `adapters.errors`.
+`adapters.qdrant.server.connection`, which maps SDK errors to `adapters.errors`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ from adapters.errors import (
     NamespaceGone,
 )
 from adapters.merge import merge_listed, merge_scored
-from adapters.qdrant import filters, layout, names, server_keywords
-from adapters.qdrant.server_calls import (
+from adapters.qdrant import filters, layout, names
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.connection import (
     DENSE,
     DIALECT,
     NEWEST_FIRST,
@@ -52,7 +53,7 @@ from adapters.qdrant.server_calls import (
     StoredMemory,
     side_requests,
 )
-from adapters.qdrant.server_collections_keywords import CollectionsKeywordIndex
+from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
 
 T = TypeVar("T")
 
@@ -75,7 +76,7 @@ def _memory(namespace: str, point: models.Record | models.ScoredPoint) -> Memory
 
 
 def _stored(namespace: str, point: models.Record) -> StoredMemory:
-    vector = server_keywords.dense_of(point)
+    vector = keyword_vectors.dense_of(point)
     if vector is None:
         raise BackendError(f"point {point.id} of {namespace} has no plain dense vector")
     return _memory(namespace, point), vector
@@ -145,7 +146,7 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
         if info is None:
             vectors = models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)
             if await self.connection.create_collection(
-                collection, vectors, sparse=server_keywords.KEYWORD_VECTORS, metadata=metadata
+                collection, vectors, sparse=keyword_vectors.KEYWORD_VECTORS, metadata=metadata
             ):
                 await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, {})
                 return
@@ -154,8 +155,8 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
                 raise BackendError(f"collection {collection!r} vanished while saving")
         self._record(info, record.name, collection)
         await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, info.payload_schema)
-        if not server_keywords.has_keyword_vector(info):
-            await server_keywords.add_keyword_vector(self._call, collection)
+        if not keyword_vectors.has_keyword_vector(info):
+            await keyword_vectors.add_keyword_vector(self._call, collection)
         await self._call(lambda c: c.update_collection(collection, metadata=metadata))
 
     async def delete_namespace(self, name: str) -> bool:
@@ -350,7 +351,7 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
             by_collection.setdefault(collection, []).append(
                 models.PointStruct(
                     id=point_id,
-                    vector=server_keywords.point_vector(vector, memory_keywords),
+                    vector=keyword_vectors.point_vector(vector, memory_keywords),
                     payload=layout.memory_to_payload(memory),
                 )
             )
@@ -371,5 +372,5 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
         except BackendError as exc:
             if "Not existing vector name" not in str(exc):
                 raise
-            await server_keywords.add_keyword_vector(self._call, collection)
+            await keyword_vectors.add_keyword_vector(self._call, collection)
             await self._call(lambda c: c.upsert(collection, points, wait=True))

@@ -1,8 +1,8 @@
 """The keyword index of the `collections` layout: every namespace collection, one by one.
 
-A mixin of `QdrantCollectionsBackend` (server_collections.py), apart so that the
+A mixin of `QdrantCollectionsBackend` (namespace_collections.py), apart so that the
 adapter reads as namespace and memory semantics. Each collection gains its
-keyword vector in place (server_keywords.py); the walk for memories without one
+keyword vector in place (keywords.py); the walk for memories without one
 goes collection by collection in name order, with cursors and keys that name the
 collection, and skips a collection deleted meanwhile.
 """
@@ -16,8 +16,8 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
 from adapters.base import SparseVector
-from adapters.qdrant import server_keywords
-from adapters.qdrant.server_calls import CollectionMissing
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.connection import CollectionMissing
 
 T = TypeVar("T")
 
@@ -37,10 +37,10 @@ class CollectionsKeywordIndex:
             info = await self._info(collection)
             if info is None:
                 continue
-            if reset and server_keywords.has_keyword_vector(info):
-                await server_keywords.drop_keyword_vector(self._call, collection)
-            elif not server_keywords.has_keyword_vector(info):
-                await server_keywords.add_keyword_vector(self._call, collection)
+            if reset and keyword_vectors.has_keyword_vector(info):
+                await keyword_vectors.drop_keyword_vector(self._call, collection)
+            elif not keyword_vectors.has_keyword_vector(info):
+                await keyword_vectors.add_keyword_vector(self._call, collection)
 
     async def unindexed_memories(
         self, cursor: str | None, limit: int
@@ -50,32 +50,32 @@ class CollectionsKeywordIndex:
         if cursor is None:
             collection, offset = (collections[0] if collections else None), None
         else:
-            collection, offset = server_keywords.parse_cursor(cursor)
+            collection, offset = keyword_vectors.parse_cursor(cursor)
             if collection not in collections:  # deleted meanwhile: on to the next one
                 collection, offset = _after(collections, collection), None
         if collection is None:
             return [], None
         try:
-            page, after = await server_keywords.unindexed_page(
+            page, after = await keyword_vectors.unindexed_page(
                 self._call, collection, offset, limit
             )
         except CollectionMissing:  # deleted meanwhile: on to the next one
             page, after = [], None
-        keyed = [(server_keywords.cursor(collection, key), content) for key, content in page]
+        keyed = [(keyword_vectors.cursor(collection, key), content) for key, content in page]
         if after is not None:
-            return keyed, server_keywords.cursor(collection, after)
+            return keyed, keyword_vectors.cursor(collection, after)
         following = _after(collections, collection)
-        return keyed, None if following is None else server_keywords.cursor(following, None)
+        return keyed, None if following is None else keyword_vectors.cursor(following, None)
 
     async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
         by_collection: dict[str, list[tuple[str, SparseVector]]] = {}
         for key, keywords in items:
-            collection, point_id = server_keywords.parse_cursor(key)
+            collection, point_id = keyword_vectors.parse_cursor(key)
             if point_id is not None:
                 by_collection.setdefault(collection, []).append((point_id, keywords))
         for collection, page in by_collection.items():
             try:
-                await server_keywords.index_page(self._call, collection, page)
+                await keyword_vectors.index_page(self._call, collection, page)
             except CollectionMissing:
                 continue
         return len(items)

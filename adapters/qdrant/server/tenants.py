@@ -11,7 +11,7 @@ Reads see only memories of the namespaces' current epochs, so a delete (purge
 point written and record removed in one request) is immediate for every caller
 while the physical delete by epoch may finish later (`maintain`). Collections
 are created on first use, so the plugin boots while Qdrant is down. The
-one-collection-per-namespace layout is `adapters.qdrant.server_collections`.
+one-collection-per-namespace layout is `adapters.qdrant.server.namespace_collections`.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from adapters.base import (
 )
 from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable, NamespaceGone
 from adapters.merge import merge_listed, merge_scored
-from adapters.qdrant import filters, layout, names, server_keywords
+from adapters.qdrant import filters, layout, names
 from adapters.qdrant.layout import FIELD_EPOCH
-from adapters.qdrant.server_calls import (
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.connection import (
     DENSE,
     DIALECT,
     NEWEST_FIRST,
@@ -49,7 +50,7 @@ from adapters.qdrant.server_calls import (
     StoredMemory,
     side_requests,
 )
-from adapters.qdrant.server_records import (
+from adapters.qdrant.server.namespace_records import (
     RECORD_INDEXES,
     NamespaceRecords,
     epoch_of,
@@ -127,11 +128,11 @@ class QdrantServerBackend(QdrantServerBase):
                 present,
                 vectors,
                 MEMORY_STORE_INDEXES,
-                sparse=server_keywords.KEYWORD_VECTORS,
+                sparse=keyword_vectors.KEYWORD_VECTORS,
                 hnsw=TENANT_HNSW,
             )
-            if info is not None and not server_keywords.has_keyword_vector(info):
-                await server_keywords.add_keyword_vector(self.connection.call, self._memories)
+            if info is not None and not keyword_vectors.has_keyword_vector(info):
+                await keyword_vectors.add_keyword_vector(self.connection.call, self._memories)
             await self.connection.ensure_collection(
                 self._records.collection, present, {}, RECORD_INDEXES
             )
@@ -218,7 +219,7 @@ class QdrantServerBackend(QdrantServerBase):
                 raise NamespaceGone(f"namespace {memory.namespace} not found")
             point_id = layout.point_id(memory.namespace, memory.id)
             payload = layout.memory_to_payload(memory, epoch)
-            stored = server_keywords.point_vector(vector, memory_keywords)
+            stored = keyword_vectors.point_vector(vector, memory_keywords)
             points[point_id] = models.PointStruct(id=point_id, vector=stored, payload=payload)
         if only_changed and points:
             ids: list[models.ExtendedPointId] = list(points)
@@ -274,15 +275,15 @@ class QdrantServerBackend(QdrantServerBase):
         """`prepare()` gives the collection its keyword vector; `reset` drops and re-adds it."""
         await self._ready()
         if reset:
-            await server_keywords.drop_keyword_vector(self._call, self._memories)
+            await keyword_vectors.drop_keyword_vector(self._call, self._memories)
 
     async def unindexed_memories(
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
-        return await server_keywords.unindexed_page(self._call, self._memories, cursor, limit)
+        return await keyword_vectors.unindexed_page(self._call, self._memories, cursor, limit)
 
     async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        await server_keywords.index_page(self._call, self._memories, items)
+        await keyword_vectors.index_page(self._call, self._memories, items)
         return len(items)
 
     # -- internals -------------------------------------------------------------------
@@ -366,7 +367,7 @@ class QdrantServerBackend(QdrantServerBase):
 
 
 def _vector(point: models.Record) -> list[float]:
-    vector = server_keywords.dense_of(point)
+    vector = keyword_vectors.dense_of(point)
     if vector is None:
         raise BackendError(f"point {point.id} has no plain dense vector")
     return vector

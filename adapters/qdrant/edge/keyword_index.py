@@ -1,6 +1,6 @@
 """The embedded store's keyword index: give memories stored without one their keyword vector.
 
-A mixin of `QdrantEdgeBackend` (edge.py), driven by plugin/embedding/keyword_index.py.
+A mixin of `QdrantEdgeBackend` (backend.py), driven by plugin/embedding/keyword_index.py.
 Memories written before keyword vectors existed, or imported without them, are
 found by "has no keyword vector" and given one in place (`update_vectors`: the
 dense vector and payload stay), a page per engine call on a worker thread, so
@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 import qdrant_edge as qe
 
 from adapters.base import SparseVector
-from adapters.qdrant.edge_shard import add_keyword_vector, drop_keyword_vector, sparse
+from adapters.qdrant.edge.engine import add_keyword_vector, drop_keyword_vector, sparse
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 
 if TYPE_CHECKING:
-    from adapters.qdrant.edge_calls import EngineCalls
-    from adapters.qdrant.edge_shards import ShardSet
+    from adapters.qdrant.edge.dispatch import EngineCalls
+    from adapters.qdrant.edge.shards import ShardSet
 
 _UNINDEXED = qe.Filter(must_not=[qe.HasVectorCondition(KEYWORDS_VECTOR)])
 
@@ -94,7 +94,7 @@ class EdgeKeywordIndex:
     def _index(self, index: int, items: list[tuple[str, SparseVector]]) -> None:
         """One update for the page. A point deleted since it was listed makes the engine
         refuse the whole update: then once more without the gone (as a server's, in
-        server_keywords.index_page)."""
+        server/keyword_vectors.index_page)."""
         shard = self._shards.shards[index]
         if shard is None:
             return

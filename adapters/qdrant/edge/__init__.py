@@ -1,0 +1,1 @@
+"""The embedded store: qdrant-edge in-process, on disk (`backend.py`)."""
