@@ -1,6 +1,6 @@
 """The embedded store's keyword index: give memories stored without one their keyword vector.
 
-A mixin of `QdrantEdgeBackend` (backend.py), driven by plugin/embedding/keyword_index.py.
+A part of `QdrantEdgeBackend` (backend.py), driven by plugin/embedding/keyword_index.py.
 Memories written before keyword vectors existed, or imported without them, are
 found by "has no keyword vector" and given one in place (`update_vectors`: the
 dense vector and payload stay), a page per engine call on a worker thread, so
@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 import qdrant_edge as qe
 
 from adapters.base import SparseVector
 from adapters.qdrant.edge.engine import add_keyword_vector, drop_keyword_vector, sparse
+from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
-
-if TYPE_CHECKING:
-    from adapters.qdrant.edge.dispatch import EngineCalls
-    from adapters.qdrant.edge.shards import ShardSet
 
 _UNINDEXED = qe.Filter(must_not=[qe.HasVectorCondition(KEYWORDS_VECTOR)])
 
@@ -34,17 +30,14 @@ class EdgeKeywordIndex:
     Every open shard in turn: a cursor is "<shard>:<point id or nothing>", a key
     "<shard>/<point id>" (both opaque to the plugin)."""
 
-    if TYPE_CHECKING:  # provided by QdrantEdgeBackend
-        _calls: EngineCalls
-        _shards: ShardSet
-
-        def _update(self, shard: Any, operation: Any) -> None: ...
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
 
     async def prepare_keywords(self, *, reset: bool = False) -> None:
-        await self._calls.worker(self._prepare_keywords, reset)
+        await self._store.calls.worker(self._prepare_keywords, reset)
 
     def _prepare_keywords(self, reset: bool) -> None:
-        for shard in self._shards.open_shards():
+        for shard in self._store.shards.open_shards():
             if reset:
                 drop_keyword_vector(shard)
             else:
@@ -54,12 +47,12 @@ class EdgeKeywordIndex:
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
         index, _, after = (cursor or "0:").partition(":")
-        return await self._calls.worker(self._unindexed, int(index), after or None, limit)
+        return await self._store.calls.worker(self._unindexed, int(index), after or None, limit)
 
     def _unindexed(
         self, index: int, after: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
-        shards = self._shards.shards
+        shards = self._store.shards.shards
         while index < len(shards) and shards[index] is None:
             index, after = index + 1, None  # not open (absent, damaged): nothing to index
         if index >= len(shards):
@@ -88,19 +81,21 @@ class EdgeKeywordIndex:
             shard_index, _, point = key.partition("/")
             by_shard.setdefault(int(shard_index), []).append((point, vector))
         for index, found in by_shard.items():
-            await self._calls.worker(self._index, index, found)
+            await self._store.calls.worker(self._index, index, found)
         return len(items)
 
     def _index(self, index: int, items: list[tuple[str, SparseVector]]) -> None:
         """One update for the page. A point deleted since it was listed makes the engine
         refuse the whole update: then once more without the gone (as a server's, in
         server/keyword_vectors.index_page)."""
-        shard = self._shards.shards[index]
+        shard = self._store.shards.shards[index]
         if shard is None:
             return
         vectors = [qe.PointVectors(key, {KEYWORDS_VECTOR: sparse(v)}) for key, v in items]
         try:
-            self._update(shard, qe.UpdateOperation.update_vectors(vectors, condition=_UNINDEXED))
+            self._store.update(
+                shard, qe.UpdateOperation.update_vectors(vectors, condition=_UNINDEXED)
+            )
         except Exception:
             ids = [key for key, _ in items]
             found = shard.retrieve(ids, with_payload=False, with_vector=False)
@@ -109,6 +104,6 @@ class EdgeKeywordIndex:
             if len(remaining) == len(vectors):
                 raise
             if remaining:
-                self._update(
+                self._store.update(
                     shard, qe.UpdateOperation.update_vectors(remaining, condition=_UNINDEXED)
                 )

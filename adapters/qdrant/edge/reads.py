@@ -1,7 +1,7 @@
 """Reads of the embedded store: lookups by id, searches and listings across shards.
 
-A mixin of `QdrantEdgeBackend` (backend.py), apart so that each reads as one
-concern. Every read names namespaces, and each namespace lives in one shard
+A part of `QdrantEdgeBackend` (backend.py), over the shared `EdgeStore`
+(store.py). Every read names namespaces, and each namespace lives in one shard
 (shards.py): a read asks each shard concerned once, with the namespaces it
 holds, and merges the answers (pinned first, then by score or newest first, as
 one shard orders them). A read touching a damaged shard raises `StorageDamaged`
@@ -11,63 +11,84 @@ naming the namespaces asked for; the service then reads around it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
+from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery, StoredMemory
+from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.qdrant import filters, ranking
-from adapters.qdrant.edge.engine import DENSE_VECTOR, EDGE, EDGE_RANKING, parsed_memory
+from adapters.qdrant.edge.batching import CallBatcher
+from adapters.qdrant.edge.engine import (
+    DENSE_VECTOR,
+    EDGE,
+    EDGE_RANKING,
+    dense_vector,
+    parsed_memory,
+)
 from adapters.qdrant.edge.namespace_records import LiveNamespace
+from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, Scope, point_id
-
-if TYPE_CHECKING:
-    from adapters.qdrant.edge.dispatch import EngineCalls
-    from adapters.qdrant.edge.namespace_records import RecordStore
-    from adapters.qdrant.edge.shards import ShardSet
 
 
 class EdgeReads:
     """`query_memories`, `list_memories` and the batched lookups by id."""
 
-    if TYPE_CHECKING:  # provided by QdrantEdgeBackend
-        _records: RecordStore
-        _calls: EngineCalls
-        _shards: ShardSet
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
+        self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
+
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+        """One lookup (batched with concurrent ones): the payload and the dense vector."""
+        live = self._store.records.live.get(namespace)
+        if live is None:
+            return None
+        point = await self._lookups.submit((live, memory_id))
+        if point is None:
+            return None
+        memory = parsed_memory(point)
+        if memory is None:
+            raise StorageDamaged(f"memory {memory_id} in {namespace} is unreadable", (namespace,))
+        return memory, dense_vector(point)
+
+    async def drain(self) -> None:
+        await self._lookups.drain()
 
     def _scopes(self, namespaces: Sequence[str]) -> list[tuple[Any, Scope]]:
         """The live namespaces asked for, grouped by shard: (shard, their scope) each."""
-        live = self._records.live
+        live = self._store.records.live
         grouped: dict[int, list[tuple[str, str]]] = {}
         for name in dict.fromkeys(namespaces):
             if name in live:
-                grouped.setdefault(self._shards.index_of(name), []).append((name, live[name].epoch))
+                grouped.setdefault(self._store.shards.index_of(name), []).append(
+                    (name, live[name].epoch)
+                )
         return [
             (
-                self._shards.of(found[0][0]),
+                self._store.shards.of(found[0][0]),
                 Scope(tuple(n for n, _ in found), tuple(e for _, e in found)),
             )
             for found in grouped.values()
         ]
 
-    def _retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None:
+    def retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None:
         """The point of `memory_id` in that incarnation of its namespace, or None."""
         return self._retrieve_many([(live, memory_id)])[0]
 
     async def _find(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
-        return await self._calls.here(self._retrieve_many, items)
+        return await self._store.calls.here(self._retrieve_many, items)
 
     def _retrieve_many(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
-        """`_retrieve` for many (namespace incarnation, id) pairs: one call per shard."""
+        """`retrieve` for many (namespace incarnation, id) pairs: one call per shard."""
         ids = [point_id(live.record.name, memory_id) for live, memory_id in items]
         wanted: dict[int, tuple[str, list[str]]] = {}
         for (live, _), key in zip(items, ids, strict=True):
             name = live.record.name
-            wanted.setdefault(self._shards.index_of(name), (name, []))[1].append(key)
+            wanted.setdefault(self._store.shards.index_of(name), (name, []))[1].append(key)
         by_id: dict[str, Any] = {}
         for name, keys in wanted.values():
-            found = self._shards.of(name).retrieve(
+            found = self._store.shards.of(name).retrieve(
                 list(dict.fromkeys(keys)), with_payload=True, with_vector=[DENSE_VECTOR]
             )
             by_id.update((str(point.id), point) for point in found)
@@ -91,7 +112,7 @@ class EdgeReads:
         if not scopes:
             return []
         asks = [(shard, build(scope)) for shard, scope in scopes]
-        return await self._calls.here(self._ask, asks)
+        return await self._store.calls.here(self._ask, asks)
 
     async def query_memories(
         self,

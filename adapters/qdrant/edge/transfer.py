@@ -1,15 +1,15 @@
 """Bulk transfer for the embedded store: every memory with its vector, many written at once.
 
-A mixin of `QdrantEdgeBackend` (backend.py), apart so that the adapter reads as
-namespace and memory semantics; it works through the adapter's worker threads,
-record store and guarded write path, declared below for the type checker.
+A part of `QdrantEdgeBackend` (backend.py), apart so that the adapter reads as
+namespace and memory semantics; it works through the shared `EdgeStore`
+(store.py) and the counted upsert of `EdgeWrites` (writes.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import qdrant_edge as qe
 
@@ -17,28 +17,17 @@ from adapters.base import MemoryFilter, SparseVector, StoredMemory, with_keyword
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
 from adapters.qdrant.edge.engine import EDGE, dense_vector, parsed_memory, point_vectors
+from adapters.qdrant.edge.store import EdgeStore
+from adapters.qdrant.edge.writes import EdgeWrites
 from adapters.qdrant.layout import Scope, memory_to_payload, point_id
 
-if TYPE_CHECKING:
-    from adapters.qdrant.edge.dispatch import EngineCalls
-    from adapters.qdrant.edge.namespace_records import RecordStore
-    from adapters.qdrant.edge.shards import ShardSet
 
-T = TypeVar("T")
-
-
-class EdgeBulkTransfer:
+class EdgeTransfer:
     """`iter_memories`, `upsert_memories` and the store metadata, for export and import."""
 
-    if TYPE_CHECKING:  # provided by QdrantEdgeBackend
-        _records: RecordStore
-
-        _calls: EngineCalls
-        _shards: ShardSet
-
-        def _counted_upsert(self, points: list[tuple[Any, str, str]]) -> None: ...
-        def _purge(self, name: str, epoch: str) -> None: ...
-        def _guarded(self, func: Callable[..., T], *args: Any) -> T: ...
+    def __init__(self, store: EdgeStore, writes: EdgeWrites) -> None:
+        self._store = store
+        self._writes = writes
 
     async def iter_memories(
         self,
@@ -51,17 +40,17 @@ class EdgeBulkTransfer:
         """Scroll the namespace's incarnation, one page per worker-thread call, so a long
         export never holds a worker (or the event loop) for more than a page. Stops when
         the namespace is deleted meanwhile: its memories vanish, as for every read."""
-        live = self._records.live.get(namespace)
+        live = self._store.records.live.get(namespace)
         if live is None:
             return
         scope = Scope((namespace,), (live.epoch,))
         wanted = filters.memories(EDGE, MemoryFilter(now=now), scope)
         offset: Any = None
         while True:
-            page, offset = await self._calls.worker(
+            page, offset = await self._store.calls.worker(
                 self._scroll, namespace, wanted, offset, page_size, with_vectors
             )
-            current = self._records.live.get(namespace)
+            current = self._store.records.live.get(namespace)
             if current is None or current.epoch != live.epoch:
                 return
             found = [
@@ -80,7 +69,7 @@ class EdgeBulkTransfer:
         request = qe.ScrollRequest(
             offset=offset, limit=limit, filter=wanted, with_payload=True, with_vector=with_vectors
         )
-        page, next_offset = self._shards.of(namespace).scroll(request)
+        page, next_offset = self._store.shards.of(namespace).scroll(request)
         return list(page), next_offset
 
     async def upsert_memories(
@@ -91,7 +80,7 @@ class EdgeBulkTransfer:
         epochs: dict[str, str] = {}
         points: list[tuple[Any, str, str]] = []
         for (memory, vector), memory_keywords in with_keywords(memories, keywords):
-            live = self._records.live.get(memory.namespace)
+            live = self._store.records.live.get(memory.namespace)
             if live is None:
                 raise NamespaceGone(f"namespace {memory.namespace} not found")
             epochs[memory.namespace] = live.epoch
@@ -101,18 +90,21 @@ class EdgeBulkTransfer:
             points.append((point, memory.namespace, live.epoch))
         if not points:
             return 0
-        await self._calls.worker(self._counted_upsert, points)
+        await self._store.calls.worker(self._writes.counted_upsert, points)
         for name, epoch in epochs.items():
-            current = self._records.live.get(name)
+            current = self._store.records.live.get(name)
             if current is None or current.epoch != epoch:
-                await self._calls.worker(self._purge, name, epoch)  # as in upsert_memory
+                # As in upsert_memory: the write belongs to a dead incarnation.
+                await self._store.calls.worker(self._store.purge, name, epoch)
                 raise NamespaceGone(f"namespace {name} was deleted during the write")
         return len(points)
 
     # -- store metadata (the embedding fingerprint) ----------------------------------
 
     async def read_store_meta(self) -> Mapping[str, str]:
-        return await self._calls.worker(self._records.meta)
+        return await self._store.calls.worker(self._store.records.meta)
 
     async def write_store_meta(self, key: str, value: str) -> None:
-        await self._calls.worker(self._guarded, self._records.set_meta, key, value)
+        await self._store.calls.worker(
+            self._store.guarded, self._store.records.set_meta, key, value
+        )

@@ -1,7 +1,7 @@
 """Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep.
 
-A mixin of `QdrantEdgeBackend` (backend.py), apart so that each reads as one
-concern. Every write counts: a memory new to its namespace's incarnation is
+A part of `QdrantEdgeBackend` (backend.py), over the shared `EdgeStore`
+(store.py). Every write counts: a memory new to its namespace's incarnation is
 counted after the engine has it, one deleted is uncounted before the engine
 deletes it (namespace_records.py), so the integrity check (integrity.py) can
 tell a crash's harmless drift from a loss. Upserts from concurrent callers are
@@ -13,23 +13,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import qdrant_edge as qe
 
 from adapters.base import MemoryRecord, SparseVector
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
+from adapters.qdrant.edge.batching import CallBatcher
 from adapters.qdrant.edge.engine import EDGE, point_vectors
 from adapters.qdrant.edge.integrity import engine_counts
+from adapters.qdrant.edge.reads import EdgeReads
+from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_EPOCH, memory_to_payload, point_id
-
-if TYPE_CHECKING:
-    from adapters.qdrant.edge.batching import CallBatcher
-    from adapters.qdrant.edge.disk import DiskGuard
-    from adapters.qdrant.edge.dispatch import EngineCalls
-    from adapters.qdrant.edge.namespace_records import LiveNamespace, RecordStore
-    from adapters.qdrant.edge.shards import ShardSet
 
 # One memory on its way into a shard: its vectors and its namespace's epoch.
 PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, str]
@@ -38,34 +34,31 @@ PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, str]
 class EdgeWrites:
     """`upsert_memory`, `delete_memory`, `delete_expired_memories` and the counted upsert."""
 
-    if TYPE_CHECKING:  # provided by QdrantEdgeBackend
-        _records: RecordStore
-        _calls: EngineCalls
-        _shards: ShardSet
-        _disk: DiskGuard
-        _upserts: CallBatcher[PendingUpsert, None]
+    def __init__(self, store: EdgeStore, reads: EdgeReads) -> None:
+        self._store = store
+        self._reads = reads
+        self._upserts: CallBatcher[PendingUpsert, None] = CallBatcher(self._write_upserts)
 
-        def _purge(self, name: str, epoch: str) -> None: ...
-        def _retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None: ...
-        def _update(self, shard: Any, operation: Any) -> None: ...
+    async def drain(self) -> None:
+        await self._upserts.drain()
 
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
     ) -> None:
-        live = self._records.live.get(memory.namespace)
+        live = self._store.records.live.get(memory.namespace)
         if live is None:
             raise NamespaceGone(f"namespace {memory.namespace} not found")
         await self._upserts.submit((memory, vector, keywords, live.epoch))
-        current = self._records.live.get(memory.namespace)
+        current = self._store.records.live.get(memory.namespace)
         if current is None or current.epoch != live.epoch:
             # The namespace was deleted (maybe re-created) while we wrote, and its purge
             # may already have run: the write belongs to a dead incarnation. Purge again
             # rather than leave an orphan no read can see.
-            await self._calls.worker(self._purge, memory.namespace, live.epoch)
+            await self._store.calls.worker(self._store.purge, memory.namespace, live.epoch)
             raise NamespaceGone(f"namespace {memory.namespace} was deleted during the write")
 
     async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
-        await self._calls.here(self._upsert_points, items)
+        await self._store.calls.here(self._upsert_points, items)
         return [None] * len(items)
 
     def _upsert_points(self, items: list[PendingUpsert]) -> None:
@@ -81,53 +74,55 @@ class EdgeWrites:
             )
             for memory, vector, keywords, epoch in items
         ]
-        self._counted_upsert(points)
+        self.counted_upsert(points)
 
-    def _counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
+    def counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
         """Upsert (one call per shard), then count the memories new to their incarnation:
         a count goes up only once the engine has them (namespace_records.py)."""
         by_shard: dict[int, list[tuple[Any, str, str]]] = {}
         for item in points:
-            by_shard.setdefault(self._shards.index_of(item[1]), []).append(item)
+            by_shard.setdefault(self._store.shards.index_of(item[1]), []).append(item)
         for items in by_shard.values():
-            shard = self._shards.of(items[0][1])
+            shard = self._store.shards.of(items[0][1])
             ids = list(dict.fromkeys(str(point.id) for point, _, _ in items))
             held = {
                 str(found.id): found.payload.get(FIELD_EPOCH)
                 for found in shard.retrieve(ids, with_payload=[FIELD_EPOCH], with_vector=False)
             }
             new = {str(p.id): epoch for p, _, epoch in items if held.get(str(p.id)) != epoch}
-            self._update(shard, qe.UpdateOperation.upsert_points([p for p, _, _ in items]))
-            self._records.count(Counter(new.values()))
+            self._store.update(shard, qe.UpdateOperation.upsert_points([p for p, _, _ in items]))
+            self._store.records.count(Counter(new.values()))
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
-        live = self._records.live.get(namespace)
+        live = self._store.records.live.get(namespace)
         if live is None:
             return False
 
         def delete() -> bool:
-            point = self._retrieve(live, memory_id)
+            point = self._reads.retrieve(live, memory_id)
             if point is None:
                 return False
-            self._disk.check()
-            self._records.count({live.epoch: -1})  # before the engine: namespace_records.py
-            self._update(self._shards.of(namespace), qe.UpdateOperation.delete_points([point.id]))
+            self._store.disk.check()
+            self._store.records.count({live.epoch: -1})  # before the engine: namespace_records.py
+            self._store.update(
+                self._store.shards.of(namespace), qe.UpdateOperation.delete_points([point.id])
+            )
             return True
 
-        return await self._calls.here(delete)
+        return await self._store.calls.here(delete)
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(EDGE, now)
 
         def sweep() -> int:
             deleted = 0
-            for shard in self._shards.open_shards():
+            for shard in self._store.shards.open_shards():
                 counts = engine_counts(shard, expired)
                 if counts:
-                    self._disk.check()
-                    self._records.count({epoch: -n for epoch, n in counts.items()})
-                    self._update(shard, qe.UpdateOperation.delete_points_by_filter(expired))
+                    self._store.disk.check()
+                    self._store.records.count({epoch: -n for epoch, n in counts.items()})
+                    self._store.update(shard, qe.UpdateOperation.delete_points_by_filter(expired))
                     deleted += sum(counts.values())
             return deleted
 
-        return await self._calls.worker(sweep)
+        return await self._store.calls.worker(sweep)

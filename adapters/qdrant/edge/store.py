@@ -1,0 +1,61 @@
+"""What the parts of the embedded backend share: its shards, records, disk guard and threads.
+
+`QdrantEdgeBackend` (backend.py) is a facade over parts that each hold one
+concern (reads.py, writes.py, transfer.py, keyword_index.py, namespaces.py);
+they are handed one `EdgeStore` rather than reaching into the backend. Every
+write to a shard goes through `update`, behind the disk guard and counted for
+the janitor's vacuum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import qdrant_edge as qe
+
+from adapters.qdrant import filters
+from adapters.qdrant.edge.disk import DiskGuard
+from adapters.qdrant.edge.dispatch import EngineCalls
+from adapters.qdrant.edge.engine import EDGE
+from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.shards import ShardSet
+
+T = TypeVar("T")
+RECORDS_FILE = "namespaces.sqlite3"
+
+
+class EdgeStore:
+    """The state of one embedded store; `update` is an attribute so that a test can wrap it."""
+
+    def __init__(self, root: Path, dimension: int, workers: int, headroom_bytes: int) -> None:
+        self.root = root
+        self.calls = EngineCalls(workers)
+        self.records = RecordStore(root / RECORDS_FILE)
+        self.disk = DiskGuard(root, headroom_bytes)
+        self.shards = ShardSet(root, dimension, self.disk)
+        self.changes = 0  # points replaced or deleted since the last vacuum
+        self.update: Callable[[Any, Any], None] = self._update
+
+    def _update(self, shard: Any, operation: Any) -> None:
+        self.disk.check()
+        shard.update(operation)
+        self.changes += 1
+
+    def guarded(self, func: Callable[..., T], *args: Any) -> T:
+        """`func(*args)` once the disk guard allows a write."""
+        self.disk.check()
+        return func(*args)
+
+    def purge(self, name: str, epoch: str) -> None:
+        """Remove an incarnation's memories from disk, then forget the purge (two steps).
+
+        By name and epoch together: an epoch alone, copied into another namespace's
+        damaged record, would purge that namespace too."""
+        self.delete_incarnation(name, epoch)
+        self.records.purged(epoch)
+
+    def delete_incarnation(self, name: str, epoch: str) -> None:
+        where = filters.incarnation(EDGE, name, epoch)
+        self.update(self.shards.of(name), qe.UpdateOperation.delete_points_by_filter(where))
