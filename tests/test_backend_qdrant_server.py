@@ -23,10 +23,10 @@ from qdrant_client.http import models
 from adapters.base import MemoryFilter, NamespaceRecord, SearchQuery
 from adapters.errors import BackendMisconfigured, BackendUnavailable
 from adapters.qdrant import layout
-from adapters.qdrant.migrate import copy_collections_to_shared
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend, legacy_layout_line
+from plugin.commands.migrate_layout import copy_collections_to_shared
 from tests.backend_suite import DIM, T0, BackendSuite, dense, everything, memory, unit
 from tests.hybrid_suite import HybridSuite, KeywordIndexSuite
 

@@ -3,12 +3,14 @@ to the shared layout.
 
 The shared layout refuses to start while per-namespace collections exist (so
 nothing is silently ignored), and its one-line refusal names this command. It
-copies every namespace record and every memory with its stored vector
-(`adapters/qdrant/migrate.py`; nothing is re-embedded, and running it twice
-changes nothing), prints one line per namespace and a summary, and drops the
-old collections only with `--drop-source`. Then the shared store's keyword
-vectors are brought up to date from content (plugin/embedding/keyword_index.py), so it
-searches as the old layout did. Settings come from the environment, as for `serve`.
+copies every live namespace record and memory with its stored vector through
+the same `StoreWriter` as `import` (plugin/transfer/bulk.py: nothing is
+re-embedded, and running it twice writes nothing), prints one line per
+namespace and a summary, and drops the old collections only with
+`--drop-source`, once every namespace was copied. Then the shared store's
+keyword vectors are brought up to date from content
+(plugin/embedding/keyword_index.py), so it searches as the old layout did.
+Settings come from the environment, as for `serve`.
 """
 
 from __future__ import annotations
@@ -19,11 +21,56 @@ from collections.abc import Callable
 from adapters.errors import BackendError
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from plugin.core.service import utc_now
 from plugin.embedding.keyword_index import index_store
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
+from plugin.transfer.bulk import WRITE_BATCH, StoreWriter
 
 Print = Callable[[str], None]
+# Called once per namespace copied: (namespace name, memories copied for it).
+Progress = Callable[[str, int], None]
+
+
+async def copy_collections_to_shared(
+    source: QdrantCollectionsBackend,
+    target: QdrantServerBackend,
+    *,
+    drop_source: bool = False,
+    progress: Progress | None = None,
+    batch_size: int = WRITE_BATCH,
+) -> tuple[int, int]:
+    """Copy every live namespace and memory of `source` into `target`: (namespaces, memories).
+
+    Opens both backends (they may share one `QdrantConnection`); closing them is the
+    caller's. Keyword vectors are left to the keyword index. Raises `adapters.errors`
+    types; a failed run can simply be run again.
+    """
+    await source.start()
+    await target.prepare(allow_namespace_collections=True)  # the old layout is still there
+    now = utc_now()
+    writer = StoreWriter(target, now, None, None, batch=batch_size)
+    records = sorted(await source.list_namespaces(), key=lambda record: record.name)
+    live = [record for record in records if not record.is_expired(now)]
+    memories = 0
+    for record in live:
+        await writer.namespace(record)
+        copied = 0
+        async for page in source.iter_memories(record.name, now, page_size=batch_size):
+            for memory, vector in page:
+                await writer.memory(memory, vector)
+            copied += len(page)
+        await writer.flush()
+        memories += copied
+        if progress is not None:
+            progress(record.name, copied)
+    if writer.report.problems:
+        kept = "; the old collections are kept" if drop_source else ""
+        raise BackendError(f"not copied: {'; '.join(writer.report.problems)}{kept}")
+    if drop_source:
+        for record in records:
+            await source.delete_namespace(record.name)
+    return len(live), memories
 
 
 async def migrate(
@@ -34,8 +81,6 @@ async def migrate(
     out: Print,
 ) -> int:
     """Copy, report, close both; the exit status (1 with one line when the copy failed)."""
-    from adapters.qdrant.migrate import copy_collections_to_shared
-
     started = time.monotonic()
     try:
         namespaces, memories = await copy_collections_to_shared(

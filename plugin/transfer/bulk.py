@@ -120,7 +120,7 @@ class StoreWriter:
         backend: VectorBackend,
         now: datetime,
         embed: EmbedMany | None,
-        keywords: KeywordEncoder,
+        keywords: KeywordEncoder | None,
         *,
         batch: int = WRITE_BATCH,
         progress: Progress = _nothing,
@@ -215,7 +215,9 @@ class StoreWriter:
                 pending[index] = (pending[index][0], vector)
             self.report.embedded += len(missing)
         batch: list[StoredMemory] = pending
-        keywords = [self._keywords.document(memory.content) for memory, _ in pending]
+        keywords = None  # without an encoder, left to the keyword index (migrate-layout)
+        if self._keywords is not None:
+            keywords = [self._keywords.document(memory.content) for memory, _ in pending]
         await self.backend.upsert_memories(batch, keywords)
         self.report.written += len(pending)
         self._progress(len(pending))

@@ -4,7 +4,8 @@ Its limit: one collection per namespace. Qdrant advises against hundreds or
 thousands of collections (each has its own segments, WAL and HNSW graph) and
 Qdrant Cloud caps a cluster at 1000, so this layout is for operators who want
 hard isolation and have few namespaces; the default is the shared layout
-(`adapters.qdrant.server.tenants`), and `adapters.qdrant.migrate` copies this one into it.
+(`adapters.qdrant.server.tenants`), and `migrate-layout`
+(plugin/commands/migrate_layout.py) copies this one into it.
 
 The namespace record lives in the collection's `metadata` under a single key,
 so replacing it is one atomic PATCH (Qdrant merges metadata keys, it never
@@ -188,24 +189,6 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
         ):
             return
         await self._call(lambda c: c.update_collection(collection, metadata=metadata))
-
-    async def dump(
-        self, page_size: int = 256
-    ) -> AsyncIterator[tuple[NamespaceRecord, list[StoredMemory]]]:
-        """Every namespace with its memories and their stored vectors, for the migration.
-
-        Yields (record, page) per page of memories: a namespace's pages in a row, at
-        least one (maybe empty) per namespace; a namespace deleted meanwhile is skipped.
-        """
-        for record in await self.list_namespaces():
-            pages = self.connection.pages(
-                self._collection(record.name), with_vectors=True, size=page_size
-            )
-            try:
-                async for points in pages:
-                    yield record, [_stored(record.name, point) for point in points]
-            except CollectionMissing:
-                continue
 
     # -- memories --------------------------------------------------------------------
 

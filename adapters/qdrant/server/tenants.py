@@ -200,17 +200,9 @@ class QdrantServerBackend(QdrantServerBase):
         await self.upsert_memories(stored, None if keywords is None else [keywords])
 
     async def upsert_memories(
-        self,
-        memories: Sequence[StoredMemory],
-        keywords: Sequence[SparseVector] | None = None,
-        *,
-        only_changed: bool = False,
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
     ) -> int:
-        """Write many memories in one request, as `upsert_memory`; how many were written.
-
-        `only_changed` first reads the points and skips those already holding the
-        same payload (a re-run migration writes nothing: Qdrant's re-normalisation
-        of a stored vector may differ in the last bit)."""
+        """Write many memories in one request, as `upsert_memory`; how many were written."""
         live = await self._records.live([memory.namespace for memory, _ in memories])
         points: dict[str, models.PointStruct] = {}
         for (memory, vector), memory_keywords in with_keywords(memories, keywords):
@@ -221,11 +213,6 @@ class QdrantServerBackend(QdrantServerBase):
             payload = layout.memory_to_payload(memory, epoch)
             stored = keyword_vectors.point_vector(vector, memory_keywords)
             points[point_id] = models.PointStruct(id=point_id, vector=stored, payload=payload)
-        if only_changed and points:
-            ids: list[models.ExtendedPointId] = list(points)
-            for found in await self._call(lambda c: c.retrieve(self._memories, ids)):
-                if points[str(found.id)].payload == found.payload:
-                    del points[str(found.id)]
         if points:
             writes = list(points.values())
             await self._call(lambda c: c.upsert(self._memories, writes, wait=True))
