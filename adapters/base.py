@@ -2,8 +2,9 @@
 
 Modelled on qdrant-client's "one front, several implementations": the plugin's
 service layer speaks only to `VectorBackend`, and `tests/backend_suite.py` runs
-the same calls against every implementation. Types here are plain dataclasses,
-never SDK objects, and no adapter imports aiohttp.
+the same calls against every implementation. The values it speaks in are plain
+dataclasses (`adapters.values`, re-exported here), never SDK objects, and no
+adapter imports aiohttp.
 
 Semantics every implementation must keep:
 - A namespace behaves as a collection: it has a record (name, kind, metadata,
@@ -32,161 +33,42 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import enum
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from adapters.times import format_optional_time, format_time, parse_optional_time, parse_time
+from adapters.values import (
+    JsonObject,
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    SearchMode,
+    SearchQuery,
+    SparseVector,
+    StoreCondition,
+    StoredMemory,
+    with_keywords,
+)
 
-JsonObject = dict[str, Any]
+__all__ = [
+    "DEFAULT_PREFIX",
+    "JsonObject",
+    "MemoryFilter",
+    "MemoryRecord",
+    "NamespaceRecord",
+    "ScoredMemory",
+    "SearchMode",
+    "SearchQuery",
+    "SparseVector",
+    "StoreCondition",
+    "StoredMemory",
+    "VectorBackend",
+    "with_keywords",
+]
+
 # What every backend puts before its own names (collections, Pinecone namespaces).
 DEFAULT_PREFIX = "memory-"
-
-# A memory with the vector the store keeps for it (export, import, migrations).
-StoredMemory = tuple["MemoryRecord", list[float]]
-
-
-@dataclass(frozen=True, slots=True)
-class NamespaceRecord:
-    """A namespace as stored: the contract's `Namespace` object."""
-
-    name: str
-    kind: str
-    created_at: datetime
-    expires_at: datetime | None = None
-    metadata: JsonObject | None = None
-
-    def is_expired(self, now: datetime) -> bool:
-        return self.expires_at is not None and self.expires_at <= now
-
-    def to_json_object(self) -> JsonObject:
-        """The contract's `Namespace` object: the one JSON form of a record, on the wire,
-        in the Qdrant records and in export files."""
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "expires_at": format_optional_time(self.expires_at),
-            "metadata": self.metadata,
-            "created_at": format_time(self.created_at),
-        }
-
-    @classmethod
-    def from_json_object(cls, data: JsonObject) -> NamespaceRecord:
-        return cls(
-            name=data["name"],
-            kind=data["kind"],
-            created_at=parse_time(data["created_at"]),
-            expires_at=parse_optional_time(data.get("expires_at")),
-            metadata=data.get("metadata"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRecord:
-    """A memory as stored: the contract's `Memory` object without a score."""
-
-    id: str
-    namespace: str
-    content: str
-    kind: str
-    source: str
-    created_at: datetime
-    pin: bool = False
-    expires_at: datetime | None = None
-    propagation: JsonObject | None = None
-
-    def is_expired(self, now: datetime) -> bool:
-        return self.expires_at is not None and self.expires_at <= now
-
-
-@dataclass(frozen=True, slots=True)
-class ScoredMemory:
-    """A memory with its ranking score: higher is better, within one answer.
-
-    Cosine similarity for a dense query, BM25 for a keyword query, and for a hybrid
-    query the fused score (adapters/qdrant/ranking.py, docs/backends.md "Hybrid search").
-    """
-
-    memory: MemoryRecord
-    score: float
-
-
-@dataclass(frozen=True, slots=True)
-class SparseVector:
-    """A keyword vector: token ids (32-bit hashes) with their weights, ids unique."""
-
-    indices: tuple[int, ...]
-    values: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        if len(self.indices) != len(self.values):
-            raise ValueError("a sparse vector needs one value per index")
-
-
-class SearchMode(enum.StrEnum):
-    """How a search with a query ranks: MEMORY_PLUGIN_SEARCH."""
-
-    HYBRID = "hybrid"  # dense and keyword candidates, fused by the store
-    DENSE = "dense"  # cosine over the embeddings only
-    KEYWORD = "keyword"  # BM25 over the keyword vectors only
-
-
-@dataclass(frozen=True, slots=True)
-class SearchQuery:
-    """What a search with a query sends the store: a dense vector, a keyword vector, or both.
-
-    Both is a hybrid search. The plugin computes only what the mode needs (a keyword
-    search costs no model call).
-    """
-
-    dense: Sequence[float] | None = None
-    keywords: SparseVector | None = None
-
-    def __post_init__(self) -> None:
-        if self.dense is None and self.keywords is None:
-            raise ValueError("a search query needs a dense vector, a keyword vector or both")
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryFilter:
-    """Which memories a query or listing may return.
-
-    `now`: memories with `expires_at <= now` are excluded.
-    `pinned`: None for both sides (pinned first), True or False for one side only.
-    `kinds`: None for all kinds, else only these.
-    """
-
-    now: datetime
-    pinned: bool | None = None
-    kinds: frozenset[str] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StoreCondition:
-    """What a backend that still serves wants an operator to know (health, metrics).
-
-    `unreadable_namespaces`: names whose stored data cannot be read; requests for
-    them answer 503 while the rest are served. `problems`: one line each, naming
-    no file path (e.g. "the data volume is full ...").
-    """
-
-    unreadable_namespaces: tuple[str, ...] = ()
-    problems: tuple[str, ...] = ()
-
-    @property
-    def degraded(self) -> bool:
-        return bool(self.unreadable_namespaces or self.problems)
-
-
-def with_keywords(
-    memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None
-) -> Iterator[tuple[StoredMemory, SparseVector | None]]:
-    """`upsert_memories`' arguments as pairs: each memory with its keyword vector or None."""
-    if keywords is None:
-        return ((stored, None) for stored in memories)
-    return zip(memories, keywords, strict=True)
 
 
 class VectorBackend(abc.ABC):

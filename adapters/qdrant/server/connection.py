@@ -25,7 +25,6 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from adapters.base import (
     DEFAULT_PREFIX,
     MemoryFilter,
-    MemoryRecord,
     SearchMode,
     SearchQuery,
     VectorBackend,
@@ -39,8 +38,6 @@ from adapters.qdrant.server.client_ranking import CLIENT_RANKING
 T = TypeVar("T")
 Page = tuple[list[models.Record], models.ExtendedPointId | None]
 Caller = Callable[[Callable[[AsyncQdrantClient], Awaitable[Page]]], Awaitable[Page]]
-# A memory with the vector Qdrant stores for it (normalised, for cosine).
-StoredMemory = tuple[MemoryRecord, list[float]]
 IndexParams = models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
 
 DENSE = ""  # the name a server gives a collection's unnamed dense vector

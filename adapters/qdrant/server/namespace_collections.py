@@ -33,6 +33,7 @@ from adapters.base import (
     ScoredMemory,
     SearchQuery,
     SparseVector,
+    StoredMemory,
     with_keywords,
 )
 from adapters.errors import (
@@ -51,7 +52,6 @@ from adapters.qdrant.server.connection import (
     CollectionMissing,
     QdrantServerBase,
     Query,
-    StoredMemory,
     side_requests,
 )
 from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
