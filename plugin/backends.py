@@ -12,7 +12,7 @@ from adapters.base import VectorBackend
 from plugin.settings import Settings
 
 if TYPE_CHECKING:  # the SDK is imported only by a deployment that uses it
-    from adapters.qdrant.server.connection import QdrantServerBase
+    from adapters.qdrant.server.backend_base import QdrantServerBase
 
 BackendFactory = Callable[[Settings, int], VectorBackend]
 ServerBackend = TypeVar("ServerBackend", bound="QdrantServerBase")

@@ -31,8 +31,9 @@ from adapters.errors import (
 )
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json, point_id
 from adapters.qdrant.names import collection_name
+from adapters.qdrant.server.collection_records import RECORD_KEY
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
-from adapters.qdrant.server.namespace_collections import RECORD_KEY, QdrantCollectionsBackend
+from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.namespace_records import generation_id, incarnation_epoch
 from adapters.qdrant.server.tenants import RECORD_INDEXES, QdrantServerBackend, purge_id, record_id
 from adapters.times import to_micros

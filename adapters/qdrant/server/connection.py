@@ -1,9 +1,8 @@
-"""What both Qdrant server layouts share: the client, error mapping, filters and indexes.
+"""The Qdrant server connection both layouts share: the client, its errors, collection setup.
 
 `QdrantConnection` builds qdrant-client's `AsyncQdrantClient` (a URL, or
 `location=":memory:"` for its in-process local mode in tests) without I/O, so
-the plugin boots while Qdrant is down; `QdrantServerBase` holds it for both
-backends, with their prefix. One connection can serve several
+the plugin boots while Qdrant is down. One connection can serve several
 backends: the layout migration reads the `collections` layout and writes the
 shared one over the same client, which local mode needs (each local client is
 a store of its own). Every SDK call goes through `QdrantConnection.call`, the
@@ -13,7 +12,7 @@ only place SDK and httpx exceptions become `adapters.errors` types.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import Protocol, TypeVar
 
 import httpx
@@ -22,42 +21,16 @@ from qdrant_client.common.client_exceptions import QdrantException
 from qdrant_client.http import models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from adapters.base import (
-    DEFAULT_PREFIX,
-    MemoryFilter,
-    SearchMode,
-    SearchQuery,
-    VectorBackend,
-)
 from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable
-from adapters.merge import pin_sides
-from adapters.qdrant import filters, names, ranking
-from adapters.qdrant.layout import FIELD_CREATED_US, IndexKind, Scope
-from adapters.qdrant.server.client_ranking import CLIENT_RANKING
+from adapters.qdrant import names
+from adapters.qdrant.layout import IndexKind
+from adapters.qdrant.server.client_requests import IndexParams, index_params
 
 T = TypeVar("T")
 Page = tuple[list[models.Record], models.ExtendedPointId | None]
 Caller = Callable[[Callable[[AsyncQdrantClient], Awaitable[Page]]], Awaitable[Page]]
-IndexParams = models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
 
-DENSE = ""  # the name a server gives a collection's unnamed dense vector
-# What a read asks for: a search's ranking, or newest first.
-Query = SearchQuery | models.OrderByQuery
-NEWEST_FIRST = models.OrderByQuery(
-    order_by=models.OrderBy(key=FIELD_CREATED_US, direction=models.Direction.DESC)
-)
 _UNAVAILABLE_STATUSES = frozenset({408, 429})
-_INT = models.PayloadSchemaType.INTEGER
-_INDEX_PARAMS: dict[IndexKind, IndexParams] = {
-    IndexKind.TENANT: models.KeywordIndexParams(
-        type=models.KeywordIndexType.KEYWORD, is_tenant=True
-    ),
-    IndexKind.KEYWORD: models.PayloadSchemaType.KEYWORD,
-    # order_by on a server needs a range index; lookup serves equality too.
-    IndexKind.ORDERED_INTEGER: models.IntegerIndexParams(type=_INT, lookup=True, range=True),
-    IndexKind.RANGE_INTEGER: models.IntegerIndexParams(type=_INT, lookup=False, range=True),
-    IndexKind.MATCH_INTEGER: models.IntegerIndexParams(type=_INT, lookup=True, range=False),
-}
 
 
 class Call(Protocol):
@@ -72,48 +45,6 @@ class CollectionMissing(BackendError):
 
 class CollectionExists(BackendError):
     """A create lost a race: another replica created the collection first."""
-
-
-def index_params(kind: IndexKind) -> IndexParams:
-    """How qdrant-client spells a payload index of this kind."""
-    return _INDEX_PARAMS[kind]
-
-
-class ClientDialect:
-    """qdrant-client's spelling of conditions, for `adapters.qdrant.filters`."""
-
-    def match_value(self, key: str, value: str | int) -> models.FieldCondition:
-        return models.FieldCondition(key=key, match=models.MatchValue(value=value))
-
-    def match_any(self, key: str, values: Sequence[str]) -> models.FieldCondition:
-        return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
-
-    def at_most(self, key: str, value: int) -> models.FieldCondition:
-        return models.FieldCondition(key=key, range=models.Range(lte=value))
-
-    def filter(
-        self, must: list[models.FieldCondition], must_not: list[models.FieldCondition]
-    ) -> models.Filter:
-        return models.Filter(must=list(must) or None, must_not=list(must_not) or None)
-
-
-DIALECT = ClientDialect()
-
-
-def side_requests(
-    memory_filter: MemoryFilter, limit: int, query: Query, scope: Scope | None = None
-) -> list[models.QueryRequest]:
-    """One request per pin side asked (pinned first), for one `query_batch_points`.
-
-    A search ranks as `adapters.qdrant.ranking` decides; a listing is newest first.
-    Search params are left to the server: HNSW, per tenant in the shared layout."""
-    wheres = [filters.memories(DIALECT, side, scope) for side in pin_sides(memory_filter)]
-    if isinstance(query, SearchQuery):
-        return ranking.requests(CLIENT_RANKING, query, wheres, limit)
-    return [
-        models.QueryRequest(query=query, filter=where, limit=limit, with_payload=True)
-        for where in wheres
-    ]
 
 
 def _from_response(exc: UnexpectedResponse) -> BackendError:
@@ -311,41 +242,6 @@ class QdrantConnection:
             yield points
             if offset is None:
                 return
-
-
-class QdrantServerBase(VectorBackend):
-    """A server layout's backend: its own connection or one it shares, and a prefix."""
-
-    def __init__(
-        self,
-        dimension: int,
-        *,
-        url: str | None = None,
-        api_key: str | None = None,
-        location: str | None = None,
-        prefix: str = DEFAULT_PREFIX,
-        timeout_s: float = 1.0,
-        connection: QdrantConnection | None = None,
-    ) -> None:
-        super().__init__(dimension)
-        self._owns_connection = connection is None
-        self.connection = QdrantConnection.of_backend(
-            connection,
-            url=url,
-            api_key=api_key,
-            location=location,
-            timeout_s=timeout_s,
-            prefix=prefix,
-        )
-        self._prefix = prefix
-
-    @property
-    def search_modes(self) -> frozenset[SearchMode]:
-        return ranking.QDRANT_SEARCH_MODES
-
-    async def close(self) -> None:
-        if self._owns_connection:
-            await self.connection.close()
 
 
 def _index_creator(

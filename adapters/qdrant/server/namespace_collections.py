@@ -7,9 +7,8 @@ hard isolation and have few namespaces; the default is the shared layout
 (`adapters.qdrant.server.tenants`), and `migrate-layout`
 (plugin/commands/migrate_layout.py) copies this one into it.
 
-The namespace record lives in the collection's `metadata` under a single key,
-so replacing it is one atomic PATCH (Qdrant merges metadata keys, it never
-drops them). Reads over several namespaces ask each collection once (both pin
+The namespace record lives in the collection's metadata (collection_records.py).
+Reads over several namespaces ask each collection once (both pin
 sides in one `query_batch_points`) and merge with `adapters.merge`; the
 expired-memory sweep visits every collection. Calls go through
 `adapters.qdrant.server.connection`, which maps SDK errors to `adapters.errors`.
@@ -19,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from functools import cached_property
+from typing import TypeVar
 
-from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
 from adapters.base import (
@@ -39,29 +38,26 @@ from adapters.base import (
 from adapters.errors import (
     BackendError,
     BackendRejected,
-    NamespaceConflict,
     NamespaceGone,
 )
 from adapters.merge import merge_listed, merge_scored
-from adapters.qdrant import filters, layout, names
+from adapters.qdrant import filters, layout
 from adapters.qdrant.server import keyword_vectors
-from adapters.qdrant.server.connection import (
+from adapters.qdrant.server.backend_base import QdrantServerBase
+from adapters.qdrant.server.client_requests import (
     DENSE,
     DIALECT,
     NEWEST_FIRST,
-    CollectionMissing,
-    QdrantServerBase,
     Query,
     side_requests,
 )
+from adapters.qdrant.server.collection_records import (
+    CollectionRecords,
+)
+from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
 
 T = TypeVar("T")
-
-RECORD_KEY = "memory_plugin_namespace"
-# Store-wide facts (the embedding fingerprint) are the metadata of `<prefix>store`, a
-# collection without vectors; no `~` in it, so it is never taken for a namespace's.
-STORE_META_SUFFIX = "store"
 
 
 def _point_id(memory_id: str) -> str | None:
@@ -83,112 +79,58 @@ def _stored(namespace: str, point: models.Record) -> StoredMemory:
     return _memory(namespace, point), vector
 
 
-class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
+class QdrantCollectionsBackend(QdrantServerBase):
     """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
 
     name = "qdrant-collections"
+
+    @cached_property
+    def _collections(self) -> CollectionRecords:
+        return CollectionRecords(self.connection, self._prefix, self.dimension)
+
+    @cached_property
+    def _keywords(self) -> CollectionsKeywordIndex:
+        return CollectionsKeywordIndex(self._collections)
 
     async def start(self) -> None:
         """Build the client without I/O: the plugin must boot while Qdrant is down."""
         self.connection.open()
 
-    async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
-        return await self.connection.call(op)
-
-    async def _read(self, op: Callable[[AsyncQdrantClient], Awaitable[T]], missing: T) -> T:
-        """A read on a namespace whose collection is missing answers `missing`."""
-        try:
-            return await self._call(op)
-        except CollectionMissing:
-            return missing
-
-    def _collection(self, namespace: str) -> str:
-        return names.collection_name(namespace, self._prefix)
-
     async def ping(self) -> None:
         await self.connection.ping()
 
-    async def _info(self, collection: str) -> models.CollectionInfo | None:
-        return await self._read(lambda c: c.get_collection(collection), None)
-
-    def _record(
-        self, info: models.CollectionInfo, namespace: str | None, collection: str
-    ) -> NamespaceRecord | None:
-        """Decode the record kept with `collection`; conflict if it names another namespace."""
-        raw = (info.config.metadata or {}).get(RECORD_KEY)
-        if not isinstance(raw, str):
-            return None
-        try:
-            record = layout.namespace_from_json(raw)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BackendError(f"collection {collection!r} holds a corrupt record") from exc
-        if namespace is not None and record.name != namespace:
-            raise NamespaceConflict(
-                f"collection {collection!r} belongs to {record.name!r}, not {namespace!r}"
-            )
-        return record
-
-    async def _namespace_collections(self) -> list[str]:
-        listing = await self._call(lambda c: c.get_collections())
-        found = (d.name for d in listing.collections)
-        return sorted(name for name in found if names.is_namespace_collection(name, self._prefix))
-
-    # -- namespaces ------------------------------------------------------------------
+    # -- namespaces (collection_records.py) -----------------------------------------
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        collection = self._collection(name)
-        info = await self._info(collection)
-        return None if info is None else self._record(info, name, collection)
+        return await self._collections.get(name)
 
     async def save_namespace(self, record: NamespaceRecord) -> None:
-        collection = self._collection(record.name)
-        metadata: dict[str, Any] = {RECORD_KEY: layout.namespace_to_json(record)}
-        info = await self._info(collection)
-        if info is None:
-            vectors = models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)
-            if await self.connection.create_collection(
-                collection, vectors, sparse=keyword_vectors.KEYWORD_VECTORS, metadata=metadata
-            ):
-                await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, {})
-                return
-            info = await self._info(collection)  # another replica won the race
-            if info is None:
-                raise BackendError(f"collection {collection!r} vanished while saving")
-        self._record(info, record.name, collection)
-        await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, info.payload_schema)
-        if not keyword_vectors.has_keyword_vector(info):
-            await keyword_vectors.add_keyword_vector(self._call, collection)
-        await self._call(lambda c: c.update_collection(collection, metadata=metadata))
+        await self._collections.save(record)
 
     async def delete_namespace(self, name: str) -> bool:
-        collection = self._collection(name)
-        info = await self._info(collection)
-        if info is None:
-            return False
-        self._record(info, name, collection)
-        return await self._read(lambda c: c.delete_collection(collection), False)
+        return await self._collections.delete(name)
 
     async def list_namespaces(self) -> list[NamespaceRecord]:
-        records: list[NamespaceRecord] = []
-        for collection in await self._namespace_collections():
-            info = await self._info(collection)
-            record = None if info is None else self._record(info, None, collection)
-            if record is not None and self._collection(record.name) == collection:
-                records.append(record)
-        return records
+        return await self._collections.listed()
 
     async def read_store_meta(self) -> dict[str, str]:
-        info = await self._info(self._prefix + STORE_META_SUFFIX)
-        found = {} if info is None else info.config.metadata or {}
-        return {str(key): str(value) for key, value in found.items()}
+        return await self._collections.read_meta()
 
     async def write_store_meta(self, key: str, value: str) -> None:
-        collection, metadata = self._prefix + STORE_META_SUFFIX, {key: value}
-        if await self._info(collection) is None and await self.connection.create_collection(
-            collection, {}, metadata=dict(metadata)
-        ):
-            return
-        await self._call(lambda c: c.update_collection(collection, metadata=metadata))
+        await self._collections.write_meta(key, value)
+
+    # -- keyword index (namespace_collections_keywords.py) ---------------------------
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        await self._keywords.prepare_keywords(reset=reset)
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return await self._keywords.unindexed_memories(cursor, limit)
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        return await self._keywords.index_keywords(items)
 
     # -- memories --------------------------------------------------------------------
 
@@ -196,9 +138,9 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
         point_id = _point_id(memory_id)
         if point_id is None:
             return None
-        collection = self._collection(namespace)
+        collection = self._collections.collection(namespace)
         none: list[models.Record] = []
-        found = await self._read(
+        found = await self._collections.read(
             lambda c: c.retrieve(collection, [point_id], with_vectors=[DENSE]), none
         )
         return found[0] if found else None
@@ -211,12 +153,6 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else _stored(namespace, point)
 
-    async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
-    ) -> None:
-        stored = [(memory, [float(x) for x in vector])]
-        await self.upsert_memories(stored, None if keywords is None else [keywords])
-
     async def _sides(
         self,
         namespace: str,
@@ -225,10 +161,12 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
         query: Query,
     ) -> list[list[models.ScoredPoint]]:
         """Each pin side's best `limit` in one namespace: one query_batch_points request."""
-        collection = self._collection(namespace)
+        collection = self._collections.collection(namespace)
         requests = side_requests(memory_filter, limit, query)
         none: list[models.QueryResponse] = []
-        responses = await self._read(lambda c: c.query_batch_points(collection, requests), none)
+        responses = await self._collections.read(
+            lambda c: c.query_batch_points(collection, requests), none
+        )
         return [response.points for response in responses]
 
     async def _each(
@@ -271,24 +209,34 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
         point = await self._retrieve(namespace, memory_id)
         if point is None:
             return False
-        collection, selector = self._collection(namespace), models.PointIdsList(points=[point.id])
-        deleted = await self._read(lambda c: c.delete(collection, selector, wait=True), None)
+        collection, selector = (
+            self._collections.collection(namespace),
+            models.PointIdsList(points=[point.id]),
+        )
+        deleted = await self._collections.read(
+            lambda c: c.delete(collection, selector, wait=True), None
+        )
         return deleted is not None
 
     async def delete_expired_memories(self, now: datetime) -> int:
         """One count and delete per namespace collection: this layout's cost."""
         expired = filters.expired(DIALECT, now)
-        swept = [await self._sweep(name, expired) for name in await self._namespace_collections()]
+        swept = [
+            await self._sweep(name, expired)
+            for name in await self._collections.namespace_collections()
+        ]
         return sum(swept)
 
     async def _sweep(self, collection: str, expired: models.Filter) -> int:
-        found = await self._read(
+        found = await self._collections.read(
             lambda c: c.count(collection, expired, exact=True), models.CountResult(count=0)
         )
         if found.count == 0:
             return 0
         selector = models.FilterSelector(filter=expired)
-        deleted = await self._read(lambda c: c.delete(collection, selector, wait=True), None)
+        deleted = await self._collections.read(
+            lambda c: c.delete(collection, selector, wait=True), None
+        )
         return 0 if deleted is None else found.count
 
     # -- bulk transfer (export, import) ----------------------------------------------
@@ -306,7 +254,10 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
             return
         wanted = filters.memories(DIALECT, MemoryFilter(now=now))
         pages = self.connection.pages(
-            self._collection(namespace), wanted, with_vectors=with_vectors, size=page_size
+            self._collections.collection(namespace),
+            wanted,
+            with_vectors=with_vectors,
+            size=page_size,
         )
         try:
             async for points in pages:
@@ -329,7 +280,7 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
             point_id = _point_id(memory.id)
             if point_id is None:
                 raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
-            collection = self._collection(memory.namespace)
+            collection = self._collections.collection(memory.namespace)
             names[collection] = memory.namespace
             by_collection.setdefault(collection, []).append(
                 models.PointStruct(
@@ -349,11 +300,11 @@ class QdrantCollectionsBackend(CollectionsKeywordIndex, QdrantServerBase):
         """Upsert; a collection made before keyword vectors existed gains its keyword
         vector on the first write that carries one (and the write is sent again)."""
         try:
-            await self._call(lambda c: c.upsert(collection, points, wait=True))
+            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))
         except CollectionMissing:
             raise
         except BackendError as exc:
             if "Not existing vector name" not in str(exc):
                 raise
-            await keyword_vectors.add_keyword_vector(self._call, collection)
-            await self._call(lambda c: c.upsert(collection, points, wait=True))
+            await keyword_vectors.add_keyword_vector(self._collections.call, collection)
+            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))

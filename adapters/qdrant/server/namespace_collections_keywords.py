@@ -1,22 +1,21 @@
 """The keyword index of the `collections` layout: every namespace collection, one by one.
 
-A mixin of `QdrantCollectionsBackend` (namespace_collections.py), apart so that the
-adapter reads as namespace and memory semantics. Each collection gains its
-keyword vector in place (keywords.py); the walk for memories without one
+A part of `QdrantCollectionsBackend` (namespace_collections.py), apart so that the
+adapter reads as namespace and memory semantics; it reaches the collections
+through `CollectionRecords` (collection_records.py). Each collection gains its
+keyword vector in place (keyword_vectors.py); the walk for memories without one
 goes collection by collection in name order, with cursors and keys that name the
 collection, and skips a collection deleted meanwhile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
-
-from qdrant_client import AsyncQdrantClient
-from qdrant_client.http import models
+from collections.abc import Sequence
+from typing import TypeVar
 
 from adapters.base import SparseVector
 from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.collection_records import CollectionRecords
 from adapters.qdrant.server.connection import CollectionMissing
 
 T = TypeVar("T")
@@ -25,28 +24,25 @@ T = TypeVar("T")
 class CollectionsKeywordIndex:
     """`prepare_keywords`, `unindexed_memories` and `index_keywords` per collection."""
 
-    if TYPE_CHECKING:  # provided by QdrantCollectionsBackend
-
-        async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T: ...
-        async def _info(self, collection: str) -> models.CollectionInfo | None: ...
-        async def _namespace_collections(self) -> list[str]: ...
+    def __init__(self, collections: CollectionRecords) -> None:
+        self._collections = collections
 
     async def prepare_keywords(self, *, reset: bool = False) -> None:
         """Every namespace collection gets its keyword vector (`reset`: dropped first)."""
-        for collection in await self._namespace_collections():
-            info = await self._info(collection)
+        for collection in await self._collections.namespace_collections():
+            info = await self._collections.info(collection)
             if info is None:
                 continue
             if reset and keyword_vectors.has_keyword_vector(info):
-                await keyword_vectors.drop_keyword_vector(self._call, collection)
+                await keyword_vectors.drop_keyword_vector(self._collections.call, collection)
             elif not keyword_vectors.has_keyword_vector(info):
-                await keyword_vectors.add_keyword_vector(self._call, collection)
+                await keyword_vectors.add_keyword_vector(self._collections.call, collection)
 
     async def unindexed_memories(
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
         """Collection by collection, in name order; keys name the collection too."""
-        collections = await self._namespace_collections()
+        collections = await self._collections.namespace_collections()
         if cursor is None:
             collection, offset = (collections[0] if collections else None), None
         else:
@@ -57,7 +53,7 @@ class CollectionsKeywordIndex:
             return [], None
         try:
             page, after = await keyword_vectors.unindexed_page(
-                self._call, collection, offset, limit
+                self._collections.call, collection, offset, limit
             )
         except CollectionMissing:  # deleted meanwhile: on to the next one
             page, after = [], None
@@ -75,7 +71,7 @@ class CollectionsKeywordIndex:
                 by_collection.setdefault(collection, []).append((point_id, keywords))
         for collection, page in by_collection.items():
             try:
-                await keyword_vectors.index_page(self._call, collection, page)
+                await keyword_vectors.index_page(self._collections.call, collection, page)
             except CollectionMissing:
                 continue
         return len(items)

@@ -25,7 +25,8 @@ from adapters.base import NamespaceRecord
 from adapters.errors import BackendError
 from adapters.qdrant import filters, layout
 from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US, IndexKind
-from adapters.qdrant.server.connection import DIALECT, Call, QdrantConnection
+from adapters.qdrant.server.client_requests import DIALECT
+from adapters.qdrant.server.connection import Call, QdrantConnection
 from adapters.times import to_micros
 
 T = TypeVar("T")

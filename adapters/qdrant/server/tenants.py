@@ -3,15 +3,16 @@
 Installations have thousands of namespaces; Qdrant advises against thousands of
 collections (Qdrant Cloud caps a cluster at 1000) and recommends one collection
 partitioned by a tenant key. So every memory lives in `<prefix>memories`, keyed
-by the `ns` payload field (keyword index, `is_tenant=true`; HNSW per tenant,
-`m=0, payload_m=16`), payload layout in `adapters.qdrant.layout`. Namespace
-records and pending purges live in `<prefix>namespaces` (`server_records`).
+by the `ns` payload field (a tenant index; payload layout in
+`adapters.qdrant.layout`). Namespace records and pending purges live in
+`<prefix>namespaces` (namespace_records.py); both collections are set up on
+first use (tenant_collections.py).
 
 Reads see only memories of the namespaces' current epochs, so a delete (purge
 point written and record removed in one request) is immediate for every caller
-while the physical delete by epoch may finish later (`maintain`). Collections
-are created on first use, so the plugin boots while Qdrant is down. The
-one-collection-per-namespace layout is `adapters.qdrant.server.namespace_collections`.
+while the physical delete by epoch may finish later (`maintain`). The plugin
+boots while Qdrant is down. The one-collection-per-namespace layout is
+namespace_collections.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
@@ -36,17 +37,15 @@ from adapters.base import (
     StoredMemory,
     with_keywords,
 )
-from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable, NamespaceGone
+from adapters.errors import BackendError, BackendMisconfigured, NamespaceGone
 from adapters.merge import merge_listed, merge_scored
-from adapters.qdrant import filters, layout, names
-from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant import filters, layout
 from adapters.qdrant.server import keyword_vectors
-from adapters.qdrant.server.connection import (
+from adapters.qdrant.server.backend_base import QdrantServerBase
+from adapters.qdrant.server.client_requests import (
     DENSE,
     DIALECT,
     NEWEST_FIRST,
-    CollectionMissing,
-    QdrantServerBase,
     Query,
     side_requests,
 )
@@ -56,6 +55,13 @@ from adapters.qdrant.server.namespace_records import (
     epoch_of,
     purge_id,
     record_id,
+)
+from adapters.qdrant.server.tenant_collections import (
+    MEMORY_STORE_INDEXES,
+    TenantCollections,
+    legacy_layout_line,
+    owner,
+    stored_vector,
 )
 
 __all__ = [
@@ -69,37 +75,23 @@ __all__ = [
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-MEMORY_STORE_INDEXES = {**layout.TENANT_INDEXES, **layout.MEMORY_INDEXES}
-# HNSW per tenant only, no graph across namespaces (Qdrant's multitenancy guide).
-TENANT_HNSW = models.HnswConfigDiff(m=0, payload_m=16)
-
-
-def legacy_layout_line(found: Sequence[str]) -> str:
-    return (
-        f"Qdrant holds {len(found)} namespace collections in the per-namespace layout "
-        f"(e.g. {found[0]}); run 'memory-plugin-vector migrate-layout' to copy them into "
-        "the shared layout, or set MEMORY_PLUGIN_QDRANT_LAYOUT=collections"
-    )
-
 
 class QdrantServerBackend(QdrantServerBase):
     """Memories of every namespace in one Qdrant collection, partitioned by tenant."""
 
     name = "qdrant"
-    _is_ready = False  # set per instance by prepare()
+
+    @cached_property
+    def _collections(self) -> TenantCollections:
+        return TenantCollections(self.connection, self.dimension, self._prefix)
 
     @cached_property
     def _memories(self) -> str:
-        return names.memories_store_name(self._prefix)
+        return self._collections.memories
 
     @cached_property
     def _records(self) -> NamespaceRecords:
-        collection = names.records_store_name(self._prefix)
-        return NamespaceRecords(self.connection, collection, self._call)
-
-    @cached_property
-    def _ready_lock(self) -> asyncio.Lock:
-        return asyncio.Lock()
+        return NamespaceRecords(self.connection, self._collections.records, self._call)
 
     async def start(self) -> None:
         """Contact Qdrant if it answers; only a store it cannot serve fails the boot."""
@@ -113,30 +105,7 @@ class QdrantServerBackend(QdrantServerBase):
     async def prepare(self, *, allow_namespace_collections: bool = False) -> None:
         """Create or check both collections, once per process. The migration allows
         collections of the per-namespace layout meanwhile; everyone else refuses them."""
-        self.connection.open()
-        async with self._ready_lock:
-            if self._is_ready:
-                return
-            listing = await self.connection.call(lambda c: c.get_collections())
-            present = {description.name for description in listing.collections}
-            legacy = sorted(n for n in present if names.is_namespace_collection(n, self._prefix))
-            if legacy and not allow_namespace_collections:
-                raise BackendMisconfigured(legacy_layout_line(legacy))
-            vectors = models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)
-            info = await self.connection.ensure_collection(
-                self._memories,
-                present,
-                vectors,
-                MEMORY_STORE_INDEXES,
-                sparse=keyword_vectors.KEYWORD_VECTORS,
-                hnsw=TENANT_HNSW,
-            )
-            if info is not None and not keyword_vectors.has_keyword_vector(info):
-                await keyword_vectors.add_keyword_vector(self.connection.call, self._memories)
-            await self.connection.ensure_collection(
-                self._records.collection, present, {}, RECORD_INDEXES
-            )
-            self._is_ready = True
+        await self._collections.prepare(allow_namespace_collections=allow_namespace_collections)
 
     async def maintain(self) -> None:
         """Finish namespace deletes whose memories were not purged (a crash, an outage)."""
@@ -191,13 +160,7 @@ class QdrantServerBackend(QdrantServerBase):
         point = await self._visible_point(namespace, memory_id)
         if point is None:
             return None
-        return layout.memory_from_shared(point.payload or {}), _vector(point)
-
-    async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
-    ) -> None:
-        stored = [(memory, [float(x) for x in vector])]
-        await self.upsert_memories(stored, None if keywords is None else [keywords])
+        return layout.memory_from_shared(point.payload or {}), stored_vector(point)
 
     async def upsert_memories(
         self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
@@ -276,20 +239,10 @@ class QdrantServerBackend(QdrantServerBase):
     # -- internals -------------------------------------------------------------------
 
     async def _ready(self) -> None:
-        """The first-use setup; a request only ever sees a 503 for it."""
-        if not self._is_ready:
-            try:
-                await self.prepare()
-            except BackendMisconfigured as exc:
-                raise BackendUnavailable(str(exc)) from exc
+        await self._collections.ready()
 
     async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
-        await self._ready()
-        try:
-            return await self.connection.call(op)
-        except CollectionMissing as exc:  # dropped behind our back: set up again next time
-            self._is_ready = False
-            raise BackendUnavailable(f"qdrant collection vanished: {exc}") from exc
+        return await self._collections.call(op)
 
     async def _purge(self, epochs: list[str], purge_ids: list[models.ExtendedPointId]) -> None:
         """Delete the memories of dead incarnations, then their purge points."""
@@ -305,7 +258,7 @@ class QdrantServerBackend(QdrantServerBase):
             self._call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
         )
         current = (namespace, epoch_of(live, namespace))
-        found = [p for p in points if _owner(p) == current]
+        found = [p for p in points if owner(p) == current]
         return found[0] if found else None
 
     async def _batch(
@@ -346,20 +299,11 @@ class QdrantServerBackend(QdrantServerBase):
         )
         async for points in pages:
             found = [
-                (layout.memory_from_shared(p.payload or {}), _vector(p) if with_vectors else [])
+                (
+                    layout.memory_from_shared(p.payload or {}),
+                    stored_vector(p) if with_vectors else [],
+                )
                 for p in points
             ]
             if found:
                 yield found
-
-
-def _vector(point: models.Record) -> list[float]:
-    vector = keyword_vectors.dense_of(point)
-    if vector is None:
-        raise BackendError(f"point {point.id} has no plain dense vector")
-    return vector
-
-
-def _owner(point: models.Record) -> tuple[Any, Any]:
-    payload = point.payload or {}
-    return payload.get(layout.FIELD_NAMESPACE), payload.get(FIELD_EPOCH)

@@ -1,0 +1,56 @@
+"""What both Qdrant server backends share as a `VectorBackend`: a connection and a prefix.
+
+The connection is the backend's own, or one it shares with another backend
+(migrate-layout reads one layout and writes the other over one client, which
+qdrant-client's local mode needs: each local client is a store of its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from adapters.base import DEFAULT_PREFIX, MemoryRecord, SearchMode, SparseVector, VectorBackend
+from adapters.qdrant import ranking
+from adapters.qdrant.server.connection import QdrantConnection
+
+
+class QdrantServerBase(VectorBackend):
+    """A server layout's backend: its own connection or one it shares, and a prefix."""
+
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        timeout_s: float = 1.0,
+        connection: QdrantConnection | None = None,
+    ) -> None:
+        super().__init__(dimension)
+        self._owns_connection = connection is None
+        self.connection = QdrantConnection.of_backend(
+            connection,
+            url=url,
+            api_key=api_key,
+            location=location,
+            timeout_s=timeout_s,
+            prefix=prefix,
+        )
+        self._prefix = prefix
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return ranking.QDRANT_SEARCH_MODES
+
+    async def close(self) -> None:
+        if self._owns_connection:
+            await self.connection.close()
+
+    async def upsert_memory(
+        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+    ) -> None:
+        """One memory, as `upsert_memories` writes many."""
+        stored = [(memory, [float(x) for x in vector])]
+        await self.upsert_memories(stored, None if keywords is None else [keywords])

@@ -1,0 +1,131 @@
+"""The `collections` layout's namespaces: a collection each, its record in its metadata.
+
+Finding a namespace's collection and reading or replacing the record kept in
+that collection's `metadata` under a single key (one atomic PATCH: Qdrant merges
+metadata keys, it never drops them). `QdrantCollectionsBackend`
+(namespace_collections.py) and its keyword index (namespace_collections_keywords.py)
+reach every collection through one `CollectionRecords`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.http import models
+
+from adapters.base import NamespaceRecord
+from adapters.errors import BackendError, NamespaceConflict
+from adapters.qdrant import layout, names
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.connection import CollectionMissing, QdrantConnection
+
+T = TypeVar("T")
+
+RECORD_KEY = "memory_plugin_namespace"
+# Store-wide facts (the embedding fingerprint) are the metadata of `<prefix>store`, a
+# collection without vectors; no `~` in it, so it is never taken for a namespace's.
+STORE_META_SUFFIX = "store"
+
+
+class CollectionRecords:
+    """The namespace collections of one prefix, and the record each one keeps."""
+
+    def __init__(self, connection: QdrantConnection, prefix: str, dimension: int) -> None:
+        self.connection = connection
+        self._prefix = prefix
+        self._dimension = dimension
+
+    async def call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
+        return await self.connection.call(op)
+
+    async def read(self, op: Callable[[AsyncQdrantClient], Awaitable[T]], missing: T) -> T:
+        """A read on a namespace whose collection is missing answers `missing`."""
+        try:
+            return await self.call(op)
+        except CollectionMissing:
+            return missing
+
+    def collection(self, namespace: str) -> str:
+        return names.collection_name(namespace, self._prefix)
+
+    async def info(self, collection: str) -> models.CollectionInfo | None:
+        return await self.read(lambda c: c.get_collection(collection), None)
+
+    def record(
+        self, info: models.CollectionInfo, namespace: str | None, collection: str
+    ) -> NamespaceRecord | None:
+        """Decode the record kept with `collection`; conflict if it names another namespace."""
+        raw = (info.config.metadata or {}).get(RECORD_KEY)
+        if not isinstance(raw, str):
+            return None
+        try:
+            record = layout.namespace_from_json(raw)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackendError(f"collection {collection!r} holds a corrupt record") from exc
+        if namespace is not None and record.name != namespace:
+            raise NamespaceConflict(
+                f"collection {collection!r} belongs to {record.name!r}, not {namespace!r}"
+            )
+        return record
+
+    async def namespace_collections(self) -> list[str]:
+        listing = await self.call(lambda c: c.get_collections())
+        found = (d.name for d in listing.collections)
+        return sorted(name for name in found if names.is_namespace_collection(name, self._prefix))
+
+    async def get(self, name: str) -> NamespaceRecord | None:
+        collection = self.collection(name)
+        info = await self.info(collection)
+        return None if info is None else self.record(info, name, collection)
+
+    async def save(self, record: NamespaceRecord) -> None:
+        collection = self.collection(record.name)
+        metadata: dict[str, Any] = {RECORD_KEY: layout.namespace_to_json(record)}
+        info = await self.info(collection)
+        if info is None:
+            vectors = models.VectorParams(size=self._dimension, distance=models.Distance.COSINE)
+            if await self.connection.create_collection(
+                collection, vectors, sparse=keyword_vectors.KEYWORD_VECTORS, metadata=metadata
+            ):
+                await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, {})
+                return
+            info = await self.info(collection)  # another replica won the race
+            if info is None:
+                raise BackendError(f"collection {collection!r} vanished while saving")
+        self.record(info, record.name, collection)
+        await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, info.payload_schema)
+        if not keyword_vectors.has_keyword_vector(info):
+            await keyword_vectors.add_keyword_vector(self.call, collection)
+        await self.call(lambda c: c.update_collection(collection, metadata=metadata))
+
+    async def delete(self, name: str) -> bool:
+        collection = self.collection(name)
+        info = await self.info(collection)
+        if info is None:
+            return False
+        self.record(info, name, collection)
+        return await self.read(lambda c: c.delete_collection(collection), False)
+
+    async def listed(self) -> list[NamespaceRecord]:
+        records: list[NamespaceRecord] = []
+        for collection in await self.namespace_collections():
+            info = await self.info(collection)
+            record = None if info is None else self.record(info, None, collection)
+            if record is not None and self.collection(record.name) == collection:
+                records.append(record)
+        return records
+
+    async def read_meta(self) -> dict[str, str]:
+        info = await self.info(self._prefix + STORE_META_SUFFIX)
+        found = {} if info is None else info.config.metadata or {}
+        return {str(key): str(value) for key, value in found.items()}
+
+    async def write_meta(self, key: str, value: str) -> None:
+        collection, metadata = self._prefix + STORE_META_SUFFIX, {key: value}
+        if await self.info(collection) is None and await self.connection.create_collection(
+            collection, {}, metadata=dict(metadata)
+        ):
+            return
+        await self.call(lambda c: c.update_collection(collection, metadata=metadata))

@@ -1,0 +1,109 @@
+"""The shared layout's two collections: how they are set up, and how a memory is a point.
+
+`<prefix>memories` holds every namespace's memories, keyed by the `ns` payload
+field (keyword index, `is_tenant=true`) with HNSW per tenant only
+(`m=0, payload_m=16`, Qdrant's multitenancy guide); `<prefix>namespaces` holds
+the records (namespace_records.py). Both are created on first use, and the
+per-namespace layout's collections are refused unless migrate-layout is
+copying them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.http import models
+
+from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable
+from adapters.qdrant import layout, names
+from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.connection import CollectionMissing, QdrantConnection
+from adapters.qdrant.server.namespace_records import RECORD_INDEXES
+
+T = TypeVar("T")
+
+MEMORY_STORE_INDEXES = {**layout.TENANT_INDEXES, **layout.MEMORY_INDEXES}
+# HNSW per tenant only, no graph across namespaces (Qdrant's multitenancy guide).
+TENANT_HNSW = models.HnswConfigDiff(m=0, payload_m=16)
+
+
+def legacy_layout_line(found: Sequence[str]) -> str:
+    return (
+        f"Qdrant holds {len(found)} namespace collections in the per-namespace layout "
+        f"(e.g. {found[0]}); run 'memory-plugin-vector migrate-layout' to copy them into "
+        "the shared layout, or set MEMORY_PLUGIN_QDRANT_LAYOUT=collections"
+    )
+
+
+class TenantCollections:
+    """Both collections of one prefix, set up once per process on first use (and again
+    when one vanished); a request only ever sees a 503 for the setup."""
+
+    def __init__(self, connection: QdrantConnection, dimension: int, prefix: str) -> None:
+        self.connection = connection
+        self.memories = names.memories_store_name(prefix)
+        self.records = names.records_store_name(prefix)
+        self._dimension = dimension
+        self._prefix = prefix
+        self._ready = False
+        self._lock = asyncio.Lock()
+
+    async def prepare(self, *, allow_namespace_collections: bool = False) -> None:
+        self.connection.open()
+        async with self._lock:
+            if not self._ready:
+                await self._set_up(allow_namespace_collections)
+                self._ready = True
+
+    async def _set_up(self, allow_namespace_collections: bool) -> None:
+        """Create or check both collections (a lost race is fine) and heal their indexes."""
+        connection = self.connection
+        listing = await connection.call(lambda c: c.get_collections())
+        present = {description.name for description in listing.collections}
+        legacy = sorted(n for n in present if names.is_namespace_collection(n, self._prefix))
+        if legacy and not allow_namespace_collections:
+            raise BackendMisconfigured(legacy_layout_line(legacy))
+        vectors = models.VectorParams(size=self._dimension, distance=models.Distance.COSINE)
+        info = await connection.ensure_collection(
+            self.memories,
+            present,
+            vectors,
+            MEMORY_STORE_INDEXES,
+            sparse=keyword_vectors.KEYWORD_VECTORS,
+            hnsw=TENANT_HNSW,
+        )
+        if info is not None and not keyword_vectors.has_keyword_vector(info):
+            await keyword_vectors.add_keyword_vector(connection.call, self.memories)
+        await connection.ensure_collection(self.records, present, {}, RECORD_INDEXES)
+
+    async def ready(self) -> None:
+        if not self._ready:
+            try:
+                await self.prepare()
+            except BackendMisconfigured as exc:
+                raise BackendUnavailable(str(exc)) from exc
+
+    async def call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
+        """One SDK call once both collections are set up."""
+        await self.ready()
+        try:
+            return await self.connection.call(op)
+        except CollectionMissing as exc:  # dropped behind our back: set up again next time
+            self._ready = False
+            raise BackendUnavailable(f"qdrant collection vanished: {exc}") from exc
+
+
+def stored_vector(point: models.Record) -> list[float]:
+    vector = keyword_vectors.dense_of(point)
+    if vector is None:
+        raise BackendError(f"point {point.id} has no plain dense vector")
+    return vector
+
+
+def owner(point: models.Record) -> tuple[Any, Any]:
+    payload = point.payload or {}
+    return payload.get(layout.FIELD_NAMESPACE), payload.get(FIELD_EPOCH)
