@@ -9,21 +9,18 @@ Layout (see docs/backends.md, "Pinecone"):
   one vector per namespace with the name as its id (`~` never starts a name, so
   the reserved namespace cannot collide with a mapped one): `adapters.pinecone.namespace_records`.
   So `get_namespaces` (and a search's look-up of its namespaces) is one fetch.
-- Memory ids are the vector ids; upsert is native, so a retried commit updates in place.
+- Memory ids are the vector ids; upsert is native, so a retried commit updates in
+  place (`adapters.pinecone.writes`).
 - Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone.vector_metadata`.
 - Read-your-writes: `adapters.pinecone.overlay`. Retries and errors: `adapters.pinecone.calls`.
 - Searches over several namespaces: `adapters.pinecone.reads`; listing without a
   query: `adapters.pinecone.listing`.
-
-Expiry is the exception to "cost independent of the namespace count": Pinecone
-has no delete (or query) across namespaces, so `delete_expired_memories` asks
-every namespace, a few at a time: one query each, plus one delete where
-something expired. The janitor's cost there grows with the number of namespaces.
+- Expiry, the exception to "cost independent of the namespace count":
+  `adapters.pinecone.expiry`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -42,24 +39,20 @@ from adapters.base import (
     SparseVector,
     StoredMemory,
     VectorBackend,
-    with_keywords,
 )
-from adapters.errors import NamespaceGone
 from adapters.pinecone import transfer, vector_metadata
 from adapters.pinecone.calls import PineconeMissing, call
 from adapters.pinecone.connection import PineconeConnection
-from adapters.pinecone.keywords import PineconeKeywordIndex, sparse_values
+from adapters.pinecone.expiry import ExpirySweep
+from adapters.pinecone.keywords import PineconeKeywordIndex
 from adapters.pinecone.namespace_records import NamespaceRecords
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.store_meta import StoreMeta
-from adapters.times import to_micros
-
-# Namespaces the janitor sweeps at once: enough to hide latency, few enough not to be throttled.
-EXPIRY_CONCURRENCY = 8
+from adapters.pinecone.writes import MemoryWrites
 
 
-class PineconeBackend(PineconeKeywordIndex, VectorBackend):
+class PineconeBackend(VectorBackend):
     name = "pinecone"
 
     def __init__(
@@ -107,6 +100,13 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
             ready=self._ready,
             budget_s=timeout_s,
         )
+        self._expiry = ExpirySweep(
+            self._records, self._reads, self.overlay, ready=self._ready, budget_s=timeout_s
+        )
+        self._keywords = PineconeKeywordIndex(self._connection)
+        self._writes = MemoryWrites(
+            self._connection, self._records, self._reads, self.overlay, budget_s=timeout_s
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -123,10 +123,6 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
         if self._connection.hybrid or self._connection.metric == "dotproduct":
             return frozenset({SearchMode.DENSE, SearchMode.HYBRID})
         return frozenset({SearchMode.DENSE})
-
-    def _sparse(self, keywords: SparseVector | None) -> dict[str, object] | None:
-        """The sparse values to store with a memory: only a dotproduct index takes them."""
-        return sparse_values(keywords) if self._connection.metric == "dotproduct" else None
 
     async def _ready(self) -> AsyncIndex:
         return await self._connection.index()
@@ -211,21 +207,7 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
     ) -> None:
-        state = await self._records.state(memory.namespace)
-        if state is None:
-            raise NamespaceGone(f"namespace {memory.namespace} was deleted")
-        epoch = state[1]
-        metadata = vector_metadata.memory_to_metadata(
-            memory, epoch
-        )  # refuses oversize: nothing written
-        index = await self._ready()
-        item = transfer.upsert_item(memory.id, vector, metadata, self._sparse(keywords))
-        await call(
-            "upsert memory",
-            lambda t: index.upsert(vectors=[item], namespace=self._ns(memory.namespace), timeout=t),
-            self._budget_s,
-        )
-        self.overlay.memory_written(memory, vector, epoch, keywords)
+        await self._writes.upsert_memory(memory, vector, keywords)
 
     async def query_memories(
         self,
@@ -262,49 +244,7 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
         return True
 
     async def delete_expired_memories(self, now: datetime) -> int:
-        """Every namespace, `EXPIRY_CONCURRENCY` at a time: see the module docstring."""
-        gate = asyncio.Semaphore(EXPIRY_CONCURRENCY)
-
-        async def expire(namespace: str, epoch: str) -> int:
-            async with gate:
-                return await self._delete_expired_in(namespace, epoch, now)
-
-        states = await self._records.all()
-        counts = await asyncio.gather(*(expire(name, epoch) for name, (_, epoch) in states.items()))
-        return sum(counts)
-
-    async def _delete_expired_in(self, namespace: str, epoch: str, now: datetime) -> int:
-        """Delete by metadata filter what has expired; count what Pinecone and the overlay
-        show (Pinecone's part capped at one query's 1000; a recent delete is not counted
-        twice). Pinecone applies writes in order, so the delete also covers expired writes
-        it does not show yet, and spares a memory updated since to expire later."""
-        expired = {
-            "$and": [
-                {vector_metadata.F_EPOCH: {"$eq": epoch}},
-                {vector_metadata.F_EXPIRES_US: {"$lte": to_micros(now)}},
-            ]
-        }
-        gone: set[str] = set()
-        recent = self.overlay.ids_in(namespace)  # for these, the overlay knows better
-        with contextlib.suppress(PineconeMissing):  # no vector was ever written there
-            matches = await self._reads.unranked(
-                namespace, expired, "find expired", with_metadata=False
-            )
-            gone = {match.id for match in matches if match.id not in recent}
-        live = self.overlay.live_memories(namespace, epoch)
-        gone |= {memory.id for memory, _ in live if memory.is_expired(now)}
-        if not gone:
-            return 0
-        index = await self._ready()
-        with contextlib.suppress(PineconeMissing):  # the namespace was deleted meanwhile
-            await call(
-                "delete expired",
-                lambda t: index.delete(filter=expired, namespace=self._ns(namespace), timeout=t),
-                self._budget_s,
-            )
-        for memory_id in gone:
-            self.overlay.memory_deleted(namespace, memory_id, epoch)
-        return len(gone)
+        return await self._expiry.sweep(now)
 
     # -- bulk transfer (export, import) ------------------------------------------------
 
@@ -337,37 +277,14 @@ class PineconeBackend(PineconeKeywordIndex, VectorBackend):
     async def upsert_memories(
         self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
     ) -> int:
-        """Upserts of up to 100 vectors per Pinecone namespace, instead of one per memory."""
-        states = await self._records.states([memory.namespace for memory, _ in memories])
-        # Per namespace: (memory, vector, metadata, keywords), metadata checked up front.
-        groups: dict[
-            str, list[tuple[MemoryRecord, list[float], transfer.Item, SparseVector | None]]
-        ] = {}
-        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
-            state = states.get(memory.namespace)
-            if state is None:
-                raise NamespaceGone(f"namespace {memory.namespace} was deleted")
-            metadata = vector_metadata.memory_to_metadata(memory, state[1])  # refuses oversize
-            row = (memory, list(vector), metadata, memory_keywords)
-            groups.setdefault(memory.namespace, []).append(row)
-        index = await self._ready()
-        for name, items in groups.items():
-            epoch = states[name][1]
-            vectors = [
-                transfer.upsert_item(memory.id, vector, metadata, self._sparse(row_keywords))
-                for memory, vector, metadata, row_keywords in items
-            ]
-            for chunk in transfer.batches(vectors, self.dimension):
-                await self._upsert_chunk(index, name, chunk)
-            for memory, vector, _, row_keywords in items:
-                self.overlay.memory_written(memory, vector, epoch, row_keywords)
-        return sum(len(items) for items in groups.values())
+        return await self._writes.upsert_memories(memories, keywords)
 
-    async def _upsert_chunk(
-        self, index: AsyncIndex, namespace: str, chunk: list[transfer.Item]
-    ) -> None:
-        await call(
-            "upsert memories",
-            lambda t: index.upsert(vectors=chunk, namespace=self._ns(namespace), timeout=t),
-            self._budget_s,
-        )
+    # -- keyword index (keywords.py) ---------------------------------------------------
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        await self._keywords.prepare_keywords(reset=reset)
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return await self._keywords.unindexed_memories(cursor, limit)

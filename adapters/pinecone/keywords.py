@@ -22,10 +22,7 @@ so a dotproduct index filled by another writer is completed by export and import
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
-
-from pinecone import AsyncIndex
 
 from adapters.base import SparseVector
 from adapters.errors import BackendMisconfigured
@@ -56,15 +53,13 @@ def keyword_score(query: SparseVector | None, stored: SparseVector | None) -> fl
 class PineconeKeywordIndex:
     """The adapter side of plugin/embedding/keyword_index.py, as far as Pinecone allows it."""
 
-    if TYPE_CHECKING:  # provided by PineconeBackend
-        _connection: PineconeConnection
-
-        def _ready(self) -> Awaitable[AsyncIndex]: ...
+    def __init__(self, connection: PineconeConnection) -> None:
+        self._connection = connection
 
     async def prepare_keywords(self, *, reset: bool = False) -> None:
         """A dotproduct index takes keyword vectors as memories are written; Pinecone can
         neither list the records without one nor drop them in place."""
-        await self._ready()
+        await self._connection.index()
         if self._connection.metric != "dotproduct":
             raise NotImplementedError("a cosine Pinecone index keeps no keyword vectors")
         if reset:

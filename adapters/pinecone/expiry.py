@@ -1,0 +1,91 @@
+"""The expiry sweep on Pinecone: every namespace, a few at a time.
+
+Expiry is the exception to "cost independent of the namespace count": Pinecone
+has no delete (or query) across namespaces, so the sweep asks every namespace:
+one query each, plus one delete where something expired. The janitor's cost
+there grows with the number of namespaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from pinecone import AsyncIndex
+
+from adapters.pinecone import vector_metadata
+from adapters.pinecone.calls import PineconeMissing, call
+from adapters.pinecone.namespace_records import NamespaceRecords
+from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.reads import MemoryReads
+from adapters.times import to_micros
+
+# Namespaces the janitor sweeps at once: enough to hide latency, few enough not to be throttled.
+EXPIRY_CONCURRENCY = 8
+
+
+class ExpirySweep:
+    """`delete_expired_memories` of `PineconeBackend` (backend.py)."""
+
+    def __init__(
+        self,
+        records: NamespaceRecords,
+        reads: MemoryReads,
+        overlay: FreshnessOverlay,
+        *,
+        ready: Callable[[], Awaitable[AsyncIndex]],
+        budget_s: float,
+    ) -> None:
+        self._records = records
+        self._reads = reads
+        self._overlay = overlay
+        self._ready = ready
+        self._budget_s = budget_s
+
+    async def sweep(self, now: datetime) -> int:
+        """Every namespace, `EXPIRY_CONCURRENCY` at a time."""
+        gate = asyncio.Semaphore(EXPIRY_CONCURRENCY)
+
+        async def expire(namespace: str, epoch: str) -> int:
+            async with gate:
+                return await self._delete_expired_in(namespace, epoch, now)
+
+        states = await self._records.all()
+        counts = await asyncio.gather(*(expire(name, epoch) for name, (_, epoch) in states.items()))
+        return sum(counts)
+
+    async def _delete_expired_in(self, namespace: str, epoch: str, now: datetime) -> int:
+        """Delete by metadata filter what has expired; count what Pinecone and the overlay
+        show (Pinecone's part capped at one query's 1000; a recent delete is not counted
+        twice). Pinecone applies writes in order, so the delete also covers expired writes
+        it does not show yet, and spares a memory updated since to expire later."""
+        expired = {
+            "$and": [
+                {vector_metadata.F_EPOCH: {"$eq": epoch}},
+                {vector_metadata.F_EXPIRES_US: {"$lte": to_micros(now)}},
+            ]
+        }
+        gone: set[str] = set()
+        recent = self._overlay.ids_in(namespace)  # for these, the overlay knows better
+        with contextlib.suppress(PineconeMissing):  # no vector was ever written there
+            matches = await self._reads.unranked(
+                namespace, expired, "find expired", with_metadata=False
+            )
+            gone = {match.id for match in matches if match.id not in recent}
+        live = self._overlay.live_memories(namespace, epoch)
+        gone |= {memory.id for memory, _ in live if memory.is_expired(now)}
+        if not gone:
+            return 0
+        index = await self._ready()
+        target = self._reads.pinecone_namespace(namespace)
+        with contextlib.suppress(PineconeMissing):  # the namespace was deleted meanwhile
+            await call(
+                "delete expired",
+                lambda t: index.delete(filter=expired, namespace=target, timeout=t),
+                self._budget_s,
+            )
+        for memory_id in gone:
+            self._overlay.memory_deleted(namespace, memory_id, epoch)
+        return len(gone)
