@@ -15,11 +15,11 @@ Why (measured on LoCoMo's development half, benchmarks/README.md):
   top rank or to dense alone deep in the list; a weighted sum of the two scores
   did neither and recalled the most at every k;
 - a candidate found by BM25 alone must get its real cosine: counting it as
-  "cosine 0" cost 3 points of recall@5;
-- the BM25 of the dense candidates beyond the keyword list would add up to 3
-  points of recall@50 (under half a point at @1 and @5), but the engine must
-  search once more or much deeper for it: about twice the engine time, and
-  search latency under load beyond 1.2 times the dense search's. Not worth it.
+  "cosine 0" lost recall at the top ranks;
+- the BM25 of the dense candidates beyond the keyword list would add recall
+  deep in the list (little at the top), but the engine must search once more or
+  much deeper for it, doubling its time and missing the search latency target.
+  Not worth it.
 
 A score is comparable within one answer only: BM25 grows with the store's term
 statistics, so a fused score's scale depends on the store.

@@ -3,12 +3,12 @@
 Why: under concurrent commits each upsert (and each existence check of an
 explicit id) cost an engine call of its own, then a hop to a worker thread and a
 wake-up of the event loop on the way back, on the same two cores the model
-needs: the profile put a fifth of the event loop in those wake-ups. The calls
-now mostly run on the event loop (dispatch.py), and one engine call for eight
-upserts still beats several: splitting it into chunks of 4, 2 or 1 lowered the
-8-caller throughput every time, by 1 to 24 %. As the embedder does for texts, the first
-call starts a flush at once (a lone call waits for nothing) and every call that
-arrives while it runs joins the next one. Each caller's await returns only when
+needs: a large share of the event loop went to those wake-ups. The calls now
+mostly run on the event loop (dispatch.py), and one engine call for eight
+upserts still beats several: splitting it into smaller chunks lowered the
+8-caller throughput every time (benchmarks/README.md). As the embedder does for
+texts, the first call starts a flush at once (a lone call waits for nothing) and
+every call that arrives while it runs joins the next one. Each caller's await returns only when
 the engine call holding its item has returned, so an acknowledged write is as
 durable as before.
 """

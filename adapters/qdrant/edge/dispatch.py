@@ -1,14 +1,13 @@
 """Where a qdrant-edge call runs: on a worker thread, or on the event loop itself.
 
-qdrant-edge holds the GIL through its calls (measured for update, query,
-retrieve, optimize and flush: a ticking Python thread is frozen for all or most
-of each call; tests/test_qdrant_edge_quirks.py pins it for update). While a worker
-thread is inside the engine the event loop cannot run either, so for a short call
-a worker thread frees nothing and costs two thread hops, each a wake-up on the
-cores the model needs. The existence check of an explicit id takes about 10
-microseconds in the engine and a few hundred with the hops; running the request
-path's calls here took 8 closed-loop callers from 0.73x to 0.81x of the model's
-batch rate (benchmarks/latency.py, benchmarks/README.md).
+qdrant-edge holds the GIL through its calls (update, query, retrieve, optimize
+and flush: a ticking Python thread is frozen for all or most of each call;
+tests/test_qdrant_edge_quirks.py pins it for update). While a worker thread is
+inside the engine the event loop cannot run either, so for a short call a worker
+thread frees nothing and costs two thread hops, each a wake-up on the cores the
+model needs: the hops cost far more than the engine's own work, and running the
+request path's calls here raised closed-loop commit throughput
+(benchmarks/latency.py, benchmarks/README.md).
 
 So `here()` runs a short call on the event loop, unless another call is in
 flight on a worker: then it queues behind it there, so the loop never waits on
