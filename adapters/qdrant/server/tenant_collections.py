@@ -43,7 +43,7 @@ class TenantCollections:
     """Both collections of one prefix, set up once per process on first use (and again
     when one vanished); a request only ever sees a 503 for the setup."""
 
-    def __init__(self, connection: QdrantConnection, dimension: int, prefix: str) -> None:
+    def __init__(self, connection: QdrantConnection, prefix: str, dimension: int) -> None:
         self.connection = connection
         self.memories = names.memories_store_name(prefix)
         self.records = names.records_store_name(prefix)

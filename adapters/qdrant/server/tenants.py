@@ -83,7 +83,7 @@ class QdrantServerBackend(QdrantServerBase):
 
     @cached_property
     def _collections(self) -> TenantCollections:
-        return TenantCollections(self.connection, self.dimension, self._prefix)
+        return TenantCollections(self.connection, self._prefix, self.dimension)
 
     @cached_property
     def _memories(self) -> str:
