@@ -20,10 +20,14 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from plugin.commands import PROG, failing_in_one_line
 from plugin.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _settings() -> Settings:
@@ -102,17 +106,25 @@ def _export_onnx(args: argparse.Namespace) -> int:
     return failing_in_one_line("export-onnx", lambda: export_configured(settings, print))
 
 
+def _command(
+    commands: Subcommands, name: str, run: Callable[[argparse.Namespace], int], help: str
+) -> argparse.ArgumentParser:
+    """Add the command `name`, which `main` runs by calling `run(args)`."""
+    parser = commands.add_parser(name, help=help)
+    parser.set_defaults(run=run)
+    return parser
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Memory plugin on a vector database.")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
-        "serve", help="run the HTTP server (settings from the environment)"
-    ).set_defaults(run=_serve)
-    check = commands.add_parser(
+    _command(commands, "serve", _serve, help="run the HTTP server (settings from the environment)")
+    check = _command(
+        commands,
         "check",
+        _check,
         help="verify a running plugin over the v1 contract (health, then a scratch namespace)",
     )
-    check.set_defaults(run=_check)
     check.add_argument("url", help="the plugin's base URL, e.g. http://127.0.0.1:9100")
     check.add_argument(
         "--timeout", type=float, default=5.0, help="seconds per request (default: 5)"
@@ -127,42 +139,47 @@ def _parser() -> argparse.ArgumentParser:
         help="capabilities health must advertise (repeatable; default: embedding,ttl,pin; "
         "an empty value requires none)",
     )
-    verify = commands.add_parser(
+    verify = _command(
+        commands,
         "verify-store",
+        _verify_store,
         help="check that every namespace record agrees with the memories stored "
         "(a running plugin with --url, else the stopped store the settings name)",
     )
-    verify.set_defaults(run=_verify_store)
     verify.add_argument("--url", help="a running plugin's base URL (GET /admin/verify)")
     verify.add_argument("--timeout", type=float, default=60.0, help="seconds (default: 60)")
-    migrate = commands.add_parser(
+    migrate = _command(
+        commands,
         "migrate-layout",
+        _migrate_layout,
         help="copy a Qdrant server's per-namespace collections into the shared layout "
         "(settings from the environment; vectors copied, idempotent)",
     )
-    migrate.set_defaults(run=_migrate_layout)
     migrate.add_argument(
         "--drop-source",
         action="store_true",
         help="delete the per-namespace collections once everything was copied",
     )
     _transfer_commands(commands)
-    commands.add_parser(
+    _command(
+        commands,
         "export-onnx",
+        _export_onnx,
         help="export the configured model to ONNX where the server looks for it "
         "(MEMORY_PLUGIN_ONNX_DIR, else beside the model; needs torch; skips files there)",
-    ).set_defaults(run=_export_onnx)
+    )
     return parser
 
 
-def _transfer_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _transfer_commands(commands: Subcommands) -> None:
     """export, import, import-postgres: see plugin/transfer/bulk.py and docs/export-format.md."""
-    export = commands.add_parser(
+    export = _command(
+        commands,
         "export",
+        _export,
         help="write every namespace and live memory, with its vector, as JSON Lines "
         "(gzip for *.gz; settings from the environment, or --from-url a running plugin)",
     )
-    export.set_defaults(run=_export)
     export.add_argument("--out", required=True, help="file to write; '-' is stdout")
     export.add_argument(
         "--from-url",
@@ -170,19 +187,21 @@ def _transfer_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="export through a running plugin (GET URL/admin/export): the way to back up "
         "an embedded store while its server runs",
     )
-    restore = commands.add_parser(
+    restore = _command(
+        commands,
         "import",
+        _import,
         help="upsert an export into the store the settings name (idempotent; re-embeds "
         "only when the vectors came from another model or runtime)",
     )
-    restore.set_defaults(run=_import)
     restore.add_argument("--in", dest="in_path", required=True, help="export file; '-' is stdin")
-    postgres = commands.add_parser(
+    postgres = _command(
+        commands,
         "import-postgres",
+        _import_postgres,
         help="copy the built-in postgres plugin's memory_namespaces/memory_records here, "
         "then verify parity (exit 1 on any mismatch)",
     )
-    postgres.set_defaults(run=_import_postgres)
     postgres.add_argument("dsn", help="libpq connection string or postgres:// URL")
     postgres.add_argument(
         "--dry-run", action="store_true", help="print counts per namespace kind; write nothing"

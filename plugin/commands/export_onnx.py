@@ -22,5 +22,5 @@ def export_configured(settings: Settings, out: Print) -> int:
     offline()
     target = onnx_dir(settings)
     export_onnx(resolve_model_dir(settings.embedding_model), target)
-    out(f"export-onnx: {model_name(settings.embedding_model)} exported to {target}")
+    out(f"export-onnx: the ONNX files of {model_name(settings.embedding_model)} are in {target}")
     return 0

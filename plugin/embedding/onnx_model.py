@@ -10,17 +10,17 @@ directly, with nothing fetched:
   config, what `export_dynamic_quantized_onnx_model(model, "avx2", ...)` applies
   (`model_quint8_avx2.onnx`);
 - at run time: the model's own `tokenizer.json`, its mean pooling and normalisation in
-  numpy, and ONNX Runtime. No torch import, so start-up takes well under a second
+  numpy, and ONNX Runtime. No torch import, so start-up is quick
   (tests/test_embedding_onnx.py holds the output to sentence-transformers').
 
 Sessions (`OnnxEncoder.load(sessions=N)`): on N > 1 cores, N single-threaded sessions
 that take whole batches side by side, plus one N-threaded session for a lone text
-when nothing else runs. Measured on 2 cores (benchmarks/README.md): two
-single-threaded sessions embed 1.1 to 1.2 times as many texts a second as one
-two-threaded session, each on its own batch (splitting one batch across them gained
-nothing), but one text takes 6 ms on one thread against 4 ms on two. The sessions
-share the weights: each is given the same initializer buffers (`add_initializer`),
-so a session costs its packed copies and arenas, not another 90 MB of weights.
+when nothing else runs. On 2 cores (benchmarks/README.md, "Embedding sessions"), two
+single-threaded sessions embed more texts a second than one two-threaded session,
+each on its own batch (splitting one batch across them gained nothing), but one
+text is faster on two threads. The sessions share the weights: each is given the
+same initializer buffers (`add_initializer`), so a session costs its packed copies
+and arenas, not another copy of the weights.
 
 `memory-plugin-vector export-onnx` (plugin/commands/export_onnx.py) exports ahead of the
 first start: scripts/install and the image's build run it.
