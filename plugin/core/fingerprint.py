@@ -117,7 +117,7 @@ async def _check_later(
                 await check_store(backend, fingerprint)
             verified()
             return
-        except FingerprintMismatch:
+        except FingerprintMismatch:  # a BackendError too, but no retry mends it
             raise
         except (BackendError, TimeoutError):
             continue
