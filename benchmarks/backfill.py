@@ -140,7 +140,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--namespaces", type=int, default=70)
     args = parser.parse_args()
-    from plugin.embedding.encoders import resolve_model_dir
+    from plugin.embedding.model_files import resolve_model_dir
 
     onnx_dir = str(resolve_model_dir(None) / "onnx")  # the export scripts/install made
     rows = legacy_rows(args.rows, args.namespaces)

@@ -189,7 +189,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-embedding-") as name:
         tmp = Path(name)
         onnx_dir = str(tmp / "onnx")
-        from plugin.embedding.encoders import resolve_model_dir
+        from plugin.embedding.model_files import resolve_model_dir
         from plugin.embedding.onnx_model import export_onnx
 
         begun = time.perf_counter()

@@ -385,7 +385,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-onnx-") as onnx_dir:
         if args.backend != "torch":  # exported beforehand, as the image does at build time
-            from plugin.embedding.encoders import resolve_model_dir
+            from plugin.embedding.model_files import resolve_model_dir
             from plugin.embedding.onnx_model import export_onnx
 
             export_onnx(resolve_model_dir(None), Path(onnx_dir))

@@ -68,7 +68,7 @@ class InstantEncoder:
 def serve() -> None:
     """The child: `memory-plugin-vector serve`, with the instant encoder handed in."""
     use_repo_root()
-    from plugin import cli
+    from plugin.commands.serve import run_app
     from plugin.http.app import create_app
     from plugin.observability import logs
     from plugin.settings import Settings
@@ -76,7 +76,7 @@ def serve() -> None:
     settings = Settings.from_env(os.environ)
     logs.configure(settings.log_level)
     host, port = settings.listen
-    asyncio.run(cli._run(create_app(settings, encoder=InstantEncoder()), host, port))
+    asyncio.run(run_app(create_app(settings, encoder=InstantEncoder()), host, port))
 
 
 def measure(log_level: str) -> Callable[[ServerProcess], Awaitable[None]]:

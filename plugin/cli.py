@@ -1,118 +1,128 @@
-"""`memory-plugin-vector serve` runs the server; `check URL` verifies any plugin.
+"""`memory-plugin-vector COMMAND`: the parser, and dispatch to plugin/commands/.
 
-serve: a bad setting prints one line on stderr and exits 2 before anything is
-loaded or bound; a failure while starting (model, port) prints one line and
-exits 1. SIGTERM or SIGINT stops it cleanly: the listener closes, in-flight
-requests finish (up to `SHUTDOWN_GRACE_S`), the store is flushed and closed,
-"stopped" is logged and the exit status is 0.
-
-check: see `plugin/commands/check.py`; exit 0 only when every step passed.
-
-migrate-layout: see `plugin/commands/migrate_layout.py`; a Qdrant server from one
-collection per namespace to the shared layout.
+Every command that reads the settings from the environment reads them here, once:
+a bad setting prints one line on stderr and exits 2 before anything is loaded or
+bound. The commands themselves (one module each under plugin/commands/):
+- serve: the HTTP server (`plugin/commands/serve.py`);
+- check URL: verify any plugin over the v1 contract (`plugin/commands/check.py`);
+  exit 0 only when every step passed;
+- verify-store: namespace records against stored memories (`verify_store.py`);
+- migrate-layout: a Qdrant server from one collection per namespace to the shared
+  layout (`migrate_layout.py`);
+- export, import, import-postgres: `export_import.py`, `import_postgres.py`
+  (plugin/transfer/, docs/export-format.md);
+- export-onnx: the model's ONNX files, made before the first start (`export_onnx.py`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
-import signal
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from aiohttp import web
-
+from plugin.commands import PROG, failing_in_one_line
 from plugin.settings import Settings, SettingsError
 
-PROG = "memory-plugin-vector"
-# Drain time for in-flight requests after SIGTERM. A request needs at most the
-# backend deadline (1.5 s by default), and the platform's client gives up after
-# 2 s, so a later answer helps nobody. 3 s of drain, the store's flush and the
-# interpreter's exit (about 2 s, mostly torch) stay well inside 10 s.
-SHUTDOWN_GRACE_S = 3.0
-log = logging.getLogger("memory_plugin")
+if TYPE_CHECKING:
+    Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-async def _run(app: web.Application, host: str, port: int) -> None:
-    """Serve `app` until SIGTERM or SIGINT, then shut down in order."""
-    from plugin.http.connections import make_runner
-
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    received: list[str] = []
-
-    def on_signal(signum: signal.Signals) -> None:
-        received.append(signum.name)
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
-    # Read deadlines, a connection cap, the envelope for aiohttp's own errors.
-    runner = make_runner(app, shutdown_timeout=SHUTDOWN_GRACE_S)
-    await runner.setup()  # loads the model, opens the backend, starts the janitor
-    try:
-        if not stop.is_set():  # a signal during start-up: do not start serving
-            await web.TCPSite(runner, host, port).start()
-            log.info("listening", extra={"host": host, "port": port})
-            await stop.wait()
-        log.info(
-            "stopping: closed to new connections, finishing in-flight requests",
-            extra={"signal": received[0], "grace_s": SHUTDOWN_GRACE_S},
-        )
-    finally:
-        # Stops the listener, waits for in-flight handlers (cancelling any still
-        # running after the grace), then runs cleanup_ctx: janitor, store, model.
-        await runner.cleanup()
+def _settings() -> Settings:
+    """The settings from the environment; `main` turns a bad one into exit 2."""
+    return Settings.from_env(os.environ)
 
 
-def _serve(settings: Settings) -> int:
-    from plugin.http.app import create_app
-    from plugin.observability import logs
+def _serve(args: argparse.Namespace) -> int:
+    settings = _settings()  # before the server's imports: a bad setting exits at once
+    from plugin.commands.serve import serve
 
-    logs.configure(settings.log_level)
-    host, port = settings.listen
-    started = time.monotonic()
-    log.info(
-        "starting",
-        extra={
-            "listen": settings.listen_addr,
-            "backend": settings.backend,
-            "qdrant_url": settings.qdrant_url,
-            "data_dir": str(settings.data_dir),
-        },
-    )
-    try:
-        asyncio.run(_run(create_app(settings), host, port))
-    except Exception as error:  # model missing, port taken, ...
-        print(f"{PROG}: cannot start: {error}", file=sys.stderr)
-        return 1
-    log.info("stopped", extra={"uptime_s": round(time.monotonic() - started, 1)})
-    return 0
+    return serve(settings)
 
 
 def _check(args: argparse.Namespace) -> int:
-    from plugin.commands.check import DEFAULT_CAPABILITIES, CheckOptions, run_check
+    from plugin.commands.check import CheckOptions, required_capabilities, run_check
 
-    required = DEFAULT_CAPABILITIES
-    if args.require_capability is not None:
-        required = tuple(
-            cap for value in args.require_capability for cap in value.split(",") if cap.strip()
-        )
-    options = CheckOptions(
-        url=args.url, timeout_s=args.timeout, ttl_s=args.ttl, required=tuple(required)
-    )
+    required = required_capabilities(args.require_capability)
+    options = CheckOptions(args.url, args.timeout, args.ttl, required)
     return asyncio.run(run_check(options, print))
+
+
+def _verify_store(args: argparse.Namespace) -> int:
+    from plugin.commands.verify_store import verify_offline, verify_url
+
+    if args.url is not None:
+        return verify_url(args.url, args.timeout, print)
+    return verify_offline(_settings(), print)
+
+
+def _migrate_layout(args: argparse.Namespace) -> int:
+    from plugin.commands.migrate_layout import migrate_from_settings
+
+    settings = _settings()
+    return asyncio.run(migrate_from_settings(settings, drop_source=args.drop_source, out=print))
+
+
+def _export(args: argparse.Namespace) -> int:
+    from plugin.commands.export_import import run_export
+
+    settings = _settings()
+    return failing_in_one_line(
+        "export", lambda: run_export(settings, args.out, args.from_url, print)
+    )
+
+
+def _import(args: argparse.Namespace) -> int:
+    from plugin.commands.export_import import run_import
+
+    settings = _settings()
+    return failing_in_one_line("import", lambda: run_import(settings, args.in_path, print))
+
+
+def _import_postgres(args: argparse.Namespace) -> int:
+    from plugin.commands import import_postgres
+
+    settings = _settings()
+    if args.dry_run:
+        work = import_postgres.dry_run(args.dsn, print)
+    else:
+        work = import_postgres.run(
+            settings,
+            args.dsn,
+            sample=args.verify_sample,
+            batch=args.batch,
+            seed=args.seed,
+            echo=print,
+        )
+    return failing_in_one_line("import-postgres", lambda: asyncio.run(work))
+
+
+def _export_onnx(args: argparse.Namespace) -> int:
+    from plugin.commands.export_onnx import export_configured
+
+    settings = _settings()
+    return failing_in_one_line("export-onnx", lambda: export_configured(settings, print))
+
+
+def _command(
+    commands: Subcommands, name: str, run: Callable[[argparse.Namespace], int], help: str
+) -> argparse.ArgumentParser:
+    """Add the command `name`, which `main` runs by calling `run(args)`."""
+    parser = commands.add_parser(name, help=help)
+    parser.set_defaults(run=run)
+    return parser
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Memory plugin on a vector database.")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("serve", help="run the HTTP server (settings from the environment)")
-    check = commands.add_parser(
+    _command(commands, "serve", _serve, help="run the HTTP server (settings from the environment)")
+    check = _command(
+        commands,
         "check",
+        _check,
         help="verify a running plugin over the v1 contract (health, then a scratch namespace)",
     )
     check.add_argument("url", help="the plugin's base URL, e.g. http://127.0.0.1:9100")
@@ -129,15 +139,19 @@ def _parser() -> argparse.ArgumentParser:
         help="capabilities health must advertise (repeatable; default: embedding,ttl,pin; "
         "an empty value requires none)",
     )
-    verify = commands.add_parser(
+    verify = _command(
+        commands,
         "verify-store",
+        _verify_store,
         help="check that every namespace record agrees with the memories stored "
         "(a running plugin with --url, else the stopped store the settings name)",
     )
     verify.add_argument("--url", help="a running plugin's base URL (GET /admin/verify)")
     verify.add_argument("--timeout", type=float, default=60.0, help="seconds (default: 60)")
-    migrate = commands.add_parser(
+    migrate = _command(
+        commands,
         "migrate-layout",
+        _migrate_layout,
         help="copy a Qdrant server's per-namespace collections into the shared layout "
         "(settings from the environment; vectors copied, idempotent)",
     )
@@ -147,13 +161,22 @@ def _parser() -> argparse.ArgumentParser:
         help="delete the per-namespace collections once everything was copied",
     )
     _transfer_commands(commands)
+    _command(
+        commands,
+        "export-onnx",
+        _export_onnx,
+        help="export the configured model to ONNX where the server looks for it "
+        "(MEMORY_PLUGIN_ONNX_DIR, else beside the model; needs torch; skips files there)",
+    )
     return parser
 
 
-def _transfer_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _transfer_commands(commands: Subcommands) -> None:
     """export, import, import-postgres: see plugin/transfer/bulk.py and docs/export-format.md."""
-    export = commands.add_parser(
+    export = _command(
+        commands,
         "export",
+        _export,
         help="write every namespace and live memory, with its vector, as JSON Lines "
         "(gzip for *.gz; settings from the environment, or --from-url a running plugin)",
     )
@@ -164,14 +187,18 @@ def _transfer_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="export through a running plugin (GET URL/admin/export): the way to back up "
         "an embedded store while its server runs",
     )
-    restore = commands.add_parser(
+    restore = _command(
+        commands,
         "import",
+        _import,
         help="upsert an export into the store the settings name (idempotent; re-embeds "
         "only when the vectors came from another model or runtime)",
     )
     restore.add_argument("--in", dest="in_path", required=True, help="export file; '-' is stdin")
-    postgres = commands.add_parser(
+    postgres = _command(
+        commands,
         "import-postgres",
+        _import_postgres,
         help="copy the built-in postgres plugin's memory_namespaces/memory_records here, "
         "then verify parity (exit 1 on any mismatch)",
     )
@@ -192,62 +219,6 @@ def _transfer_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
 
 
-def _transfer(args: argparse.Namespace) -> int:
-    """Run export, import or import-postgres; one line on stderr and 1 on failure."""
-    from plugin.commands import export_import, import_postgres
-
-    try:
-        settings = Settings.from_env(os.environ)
-    except SettingsError as error:
-        print(f"{PROG}: {error}", file=sys.stderr)
-        return 2
-    try:
-        if args.command == "export":
-            return export_import.run_export(settings, args.out, args.from_url, print)
-        if args.command == "import":
-            return export_import.run_import(settings, args.in_path, print)
-        if args.dry_run:
-            return asyncio.run(import_postgres.dry_run(args.dsn, print))
-        return asyncio.run(
-            import_postgres.run(
-                settings,
-                args.dsn,
-                sample=args.verify_sample,
-                batch=args.batch,
-                seed=args.seed,
-                echo=print,
-            )
-        )
-    except Exception as error:  # a bad file, an unreachable store or database, ...
-        print(f"{PROG} {args.command}: failed: {error}", file=sys.stderr)
-        return 1
-
-
-def _migrate_layout(args: argparse.Namespace) -> int:
-    from plugin.commands.migrate_layout import migrate_from_settings
-
-    try:
-        settings = Settings.from_env(os.environ)
-    except SettingsError as error:
-        print(f"{PROG}: {error}", file=sys.stderr)
-        return 2
-    return asyncio.run(migrate_from_settings(settings, drop_source=args.drop_source, out=print))
-
-
-def _verify_store(args: argparse.Namespace) -> int:
-    from plugin.commands.export_import import model_dimension
-    from plugin.commands.verify_store import verify_offline, verify_url
-
-    if args.url is not None:
-        return verify_url(args.url, args.timeout, print)
-    try:
-        settings = Settings.from_env(os.environ)
-    except SettingsError as error:
-        print(f"{PROG}: {error}", file=sys.stderr)
-        return 2
-    return verify_offline(settings, model_dimension(settings), print)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -256,22 +227,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"URL must start with http:// or https://, got {args.url!r}")
         if args.timeout <= 0 or args.ttl <= 0:
             parser.error("--timeout and --ttl must be positive")
-        return _check(args)
-    if args.command == "migrate-layout":
-        return _migrate_layout(args)
-    if args.command == "verify-store":
-        return _verify_store(args)
-    if args.command in ("export", "import", "import-postgres"):
-        return _transfer(args)
-    if args.command == "serve":
-        try:
-            settings = Settings.from_env(os.environ)
-        except SettingsError as error:
-            print(f"{PROG}: {error}", file=sys.stderr)
-            return 2
-        return _serve(settings)
-    parser.error(f"unknown command {args.command}")
-    return 2
+    try:
+        status: int = args.run(args)
+    except SettingsError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    return status
 
 
 if __name__ == "__main__":

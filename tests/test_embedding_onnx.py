@@ -26,8 +26,8 @@ from plugin.embedding.encoders import (
     embedding_sessions,
     load_encoder,
     onnx_dir,
-    resolve_model_dir,
 )
+from plugin.embedding.model_files import resolve_model_dir
 from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, check_export
 from plugin.settings import Settings, SettingsError
 from tests.server_process import REPO_ROOT, clean_env

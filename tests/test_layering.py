@@ -3,7 +3,9 @@
 `plugin/core` holds the contract's rules: no aiohttp, no pydantic, and nothing from
 `plugin.http` (whose wire models the service reads only through the protocols of
 `plugin/core/fields.py`) or `plugin.commands`. `adapters/` never imports aiohttp
-(backends are reached through their SDKs) nor anything of the plugin's.
+(backends are reached through their SDKs) nor anything of the plugin's. The `check`
+command (plugin/commands/check.py) verifies any plugin over HTTP, so it imports
+nothing from `adapters/`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ CORE = sorted((ROOT / "plugin" / "core").glob("*.py"))
 ADAPTERS = sorted((ROOT / "adapters").rglob("*.py"))
 NOT_IN_CORE = ("aiohttp", "pydantic", "plugin.http", "plugin.commands")
 NOT_IN_ADAPTERS = ("aiohttp", "plugin")
+CHECK = ROOT / "plugin" / "commands" / "check.py"
 
 
 def imported(source: Path) -> Iterator[str]:
@@ -74,3 +77,7 @@ def test_core_imports_neither_aiohttp_nor_the_wire_models(source: Path) -> None:
 @pytest.mark.parametrize("source", ADAPTERS, ids=lambda path: str(path.relative_to(ROOT)))
 def test_adapters_import_neither_aiohttp_nor_the_plugin(source: Path) -> None:
     assert offending(source, NOT_IN_ADAPTERS) == []
+
+
+def test_check_imports_nothing_from_adapters() -> None:
+    assert offending(CHECK, ("adapters",)) == []

@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from plugin.cli import SHUTDOWN_GRACE_S
+from plugin.commands.serve import SHUTDOWN_GRACE_S
 from tests.server_process import HOST, ServerProcess
 
 NS = "workspace:shutdown"

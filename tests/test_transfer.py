@@ -212,7 +212,7 @@ def test_configured_fingerprint_and_dimension_match_the_loaded_model(
     if "embedding_backend" in Settings.model_fields:  # the session's model runs on torch
         settings = settings.model_copy(update={"embedding_backend": "torch"})
     assert export_import.configured_fingerprint(settings) == encoder.fingerprint
-    assert export_import.model_dimension(settings) == encoder.dimension == 384
+    assert export_import.configured_dimension(settings) == encoder.dimension == 384
 
 
 async def test_round_trip_into_every_backend_searches_identically(

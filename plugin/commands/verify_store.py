@@ -14,12 +14,11 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 
 from plugin.backends import build_backend
+from plugin.commands import Print
+from plugin.embedding.encoders import configured_dimension
 from plugin.settings import Settings
-
-Print = Callable[[str], None]
 
 
 def verify_url(url: str, timeout_s: float, out: Print) -> int:
@@ -42,8 +41,8 @@ async def verify_settings(settings: Settings, dimension: int, out: Print) -> int
     return _said(list(problems), out)
 
 
-def verify_offline(settings: Settings, dimension: int, out: Print) -> int:
-    return asyncio.run(verify_settings(settings, dimension, out))
+def verify_offline(settings: Settings, out: Print) -> int:
+    return asyncio.run(verify_settings(settings, configured_dimension(settings), out))
 
 
 def _said(problems: list[str], out: Print) -> int:

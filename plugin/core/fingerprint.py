@@ -7,23 +7,22 @@ mix vectors silently (docs/embedding.md):
 - an empty store (no namespace, no record) adopts the configured fingerprint;
 - a store with namespaces but no record was written before records existed, by the
   only encoder there was: it gets "all-MiniLM-L6-v2/torch";
-- torch and onnx are one space: the same weights and graph in fp32 (measured: mean
-  cosine 1.000000, recall@10 1.0; tests/test_embedding_onnx.py holds it). onnx-int8
+- torch and onnx are one space: the same weights and graph in fp32 (their vectors
+  agree: benchmarks/README.md, and tests/test_embedding_onnx.py holds it). onnx-int8
   changes the vectors, so it is a space of its own, as is every other model;
 - a mismatch stops start-up with one line: what the store has, what is configured,
   and what to do (set it back, or re-embed through export/import).
 
-A remote store that does not answer at start is checked as soon as it does; a
-mismatch found then stops the server the same way (SIGTERM to itself).
+A remote store that does not answer at start is checked as soon as it does: by a
+task that ends with `FingerprintMismatch` when it finds one. Whoever runs the
+server decides what that means (plugin/http/app.py asks it to stop, and `serve` stops
+as on SIGTERM).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import signal
-import sys
 from collections.abc import Callable
 
 from adapters.base import VectorBackend
@@ -87,7 +86,8 @@ async def check_at_start(
     timeout_s: float,
     verified: Callable[[], None] = _unheard,
 ) -> asyncio.Task[None] | None:
-    """Check now; when the store does not answer, a task that checks once it does.
+    """Check now; when the store does not answer, a task that checks once it does
+    (and raises `FingerprintMismatch` when it finds one).
 
     `verified` is called once the store is known to hold vectors of the configured
     space: only then may a stored vector stand for a new one (plugin/core/service.py)."""
@@ -117,10 +117,7 @@ async def _check_later(
                 await check_store(backend, fingerprint)
             verified()
             return
-        except FingerprintMismatch as error:
-            log.error("stopping: %s", error)
-            print(f"memory-plugin-vector: stopping: {error}", file=sys.stderr, flush=True)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
+        except FingerprintMismatch:  # a BackendError too, but no retry mends it
+            raise
         except (BackendError, TimeoutError):
             continue

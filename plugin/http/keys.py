@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -24,3 +25,6 @@ SEARCH_MODE = web.AppKey("search_mode", SearchMode)
 VECTORS_VERIFIED = web.AppKey("vectors_verified", threading.Event)
 SERVICE = web.AppKey("service", MemoryService)
 METRICS = web.AppKey("metrics", Metrics)
+# Asks whoever runs the app to stop it, saying why (a late fingerprint mismatch);
+# `serve` stops as on SIGTERM, `create_app`'s default only logs.
+STOP: web.AppKey[Callable[[str], None]] = web.AppKey("stop")

@@ -34,6 +34,7 @@ from datetime import datetime
 
 from adapters.base import MemoryRecord, NamespaceRecord, StoredMemory, VectorBackend
 from plugin.core.names import canonical_uuid, check_namespace_name
+from plugin.core.service import unexpired_namespace
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.transfer import jsonl
@@ -147,10 +148,7 @@ class StoreWriter:
         if record.is_expired(self.now):
             self.report.namespaces_skipped_expired += 1
             return
-        existing = await self.backend.get_namespace(record.name)
-        if existing is not None and existing.is_expired(self.now):
-            await self.backend.delete_namespace(record.name)  # as a PUT would: start afresh
-            existing = None
+        existing = await unexpired_namespace(self.backend, record.name, self.now)  # as a PUT
         if existing == record:
             self.report.namespaces_unchanged += 1
         else:
