@@ -21,13 +21,13 @@ from collections.abc import Callable
 from adapters.errors import BackendError
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from plugin.commands import Print
 from plugin.core.service import utc_now
 from plugin.embedding.keyword_index import index_store
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer.bulk import WRITE_BATCH, StoreWriter
 
-Print = Callable[[str], None]
 # Called once per namespace copied: (namespace name, memories copied for it).
 Progress = Callable[[str, int], None]
 
@@ -108,17 +108,12 @@ async def migrate_from_settings(settings: Settings, *, drop_source: bool, out: P
     if settings.backend != "qdrant" or settings.qdrant_url is None:
         out("migrate-layout moves a Qdrant server's data: set QDRANT_URL (and QDRANT_API_KEY)")
         return 2
-    from plugin.embedding.encoders import SentenceTransformerEncoder
+    from plugin.backends import qdrant_server
+    from plugin.embedding.encoders import configured_dimension
 
     # The model that `serve` will embed with fixes the new collection's dimension.
-    dimension = SentenceTransformerEncoder.load(settings.embedding_model).dimension
-    key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-    url, prefix = settings.qdrant_url, settings.collection_prefix
+    dimension = configured_dimension(settings)
     timeout_s = max(settings.backend_timeout_s, 10.0)  # an offline batch job, not a request
-    source = QdrantCollectionsBackend(
-        dimension, url=url, api_key=key, prefix=prefix, timeout_s=timeout_s
-    )
-    target = QdrantServerBackend(
-        dimension, url=url, api_key=key, prefix=prefix, timeout_s=timeout_s
-    )
+    source = qdrant_server(settings, dimension, QdrantCollectionsBackend, timeout_s=timeout_s)
+    target = qdrant_server(settings, dimension, QdrantServerBackend, timeout_s=timeout_s)
     return await migrate(source, target, drop_source=drop_source, out=out)
