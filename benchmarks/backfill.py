@@ -39,7 +39,7 @@ from latency import load_model, one_text_times_s, single_text_s
 from sentences import sentences
 
 use_repo_root()
-from tests.server_process import ServerProcess  # noqa: E402
+from tests.support.server_process import ServerProcess  # noqa: E402
 
 KINDS = ("workspace", "team", "org")
 

@@ -18,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def use_repo_root() -> None:
-    """Make `tests.server_process` importable when run as `python benchmarks/x.py`."""
+    """Make `tests.support.server_process` importable when run as `python benchmarks/x.py`."""
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
 
@@ -66,7 +66,7 @@ def run_against_server(
     `command` replaces `memory-plugin-vector serve` (see `ServerProcess`).
     """
     use_repo_root()
-    from tests.server_process import ServerProcess
+    from tests.support.server_process import ServerProcess
 
     print(f"{title} ({machine()})")
     with (

@@ -133,7 +133,7 @@ def recall_at_10(
 
 
 def cold_start(backend: str, onnx_dir: str, tmp: Path) -> float:
-    from tests.server_process import ServerProcess
+    from tests.support.server_process import ServerProcess
 
     env = {"MEMORY_PLUGIN_EMBEDDING_BACKEND": backend, "MEMORY_PLUGIN_ONNX_DIR": onnx_dir}
     with ServerProcess(tmp / f"data-{backend}", tmp / f"{backend}.log", env=env) as server:

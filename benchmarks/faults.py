@@ -342,7 +342,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(REPO_ROOT))
     from tests import server_process
-    from tests.server_process import ServerProcess
+    from tests.support.server_process import ServerProcess
 
     server_process.REPO_ROOT = args.repo.resolve()  # the checkout whose server runs
     print(f"faults against {args.repo.resolve()}")

@@ -49,7 +49,7 @@ from sentences import queries, sentences
 
 use_repo_root()
 
-from tests.server_process import ServerProcess  # noqa: E402
+from tests.support.server_process import ServerProcess  # noqa: E402
 
 NAMESPACE = "workspace:bench-latency"
 PRELOAD = 10_000

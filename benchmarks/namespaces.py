@@ -57,7 +57,7 @@ use_repo_root()
 from adapters.base import MemoryRecord, NamespaceRecord  # noqa: E402
 from adapters.qdrant.edge import QdrantEdgeBackend  # noqa: E402
 from plugin.embedding.encoders import SentenceTransformerEncoder  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+from tests.support.server_process import ServerProcess  # noqa: E402
 
 CALLERS = 8
 KINDS = ("workspace", "team", "org")

@@ -29,7 +29,7 @@ from common import run_against_server, run_wrk, use_repo_root
 
 use_repo_root()
 
-from tests.server_process import ServerProcess  # noqa: E402
+from tests.support.server_process import ServerProcess  # noqa: E402
 
 ROUNDS = 5
 WINDOW_S = 6

@@ -21,7 +21,7 @@ from sentences import sentences
 
 use_repo_root()
 
-from tests.server_process import ServerProcess  # noqa: E402
+from tests.support.server_process import ServerProcess  # noqa: E402
 
 NAMESPACE = "workspace:bench-parallel"
 PARALLEL = 100

@@ -25,12 +25,12 @@ from retrieval import DEFAULT_DATA
 
 use_repo_root()
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery  # noqa: E402
-from adapters.pinecone import PineconeBackend  # noqa: E402
 from plugin.core.service import utc_now  # noqa: E402
 from plugin.embedding.encoders import load_encoder  # noqa: E402
 from plugin.embedding.keywords import KeywordEncoder  # noqa: E402
 from plugin.settings import Settings  # noqa: E402
-from tests.pinecone_fake import FakePinecone  # noqa: E402
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone  # noqa: E402
 
 
 def embed(encoder: Any, texts: list[str]) -> list[list[float]]:
@@ -44,7 +44,7 @@ async def measure(conversations: list[locomo.Conversation]) -> None:
     encoder, words = load_encoder(Settings()), KeywordEncoder()
     now = utc_now()
     with FakePinecone(dimension=encoder.dimension, metric="dotproduct").mocked() as fake:
-        store = PineconeBackend(encoder.dimension, api_key=fake.api_key, index_name=fake.name)
+        store = pinecone_backend(fake)
         await store.start()
         for conversation in conversations:
             for mode in locomo.MODES:

@@ -37,7 +37,7 @@ import locomo
 from common import REPO_ROOT, machine, percentile, use_repo_root
 
 use_repo_root()
-from tests.server_process import ServerProcess  # noqa: E402
+from tests.support.server_process import ServerProcess  # noqa: E402
 
 SEARCH_MODES = ("dense", "keyword", "hybrid")
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"

@@ -133,7 +133,7 @@ async def import_from(
 def measure_import_postgres(root: Path, encoder: SentenceTransformerEncoder, count: int) -> None:
     import psycopg
 
-    from tests.postgres_server import fresh_database, running_server
+    from tests.support.postgres_server import fresh_database, running_server
 
     records, memories = corpus(count)
     export_import.load_encoder = lambda _: encoder  # type: ignore[assignment] # loaded already

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from plugin.http.wire import MemoryWrite, NamespaceUpsert, SearchRequest
-from tests.contract import TESTDATA, component, validate
+from tests.support.contract import TESTDATA, component, validate
 
 
 def load(name: str) -> bytes:

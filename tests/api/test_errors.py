@@ -10,7 +10,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
-from tests.conftest import AppFactory, ContractClient, FakeClock
+from tests.support.app import AppFactory, ContractClient
+from tests.support.clocks import WallClock
 
 pytestmark = pytest.mark.every_backend
 
@@ -56,7 +57,7 @@ async def test_wrong_method(api: ContractClient, method: str, path: str, allowed
     )
 
 
-async def test_body_over_the_limit(make_app: AppFactory, clock: FakeClock) -> None:
+async def test_body_over_the_limit(make_app: AppFactory, clock: WallClock) -> None:
     app = make_app(max_body_bytes=2048)
     async with TestClient(TestServer(app)) as raw:
         api = ContractClient(raw, app, clock)
@@ -89,7 +90,7 @@ class ExplodingEdge(QdrantEdgeBackend):
 
 
 async def test_unexpected_error_is_internal_without_details(
-    make_app: AppFactory, clock: FakeClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    make_app: AppFactory, clock: WallClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     app = make_app(backend=ExplodingEdge(384, tmp_path / "boom"))
     async with TestClient(TestServer(app)) as raw:

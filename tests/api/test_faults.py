@@ -22,7 +22,7 @@ from aiohttp import web
 from plugin.embedding.embedder import MAX_EMBEDDED_CHARS
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.keys import EMBEDDER, SERVICE
-from tests.conftest import AppFactory, ContractClient
+from tests.support.app import AppFactory, ContractClient
 
 pytestmark = pytest.mark.every_backend
 

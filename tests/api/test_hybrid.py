@@ -17,8 +17,10 @@ from adapters.base import SearchMode
 from adapters.errors import BackendMisconfigured
 from adapters.pinecone import PineconeBackend
 from plugin.http.keys import SERVICE
-from tests.conftest import AppFactory, ContractClient, FakeClock
-from tests.pinecone_fake import FakePinecone
+from tests.support.app import AppFactory, ContractClient
+from tests.support.clocks import WallClock
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone
 
 NS = "workspace:helpdesk"
 TARGET = (
@@ -38,7 +40,7 @@ OTHERS = [
 QUESTION = "status of ticket XJ-4471"
 
 
-async def client_for(make_app: AppFactory, clock: FakeClock, **settings: Any) -> AsyncIterator[Any]:
+async def client_for(make_app: AppFactory, clock: WallClock, **settings: Any) -> AsyncIterator[Any]:
     app = make_app(**settings)
     async with TestClient(TestServer(app)) as client:
         yield ContractClient(client, app, clock)
@@ -52,7 +54,7 @@ async def seeded(api: ContractClient) -> None:
 
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword"])
 async def test_each_mode_ranks_as_documented(
-    make_app: AppFactory, clock: FakeClock, mode: str
+    make_app: AppFactory, clock: WallClock, mode: str
 ) -> None:
     async for api in client_for(make_app, clock, search=mode):
         assert api.app[SERVICE].search_mode == mode
@@ -75,17 +77,17 @@ async def test_each_mode_ranks_as_documented(
 
 
 async def test_the_default_is_hybrid_on_the_embedded_store(
-    make_app: AppFactory, clock: FakeClock
+    make_app: AppFactory, clock: WallClock
 ) -> None:
     async for api in client_for(make_app, clock):
         assert api.app[SERVICE].search_mode is SearchMode.HYBRID
 
 
 async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(
-    make_app: AppFactory, clock: FakeClock
+    make_app: AppFactory, clock: WallClock
 ) -> None:
     with FakePinecone(dimension=384, metric="dotproduct").mocked() as fake:
-        backend = PineconeBackend(384, api_key=fake.api_key, index_name=fake.name)
+        backend = pinecone_backend(fake)
         async for api in client_for(make_app, clock, backend=backend):
             assert api.app[SERVICE].search_mode is SearchMode.HYBRID
             await seeded(api)
@@ -95,12 +97,12 @@ async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(
 
 
 async def test_pinecone_defaults_to_dense_and_refuses_other_modes(
-    make_app: AppFactory, clock: FakeClock
+    make_app: AppFactory, clock: WallClock
 ) -> None:
     with FakePinecone(dimension=384).mocked() as fake:
 
         def pinecone() -> PineconeBackend:
-            return PineconeBackend(384, api_key=fake.api_key, index_name=fake.name)
+            return pinecone_backend(fake)
 
         async for api in client_for(make_app, clock, backend=pinecone()):
             assert api.app[SERVICE].search_mode is SearchMode.DENSE

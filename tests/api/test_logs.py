@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from plugin.observability.logs import JsonFormatter
-from tests.conftest import ContractClient
+from tests.support.app import ContractClient
 
 NS = "workspace:logs"
 OTHER = "team:logs"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from plugin.http.keys import EMBEDDER
-from tests.conftest import ContractClient
+from tests.support.app import ContractClient
 
 pytestmark = pytest.mark.every_backend
 

@@ -20,8 +20,9 @@ from adapters.base import VectorBackend
 from adapters.qdrant.server import QdrantServerBackend
 from plugin.http.keys import EMBEDDER
 from plugin.observability.instrumented import InstrumentedBackend
-from tests.conftest import AppFactory, ContractClient, FakeClock
-from tests.server_process import free_port
+from tests.support.app import AppFactory, ContractClient
+from tests.support.clocks import WallClock
+from tests.support.server_process import free_port
 
 NS = "workspace:metrics"
 MEMORIES = "/v1/namespaces/{name}/memories"
@@ -137,7 +138,7 @@ async def test_a_commit_of_stored_content_is_counted_as_an_embedding_avoided(
 
 
 async def test_backend_outage_is_counted_as_unavailable(
-    make_app: AppFactory, clock: FakeClock
+    make_app: AppFactory, clock: WallClock
 ) -> None:
     down = QdrantServerBackend(384, url=f"http://127.0.0.1:{free_port()}", timeout_s=1.0)
     app = make_app(backend=down)
@@ -152,7 +153,7 @@ async def test_backend_outage_is_counted_as_unavailable(
 
 
 @pytest.fixture
-async def swept(make_app: AppFactory, clock: FakeClock) -> AsyncIterator[ContractClient]:
+async def swept(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
     app = make_app(janitor_interval_s=0.05)
     async with TestClient(TestServer(app)) as client:
         yield ContractClient(client, app, clock)
@@ -192,7 +193,7 @@ async def test_janitor_deletions_are_counted(swept: ContractClient) -> None:
 
 
 async def test_each_app_has_its_own_registry(
-    api: ContractClient, make_app: AppFactory, clock: FakeClock, tmp_path: Path
+    api: ContractClient, make_app: AppFactory, clock: WallClock, tmp_path: Path
 ) -> None:
     other = make_app(data_dir=tmp_path / "other")
     async with TestClient(TestServer(other)) as client:

@@ -10,14 +10,15 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
-from tests.conftest import AppFactory, ContractClient, FakeClock
+from tests.support.app import AppFactory, ContractClient
+from tests.support.clocks import WallClock
 
 pytestmark = pytest.mark.every_backend
 
 NS = "workspace:550e8400-e29b-41d4-a716-446655440000"
 
 
-def recent(text: str, clock: FakeClock) -> bool:
+def recent(text: str, clock: WallClock) -> bool:
     moment = datetime.fromisoformat(text)
     return text.endswith("Z") and abs(moment - clock()) < timedelta(seconds=30)
 

@@ -9,7 +9,7 @@ import pytest
 
 from adapters.base import MemoryFilter, SearchMode
 from plugin.http.keys import SERVICE
-from tests.conftest import ContractClient
+from tests.support.app import ContractClient
 
 pytestmark = pytest.mark.every_backend
 

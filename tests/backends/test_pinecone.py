@@ -7,48 +7,36 @@ every answer about fresh data has to come from the read-your-writes overlay.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from adapters.base import MemoryRecord, VectorBackend
 from adapters.pinecone import PineconeBackend
 from adapters.pinecone.keywords import KEYWORD_WEIGHT
-from tests.backend_suite import DIM, BackendSuite, cosine
-from tests.hybrid_suite import FAR, KEYWORDS, QUERY_VECTOR, HybridSuite
-from tests.pinecone_fake import FakePinecone, ManualClock
+from tests.backends.suite import BackendSuite
+from tests.backends.suite.hybrid import FAR, KEYWORDS, QUERY_VECTOR, HybridSuite
+from tests.support.clocks import ManualClock
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone
+from tests.support.records import DIM, cosine
 
 
-@pytest.fixture
-def ticks() -> ManualClock:
-    return ManualClock(1000.0)
-
-
-def pinecone_backend(
-    fake: FakePinecone, ticks: ManualClock, *, hybrid: bool = False, **overrides: float
+def suite_backend(
+    fake: FakePinecone, ticks: ManualClock, *, hybrid: bool = False
 ) -> PineconeBackend:
-    return PineconeBackend(
-        DIM,
-        api_key=fake.api_key,
-        index_name=fake.name,
-        clock=ticks,
-        timeout_s=overrides.get("timeout_s", 1.0),
-        freshness_window_s=overrides.get("freshness_window_s", 30.0),
-        hybrid=hybrid,
+    return pinecone_backend(
+        fake, clock=ticks, timeout_s=1.0, freshness_window_s=30.0, hybrid=hybrid
     )
 
 
 class TestPinecone(BackendSuite):
     @pytest.fixture
-    def fake(self, ticks: ManualClock) -> Iterator[FakePinecone]:
-        with FakePinecone(dimension=DIM, clock=ticks).mocked() as fake:
-            yield fake
-
-    @pytest.fixture
     async def backend(
         self, fake: FakePinecone, ticks: ManualClock
     ) -> AsyncIterator[PineconeBackend]:
-        store = pinecone_backend(fake, ticks)
+        store = suite_backend(fake, ticks)
         await store.start()
         yield store
         await store.close()
@@ -58,9 +46,8 @@ class TestPineconeLagging(TestPinecone):
     """Pinecone never catches up during these tests: the overlay answers for fresh writes."""
 
     @pytest.fixture
-    def fake(self, ticks: ManualClock) -> Iterator[FakePinecone]:
-        with FakePinecone(dimension=DIM, clock=ticks, visibility_delay_s=3600).mocked() as fake:
-            yield fake
+    def pinecone_options(self) -> dict[str, Any]:
+        return {"dimension": DIM, "visibility_delay_s": 3600}
 
 
 class TestPineconeHybrid(BackendSuite, HybridSuite):
@@ -68,15 +55,14 @@ class TestPineconeHybrid(BackendSuite, HybridSuite):
     and a hybrid search is Pinecone's sparse-dense query (adapters/pinecone/keywords.py)."""
 
     @pytest.fixture
-    def fake(self, ticks: ManualClock) -> Iterator[FakePinecone]:
-        with FakePinecone(dimension=DIM, clock=ticks, metric="dotproduct").mocked() as fake:
-            yield fake
+    def pinecone_options(self) -> dict[str, Any]:
+        return {"dimension": DIM, "metric": "dotproduct"}
 
     @pytest.fixture
     async def backend(
         self, fake: FakePinecone, ticks: ManualClock
     ) -> AsyncIterator[PineconeBackend]:
-        store = pinecone_backend(fake, ticks, hybrid=True)
+        store = suite_backend(fake, ticks, hybrid=True)
         await store.start()
         yield store
         await store.close()
@@ -96,8 +82,5 @@ class TestPineconeHybridLagging(TestPineconeHybrid):
     """The same with nothing written during the test visible: the overlay scores alike."""
 
     @pytest.fixture
-    def fake(self, ticks: ManualClock) -> Iterator[FakePinecone]:
-        with FakePinecone(
-            dimension=DIM, clock=ticks, metric="dotproduct", visibility_delay_s=3600
-        ).mocked() as fake:
-            yield fake
+    def pinecone_options(self) -> dict[str, Any]:
+        return {"dimension": DIM, "metric": "dotproduct", "visibility_delay_s": 3600}

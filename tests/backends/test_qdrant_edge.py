@@ -18,8 +18,9 @@ from adapters.qdrant.edge_shard import open_shard, point_vectors
 from adapters.qdrant.edge_shards import SHARD_COUNT
 from adapters.qdrant.layout import memory_to_payload, new_epoch, point_id
 from plugin.embedding.keywords import KeywordEncoder
-from tests.backend_suite import DIM, T0, BackendSuite, dense, everything, memory, unit
-from tests.hybrid_suite import HybridSuite, KeywordIndexSuite
+from tests.backends.suite import BackendSuite
+from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.support.records import DIM, T0, dense, everything, memory, unit
 
 
 class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite):

@@ -24,8 +24,9 @@ from qdrant_client import AsyncQdrantClient
 from adapters.base import VectorBackend
 from adapters.qdrant.server import QdrantServerBackend
 from adapters.qdrant.server_collections import QdrantCollectionsBackend
-from tests.backend_suite import DIM, BackendSuite
-from tests.hybrid_suite import HybridSuite, KeywordIndexSuite
+from tests.backends.suite import BackendSuite
+from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.support.records import DIM
 
 pytestmark = pytest.mark.live_qdrant
 

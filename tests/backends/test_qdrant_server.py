@@ -27,8 +27,9 @@ from adapters.qdrant.migrate import copy_collections_to_shared
 from adapters.qdrant.server import QdrantServerBackend, legacy_layout_line
 from adapters.qdrant.server_calls import QdrantConnection
 from adapters.qdrant.server_collections import QdrantCollectionsBackend
-from tests.backend_suite import DIM, T0, BackendSuite, dense, everything, memory, unit
-from tests.hybrid_suite import HybridSuite, KeywordIndexSuite
+from tests.backends.suite import BackendSuite
+from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.support.records import DIM, T0, dense, everything, memory, unit
 
 MEMORIES, RECORDS = "memory-memories", "memory-namespaces"
 

@@ -23,8 +23,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from plugin.commands.check import CheckOptions, run_check
-from tests.conftest import ContractClient
-from tests.server_process import REPO_ROOT, clean_env, free_port
+from tests.support.app import ContractClient
+from tests.support.server_process import REPO_ROOT, clean_env, free_port
 
 STEPS = [
     "health",

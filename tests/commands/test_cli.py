@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server_process import HOST, REPO_ROOT, clean_env
+from tests.support.server_process import HOST, REPO_ROOT, clean_env
 
 PROG = "memory-plugin-vector"
 FAST_S = 5.0

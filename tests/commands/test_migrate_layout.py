@@ -14,7 +14,7 @@ from adapters.qdrant.server_calls import QdrantConnection
 from adapters.qdrant.server_collections import QdrantCollectionsBackend
 from plugin.cli import main
 from plugin.commands.migrate_layout import migrate
-from tests.backend_suite import DIM, T0, everything, memory, unit
+from tests.support.records import DIM, T0, everything, memory, unit
 
 
 async def test_migrate_copies_reports_and_is_idempotent() -> None:

@@ -22,7 +22,7 @@ from plugin.cli import main
 from plugin.commands import export_import, import_postgres
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
-from tests.postgres_server import fresh_database, running_server
+from tests.support.postgres_server import fresh_database, running_server
 
 NOW = datetime.now(UTC)
 T0 = datetime(2025, 6, 1, 12, 0, 0, 123456, tzinfo=UTC)

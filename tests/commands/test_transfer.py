@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,7 +35,8 @@ from plugin.http.wire import SearchRequest
 from plugin.settings import Settings
 from plugin.transfer import jsonl
 from plugin.transfer.bulk import StoreWriter, import_lines, stream_export
-from tests.pinecone_fake import FakePinecone
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 T0 = NOW - timedelta(days=3)
@@ -196,13 +197,12 @@ async def started(backend: VectorBackend) -> AsyncIterator[VectorBackend]:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakePinecone]:
-    with FakePinecone(dimension=384).mocked() as pinecone:
-        yield pinecone
+def pinecone_options() -> dict[str, Any]:
+    return {"dimension": 384}
 
 
 def pinecone(fake: FakePinecone) -> PineconeBackend:
-    return PineconeBackend(384, api_key=fake.api_key, index_name=fake.name, timeout_s=10)
+    return pinecone_backend(fake, timeout_s=10)
 
 
 def test_configured_fingerprint_and_dimension_match_the_loaded_model(

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from adapters.base import MemoryRecord, NamespaceRecord
 from plugin.commands.export_import import ProgressBar, export_remote
 from plugin.http.keys import BACKEND
-from tests.conftest import ContractClient
+from tests.support.app import ContractClient
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 

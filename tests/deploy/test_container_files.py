@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 from plugin.settings import Settings
-from tests.tools import require_tool
+from tests.support.tools import require_tool
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
 UID = "10001"  # the image's user; the Helm chart's runAsUser

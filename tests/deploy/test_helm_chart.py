@@ -28,9 +28,9 @@ import yaml
 from aiohttp import web
 
 from plugin.settings import Settings
-from tests.tools import require_tool
+from tests.support.tools import require_tool
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "memory-plugin-vector"
 RELEASE = "mem"
 NAMESPACE = "agents"

@@ -30,7 +30,7 @@ from plugin.embedding.encoders import (
 )
 from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, check_export
 from plugin.settings import Settings, SettingsError
-from tests.server_process import REPO_ROOT, clean_env
+from tests.support.server_process import REPO_ROOT, clean_env
 
 TEXTS = [
     "the user prefers tabs for indentation",

@@ -1,12 +1,12 @@
 """What only the Pinecone adapter does: freshness, faults, start-up checks, metadata limits.
 
-All through the real SDK against the HTTP-level fake in tests/pinecone_fake.py.
+All through the real SDK against the HTTP-level fake in tests/support/pinecone_fake.py.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -14,8 +14,10 @@ import pytest
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.errors import BackendMisconfigured, BackendRejected, BackendUnavailable
 from adapters.pinecone import PineconeBackend
-from tests.backend_suite import DIM, T0, dense, everything, memory, unit
-from tests.pinecone_fake import FakePinecone, ManualClock
+from tests.support.clocks import ManualClock
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone
+from tests.support.records import DIM, T0, dense, everything, memory, unit
 
 NS = "workspace:w1"
 UPSERT = "POST /vectors/upsert"
@@ -25,21 +27,8 @@ DELETE = "POST /vectors/delete"
 RECORDS = "memory-~namespaces"
 
 
-@pytest.fixture
-def ticks() -> ManualClock:
-    return ManualClock(1000.0)
-
-
-@pytest.fixture
-def fake(ticks: ManualClock) -> Iterator[FakePinecone]:
-    with FakePinecone(dimension=DIM, clock=ticks).mocked() as fake:
-        yield fake
-
-
 def make_backend(fake: FakePinecone, ticks: ManualClock, **options: object) -> PineconeBackend:
-    settings: dict[str, object] = {"index_name": fake.name, "timeout_s": 1.0, "clock": ticks}
-    settings.update(options)
-    return PineconeBackend(DIM, api_key=fake.api_key, **settings)  # type: ignore[arg-type]
+    return pinecone_backend(fake, **{"timeout_s": 1.0, "clock": ticks, **options})
 
 
 @pytest.fixture
@@ -335,7 +324,7 @@ async def test_a_misconfigured_index_ends_start_up(
 async def test_hybrid_search_needs_a_dotproduct_index(
     fake: FakePinecone, ticks: ManualClock
 ) -> None:
-    store = PineconeBackend(DIM, api_key=fake.api_key, index_name=fake.name, hybrid=True)
+    store = pinecone_backend(fake, hybrid=True)
     with pytest.raises(BackendMisconfigured) as refused:
         await store.start()
     await store.close()
@@ -347,7 +336,7 @@ async def test_hybrid_search_needs_a_dotproduct_index(
 
 
 async def test_a_host_alone_is_enough(fake: FakePinecone, ticks: ManualClock) -> None:
-    store = PineconeBackend(DIM, api_key=fake.api_key, host=fake.host, clock=ticks)
+    store = pinecone_backend(fake, host=fake.host, clock=ticks)
     await store.start()
     await store.ping()
     assert fake.calls["GET /indexes/{name}"] == 0
@@ -358,7 +347,7 @@ async def test_unreachable_at_start_boots_then_recovers(
     fake: FakePinecone, ticks: ManualClock
 ) -> None:
     fake.refuse("*")
-    store = PineconeBackend(DIM, api_key=fake.api_key, host=fake.host, timeout_s=0.3, clock=ticks)
+    store = pinecone_backend(fake, host=fake.host, timeout_s=0.3, clock=ticks)
     await store.start()  # does not raise: the server boots during an outage
     with pytest.raises(BackendUnavailable):
         await store.ping()

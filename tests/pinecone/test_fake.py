@@ -9,7 +9,7 @@ still sends the SDK's headers and maps errors with its `_raise_for_status`.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -31,21 +31,16 @@ from pinecone.models.indexes.schema import DenseVectorField
 from pinecone.models.response_info import ResponseInfo
 from pinecone.models.vectors.responses import ListResponse
 
-from tests.pinecone_fake import DEFAULT_NAMESPACE, FakePinecone, ManualClock
+from tests.support.clocks import ManualClock
+from tests.support.pinecone_fake import DEFAULT_NAMESPACE, FakePinecone
 
 KEY = "test-api-key"
 NS = "people"
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(100.0)
-
-
-@pytest.fixture
-def fake(clock: ManualClock) -> Iterator[FakePinecone]:
-    with FakePinecone(dimension=4, clock=clock).mocked() as fake:
-        yield fake
+def pinecone_options() -> dict[str, Any]:
+    return {"dimension": 4}
 
 
 @pytest.fixture(autouse=True)
@@ -98,8 +93,8 @@ async def test_describe_decodes_into_index_model(fake: FakePinecone) -> None:
     assert sent.headers["X-Pinecone-Api-Version"] == "2026-07"
 
 
-async def test_metric_is_configurable_for_the_start_up_check(clock: ManualClock) -> None:
-    with FakePinecone(dimension=2, metric="dotproduct", clock=clock).mocked():
+async def test_metric_is_configurable_for_the_start_up_check(ticks: ManualClock) -> None:
+    with FakePinecone(dimension=2, metric="dotproduct", clock=ticks).mocked():
         async with AsyncPinecone(api_key=KEY) as pc:
             model = await pc.indexes.describe("memories")
     assert (model.dimension, model.metric) == (2, "dotproduct")
@@ -194,9 +189,9 @@ async def test_query_on_a_missing_namespace_has_no_matches(idx: AsyncIndex) -> N
     assert found.matches == []
 
 
-async def test_other_metrics_score_like_pinecone(clock: ManualClock) -> None:
+async def test_other_metrics_score_like_pinecone(ticks: ManualClock) -> None:
     for metric, expected in [("dotproduct", ["big", "small"]), ("euclidean", ["small", "big"])]:
-        with FakePinecone(dimension=2, metric=metric, clock=clock).mocked() as fake:
+        with FakePinecone(dimension=2, metric=metric, clock=ticks).mocked() as fake:
             async with AsyncIndex(host=fake.host, api_key=KEY) as index:
                 await index.upsert(vectors=[("big", [3, 0]), ("small", [1, 0])])
                 found = await index.query(vector=[1, 0], top_k=2)
@@ -332,14 +327,14 @@ async def visible_ids(idx: AsyncIndex) -> list[str]:
 
 
 async def test_writes_become_visible_only_after_the_delay(
-    fake: FakePinecone, idx: AsyncIndex, clock: ManualClock
+    fake: FakePinecone, idx: AsyncIndex, ticks: ManualClock
 ) -> None:
     fake.visibility_delay_s = 1.0
     written = await idx.upsert(vectors=ROWS[:2], namespace=NS)
     assert await visible_ids(idx) == []
-    clock.advance(0.99)
+    ticks.advance(0.99)
     assert await visible_ids(idx) == []
-    clock.advance(0.01)
+    ticks.advance(0.01)
     assert await visible_ids(idx) == ["a", "b"]
     lsn = info(written).lsn_committed
     found = await idx.query(vector=[1, 0, 0, 0], top_k=1, namespace=NS)
@@ -347,14 +342,14 @@ async def test_writes_become_visible_only_after_the_delay(
     assert info(found).is_reconciled(lsn)
 
     await idx.delete(ids=["a"], namespace=NS)
-    clock.advance(0.5)
+    ticks.advance(0.5)
     assert await visible_ids(idx) == ["a", "b"]
-    clock.advance(0.5)
+    ticks.advance(0.5)
     assert await visible_ids(idx) == ["b"]
 
 
 async def test_writes_apply_in_order_and_reconcile_all(
-    fake: FakePinecone, idx: AsyncIndex, clock: ManualClock
+    fake: FakePinecone, idx: AsyncIndex, ticks: ManualClock
 ) -> None:
     fake.visibility_delay_s = 5.0
     await upsert(idx, ROWS[0])

@@ -15,7 +15,7 @@ from adapters.base import JsonObject, MemoryFilter, MemoryRecord
 from adapters.pinecone.layout import F_CREATED_US, memory_filter
 from adapters.pinecone.listing import newest_memories
 from adapters.times import to_micros
-from tests.backend_suite import T0, memory
+from tests.support.records import T0, memory
 
 
 def _lower_bound(flt: JsonObject) -> int:

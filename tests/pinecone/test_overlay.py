@@ -8,24 +8,12 @@ import pytest
 
 from adapters.base import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
 from adapters.pinecone.overlay import FreshnessOverlay
-from tests.backend_suite import T0, cosine, memory, unit
-
-
-class Ticks:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clocks import ManualClock
+from tests.support.records import T0, cosine, memory, unit
 
 
 @pytest.fixture
-def ticks() -> Ticks:
-    return Ticks()
-
-
-@pytest.fixture
-def overlay(ticks: Ticks) -> FreshnessOverlay:
+def overlay(ticks: ManualClock) -> FreshnessOverlay:
     return FreshnessOverlay(window_s=30.0, max_entries=100, clock=ticks)
 
 
@@ -77,7 +65,7 @@ def test_listing_merge_is_newest_first_and_cut_to_limit(overlay: FreshnessOverla
     assert overlay.merge_listing("org:a", "e1", everything, [older], 1) == [newer]
 
 
-def test_entries_leave_after_the_window(overlay: FreshnessOverlay, ticks: Ticks) -> None:
+def test_entries_leave_after_the_window(overlay: FreshnessOverlay, ticks: ManualClock) -> None:
     written = memory("org:a")
     overlay.memory_written(written, unit(1), "e1")
     overlay.namespace_saved(NamespaceRecord(name="org:a", kind="org", created_at=T0), "e1")
@@ -91,7 +79,7 @@ def test_entries_leave_after_the_window(overlay: FreshnessOverlay, ticks: Ticks)
     assert overlay.evicted_early == 0
 
 
-def test_size_is_bounded_and_early_evictions_are_counted(ticks: Ticks) -> None:
+def test_size_is_bounded_and_early_evictions_are_counted(ticks: ManualClock) -> None:
     overlay = FreshnessOverlay(window_s=30.0, max_entries=3, clock=ticks)
     written = [memory("org:a") for _ in range(5)]
     for item in written:

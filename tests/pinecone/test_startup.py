@@ -14,7 +14,7 @@ import pytest
 
 from plugin.cli import main
 from plugin.observability.logs import CHATTY_LIBRARIES
-from tests.pinecone_fake import FakePinecone
+from tests.support.pinecone_fake import FakePinecone
 
 
 @pytest.fixture(autouse=True)

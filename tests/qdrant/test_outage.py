@@ -19,8 +19,9 @@ import respx
 from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.qdrant.server import QdrantServerBackend
-from tests.conftest import AppFactory, ContractClient, FakeClock
-from tests.qdrant_rest import mock_shared_ready, ok
+from tests.support.app import AppFactory, ContractClient
+from tests.support.clocks import WallClock
+from tests.support.qdrant_rest import mock_shared_ready, ok
 
 URL = "http://qdrant.test:6333"
 NS = "workspace:abc"
@@ -44,7 +45,7 @@ async def mock() -> AsyncIterator[respx.MockRouter]:
 
 @pytest.fixture
 async def api(
-    make_app: AppFactory, clock: FakeClock, mock: respx.MockRouter
+    make_app: AppFactory, clock: WallClock, mock: respx.MockRouter
 ) -> AsyncIterator[ContractClient]:
     app = make_app(backend=QdrantServerBackend(384, url=URL, timeout_s=1.0))
     async with TestClient(TestServer(app)) as client:

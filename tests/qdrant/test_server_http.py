@@ -36,8 +36,7 @@ from adapters.qdrant.server_collections import RECORD_KEY, QdrantCollectionsBack
 from adapters.qdrant.server_keywords import KEYWORD_VECTORS
 from adapters.qdrant.server_records import generation_id, incarnation_epoch
 from adapters.times import to_micros
-from tests.backend_suite import DIM, T0, dense, memory, unit
-from tests.qdrant_rest import (
+from tests.support.qdrant_rest import (
     collection_info,
     collections,
     completed,
@@ -46,6 +45,7 @@ from tests.qdrant_rest import (
     ok,
     shared_store_info,
 )
+from tests.support.records import DIM, T0, dense, memory, unit
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.raw_http import (
+from tests.support.raw_http import (
     HEALTH,
     SLACK_S,
     connect,
@@ -28,7 +28,7 @@ from tests.raw_http import (
     serve,
     until_closed,
 )
-from tests.server_process import ServerProcess
+from tests.support.server_process import ServerProcess
 
 HEADER_TIMEOUT_S = 1.0
 BODY_TIMEOUT_S = 1.0

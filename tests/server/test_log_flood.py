@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.raw_http import HEALTH, connect, log_lines, one_response, serve
-from tests.server_process import HOST
+from tests.support.raw_http import HEALTH, connect, log_lines, one_response, serve
+from tests.support.server_process import HOST
 
 CONNECTIONS = 1000
 SERVER_OPEN_FILES = 256

@@ -29,7 +29,7 @@ import aiohttp
 import pytest
 
 from plugin.cli import SHUTDOWN_GRACE_S
-from tests.server_process import HOST, ServerProcess
+from tests.support.server_process import HOST, ServerProcess
 
 NS = "workspace:shutdown"
 COMMITS = 20

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORE = sorted((ROOT / "plugin" / "core").glob("*.py"))
 ADAPTERS = sorted((ROOT / "adapters").rglob("*.py"))
 NOT_IN_CORE = ("aiohttp", "pydantic", "plugin.http", "plugin.commands")

@@ -22,16 +22,16 @@ import qdrant_edge as qe
 from adapters.base import NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend, edge_config
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json
-from tests.backend_suite import DIM, T0, dense, everything, memory, unit
+from tests.support.records import DIM, T0, dense, everything, memory, unit
+from tests.support.server_process import REPO_ROOT
 
 DOOMED, KEPT = "org:doomed", "org:kept"
 
 _CHILD = """
-import asyncio, os, signal, sys
-sys.path.insert(0, {root!r})
+import asyncio, os, signal
 from adapters.base import NamespaceRecord
 from adapters.qdrant.edge import QdrantEdgeBackend
-from tests.backend_suite import DIM, T0, memory, unit
+from tests.support.records import DIM, T0, memory, unit
 
 async def main(steps):
     store = QdrantEdgeBackend(DIM, {data!r})
@@ -57,13 +57,14 @@ asyncio.run(main({steps}))
 
 def _run_killed(data: Path, steps: int) -> str:
     code = _CHILD.format(
-        root=str(Path(__file__).parent.parent),
         data=str(data),
         doomed=DOOMED,
         kept=KEPT,
         steps=steps,
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == -9, done.stderr
     return done.stdout.strip()
 

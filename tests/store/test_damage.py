@@ -23,14 +23,15 @@ from adapters.qdrant.edge_shards import SHARD_COUNT, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
-from tests.conftest import AppFactory, ContractClient, FakeClock
+from tests.support.app import AppFactory, ContractClient
+from tests.support.clocks import WallClock
 
 GOOD, BAD = "workspace:good", "workspace:bad"
 CAPABILITIES = ["embedding", "ttl", "pin"]
 
 
 @pytest.fixture
-async def seeded(make_app: AppFactory, clock: FakeClock, settings: Settings) -> AsyncIterator[Path]:
+async def seeded(make_app: AppFactory, clock: WallClock, settings: Settings) -> AsyncIterator[Path]:
     """A data dir with BAD's 3 memories written first, then GOOD's 20."""
     app = make_app()
     async with TestClient(TestServer(app)) as client:
@@ -42,7 +43,7 @@ async def seeded(make_app: AppFactory, clock: FakeClock, settings: Settings) -> 
     return settings.data_dir
 
 
-async def _serve(make_app: AppFactory, clock: FakeClock) -> AsyncIterator[ContractClient]:
+async def _serve(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
     app = make_app()
     async with TestClient(TestServer(app)) as client:
         yield ContractClient(client, app, clock)
@@ -61,7 +62,7 @@ def _damage_record(data_dir: Path) -> None:
 
 
 async def test_damaged_record_skips_one_namespace_and_serves_the_rest(
-    seeded: Path, make_app: AppFactory, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    seeded: Path, make_app: AppFactory, clock: WallClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     _damage_record(seeded)
     async for api in _serve(make_app, clock):
@@ -108,7 +109,7 @@ def _segment_of(data_dir: Path, name: str) -> Path:
 
 
 async def test_damaged_payload_pages_answer_503_never_500(
-    seeded: Path, make_app: AppFactory, clock: FakeClock
+    seeded: Path, make_app: AppFactory, clock: WallClock
 ) -> None:
     _smash(_segment_of(seeded, BAD) / "payload_storage" / "page_0.dat")
     async for api in _serve(make_app, clock):
@@ -130,7 +131,7 @@ async def test_damaged_payload_pages_answer_503_never_500(
 
 
 async def test_damaged_segment_manifest_takes_down_one_shard_only(
-    seeded: Path, make_app: AppFactory, clock: FakeClock
+    seeded: Path, make_app: AppFactory, clock: WallClock
 ) -> None:
     """Before shards, the whole store stayed down (health 503, every namespace 503)."""
     (_segment_of(seeded, BAD) / "segment.json").write_text("{damaged")

@@ -28,15 +28,16 @@ from adapters.qdrant.edge_shards import SHARD_COUNT, shard_index
 from plugin import cli
 from plugin.http.keys import SERVICE
 from plugin.settings import Settings
-from tests.backend_suite import DIM, T0, memory, unit
-from tests.conftest import AppFactory, ContractClient, FakeClock
+from tests.support.app import AppFactory, ContractClient
+from tests.support.clocks import WallClock
+from tests.support.records import DIM, T0, memory, unit
 
 GOOD, BAD = "workspace:good", "team:bad"
 CAPABILITIES = ["embedding", "ttl", "pin"]
 
 
 @pytest.fixture
-async def seeded(make_app: AppFactory, clock: FakeClock, settings: Settings) -> Path:
+async def seeded(make_app: AppFactory, clock: WallClock, settings: Settings) -> Path:
     """A data dir with BAD's 3 memories written first, then GOOD's 20."""
     app = make_app()
     async with TestClient(TestServer(app)) as client:
@@ -48,7 +49,7 @@ async def seeded(make_app: AppFactory, clock: FakeClock, settings: Settings) -> 
     return Path(settings.data_dir)
 
 
-async def _serve(make_app: AppFactory, clock: FakeClock) -> AsyncIterator[ContractClient]:
+async def _serve(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
     app = make_app()
     async with TestClient(TestServer(app)) as client:
         yield ContractClient(client, app, clock)
@@ -88,7 +89,7 @@ def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
 async def test_lost_records_are_rebuilt_from_the_memories(
     seeded: Path,
     make_app: AppFactory,
-    clock: FakeClock,
+    clock: WallClock,
     caplog: pytest.LogCaptureFixture,
     damage: str,
 ) -> None:
@@ -119,7 +120,7 @@ async def test_lost_records_are_rebuilt_from_the_memories(
 
 
 async def test_a_deleted_record_row_is_rebuilt(
-    seeded: Path, make_app: AppFactory, clock: FakeClock
+    seeded: Path, make_app: AppFactory, clock: WallClock
 ) -> None:
     _sql(seeded, "DELETE FROM namespaces WHERE name = ?", BAD)
     async for api in _serve(make_app, clock):
@@ -129,7 +130,7 @@ async def test_a_deleted_record_row_is_rebuilt(
 
 
 async def test_a_changed_epoch_is_degraded_naming_the_namespace(
-    seeded: Path, make_app: AppFactory, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    seeded: Path, make_app: AppFactory, clock: WallClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before: 200 with 0 memories and health `ok`."""
     _sql(seeded, "UPDATE namespaces SET epoch = 'not-the-epoch' WHERE name = ?", BAD)
@@ -145,7 +146,7 @@ async def test_a_changed_epoch_is_degraded_naming_the_namespace(
 
 
 async def test_memories_lost_from_the_engine_make_health_degraded(
-    seeded: Path, make_app: AppFactory, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    seeded: Path, make_app: AppFactory, clock: WallClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Points gone behind the records' back (what a truncated id tracker or a damaged
     WAL does): before, health said `ok` and nothing was logged."""
@@ -170,7 +171,7 @@ async def test_memories_lost_from_the_engine_make_health_degraded(
 
 
 async def test_a_purge_deletes_by_namespace_and_epoch_together(
-    seeded: Path, make_app: AppFactory, clock: FakeClock
+    seeded: Path, make_app: AppFactory, clock: WallClock
 ) -> None:
     """Before: with BAD's damaged record carrying GOOD's epoch, deleting BAD purged GOOD."""
     db = sqlite3.connect(_records(seeded))
@@ -189,7 +190,7 @@ async def test_a_purge_deletes_by_namespace_and_epoch_together(
 
 
 async def test_a_search_of_only_unreadable_namespaces_is_503(
-    seeded: Path, make_app: AppFactory, clock: FakeClock
+    seeded: Path, make_app: AppFactory, clock: WallClock
 ) -> None:
     """Before: 200 with no memories, as if the namespace were empty."""
     _sql(seeded, "UPDATE namespaces SET record = '{broken' WHERE name = ?", BAD)
@@ -296,7 +297,7 @@ async def test_verify_store_checks_a_stopped_store(
 
 
 async def test_verify_store_asks_a_running_plugin(
-    seeded: Path, make_app: AppFactory, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+    seeded: Path, make_app: AppFactory, clock: WallClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _sql(seeded, "UPDATE namespaces SET record = '{broken' WHERE name = ?", BAD)
     async for api in _serve(make_app, clock):

@@ -23,7 +23,6 @@ import qdrant_edge as qe
 
 from adapters.base import NamespaceRecord, SearchQuery
 from adapters.errors import BackendUnavailable
-from adapters.pinecone import PineconeBackend
 from adapters.qdrant.edge import QdrantEdgeBackend
 from adapters.qdrant.edge_records import RecordStore
 from adapters.qdrant.edge_shard import edge_config
@@ -34,9 +33,10 @@ from plugin.embedding import keyword_index
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.embedding.keyword_index import BUILDING, COMPLETE, META_ENCODER, META_STATE
 from plugin.embedding.keywords import KeywordEncoder
-from tests.backend_suite import DIM, T0, everything, memory, unit
-from tests.pinecone_fake import FakePinecone
-from tests.server_process import ServerProcess
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone
+from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.server_process import REPO_ROOT, ServerProcess
 
 NAMES = ["workspace:one", "team:two"]
 PER_NAMESPACE = 300
@@ -139,12 +139,11 @@ async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> 
 
 
 _KILLED_MID_FILL = """
-import asyncio, os, signal, sys
-sys.path.insert(0, {root!r})
+import asyncio, os, signal
 from adapters.qdrant.edge import QdrantEdgeBackend
 from plugin.embedding import keyword_index
 from plugin.embedding.keywords import KeywordEncoder
-from tests.backend_suite import DIM
+from tests.support.records import DIM
 
 pages = []
 
@@ -165,8 +164,10 @@ asyncio.run(main())
 
 
 def kill_mid_fill(data: Path) -> None:
-    code = _KILLED_MID_FILL.format(root=str(Path(__file__).parent.parent), data=str(data))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    code = _KILLED_MID_FILL.format(data=str(data))
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == -9, done.stderr
 
 
@@ -265,7 +266,7 @@ async def test_the_background_indexer_waits_for_the_store(
 
 async def test_a_backend_without_keyword_vectors_is_left_alone() -> None:
     with FakePinecone(dimension=DIM).mocked() as fake:
-        backend = PineconeBackend(DIM, api_key=fake.api_key, index_name=fake.name)
+        backend = pinecone_backend(fake)
         await backend.start()
         try:
             assert await keyword_index.index_store(backend, KeywordEncoder()) is None

@@ -18,7 +18,7 @@ from openapi_schema_validator import OAS30Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT4
 
-SPEC_PATH = Path(__file__).resolve().parents[2] / "shared" / "contract" / "memory-plugin-v1.yaml"
+SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "contract" / "memory-plugin-v1.yaml"
 TESTDATA = SPEC_PATH.parent / "testdata"
 SPEC_URI = "urn:memory-plugin-v1"
 

@@ -25,7 +25,7 @@ import httpx
 import numpy as np
 import respx
 
-from tests.pinecone_filters import FilterError, matches, validate_filter
+from tests.support.pinecone_filters import FilterError, matches, validate_filter
 
 CONTROL_HOST = "api.pinecone.io"
 DEFAULT_HOST = "https://memories-abc1234.svc.aped-4627-b74a.pinecone.io"
@@ -43,19 +43,6 @@ _GRPC_CODES = {400: 3, 401: 16, 404: 5, 413: 3, 429: 8, 500: 13, 503: 14}
 Record = tuple[list[float], dict[str, Any] | None, dict[int, float] | None]
 Namespaces = dict[str, dict[str, Record]]
 Reply = httpx.Response | Coroutine[Any, Any, httpx.Response]
-
-
-class ManualClock:
-    """A clock the test moves by hand, so visibility never depends on real time passing."""
-
-    def __init__(self, start: float = 0.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Rejected(Exception):

@@ -22,7 +22,7 @@ from adapters.base import (
 )
 from adapters.qdrant.ranking import KEYWORD_WEIGHT
 from plugin.embedding.keywords import KeywordEncoder
-from tests.backend_suite import T0, cosine, everything, memory, unit
+from tests.support.records import T0, cosine, everything, memory, unit
 
 KEYWORDS = KeywordEncoder()
 QUERY_VECTOR = unit(1)
