@@ -1,10 +1,10 @@
 """Hostile input and faults against the real server: one line per case, what it answered.
 
-    python benchmarks/faults.py            # this checkout
-    python benchmarks/faults.py --repo DIR  # another checkout (e.g. a worktree of an
+    python -m benchmarks.faults            # this checkout
+    python -m benchmarks.faults --repo DIR  # another checkout (e.g. a worktree of an
                                             # older commit), for before/after figures
 
-Each case drives a fresh server process (`tests/server_process.py`) over real
+Each case drives a fresh server process (`tests/support/server_process.py`) over real
 HTTP and prints what happened and whether that is what the contract intends
 (`ok`) or not (`FAIL`). The disk-full case needs root (it mounts a small tmpfs)
 and is skipped otherwise. The unit tests hold the same cases as assertions; this
@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from faults_connections import CASES as CONNECTION_CASES
-from faults_connections import SERVER_OPTIONS
-from faults_store import CASES as STORE_CASES
+
+from benchmarks.faults_connections import CASES as CONNECTION_CASES
+from benchmarks.faults_connections import SERVER_OPTIONS
+from benchmarks.faults_store import CASES as STORE_CASES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NS = "/v1/namespaces/"
@@ -340,8 +341,7 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=REPO_ROOT)
     parser.add_argument("cases", nargs="*", help="case numbers to run (default: all)")
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO_ROOT))
-    from tests import server_process
+    from tests.support import server_process
     from tests.support.server_process import ServerProcess
 
     server_process.REPO_ROOT = args.repo.resolve()  # the checkout whose server runs

@@ -1,6 +1,6 @@
 """Request latency of the real server on the embedded default (qdrant-edge), loopback.
 
-Starts `memory-plugin-vector serve` as a child process (tests/server_process.py)
+Starts `memory-plugin-vector serve` as a child process (tests/support/server_process.py)
 on a fresh data directory, prints its cold start (spawn to first 200 on
 /v1/health), preloads 10,000 varied memories into one namespace through the
 HTTP API (32 requests in flight, so the server's embedder batches them), then
@@ -26,7 +26,7 @@ The judged figure is wrk's median: callers are other pods, and wrk (C, one threa
 costs the two cores almost nothing, where the Python client takes a fifth of one
 from the server it measures. Without wrk the Python client's median is judged.
 
-Run: python benchmarks/latency.py [--backend onnx]   (about 4 minutes on 2 cores)
+Run: python -m benchmarks.latency [--backend onnx]   (about 4 minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -44,12 +44,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from common import print_table, run_against_server, run_wrk, summary_ms, use_repo_root
-from sentences import queries, sentences
 
-use_repo_root()
-
-from tests.support.server_process import ServerProcess  # noqa: E402
+from benchmarks.common import print_table, run_against_server, run_wrk, summary_ms
+from benchmarks.sentences import queries, sentences
+from tests.support.server_process import ServerProcess
 
 NAMESPACE = "workspace:bench-latency"
 PRELOAD = 10_000

@@ -26,7 +26,7 @@ counted per status (0 = transport error or client timeout, 10 s). `cl.lag` is
 the worst late wake-up of the client's own event loop during a phase: a large
 one means the client or the whole machine stalled, not only the server.
 
-Run: python benchmarks/namespaces.py [--namespaces 1000,10000 --duration 20]
+Run: python -m benchmarks.namespaces [--namespaces 1000,10000 --duration 20]
      (about 4-5 minutes on 2 cores)
 """
 
@@ -49,15 +49,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from common import machine, percentile, use_repo_root
-from sentences import queries, sentences
 
-use_repo_root()
-
-from adapters.base import MemoryRecord, NamespaceRecord  # noqa: E402
-from adapters.qdrant.edge import QdrantEdgeBackend  # noqa: E402
-from plugin.embedding.encoders import SentenceTransformerEncoder  # noqa: E402
-from tests.support.server_process import ServerProcess  # noqa: E402
+from adapters.base import MemoryRecord, NamespaceRecord
+from adapters.qdrant.edge import QdrantEdgeBackend
+from benchmarks.common import machine, percentile
+from benchmarks.sentences import queries, sentences
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from tests.support.server_process import ServerProcess
 
 CALLERS = 8
 KINDS = ("workspace", "team", "org")

@@ -1,6 +1,6 @@
 """`import-postgres` against a real PostgreSQL server holding the built-in plugin's tables.
 
-The server is started by the tests themselves (tests/postgres_server.py), the
+The server is started by the tests themselves (tests/support/postgres_server.py), the
 tables are created from the contract's column list, and content is embedded
 with the real model into the real embedded store.
 """

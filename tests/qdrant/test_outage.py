@@ -3,7 +3,7 @@
 The platform's client times out at 2 s and opens its breaker after 3 failures,
 so every endpoint must answer 503 `unavailable` well inside 2 s, the server must
 boot while the backend is down, and recover without a restart. The server is
-mocked at the HTTP level (respx), with the REST shapes of tests/qdrant_rest.py.
+mocked at the HTTP level (respx), with the REST shapes of tests/support/qdrant_rest.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The connection layer over real TCP (issue 21, items 7 and 8): aiohttp's own errors
 in the envelope, read deadlines, keep-alive, the connection cap.
 
-Every case talks to a real server process through raw sockets (`tests/raw_http.py`),
+Every case talks to a real server process through raw sockets (`tests/support/raw_http.py`),
 because what is tested happens before any request reaches the app. Time bounds are
 generous (a deadline plus `SLACK_S`): a test fails when a connection is held, not
 when a machine is slow. The log flood (item 9) is in test_log_flood.py.
