@@ -5,7 +5,8 @@ It answers exactly what the pinecone 10.2.0 SDK sends (`AsyncPinecone.indexes.de
 the JSON its decoders parse, so an adapter tested against it is tested against the SDK's real
 request building, error mapping, retries and timeouts. It behaves like Pinecone rather than like
 a dict: reads are eventually consistent, bad requests get Pinecone's 400s, numbers in metadata
-come back as floats and vector values as float32. Filter rules live in tests/support/pinecone_filters.py.
+come back as floats and vector values as float32. Filter rules live in
+tests/support/pinecone_filters.py.
 """
 
 from __future__ import annotations
