@@ -5,14 +5,16 @@ It answers exactly what the pinecone 10.2.0 SDK sends (`AsyncPinecone.indexes.de
 the JSON its decoders parse, so an adapter tested against it is tested against the SDK's real
 request building, error mapping, retries and timeouts. It behaves like Pinecone rather than like
 a dict: reads are eventually consistent, bad requests get Pinecone's 400s, numbers in metadata
-come back as floats and vector values as float32. Filter rules live in
-tests/support/pinecone_filters.py.
+come back as floats and vector values as float32.
+
+This module is the transport, the faults, the eventual consistency and the control
+plane; the data plane is tests/support/pinecone_index.py, the request rules
+tests/support/pinecone_requests.py, the filter rules tests/support/pinecone_filters.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import time
 from collections import Counter, defaultdict, deque
@@ -23,35 +25,23 @@ from typing import Any
 from urllib.parse import unquote
 
 import httpx
-import numpy as np
 import respx
 
-from tests.support.pinecone_filters import FilterError, matches, validate_filter
+from tests.support.pinecone_index import IndexData
+from tests.support.pinecone_requests import (
+    DEFAULT_NAMESPACE,
+    Namespaces,
+    Record,
+    Rejected,
+    raw_path,
+)
 
 CONTROL_HOST = "api.pinecone.io"
 DEFAULT_HOST = "https://memories-abc1234.svc.aped-4627-b74a.pinecone.io"
-DEFAULT_NAMESPACE = "__default__"  # what "" (the default namespace) is called in stats
-METADATA_MAX_BYTES = 40_960
 REQUEST_MAX_BYTES = 2 * 1024 * 1024
-BATCH_MAX = 1000  # vectors per upsert, ids per fetch/delete
-TOP_K_MAX, TOP_K_MAX_WITH_DATA = 10_000, 1000
-LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 100, 100  # the SDK's own LIST_LIMIT_MAX
-NAME_MAX = 512  # ids and namespace names
-_VECTOR_KEYS = frozenset({"id", "values", "metadata", "sparseValues"})
 _GRPC_CODES = {400: 3, 401: 16, 404: 5, 413: 3, 429: 8, 500: 13, 503: 14}
 
-# Dense values, metadata, and sparse values as {index: value} (dotproduct indexes only).
-Record = tuple[list[float], dict[str, Any] | None, dict[int, float] | None]
-Namespaces = dict[str, dict[str, Record]]
 Reply = httpx.Response | Coroutine[Any, Any, httpx.Response]
-
-
-class Rejected(Exception):
-    """A request Pinecone refuses; turned into its error body by the dispatcher."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message, self.status = message, status
 
 
 @dataclass
@@ -74,32 +64,7 @@ def reset_sdk_retry_state() -> None:
     get_registry()._reset()
 
 
-def _f32(values: Any) -> list[float]:
-    """Round to float32 and back by shortest repr, as Pinecone stores and prints values."""
-    return [float(str(v)) for v in np.asarray(values, dtype=np.float32)]
-
-
-def _ascii_name(value: Any, what: str, *, allow_empty: bool = False) -> str:
-    if not isinstance(value, str) or (not value and not allow_empty):
-        raise Rejected(f"{what} must be a non-empty string")
-    if len(value) > NAME_MAX or not value.isascii() or "\x00" in value:
-        raise Rejected(f"{what} must be 1-{NAME_MAX} ASCII characters without NUL: {value!r}")
-    return value
-
-
-def _raw_path(request: httpx.Request) -> str:
-    """The path as sent, still percent-encoded, so a name holding "/" or "%" survives."""
-    return request.url.raw_path.decode("ascii").split("?", 1)[0]
-
-
-def _flag(body: dict[str, Any], key: str) -> bool:
-    value = body.get(key, False)
-    if not isinstance(value, bool):
-        raise Rejected(f"{key} must be a boolean")
-    return value
-
-
-class FakePinecone:
+class FakePinecone(IndexData):
     """One Pinecone project holding one serverless dense index, served over respx.
 
     Every constructor argument is also a public attribute the test may change at any time
@@ -341,291 +306,9 @@ class FakePinecone:
         path = request.url.path
         if request.method == "GET" and path == "/indexes":
             return self._reply(200, {"indexes": [self.index_model()] if self.index_exists else []})
-        wanted = unquote(_raw_path(request).removeprefix("/indexes/"))
+        wanted = unquote(raw_path(request).removeprefix("/indexes/"))
         if request.method != "GET" or not path.startswith("/indexes/"):
             return self._error(404, f"No route for {request.method} {path}", False)
         if wanted != self.name or not self.index_exists:
             return self._error(404, f"Resource {wanted} not found", False)
         return self._reply(200, self.index_model())
-
-    # --- validation -----------------------------------------------------------------------
-
-    @staticmethod
-    def _json_object(request: httpx.Request) -> dict[str, Any]:
-        try:
-            body = json.loads(request.content or b"{}")
-        except ValueError as exc:
-            raise Rejected(f"Invalid JSON body: {exc}") from exc
-        if not isinstance(body, dict):
-            raise Rejected("Request body must be a JSON object")
-        return body
-
-    @staticmethod
-    def _namespace(raw: Any) -> str:
-        if raw is None or raw == "":
-            return DEFAULT_NAMESPACE
-        return _ascii_name(raw, "namespace")
-
-    def _dense(self, values: Any, what: str) -> list[float]:
-        if not isinstance(values, list) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in values
-        ):
-            raise Rejected(f"{what} values must be an array of numbers")
-        if len(values) != self.dimension:
-            raise Rejected(
-                f"{what} dimension {len(values)} does not match the dimension of the index "
-                f"{self.dimension}"
-            )
-        if self.metric == "cosine" and not any(values):
-            raise Rejected("Dense vectors must contain at least one non-zero value")
-        return _f32(values)
-
-    def _metadata(self, raw: Any, vector_id: str) -> dict[str, Any] | None:
-        """Pinecone's metadata rules; numbers are stored (and returned) as float64."""
-        if raw is None:
-            return None
-        if not isinstance(raw, dict):
-            raise Rejected(f"metadata for vector {vector_id} must be an object")
-        clean: dict[str, Any] = {}
-        for field, value in raw.items():
-            if value is None and self.strip_null_metadata:
-                continue
-            if isinstance(value, str | bool):
-                clean[field] = value
-            elif isinstance(value, int | float):
-                clean[field] = float(value)
-            elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-                clean[field] = list(value)
-            else:
-                shown = json.dumps(value, separators=(",", ":"))
-                raise Rejected(
-                    "Metadata value must be a string, number, boolean or list of strings, "
-                    f"got '{shown}' for field '{field}'"
-                )
-        size = len(json.dumps(clean, separators=(",", ":"), ensure_ascii=False).encode())
-        if size > METADATA_MAX_BYTES:
-            raise Rejected(
-                f"metadata size is {size} bytes, which exceeds the limit of "
-                f"{METADATA_MAX_BYTES} bytes per vector"
-            )
-        return clean or None
-
-    @staticmethod
-    def _filter(raw: Any, empty_message: str | None = None) -> dict[str, Any] | None:
-        if raw is None or (raw == {} and empty_message is None):
-            return None
-        if raw == {}:
-            raise Rejected(str(empty_message))
-        try:
-            validate_filter(raw)
-        except FilterError as exc:
-            raise Rejected(str(exc)) from exc
-        return dict(raw)
-
-    @staticmethod
-    def _ids(raw: Any) -> list[str]:
-        if not isinstance(raw, list) or not raw:
-            raise Rejected("ids must be a non-empty array")
-        if len(raw) > BATCH_MAX:
-            raise Rejected(f"Too many ids: {len(raw)}, the limit is {BATCH_MAX}")
-        return [_ascii_name(i, "Vector ID") for i in raw]
-
-    # --- data plane -----------------------------------------------------------------------
-
-    def _upsert(self, request: httpx.Request) -> tuple[Any, dict[str, str]]:
-        body = self._json_object(request)
-        ns, vectors = self._namespace(body.get("namespace")), body.get("vectors")
-        if not isinstance(vectors, list):
-            raise Rejected("vectors must be an array")
-        if len(vectors) > BATCH_MAX:
-            raise Rejected(f"Upsert of {len(vectors)} vectors exceeds the limit of {BATCH_MAX}")
-        rows: list[tuple[str, Record]] = []
-        for item in vectors:
-            if not isinstance(item, dict) or not item.keys() <= _VECTOR_KEYS:
-                raise Rejected(f"Invalid vector: {str(item)[:80]}")
-            vid = _ascii_name(item.get("id"), "Vector ID")
-            if "sparseValues" in item and self.metric != "dotproduct":
-                raise Rejected("Sparse vector values are only supported for the dotproduct metric")
-            values = self._dense(item.get("values"), "Vector")
-            sparse = (
-                self._sparse(item["sparseValues"], "Sparse values")
-                if "sparseValues" in item
-                else None
-            )
-            rows.append((vid, (values, self._metadata(item.get("metadata"), vid), sparse)))
-
-        def apply(state: Namespaces) -> None:
-            state.setdefault(ns, {}).update(rows)
-
-        return {"upsertedCount": len(rows)}, self._commit(apply)
-
-    @staticmethod
-    def _sparse(raw: Any, what: str) -> dict[int, float]:
-        """Pinecone's rules: indices unique uint32, as many values, at least one pair."""
-        if not isinstance(raw, dict) or set(raw) != {"indices", "values"}:
-            raise Rejected(f"{what} must have indices and values")
-        indices, values = raw["indices"], raw["values"]
-        if not isinstance(indices, list) or not isinstance(values, list):
-            raise Rejected(f"{what}: indices and values must be arrays")
-        if len(indices) != len(values) or not indices:
-            raise Rejected(f"{what}: indices and values must be non-empty and of equal length")
-        if any(
-            not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < 2**32 for i in indices
-        ):
-            raise Rejected(f"{what}: indices must be unsigned 32-bit integers")
-        if len(set(indices)) != len(indices):
-            raise Rejected(f"{what}: indices must be unique")
-        return dict(zip(indices, _f32(values), strict=True))
-
-    def _score(self, a: list[float], b: list[float]) -> float:
-        x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-        if self.metric == "euclidean":  # squared distance; lower is closer
-            return float(np.sum((x - y) ** 2))
-        dot = float(x @ y)
-        return (
-            dot / float(np.linalg.norm(x) * np.linalg.norm(y)) if self.metric == "cosine" else dot
-        )
-
-    def _query(self, request: httpx.Request) -> tuple[Any, dict[str, str]]:
-        body = self._json_object(request)
-        top_k, with_values = body.get("topK"), _flag(body, "includeValues")
-        with_meta = _flag(body, "includeMetadata")
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= TOP_K_MAX:
-            raise Rejected(f"topK must be an integer between 1 and {TOP_K_MAX}, got {top_k!r}")
-        if (with_values or with_meta) and top_k > TOP_K_MAX_WITH_DATA:
-            raise Rejected(
-                f"top_k must be at most {TOP_K_MAX_WITH_DATA} when include_values or "
-                f"include_metadata is true, got {top_k}"
-            )
-        ns, flt = self._namespace(body.get("namespace")), self._filter(body.get("filter"))
-        if "vector" in body and "id" in body:
-            raise Rejected("Cannot provide both 'ID' and 'vector' at the same time")
-        if "sparseVector" in body and self.metric != "dotproduct":
-            raise Rejected("Sparse vector queries are only supported for the dotproduct metric")
-        records = self._visible().get(ns, {})
-        if "id" in body:
-            found = records.get(_ascii_name(body["id"], "id"))
-            target = found[0] if found else None
-        elif "vector" in body:
-            target = self._dense(body["vector"], "Query vector")
-        else:
-            raise Rejected("No query provided: pass vector or id")
-        query_sparse = (
-            self._sparse(body["sparseVector"], "Sparse query") if "sparseVector" in body else {}
-        )
-
-        def score(values: list[float], sparse: dict[int, float] | None) -> float:
-            assert target is not None
-            keyword = sum(w * (sparse or {}).get(i, 0.0) for i, w in query_sparse.items())
-            return self._score(target, values) + keyword
-
-        scored = [
-            (score(values, sparse), vid, values, meta)
-            for vid, (values, meta, sparse) in records.items()
-            if target is not None and (flt is None or matches(flt, meta))
-        ]
-        sign = 1.0 if self.metric == "euclidean" else -1.0
-        scored.sort(key=lambda s: (sign * s[0], s[1]))
-        found_matches = []
-        for score, vid, values, meta in scored[:top_k]:
-            match: dict[str, Any] = {"id": vid, "score": _f32([score])[0]}
-            match["values"] = values if with_values else []
-            if with_meta and meta:
-                match["metadata"] = meta
-            found_matches.append(match)
-        reply = {
-            "matches": found_matches,
-            "namespace": body.get("namespace", ""),
-            "usage": {"readUnits": 1},
-        }
-        return reply, {"x-pinecone-max-indexed-lsn": str(self.reconciled_lsn)}
-
-    def _fetch(self, request: httpx.Request) -> tuple[Any, dict[str, str]]:
-        params = request.url.params
-        ids = self._ids(params.get_list("ids") or None)
-        records = self._visible().get(self._namespace(params.get("namespace")), {})
-        vectors: dict[str, Any] = {}
-        for vid in ids:
-            if vid in records:
-                values, meta, _ = records[vid]
-                vectors[vid] = {"id": vid, "values": values, **({"metadata": meta} if meta else {})}
-        reply = {
-            "vectors": vectors,
-            "namespace": params.get("namespace", ""),
-            "usage": {"readUnits": 1},
-        }
-        return reply, {}
-
-    def _delete(self, request: httpx.Request) -> tuple[Any, dict[str, str]]:
-        body = self._json_object(request)
-        ns, delete_all = self._namespace(body.get("namespace")), _flag(body, "deleteAll")
-        if delete_all and ("ids" in body or "filter" in body):
-            raise Rejected("No explicit IDs or filter allowed when deleteAll is true")
-        flt = self._filter(body.get("filter"), "Delete with empty metadata filter is not allowed")
-        ids = self._ids(body["ids"]) if "ids" in body and flt is None else None
-        if not (delete_all or flt or ids):
-            raise Rejected("Must specify one of ids, deleteAll or filter")
-
-        def apply(state: Namespaces) -> None:  # filters are evaluated when the write applies
-            records = state.get(ns)
-            if records is None:
-                return
-            doomed = (
-                list(records)
-                if delete_all
-                else ids
-                or [vid for vid, (_, meta, _) in records.items() if flt and matches(flt, meta)]
-            )
-            for vid in doomed:
-                records.pop(vid, None)
-
-        return {}, self._commit(apply)
-
-    def _list(self, request: httpx.Request) -> tuple[Any, dict[str, str]]:
-        params = request.url.params
-        prefix = _ascii_name(params.get("prefix", ""), "prefix", allow_empty=True)
-        raw_limit = params.get("limit", str(LIST_LIMIT_DEFAULT))
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= LIST_LIMIT_MAX:
-            raise Rejected(f"limit must be between 1 and {LIST_LIMIT_MAX}, got {raw_limit!r}")
-        after = ""
-        if "paginationToken" in params:
-            try:
-                after = json.loads(base64.urlsafe_b64decode(params["paginationToken"]))["after"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise Rejected("Invalid pagination token") from exc
-        records = self._visible().get(self._namespace(params.get("namespace")), {})
-        ids = sorted(v for v in records if v.startswith(prefix) and v > after)
-        page = ids[: int(raw_limit)]
-        reply: dict[str, Any] = {
-            "vectors": [{"id": vid} for vid in page],
-            "namespace": params.get("namespace", ""),
-            "usage": {"readUnits": 1},
-        }
-        if len(ids) > len(page):
-            token = base64.urlsafe_b64encode(json.dumps({"after": page[-1]}).encode()).decode()
-            reply["pagination"] = {"next": token}
-        return reply, {}
-
-    def _stats(self, request: httpx.Request) -> tuple[Any, dict[str, str]]:
-        if self._json_object(request).get("filter"):
-            raise Rejected("Serverless indexes do not support describing index stats with a filter")
-        counts = {ns: len(recs) for ns, recs in self._visible().items() if recs}
-        reply = {
-            "namespaces": {ns: {"vectorCount": n} for ns, n in sorted(counts.items())},
-            "dimension": self.dimension,
-            "indexFullness": 0.0,
-            "totalVectorCount": sum(counts.values()),
-            "metric": self.metric,
-            "vectorType": "dense",
-        }
-        return reply, {}
-
-    def _delete_namespace(self, request: httpx.Request) -> tuple[Any, dict[str, str]]:
-        ns = _ascii_name(unquote(_raw_path(request).removeprefix("/namespaces/")), "namespace")
-        if ns not in self._committed and ns != DEFAULT_NAMESPACE:
-            raise Rejected(f"Namespace {ns} not found", self.missing_namespace_delete_status)
-
-        def apply(state: Namespaces) -> None:
-            state.pop(ns, None)
-
-        return {}, self._commit(apply)
