@@ -17,6 +17,7 @@ from adapters.pinecone import PineconeBackend
 from adapters.pinecone.keywords import KEYWORD_WEIGHT
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import FAR, KEYWORDS, QUERY_VECTOR, HybridSuite
+from tests.support.backends import started
 from tests.support.clocks import ManualClock
 from tests.support.pinecone import pinecone_backend
 from tests.support.pinecone_fake import FakePinecone
@@ -36,10 +37,8 @@ class TestPinecone(BackendSuite):
     async def backend(
         self, fake: FakePinecone, ticks: ManualClock
     ) -> AsyncIterator[PineconeBackend]:
-        store = suite_backend(fake, ticks)
-        await store.start()
-        yield store
-        await store.close()
+        async with started(suite_backend(fake, ticks)) as store:
+            yield store
 
 
 class TestPineconeLagging(TestPinecone):
@@ -62,10 +61,8 @@ class TestPineconeHybrid(BackendSuite, HybridSuite):
     async def backend(
         self, fake: FakePinecone, ticks: ManualClock
     ) -> AsyncIterator[PineconeBackend]:
-        store = suite_backend(fake, ticks, hybrid=True)
-        await store.start()
-        yield store
-        await store.close()
+        async with started(suite_backend(fake, ticks, hybrid=True)) as store:
+            yield store
 
     async def hybrid_score(
         self, backend: VectorBackend, namespace: str, memory: MemoryRecord, text: str

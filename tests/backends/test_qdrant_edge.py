@@ -20,16 +20,15 @@ from adapters.qdrant.layout import memory_to_payload, new_epoch, point_id
 from plugin.embedding.keywords import KeywordEncoder
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.support.backends import started
 from tests.support.records import DIM, T0, dense, everything, memory, unit
 
 
 class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
-        store = QdrantEdgeBackend(DIM, tmp_path)
-        await store.start()
-        yield store
-        await store.close()
+        async with started(QdrantEdgeBackend(DIM, tmp_path)) as store:
+            yield store
 
 
 def point_count(store: QdrantEdgeBackend) -> int:

@@ -25,6 +25,7 @@ from plugin.commands import export_import
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from plugin.transfer import jsonl
+from tests.support.backends import started
 from tests.support.pinecone import pinecone_backend
 from tests.support.pinecone_fake import FakePinecone
 from tests.support.transfer import (
@@ -37,7 +38,6 @@ from tests.support.transfer import (
     same_export,
     searches,
     seed,
-    started,
 )
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -174,12 +172,3 @@ def same_export(found: bytes, expected: bytes) -> bool:
     for key, vector in vectors.items():
         assert found_vectors[key] == pytest.approx(vector, abs=1e-6), key
     return True
-
-
-@asynccontextmanager
-async def started(backend: VectorBackend) -> AsyncIterator[VectorBackend]:
-    await backend.start()
-    try:
-        yield backend
-    finally:
-        await backend.close()
