@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.pinecone import PineconeBackend
+from tests.support.clocks import ManualClock
 from tests.support.pinecone_fake import FakePinecone
+
+# Route keys of the fake's requests, and the namespace the adapter keeps its records in.
+UPSERT = "POST /vectors/upsert"
+QUERY = "POST /query"
+FETCH = "GET /vectors/fetch"
+DELETE = "POST /vectors/delete"
+RECORDS = "memory-~namespaces"
+NS = "workspace:w1"
 
 
 def pinecone_backend(fake: FakePinecone, **options: Any) -> PineconeBackend:
@@ -18,3 +27,8 @@ def pinecone_backend(fake: FakePinecone, **options: Any) -> PineconeBackend:
         settings["index_name"] = fake.name
     settings.update(options)
     return PineconeBackend(fake.dimension, **settings)
+
+
+def adapter_backend(fake: FakePinecone, ticks: ManualClock, **options: object) -> PineconeBackend:
+    """The adapter tests' backend: a 1 s timeout and `ticks` for its clock, unless overridden."""
+    return pinecone_backend(fake, **{"timeout_s": 1.0, "clock": ticks, **options})
