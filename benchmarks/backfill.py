@@ -36,7 +36,7 @@ from typing import Any
 import aiohttp
 
 from benchmarks.common import run_against_server
-from benchmarks.latency import load_model, one_text_times_s, single_text_s
+from benchmarks.model import load_model, one_text_times_s, single_text_s
 from benchmarks.sentences import sentences
 from tests.support.server_process import ServerProcess
 
