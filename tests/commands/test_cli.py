@@ -11,15 +11,14 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.server_process import HOST, REPO_ROOT, clean_env
+from tests.support.cli import PROG, one_line, run_cli
+from tests.support.server_process import HOST, clean_env
 
-PROG = "memory-plugin-vector"
 FAST_S = 5.0
 SECRET = "s3cr3t-api-key-value-4f1c"
 
@@ -31,30 +30,6 @@ def held_port() -> Iterator[int]:
         holder.bind((HOST, 0))
         holder.listen(1)
         yield int(holder.getsockname()[1])
-
-
-def run_cli(
-    args: list[str], env: dict[str, str], timeout_s: float = 60.0
-) -> tuple[subprocess.CompletedProcess[str], float]:
-    started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "plugin.cli", *args],
-        cwd=REPO_ROOT,
-        env=clean_env(env),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
-    return result, time.monotonic() - started
-
-
-def one_line(stderr: str) -> str:
-    lines = stderr.splitlines()
-    assert len(lines) == 1, f"expected one line, got {stderr!r}"
-    assert stderr.endswith("\n"), f"expected one line, got {stderr!r}"
-    return lines[0]
 
 
 BAD_SETTINGS = [

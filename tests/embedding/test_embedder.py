@@ -10,6 +10,7 @@ import pytest
 
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import SentenceTransformerEncoder
+from tests.support.encoders import GatedEncoder
 
 
 def dot(a: list[float], b: list[float]) -> float:
@@ -100,34 +101,6 @@ async def test_closed_loop_callers_are_gathered_into_full_batches(
         await embedder.close()
     assert embedder.stats.texts == 48
     assert embedder.stats.sizes[1:] == [8] * 5, embedder.stats.sizes
-
-
-class GatedEncoder:
-    """Records every batch; blocks inside `encode` until the test opens the gate."""
-
-    dimension = 3
-    fingerprint = "gated/test"
-    inline_lone_text = False  # it blocks: never on the event loop
-
-    def __init__(self, parallelism: int = 1) -> None:
-        self.parallelism = parallelism
-        self.batches: list[list[str]] = []
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-        self.inside = 0  # encodes running now
-        self.most_inside = 0
-        self._lock = threading.Lock()
-
-    def encode(self, texts: list[str]) -> list[list[float]]:
-        with self._lock:
-            self.batches.append(list(texts))
-            self.inside += 1
-            self.most_inside = max(self.most_inside, self.inside)
-        self.entered.set()
-        self.gate.wait(5)
-        with self._lock:
-            self.inside -= 1
-        return [[1.0, 0.0, 0.0] for _ in texts]
 
 
 async def test_a_cancelled_embedding_is_left_out_of_its_batch() -> None:

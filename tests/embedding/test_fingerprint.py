@@ -18,8 +18,8 @@ from plugin.core.fingerprint import (
     same_vector_space,
 )
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from tests.commands.test_cli import PROG, one_line, run_cli
 from tests.support.app import AppFactory
+from tests.support.cli import PROG, one_line, run_cli
 from tests.support.server_process import free_port
 
 TORCH, ONNX, INT8 = (f"all-MiniLM-L6-v2/{b}" for b in ("torch", "onnx", "onnx-int8"))

@@ -25,7 +25,7 @@ from plugin.core.service import MemoryService
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.http.wire import MemoryWrite
-from tests.embedding.test_embedder import GatedEncoder
+from tests.support.encoders import GatedEncoder
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 MEMORY_ID = "11111111-2222-4333-8444-555555555555"
