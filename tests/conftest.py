@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import VectorBackend
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.app import create_app
 from plugin.settings import Settings
-from tests.support.app import AppFactory, ContractClient
+from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import ManualClock, WallClock
 from tests.support.pinecone import pinecone_backend
 from tests.support.pinecone_fake import FakePinecone
@@ -100,12 +99,11 @@ async def api(
     make_app: AppFactory, clock: WallClock, backend_kind: str, settings: Settings
 ) -> AsyncIterator[ContractClient]:
     if backend_kind == "embedded":
-        app = make_app()
-        async with TestClient(TestServer(app)) as client:
-            yield ContractClient(client, app, clock)
+        async for client in served(make_app, clock):
+            yield client
         return
     lag = 3600.0 if backend_kind == "pinecone-lagging" else 0.0
     with FakePinecone(dimension=384, visibility_delay_s=lag).mocked() as fake:
-        app = make_app(backend=pinecone_backend(fake, timeout_s=settings.backend_timeout_s))
-        async with TestClient(TestServer(app)) as client:
-            yield ContractClient(client, app, clock)
+        backend = pinecone_backend(fake, timeout_s=settings.backend_timeout_s)
+        async for client in served(make_app, clock, backend=backend):
+            yield client

@@ -7,17 +7,14 @@ ranks closer paraphrases about tickets first (docs/backends.md, "Hybrid search")
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 
 from adapters.base import SearchMode
 from adapters.errors import BackendMisconfigured
 from adapters.pinecone import PineconeBackend
 from plugin.http.keys import SERVICE
-from tests.support.app import AppFactory, ContractClient
+from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import WallClock
 from tests.support.pinecone import pinecone_backend
 from tests.support.pinecone_fake import FakePinecone
@@ -40,12 +37,6 @@ OTHERS = [
 QUESTION = "status of ticket XJ-4471"
 
 
-async def client_for(make_app: AppFactory, clock: WallClock, **settings: Any) -> AsyncIterator[Any]:
-    app = make_app(**settings)
-    async with TestClient(TestServer(app)) as client:
-        yield ContractClient(client, app, clock)
-
-
 async def seeded(api: ContractClient) -> None:
     assert (await api.put_ns(NS)).status == 200
     for content in [TARGET, *OTHERS]:
@@ -56,7 +47,7 @@ async def seeded(api: ContractClient) -> None:
 async def test_each_mode_ranks_as_documented(
     make_app: AppFactory, clock: WallClock, mode: str
 ) -> None:
-    async for api in client_for(make_app, clock, search=mode):
+    async for api in served(make_app, clock, search=mode):
         assert api.app[SERVICE].search_mode == mode
         await seeded(api)
         reply = await api.search(NS, query=QUESTION, limit=5)
@@ -79,7 +70,7 @@ async def test_each_mode_ranks_as_documented(
 async def test_the_default_is_hybrid_on_the_embedded_store(
     make_app: AppFactory, clock: WallClock
 ) -> None:
-    async for api in client_for(make_app, clock):
+    async for api in served(make_app, clock):
         assert api.app[SERVICE].search_mode is SearchMode.HYBRID
 
 
@@ -88,7 +79,7 @@ async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(
 ) -> None:
     with FakePinecone(dimension=384, metric="dotproduct").mocked() as fake:
         backend = pinecone_backend(fake)
-        async for api in client_for(make_app, clock, backend=backend):
+        async for api in served(make_app, clock, backend=backend):
             assert api.app[SERVICE].search_mode is SearchMode.HYBRID
             await seeded(api)
             reply = await api.search(NS, query=QUESTION, limit=3)
@@ -104,7 +95,7 @@ async def test_pinecone_defaults_to_dense_and_refuses_other_modes(
         def pinecone() -> PineconeBackend:
             return pinecone_backend(fake)
 
-        async for api in client_for(make_app, clock, backend=pinecone()):
+        async for api in served(make_app, clock, backend=pinecone()):
             assert api.app[SERVICE].search_mode is SearchMode.DENSE
         for mode in ("hybrid", "keyword"):
             server = TestServer(make_app(backend=pinecone(), search=mode))

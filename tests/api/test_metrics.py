@@ -20,7 +20,7 @@ from adapters.base import VectorBackend
 from adapters.qdrant.server import QdrantServerBackend
 from plugin.http.keys import EMBEDDER
 from plugin.observability.instrumented import InstrumentedBackend
-from tests.support.app import AppFactory, ContractClient
+from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import WallClock
 from tests.support.server_process import free_port
 
@@ -154,9 +154,8 @@ async def test_backend_outage_is_counted_as_unavailable(
 
 @pytest.fixture
 async def swept(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
-    app = make_app(janitor_interval_s=0.05)
-    async with TestClient(TestServer(app)) as client:
-        yield ContractClient(client, app, clock)
+    async for api in served(make_app, clock, janitor_interval_s=0.05):
+        yield api
 
 
 async def test_janitor_deletions_are_counted(swept: ContractClient) -> None:

@@ -16,10 +16,9 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.qdrant.server import QdrantServerBackend
-from tests.support.app import AppFactory, ContractClient
+from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import WallClock
 from tests.support.qdrant_rest import mock_shared_ready, ok
 
@@ -47,9 +46,10 @@ async def mock() -> AsyncIterator[respx.MockRouter]:
 async def api(
     make_app: AppFactory, clock: WallClock, mock: respx.MockRouter
 ) -> AsyncIterator[ContractClient]:
-    app = make_app(backend=QdrantServerBackend(384, url=URL, timeout_s=1.0))
-    async with TestClient(TestServer(app)) as client:
-        yield ContractClient(client, app, clock)
+    async for api in served(
+        make_app, clock, backend=QdrantServerBackend(384, url=URL, timeout_s=1.0)
+    ):
+        yield api
 
 
 async def expect_503_fast(api: ContractClient) -> None:

@@ -23,7 +23,7 @@ from adapters.qdrant.edge_shards import SHARD_COUNT, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
-from tests.support.app import AppFactory, ContractClient
+from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import WallClock
 
 GOOD, BAD = "workspace:good", "workspace:bad"
@@ -43,12 +43,6 @@ async def seeded(make_app: AppFactory, clock: WallClock, settings: Settings) -> 
     return settings.data_dir
 
 
-async def _serve(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
-    app = make_app()
-    async with TestClient(TestServer(app)) as client:
-        yield ContractClient(client, app, clock)
-
-
 def _smash(path: Path) -> None:
     with open(path, "r+b") as page:
         page.write(b"\xde\xad\xbe\xef" * 64)
@@ -65,7 +59,7 @@ async def test_damaged_record_skips_one_namespace_and_serves_the_rest(
     seeded: Path, make_app: AppFactory, clock: WallClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     _damage_record(seeded)
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         health = await api.call("GET", "/v1/health")
         assert (health.status, health.body) == (
             200,
@@ -112,7 +106,7 @@ async def test_damaged_payload_pages_answer_503_never_500(
     seeded: Path, make_app: AppFactory, clock: WallClock
 ) -> None:
     _smash(_segment_of(seeded, BAD) / "payload_storage" / "page_0.dat")
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         unreadable = {
             "code": "unavailable",
             "message": f"stored data unreadable (damaged files; see the plugin log): {BAD}",
@@ -135,7 +129,7 @@ async def test_damaged_segment_manifest_takes_down_one_shard_only(
 ) -> None:
     """Before shards, the whole store stayed down (health 503, every namespace 503)."""
     (_segment_of(seeded, BAD) / "segment.json").write_text("{damaged")
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         health = await api.call("GET", "/v1/health")
         assert (health.status, health.body) == (
             200,

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from adapters.qdrant.edge_shards import SHARD_COUNT, shard_index
 from plugin import cli
 from plugin.http.keys import SERVICE
 from plugin.settings import Settings
-from tests.support.app import AppFactory, ContractClient
+from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import WallClock
 from tests.support.records import DIM, T0, memory, unit
 
@@ -47,12 +46,6 @@ async def seeded(make_app: AppFactory, clock: WallClock, settings: Settings) -> 
             for i in range(count):
                 assert (await api.commit(name, f"memory {i} of {name}")).status == 201
     return Path(settings.data_dir)
-
-
-async def _serve(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
-    app = make_app()
-    async with TestClient(TestServer(app)) as client:
-        yield ContractClient(client, app, clock)
 
 
 def _shard_dir(data_dir: Path, name: str) -> Path:
@@ -102,7 +95,7 @@ async def test_lost_records_are_rebuilt_from_the_memories(
         path.write_bytes(b"\xde\xad\xbe\xef" * 16 + path.read_bytes()[64:])
     else:
         path.unlink()
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         assert (await _found(api, GOOD), await _found(api, BAD)) == (20, 3)
         assert await _health(api) == (
             200,
@@ -123,7 +116,7 @@ async def test_a_deleted_record_row_is_rebuilt(
     seeded: Path, make_app: AppFactory, clock: WallClock
 ) -> None:
     _sql(seeded, "DELETE FROM namespaces WHERE name = ?", BAD)
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         assert await _found(api, BAD) == 3
         put = await api.put_ns(BAD, kind="team")
         assert (put.status, put.body["kind"]) == (200, "team")
@@ -134,7 +127,7 @@ async def test_a_changed_epoch_is_degraded_naming_the_namespace(
 ) -> None:
     """Before: 200 with 0 memories and health `ok`."""
     _sql(seeded, "UPDATE namespaces SET epoch = 'not-the-epoch' WHERE name = ?", BAD)
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         status, body = await _health(api)
         assert (status, body["status"]) == (200, "degraded")
         assert body["message"] == (
@@ -156,7 +149,7 @@ async def test_memories_lost_from_the_engine_make_health_degraded(
     shard.update(qe.UpdateOperation.delete_points([p.id for p in doomed]))
     shard.flush()
     shard.close()
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         status, body = await _health(api)
         assert (status, body["status"]) == (200, "degraded")
         assert body["message"] == (
@@ -183,7 +176,7 @@ async def test_a_purge_deletes_by_namespace_and_epoch_together(
         good_epoch,
         BAD,
     )
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         assert (await api.call("DELETE", f"/v1/namespaces/{BAD}")).status == 204
         await api.app[SERVICE].backend.maintain()
         assert await _found(api, GOOD) == 20
@@ -194,7 +187,7 @@ async def test_a_search_of_only_unreadable_namespaces_is_503(
 ) -> None:
     """Before: 200 with no memories, as if the namespace were empty."""
     _sql(seeded, "UPDATE namespaces SET record = '{broken' WHERE name = ?", BAD)
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         unreadable = {
             "code": "unavailable",
             "message": f"namespace {BAD} is unreadable in the embedded store; an operator can "
@@ -300,7 +293,7 @@ async def test_verify_store_asks_a_running_plugin(
     seeded: Path, make_app: AppFactory, clock: WallClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _sql(seeded, "UPDATE namespaces SET record = '{broken' WHERE name = ?", BAD)
-    async for api in _serve(make_app, clock):
+    async for api in served(make_app, clock):
         url = str(api.client.make_url("/"))
         assert await asyncio.to_thread(cli.main, ["verify-store", "--url", url]) == 1
         assert capsys.readouterr().out == f"verify-store: 1 namespace(s) unreadable: {BAD}\n"

@@ -7,12 +7,12 @@ contract before the test sees it; the `api` fixture (tests/conftest.py) hands on
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support.clocks import WallClock
 from tests.support.contract import assert_conforms
@@ -63,3 +63,12 @@ class ContractClient:
 
     async def search(self, *namespaces: str, **fields: Any) -> Reply:
         return await self.call("POST", "/v1/search", {"namespaces": list(namespaces), **fields})
+
+
+async def served(
+    make_app: AppFactory, clock: WallClock, **settings: Any
+) -> AsyncIterator[ContractClient]:
+    """`make_app(**settings)` on a test server, for one pass of `async for api in served(...)`."""
+    app = make_app(**settings)
+    async with TestClient(TestServer(app)) as client:
+        yield ContractClient(client, app, clock)
