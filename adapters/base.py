@@ -1,7 +1,7 @@
 """The backend interface: what a vector store must offer the plugin.
 
 Modelled on qdrant-client's "one front, several implementations": the plugin's
-service layer speaks only to `VectorBackend`, and `tests/backend_suite.py` runs
+service layer speaks only to `VectorBackend`, and `tests/backends/suite/` runs
 the same calls against every implementation. The values it speaks in are plain
 dataclasses (`adapters.values`, re-exported here), never SDK objects, and no
 adapter imports aiohttp.

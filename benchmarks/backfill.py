@@ -1,6 +1,6 @@
 """The platform's backfill against the real server: `memory-backfill -apply`, twice.
 
-    python benchmarks/backfill.py [--rows 2000 --namespaces 70]
+    python -m benchmarks.backfill [--rows 2000 --namespaces 70]
 
 `memory-backfill -apply` copies the built-in plugin's rows one request at a time:
 for every row, PUT its namespace, then POST the memory with its id. The runbook
@@ -34,12 +34,11 @@ import uuid
 from typing import Any
 
 import aiohttp
-from common import run_against_server, use_repo_root
-from latency import load_model, one_text_times_s, single_text_s
-from sentences import sentences
 
-use_repo_root()
-from tests.server_process import ServerProcess  # noqa: E402
+from benchmarks.common import run_against_server
+from benchmarks.model import load_model, one_text_times_s, single_text_s
+from benchmarks.sentences import sentences
+from tests.support.server_process import ServerProcess
 
 KINDS = ("workspace", "team", "org")
 

@@ -19,7 +19,7 @@ re-opening the store (timed: the store's start-up), and after `optimize()` (what
 the janitor runs once 20,000 changes accumulated; timed). Process RSS is
 printed along the way.
 
-Run: python benchmarks/big_store.py [--total 1000000 --big 100000]
+Run: python -m benchmarks.big_store [--total 1000000 --big 100000]
      (1M: about 3-4 minutes on 2 cores, peak RSS ~5 GB; --total 200000 for a quick look)
 """
 
@@ -39,12 +39,12 @@ from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
-from common import machine, print_table, summary_ms
-from sentences import sentences
 
 from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload, point_id
+from benchmarks.common import machine, print_table, summary_ms
+from benchmarks.sentences import sentences
 
 DIM = 384
 BATCH = 2_000

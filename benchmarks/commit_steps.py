@@ -10,7 +10,7 @@ backends a lone text runs on the event loop, as in the server), the upsert, the
 process the full request (in latency.py, "commit with id"): what is left is aiohttp,
 the middleware and the client.
 
-Run: python benchmarks/commit_steps.py [--backend onnx]   (about 1 minute)
+Run: python -m benchmarks.commit_steps [--backend onnx]   (about 1 minute)
 """
 
 from __future__ import annotations
@@ -26,19 +26,16 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import machine, use_repo_root
-from sentences import sentences
-
-use_repo_root()
-
-from adapters.base import MemoryRecord, NamespaceRecord  # noqa: E402
-from adapters.qdrant.edge.backend import QdrantEdgeBackend  # noqa: E402
-from plugin.core.service import MemoryService  # noqa: E402
-from plugin.embedding.embedder import BatchingEmbedder  # noqa: E402
-from plugin.embedding.encoders import load_encoder  # noqa: E402
-from plugin.embedding.keywords import KeywordEncoder  # noqa: E402
-from plugin.http.wire import MemoryWrite  # noqa: E402
-from plugin.settings import Settings  # noqa: E402
+from adapters.base import MemoryRecord, NamespaceRecord
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from benchmarks.common import machine
+from benchmarks.sentences import sentences
+from plugin.core.service import MemoryService
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.encoders import load_encoder
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.http.wire import MemoryWrite
+from plugin.settings import Settings
 
 NAMESPACE = "workspace:steps"
 PRELOAD = 10_000

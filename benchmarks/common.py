@@ -8,19 +8,12 @@ import os
 import platform
 import re
 import subprocess
-import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def use_repo_root() -> None:
-    """Make `tests.server_process` importable when run as `python benchmarks/x.py`."""
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
 
 
 def percentile(values: Sequence[float], pct: float) -> float:
@@ -65,8 +58,7 @@ def run_against_server(
 
     `command` replaces `memory-plugin-vector serve` (see `ServerProcess`).
     """
-    use_repo_root()
-    from tests.server_process import ServerProcess
+    from tests.support.server_process import ServerProcess
 
     print(f"{title} ({machine()})")
     with (

@@ -14,7 +14,7 @@ The corpus: 2,000 templated memory sentences (benchmarks/sentences.py, with natu
 near-duplicates) and 2,000 real English sentences from the standard library's
 docstrings; 400 queries of both kinds, none in the corpus.
 
-Run: python benchmarks/embedding.py   (about 3-4 minutes on 2 cores)
+Run: python -m benchmarks.embedding   (about 3-4 minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import REPO_ROOT, machine, use_repo_root
-from sentences import queries, sentences
 
-use_repo_root()
+from benchmarks.common import REPO_ROOT, machine
+from benchmarks.sentences import queries, sentences
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 SINGLE_RUNS = 200
@@ -133,7 +132,7 @@ def recall_at_10(
 
 
 def cold_start(backend: str, onnx_dir: str, tmp: Path) -> float:
-    from tests.server_process import ServerProcess
+    from tests.support.server_process import ServerProcess
 
     env = {"MEMORY_PLUGIN_EMBEDDING_BACKEND": backend, "MEMORY_PLUGIN_ONNX_DIR": onnx_dir}
     with ServerProcess(tmp / f"data-{backend}", tmp / f"{backend}.log", env=env) as server:
@@ -148,8 +147,7 @@ def run_worker(
 ) -> dict[str, Any]:
     out = str(tmp / backend)
     Path(f"{out}.corpus.json").write_text(json.dumps([documents, asked]))
-    script = str(Path(__file__).resolve())
-    command = [sys.executable, script, "--worker", backend, onnx_dir, out]
+    command = [sys.executable, "-m", "benchmarks.embedding", "--worker", backend, onnx_dir, out]
     subprocess.run(command, check=True, cwd=REPO_ROOT)
     result: dict[str, Any] = json.loads(Path(f"{out}.json").read_text())
     result["docs"] = np.load(f"{out}.docs.npy")

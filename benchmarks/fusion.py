@@ -1,6 +1,6 @@
 """How far fusing the two signals can go on LoCoMo: the shipped plan against its alternatives.
 
-    python benchmarks/fusion.py [--data ../shared/data/locomo/locomo-dev.json]
+    python -m benchmarks.fusion [--data ../shared/data/locomo/locomo-dev.json]
                                 [--turns speaker|dated]
 
 Offline, no server: every memory and question of the file is embedded by the
@@ -29,15 +29,14 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-import locomo
 import numpy as np
-from common import machine, use_repo_root
-from retrieval import DEFAULT_DATA
 
-use_repo_root()
-from plugin.embedding.encoders import load_encoder  # noqa: E402
-from plugin.embedding.keywords import KeywordEncoder  # noqa: E402
-from plugin.settings import Settings  # noqa: E402
+from benchmarks import locomo
+from benchmarks.common import machine
+from benchmarks.retrieval import DEFAULT_DATA
+from plugin.embedding.encoders import load_encoder
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.settings import Settings
 
 Scores = np.ndarray
 Ranker = Callable[[Scores, Scores], Scores]  # (cosine, BM25), questions x memories

@@ -1,6 +1,6 @@
 """Request latency of the real server on the embedded default (qdrant-edge), loopback.
 
-Starts `memory-plugin-vector serve` as a child process (tests/server_process.py)
+Starts `memory-plugin-vector serve` as a child process (tests/support/server_process.py)
 on a fresh data directory, prints its cold start (spawn to first 200 on
 /v1/health), preloads 10,000 varied memories into one namespace through the
 HTTP API (32 requests in flight, so the server's embedder batches them), then
@@ -26,15 +26,13 @@ The judged figure is wrk's median: callers are other pods, and wrk (C, one threa
 costs the two cores almost nothing, where the Python client takes a fifth of one
 from the server it measures. Without wrk the Python client's median is judged.
 
-Run: python benchmarks/latency.py [--backend onnx]   (about 4 minutes on 2 cores)
+Run: python -m benchmarks.latency [--backend onnx]   (about 4 minutes on 2 cores)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import shutil
 import statistics
 import tempfile
 import time
@@ -44,32 +42,27 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from common import print_table, run_against_server, run_wrk, summary_ms, use_repo_root
-from sentences import queries, sentences
 
-use_repo_root()
-
-from tests.server_process import ServerProcess  # noqa: E402
+from benchmarks.closed_loop import (
+    CLOSED_LOOP_S,
+    closed_loop,
+    post_commit,
+    post_json,
+    wrk_closed_loop,
+)
+from benchmarks.common import print_table, run_against_server, summary_ms
+from benchmarks.model import CALLERS, SAMPLES, batch8_rate, load_model, pool_rate, single_text_s
+from benchmarks.sentences import queries, sentences
+from tests.support.server_process import ServerProcess
 
 NAMESPACE = "workspace:bench-latency"
 PRELOAD = 10_000
 CONCURRENCY = 32
-SAMPLES = 200
-CALLERS = 8
-CLOSED_LOOP_S = 6.0
 # Closed-loop windows; around each load figure the model's batch-8 rate is measured
 # (the server idle), so that drift in this shared machine's speed hits both alike.
 WINDOWS = 5
-MODEL_TEXTS = 480  # per model measurement: about 1.5 s on 2 cores
 RETRIES = 5
 TIMEOUT = aiohttp.ClientTimeout(total=10)
-
-
-async def post_json(
-    session: aiohttp.ClientSession, method: str, url: str, body: Any
-) -> tuple[int, Any]:
-    async with session.request(method, url, json=body) as response:
-        return response.status, await response.read()
 
 
 async def preload(session: aiohttp.ClientSession, base: str, texts: list[str]) -> dict[str, int]:
@@ -194,123 +187,6 @@ async def measure(server: ServerProcess) -> None:
         )
         if any(failed.values()):
             print(f"unexpected statuses: {failed}")
-
-
-def load_model(backend: str, onnx_dir: str, sessions: int | None = 1) -> Any:
-    """The model in this process: one session (the floor every ratio is taken against), or
-    with `sessions=None` the pool the server runs (one session per usable core)."""
-    from plugin.embedding.encoders import load_encoder
-    from plugin.settings import Settings
-
-    encoder = load_encoder(
-        Settings.model_validate(
-            {
-                "MEMORY_PLUGIN_EMBEDDING_BACKEND": backend,
-                "MEMORY_PLUGIN_ONNX_DIR": onnx_dir,
-                "MEMORY_PLUGIN_EMBEDDING_SESSIONS": "" if sessions is None else str(sessions),
-            }
-        )
-    )
-    for text in sentences(20, seed=5):
-        encoder.encode([text])
-    return encoder
-
-
-def pool_rate(encoder: Any) -> float:
-    """The pool alone, as 8 callers load it: texts/s with 8 texts in flight, shared among
-    its sessions (batches of 8 / sessions, side by side)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    texts = sentences(MODEL_TEXTS, seed=5)
-    share = max(1, CALLERS // encoder.parallelism)
-    with ThreadPoolExecutor(encoder.parallelism) as threads:
-        started = time.perf_counter()
-        for start in range(0, len(texts), CALLERS):
-            batch = texts[start : start + CALLERS]
-            parts = [batch[i : i + share] for i in range(0, len(batch), share)]
-            list(threads.map(encoder.encode, parts))
-    return len(texts) / (time.perf_counter() - started)
-
-
-def one_text_times_s(encoder: Any, texts: list[str]) -> list[float]:
-    """The model alone, one text at a time: seconds for each of `texts`."""
-    took = []
-    for text in texts:
-        started = time.perf_counter()
-        encoder.encode([text])
-        took.append(time.perf_counter() - started)
-    return took
-
-
-def single_text_s(encoder: Any) -> float:
-    """The model alone: median seconds to embed one text."""
-    return statistics.median(one_text_times_s(encoder, sentences(SAMPLES, seed=5)))
-
-
-def batch8_rate(encoder: Any) -> float:
-    """The model alone: texts/s in batches of 8, one batch after another."""
-    texts = sentences(MODEL_TEXTS, seed=5)
-    started = time.perf_counter()
-    for start in range(0, len(texts), 8):
-        encoder.encode(texts[start : start + 8])
-    return len(texts) / (time.perf_counter() - started)
-
-
-async def post_commit(session: aiohttp.ClientSession, url: str, text: str) -> tuple[int, Any]:
-    body = {"content": text, "kind": "fact", "source": "agent", "id": str(uuid.uuid4())}
-    return await post_json(session, "POST", url, body)
-
-
-async def closed_loop(session: aiohttp.ClientSession, url: str, texts: list[str]) -> float:
-    """CALLERS callers, each committing (with an id) again as soon as answered; commits/s."""
-    done = 0
-    failed = 0
-    deadline = time.perf_counter() + CLOSED_LOOP_S
-
-    async def caller(offset: int) -> None:
-        nonlocal done, failed
-        i = offset
-        while time.perf_counter() < deadline:
-            status, _ = await post_commit(session, url, texts[i % len(texts)])
-            done, failed = done + (status == 201), failed + (status != 201)
-            i += CALLERS
-
-    started = time.perf_counter()
-    await asyncio.gather(*(caller(k) for k in range(CALLERS)))
-    if failed:
-        print(f"  closed loop: {failed} answers other than 201")
-    return done / (time.perf_counter() - started)
-
-
-WRK_SCRIPT = """
-local texts = {%s}
-local n = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  n = n + 1
-  local body = string.format(
-    '{"content":%%s,"kind":"fact","source":"agent","id":"7f3e2a10-0000-4000-8%03d-%%012d"}',
-    texts[(n %% #texts) + 1], n)
-  return wrk.format(nil, nil, nil, body)
-end
-"""
-
-
-def wrk_closed_loop(url: str, texts: list[str], window: int = 0) -> float | None:
-    """The same closed loop driven by wrk (C, one thread), when installed; commits/s.
-
-    The Python client above spends a good share of the two cores it shares with the
-    server; wrk shows what the plugin does when the caller costs almost nothing.
-    """
-    if shutil.which("wrk") is None:
-        return None
-    quoted = ",".join(f"[==[{json.dumps(text)}]==]" for text in texts)
-    lua = WRK_SCRIPT % (quoted, window)  # ids unique across windows
-    rate, non_2xx = run_wrk(url, lua, CALLERS, CLOSED_LOOP_S)
-    if non_2xx is not None:
-        print("  wrk: answers other than 2xx:", non_2xx)
-    return rate
 
 
 def issue_checks(backend: str, onnx_dir: str) -> Callable[[ServerProcess], Awaitable[None]]:

@@ -10,7 +10,7 @@ encoder that returns a fixed unit vector at once, and wrk (8 connections, one
 thread) commits with ids, as the backfill does, in ROUNDS windows. The event
 loop is then the bottleneck, so 1 / (commits/s) is the plugin's time per commit.
 
-Needs Debian's `wrk`. Run: python benchmarks/overhead.py   (about 1 minute)
+Needs Debian's `wrk`. Run: python -m benchmarks.overhead   (about 1 minute)
 """
 
 from __future__ import annotations
@@ -22,14 +22,11 @@ import shutil
 import statistics
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import aiohttp
-from common import run_against_server, run_wrk, use_repo_root
 
-use_repo_root()
-
-from tests.server_process import ServerProcess  # noqa: E402
+from benchmarks.common import run_against_server, run_wrk
+from tests.support.server_process import ServerProcess
 
 ROUNDS = 5
 WINDOW_S = 6
@@ -67,7 +64,6 @@ class InstantEncoder:
 
 def serve() -> None:
     """The child: `memory-plugin-vector serve`, with the instant encoder handed in."""
-    use_repo_root()
     from plugin.commands.serve import run_app
     from plugin.http.app import create_app
     from plugin.observability import logs
@@ -119,7 +115,7 @@ def main() -> None:
         "overhead.py: real server, instant encoder, embedded store",
         measure(args.log_level),
         {"MEMORY_PLUGIN_LOG_LEVEL": args.log_level},
-        command=[sys.executable, str(Path(__file__).resolve()), "--serve"],
+        command=[sys.executable, "-m", "benchmarks.overhead", "--serve"],
     )
 
 

@@ -6,7 +6,7 @@ server batches concurrent texts into one model call; its batch counters are
 not exposed over HTTP, so only client-side latencies are printed). Each write
 has a distinct explicit id. Client and server share the machine.
 
-Run: python benchmarks/parallel_writes.py   (under a minute on 2 cores)
+Run: python -m benchmarks.parallel_writes   (under a minute on 2 cores)
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ import time
 import uuid
 
 import aiohttp
-from common import percentile, run_against_server, use_repo_root
-from sentences import sentences
 
-use_repo_root()
-
-from tests.server_process import ServerProcess  # noqa: E402
+from benchmarks.common import percentile, run_against_server
+from benchmarks.sentences import sentences
+from tests.support.server_process import ServerProcess
 
 NAMESPACE = "workspace:bench-parallel"
 PARALLEL = 100

@@ -1,12 +1,12 @@
 """Sparse-dense search on Pinecone, measured through the Pinecone fake on LoCoMo.
 
-    python benchmarks/pinecone_hybrid.py [--data ../shared/data/locomo/locomo-dev.json]
+    python -m benchmarks.pinecone_hybrid [--data ../shared/data/locomo/locomo-dev.json]
 
 Pinecone keeps no corpus statistics, so its sparse-dense query scores
 `dense dot + sparse dot` without IDF (adapters/pinecone/keywords.py). This writes
 every LoCoMo conversation (dialog turns and observations, as benchmarks/retrieval.py
 does) through `PineconeBackend` into the HTTP-level fake of a `dotproduct` index
-(tests/pinecone_fake.py, which scores as Pinecone documents), embeds with the real
+(tests/support/pinecone_fake.py, which scores as Pinecone documents), embeds with the real
 model in this process, and prints recall@k, categories 1-4, for the dense and the
 hybrid query side by side. Nothing here is a Pinecone latency: the fake answers
 in-process. About 2 minutes.
@@ -19,18 +19,16 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import locomo
-from common import machine, use_repo_root
-from retrieval import DEFAULT_DATA
-
-use_repo_root()
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery  # noqa: E402
-from adapters.pinecone import PineconeBackend  # noqa: E402
-from plugin.core.service import utc_now  # noqa: E402
-from plugin.embedding.encoders import load_encoder  # noqa: E402
-from plugin.embedding.keywords import KeywordEncoder  # noqa: E402
-from plugin.settings import Settings  # noqa: E402
-from tests.pinecone_fake import FakePinecone  # noqa: E402
+from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
+from benchmarks import locomo
+from benchmarks.common import machine
+from benchmarks.retrieval import DEFAULT_DATA
+from plugin.core.service import utc_now
+from plugin.embedding.encoders import load_encoder
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.settings import Settings
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone
 
 
 def embed(encoder: Any, texts: list[str]) -> list[list[float]]:
@@ -44,7 +42,7 @@ async def measure(conversations: list[locomo.Conversation]) -> None:
     encoder, words = load_encoder(Settings()), KeywordEncoder()
     now = utc_now()
     with FakePinecone(dimension=encoder.dimension, metric="dotproduct").mocked() as fake:
-        store = PineconeBackend(encoder.dimension, api_key=fake.api_key, index_name=fake.name)
+        store = pinecone_backend(fake)
         await store.start()
         for conversation in conversations:
             for mode in locomo.MODES:

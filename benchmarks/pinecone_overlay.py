@@ -1,6 +1,6 @@
 """What the Pinecone adapter's freshness overlay and listing cost, in figures.
 
-Run: `python benchmarks/pinecone_overlay.py`. Prints:
+Run: `python -m benchmarks.pinecone_overlay`. Prints:
 - overlay memory for a full overlay (default 5000 entries), 384-dim vectors,
   200-character contents (tracemalloc);
 - the time to merge the overlay into one query's hits, by entries in the namespace;

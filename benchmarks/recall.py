@@ -7,7 +7,7 @@ all-MiniLM-L6-v2 embeddings of varied memory sentences into both, and compares
 recall@10 over 200 held-out queries, per-query latency, how long `optimize()`
 took, and how long it blocked a concurrently ticking asyncio loop (the GIL).
 
-Run: python benchmarks/recall.py   (about 2 minutes on 2 cores, most of it embedding)
+Run: python -m benchmarks.recall   (about 2 minutes on 2 cores, most of it embedding)
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
-from common import machine, percentile
-from sentences import queries, sentences
 
 from adapters.qdrant.edge.backend import edge_config
+from benchmarks.common import machine, percentile
+from benchmarks.sentences import queries, sentences
 from plugin.embedding.encoders import SentenceTransformerEncoder
 
 CORPUS = 10_000

@@ -1,6 +1,6 @@
 """Retrieval quality on LoCoMo through the real server, per search mode, and search latency.
 
-    python benchmarks/retrieval.py [--data ../shared/data/locomo/locomo-dev.json]
+    python -m benchmarks.retrieval [--data ../shared/data/locomo/locomo-dev.json]
                                    [--turns speaker|dated]
 
 1. One server process writes every conversation over HTTP, as the platform's agents
@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import locomo
-from common import REPO_ROOT, machine, percentile, use_repo_root
 
-use_repo_root()
-from tests.server_process import ServerProcess  # noqa: E402
+from benchmarks import locomo
+from benchmarks.common import REPO_ROOT, machine, percentile
+from tests.support.server_process import ServerProcess
 
 SEARCH_MODES = ("dense", "keyword", "hybrid")
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"

@@ -1,29 +1,28 @@
-"""Shared fixtures: the real model (loaded once), and a plugin app per test.
+"""Shared fixtures: the real model (loaded once), the clocks, a plugin app per test, and
+the Pinecone fake.
 
 `api` is an aiohttp test client wrapped so that every exchange is checked
-against the contract before the test sees it.
+against the contract before the test sees it (tests/support/app.py).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.base import VectorBackend
-from adapters.pinecone import PineconeBackend
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.app import create_app
 from plugin.settings import Settings
-from tests.contract import assert_conforms
-from tests.pinecone_fake import FakePinecone
+from tests.support.app import AppFactory, ContractClient, served
+from tests.support.clocks import ManualClock, WallClock
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone
+from tests.support.records import DIM
 
 
 @pytest.fixture(scope="session")
@@ -31,70 +30,29 @@ def encoder() -> SentenceTransformerEncoder:
     return SentenceTransformerEncoder.load()
 
 
-class FakeClock:
-    """Wall-clock time plus an offset the test can move forward."""
-
-    def __init__(self) -> None:
-        self.offset = timedelta()
-
-    def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.offset
-
-    def advance(self, **kwargs: float) -> None:
-        self.offset += timedelta(**kwargs)
-
-
-@dataclass
-class Reply:
-    status: int
-    body: Any
-    headers: dict[str, str]
-
-
-class ContractClient:
-    """Sends requests and asserts each reply conforms to the contract."""
-
-    def __init__(self, client: TestClient[Any, Any], app: web.Application, clock: FakeClock):
-        self.client = client
-        self.app = app
-        self.clock = clock
-
-    async def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        raw: bytes | None = None,
-        headers: dict[str, str] | None = None,
-        check: bool = True,
-    ) -> Reply:
-        data = raw if raw is not None else (None if body is None else json.dumps(body))
-        async with self.client.request(method, path, data=data, headers=headers) as response:
-            text = await response.read()
-            parsed = json.loads(text) if text else None
-            reply = Reply(response.status, parsed, dict(response.headers))
-        if check:
-            assert_conforms(method, path, reply.status, reply.body)
-        return reply
-
-    async def put_ns(self, name: str, kind: str = "workspace", **fields: Any) -> Reply:
-        return await self.call("PUT", f"/v1/namespaces/{name}", {"kind": kind, **fields})
-
-    async def commit(self, name: str, content: str, **fields: Any) -> Reply:
-        body = {"content": content, "kind": "fact", "source": "agent", **fields}
-        return await self.call("POST", f"/v1/namespaces/{name}/memories", body)
-
-    async def search(self, *namespaces: str, **fields: Any) -> Reply:
-        return await self.call("POST", "/v1/search", {"namespaces": list(namespaces), **fields})
-
-
-AppFactory = Callable[..., web.Application]
+@pytest.fixture
+def clock() -> WallClock:
+    """The app's clock (expiry): wall time the test can move forward."""
+    return WallClock()
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def ticks() -> ManualClock:
+    """An adapter's clock (seconds): moves only when the test moves it."""
+    return ManualClock(1000.0)
+
+
+@pytest.fixture
+def pinecone_options() -> dict[str, Any]:
+    """How `fake` is made: FakePinecone's keyword arguments. Override it where they differ."""
+    return {"dimension": DIM}
+
+
+@pytest.fixture
+def fake(ticks: ManualClock, pinecone_options: dict[str, Any]) -> Iterator[FakePinecone]:
+    """The HTTP-level fake of Pinecone, on `ticks`, mocked for the test's duration."""
+    with FakePinecone(clock=ticks, **pinecone_options).mocked() as pinecone:
+        yield pinecone
 
 
 @pytest.fixture
@@ -104,7 +62,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def make_app(
-    encoder: SentenceTransformerEncoder, settings: Settings, clock: FakeClock
+    encoder: SentenceTransformerEncoder, settings: Settings, clock: WallClock
 ) -> AppFactory:
     def build(backend: VectorBackend | None = None, **overrides: Any) -> web.Application:
         chosen = settings.model_copy(update=overrides) if overrides else settings
@@ -138,21 +96,14 @@ def backend_kind() -> str:
 
 @pytest.fixture
 async def api(
-    make_app: AppFactory, clock: FakeClock, backend_kind: str, settings: Settings
+    make_app: AppFactory, clock: WallClock, backend_kind: str, settings: Settings
 ) -> AsyncIterator[ContractClient]:
     if backend_kind == "embedded":
-        app = make_app()
-        async with TestClient(TestServer(app)) as client:
-            yield ContractClient(client, app, clock)
+        async for client in served(make_app, clock):
+            yield client
         return
     lag = 3600.0 if backend_kind == "pinecone-lagging" else 0.0
     with FakePinecone(dimension=384, visibility_delay_s=lag).mocked() as fake:
-        backend = PineconeBackend(
-            384,
-            api_key=fake.api_key,
-            index_name=fake.name,
-            timeout_s=settings.backend_timeout_s,
-        )
-        app = make_app(backend=backend)
-        async with TestClient(TestServer(app)) as client:
-            yield ContractClient(client, app, clock)
+        backend = pinecone_backend(fake, timeout_s=settings.backend_timeout_s)
+        async for client in served(make_app, clock, backend=backend):
+            yield client

@@ -56,7 +56,7 @@ def open_index(host: str, api_key: str, timeout_s: float) -> AsyncIndex:
 
     `AsyncIndex` takes no retry configuration; its HTTP client is created on the
     first request from `_http._config`, so the policy is replaced before that.
-    `tests/test_pinecone_adapter.py` pins this: one failed answer, one request.
+    `tests/pinecone/test_adapter.py` pins this: one failed answer, one request.
     """
     index = AsyncIndex(host=host, api_key=api_key, timeout=timeout_s)
     http = index._http

@@ -16,7 +16,7 @@ written by one reads the same in the other:
   namespaces stays two points.
 
 `pinned` is the integer 0 or 1, not a bool: qdrant-edge-py 0.9.0 never matches
-`MatchValue(True)` against a bool payload (`tests/test_qdrant_edge_quirks.py`).
+`MatchValue(True)` against a bool payload (`tests/qdrant/test_edge_quirks.py`).
 """
 
 from __future__ import annotations

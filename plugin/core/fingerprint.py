@@ -8,7 +8,7 @@ mix vectors silently (docs/embedding.md):
 - a store with namespaces but no record was written before records existed, by the
   only encoder there was: it gets "all-MiniLM-L6-v2/torch";
 - torch and onnx are one space: the same weights and graph in fp32 (their vectors
-  agree: benchmarks/README.md, and tests/test_embedding_onnx.py holds it). onnx-int8
+  agree: benchmarks/README.md, and tests/embedding/test_onnx.py holds it). onnx-int8
   changes the vectors, so it is a space of its own, as is every other model;
 - a mismatch stops start-up with one line: what the store has, what is configured,
   and what to do (set it back, or re-embed through export/import).

@@ -11,7 +11,7 @@ directly, with nothing fetched:
   (`model_quint8_avx2.onnx`);
 - at run time: the model's own `tokenizer.json`, its mean pooling and normalisation in
   numpy, and ONNX Runtime. No torch import, so start-up is quick
-  (tests/test_embedding_onnx.py holds the output to sentence-transformers').
+  (tests/embedding/test_onnx.py holds the output to sentence-transformers').
 
 Sessions (`OnnxEncoder.load(sessions=N)`): on N > 1 cores, N single-threaded sessions
 that take whole batches side by side, plus one N-threaded session for a lone text

@@ -22,7 +22,7 @@ vector, IDF from the shard); a search ranks by either or both, fused in one quer
 
 Durability: qdrant-edge appends every update to its write-ahead log before
 `update()` returns, and records are SQLite transactions, so an acknowledged
-write survives `kill -9` (tests/test_durability.py). Where each engine call runs
+write survives `kill -9` (tests/store/test_durability.py). Where each engine call runs
 (event loop or worker thread) is dispatch.py's. One plugin process per data
 directory.
 

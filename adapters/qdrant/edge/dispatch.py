@@ -2,7 +2,7 @@
 
 qdrant-edge holds the GIL through its calls (update, query, retrieve, optimize
 and flush: a ticking Python thread is frozen for all or most of each call;
-tests/test_qdrant_edge_quirks.py pins it for update). While a worker thread is
+tests/qdrant/test_edge_quirks.py pins it for update). While a worker thread is
 inside the engine the event loop cannot run either, so for a short call a worker
 thread frees nothing and costs two thread hops, each a wake-up on the cores the
 model needs: the hops cost far more than the engine's own work, and running the

@@ -1,0 +1,108 @@
+"""Search modes through the whole app with the real model: hybrid, dense and keyword.
+
+The memories are a support team's, and the question names a ticket by its number:
+the words find it where the sentence model, reading a long memory about a weekend,
+ranks closer paraphrases about tickets first (docs/backends.md, "Hybrid search").
+"""
+
+from __future__ import annotations
+
+import pytest
+from aiohttp.test_utils import TestServer
+
+from adapters.base import SearchMode
+from adapters.errors import BackendMisconfigured
+from adapters.pinecone import PineconeBackend
+from plugin.http.keys import SERVICE
+from tests.support.app import AppFactory, ContractClient, served
+from tests.support.clocks import WallClock
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone
+
+NS = "workspace:helpdesk"
+TARGET = (
+    "We spent the whole weekend painting the living room, the kids helped and it looks so"
+    " bright now. Also the support ticket for the router is XJ-4471."
+)
+OTHERS = [
+    "the user's internet router keeps dropping the connection",
+    "support said the router issue would be fixed this week",
+    "the user opened a ticket with the internet provider",
+    "the router was replaced by the provider last year",
+    "the user asked support to send a technician for the router",
+    "the internet provider's support line is busy in the evenings",
+    "a support ticket usually takes three days to resolve",
+    "the user prefers chat support over phone calls",
+]
+QUESTION = "status of ticket XJ-4471"
+
+
+async def seeded(api: ContractClient) -> None:
+    assert (await api.put_ns(NS)).status == 200
+    for content in [TARGET, *OTHERS]:
+        assert (await api.commit(NS, content)).status == 201
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword"])
+async def test_each_mode_ranks_as_documented(
+    make_app: AppFactory, clock: WallClock, mode: str
+) -> None:
+    async for api in served(make_app, clock, search=mode):
+        assert api.app[SERVICE].search_mode == mode
+        await seeded(api)
+        reply = await api.search(NS, query=QUESTION, limit=5)
+        assert reply.status == 200
+        found = [m["content"] for m in reply.body["memories"]]
+        scores = [m["score"] for m in reply.body["memories"]]
+        assert scores == sorted(scores, reverse=True)
+        if mode == "dense":  # the model prefers the short paraphrases about tickets
+            assert found[0] != TARGET
+            assert all(-1.0 <= s <= 1.0 + 1e-6 for s in scores)
+        else:
+            assert found[0] == TARGET
+        if mode == "keyword":  # only what shares a word with the question, BM25 > 0
+            assert set(found) == {TARGET, OTHERS[2], OTHERS[6]}
+            assert all(s > 0 for s in scores)
+        listing = await api.search(NS, limit=100)  # no query: newest first, as ever
+        assert [m["score"] for m in listing.body["memories"]] == [None] * 9
+
+
+async def test_the_default_is_hybrid_on_the_embedded_store(
+    make_app: AppFactory, clock: WallClock
+) -> None:
+    async for api in served(make_app, clock):
+        assert api.app[SERVICE].search_mode is SearchMode.HYBRID
+
+
+async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(
+    make_app: AppFactory, clock: WallClock
+) -> None:
+    with FakePinecone(dimension=384, metric="dotproduct").mocked() as fake:
+        backend = pinecone_backend(fake)
+        async for api in served(make_app, clock, backend=backend):
+            assert api.app[SERVICE].search_mode is SearchMode.HYBRID
+            await seeded(api)
+            reply = await api.search(NS, query=QUESTION, limit=3)
+            assert reply.status == 200
+            assert reply.body["memories"][0]["content"] == TARGET
+
+
+async def test_pinecone_defaults_to_dense_and_refuses_other_modes(
+    make_app: AppFactory, clock: WallClock
+) -> None:
+    with FakePinecone(dimension=384).mocked() as fake:
+
+        def pinecone() -> PineconeBackend:
+            return pinecone_backend(fake)
+
+        async for api in served(make_app, clock, backend=pinecone()):
+            assert api.app[SERVICE].search_mode is SearchMode.DENSE
+        for mode in ("hybrid", "keyword"):
+            server = TestServer(make_app(backend=pinecone(), search=mode))
+            with pytest.raises(BackendMisconfigured) as refused:
+                await server.start_server()
+            await server.close()
+            assert str(refused.value) == (
+                f"MEMORY_PLUGIN_SEARCH={mode} is not available on the pinecone backend"
+                " (it answers: dense); unset it or choose one of those"
+            )

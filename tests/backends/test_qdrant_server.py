@@ -1,0 +1,34 @@
+"""The backend suite against both Qdrant server layouts in qdrant-client's local mode.
+
+Local mode needs no server, so this runs everywhere: the shared layout
+(`QdrantServerBackend`) and the `collections` layout. What the shared layout
+promises beyond the suite is in tests/qdrant/local/, what only a real server
+does (HTTP errors, request shapes, payload indexes) in tests/qdrant/http/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.tenants import QdrantServerBackend
+from tests.backends.suite import BackendSuite
+from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.support.backends import started
+from tests.support.records import DIM
+
+
+class TestQdrantServerInMemory(BackendSuite, HybridSuite, KeywordIndexSuite):
+    @pytest.fixture
+    async def backend(self) -> AsyncIterator[QdrantServerBackend]:
+        async with started(QdrantServerBackend(DIM, location=":memory:")) as backend:
+            yield backend
+
+
+class TestQdrantCollectionsInMemory(BackendSuite, HybridSuite, KeywordIndexSuite):
+    @pytest.fixture
+    async def backend(self) -> AsyncIterator[QdrantCollectionsBackend]:
+        async with started(QdrantCollectionsBackend(DIM, location=":memory:")) as backend:
+            yield backend

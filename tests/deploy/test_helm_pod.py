@@ -1,0 +1,164 @@
+"""The Helm chart's server pod: probes, command, lock-down, resources, config, and `helm test`.
+
+Helm and the rendering: tests/support/helm.py (without helm these tests skip, except under CI).
+"""
+
+from __future__ import annotations
+
+import pytest
+from aiohttp import web
+
+from plugin.settings import Settings
+from tests.support.helm import (
+    CHART,
+    FULLNAME,
+    NAMESPACE,
+    RELEASE,
+    RUNTIME_ENV,
+    SCENARIOS,
+    Manifest,
+    chart_values,
+    helm,
+    helm_test_pod,
+    one,
+    render,
+    server_container,
+)
+
+# --- the server pod ---------------------------------------------------------------------
+
+
+def plugin_get_routes() -> set[str]:
+    from plugin.http.handlers import routes
+
+    return {r.path for r in routes if isinstance(r, web.RouteDef) and r.method == "GET"}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_probes_on_the_plugin_port(scenario: str) -> None:
+    container = server_container(render(scenario))
+    assert container["ports"] == [{"name": "http", "containerPort": 9100, "protocol": "TCP"}]
+    paths = {}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["port"] == "http"
+        paths[probe] = container[probe]["httpGet"]["path"]
+        # /v1/health may take the backend deadline (1.5 s) to answer.
+        assert container[probe]["timeoutSeconds"] >= 2
+    # Ready means the backend answers too; alive means only the process does,
+    # so a backend outage takes pods out of the Service without restarting them.
+    assert paths == {
+        "startupProbe": "/metrics",
+        "readinessProbe": "/v1/health",
+        "livenessProbe": "/metrics",
+    }
+    assert set(paths.values()) <= plugin_get_routes()
+    startup = container["startupProbe"]
+    # The model takes ~4 s on 2 idle cores; a slow node gets a couple of minutes.
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 60
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_server_runs_serve_with_the_listen_address_of_the_port(scenario: str) -> None:
+    objects = render(scenario)
+    container = server_container(objects)
+    assert container["args"] == ["serve"]
+    assert "command" not in container  # the image's ENTRYPOINT, memory-plugin-vector
+    data = one(objects, "ConfigMap")["data"]
+    assert data["MEMORY_PLUGIN_LISTEN_ADDR"] == "0.0.0.0:9100"
+    assert container["envFrom"] == [{"configMapRef": {"name": FULLNAME}}]
+
+
+def assert_locked_down(pod_spec: Manifest) -> None:
+    security = pod_spec["securityContext"]
+    assert security["runAsNonRoot"] is True
+    assert security["runAsUser"] == 10001
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod_spec["automountServiceAccountToken"] is False
+    for container in pod_spec["containers"]:
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["readOnlyRootFilesystem"] is True
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert context.get("privileged", False) is False
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod_spec["volumes"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]]  # the only writable place but /data
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_pods_are_locked_down(scenario: str) -> None:
+    objects = render(scenario)
+    assert_locked_down(one(objects, "Deployment")["spec"]["template"]["spec"])
+    assert_locked_down(helm_test_pod(objects)["spec"])
+    account = one(objects, "ServiceAccount")
+    assert account["automountServiceAccountToken"] is False
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_resources_and_graceful_termination(scenario: str) -> None:
+    objects = render(scenario)
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    container = server_container(objects)
+    assert container["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert container["resources"]["limits"] == {"memory": "2Gi"}
+    assert pod["terminationGracePeriodSeconds"] == 30
+    sleep = container["lifecycle"]["preStop"]["exec"]["command"]
+    # preStop sleep + the server's 10 s drain fits in the grace period.
+    assert int(sleep[1]) + 10 <= pod["terminationGracePeriodSeconds"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
+    """Every key is a setting the plugin knows, and together they validate."""
+    objects = render(scenario)
+    data = dict(one(objects, "ConfigMap")["data"])
+    assert {k: data.pop(k) for k in sorted(RUNTIME_ENV)} == {
+        "HF_HUB_OFFLINE": "1",
+        "HOME": "/tmp",
+        "OMP_NUM_THREADS": "2",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    known = {field.alias for field in Settings.model_fields.values()}
+    assert set(data) <= known
+    # A path inside the image, so not checked here; absent when empty.
+    model = data.pop("MEMORY_PLUGIN_EMBEDDING_MODEL", "")
+    assert model == chart_values(scenario)["config"]["embeddingModel"]
+    secrets = {e["name"]: "from-a-secret" for e in server_container(objects).get("env", [])}
+    settings = Settings.from_env(data | secrets)
+    config = chart_values(scenario)["config"]
+    assert settings.listen == ("0.0.0.0", 9100)
+    assert settings.collection_prefix == config["collectionPrefix"]
+    assert settings.embedding_sessions == config["embeddingSessions"]
+    assert settings.search == (config["search"] or None)
+
+
+# --- helm test -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_helm_test_pod_runs_check_against_the_service(scenario: str) -> None:
+    objects = render(scenario)
+    pod = helm_test_pod(objects)
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never"
+    [container] = spec["containers"]
+    assert container["image"] == server_container(objects)["image"]
+    url = f"http://{FULLNAME}.{NAMESPACE}.svc:9100"
+    assert container["args"] == ["check", url]
+    assert "command" not in container  # ENTRYPOINT memory-plugin-vector
+
+
+def test_notes_walk_through_the_runbook() -> None:
+    result = helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    for step in (
+        f"helm test {RELEASE} -n {NAMESPACE}",
+        "memory-backfill -dry-run",
+        "memory-backfill -apply",
+        "memory-backfill -verify -verify-sample=200",
+        "MEMORY_V2_CUTOVER=true",
+        f"MEMORY_PLUGIN_URL=http://{FULLNAME}.{NAMESPACE}.svc:9100",
+    ):
+        assert step in notes

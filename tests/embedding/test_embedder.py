@@ -1,0 +1,246 @@
+"""The real model, offline, and the batching in front of it."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+
+import pytest
+
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from tests.support.encoders import GatedEncoder
+
+
+def dot(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+async def test_vectors_are_unit_length_and_meaningful(encoder: SentenceTransformerEncoder) -> None:
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        tabs, spaces, weather = await asyncio.gather(
+            embedder.embed("the user prefers tabs for indentation"),
+            embedder.embed("indent code with tab characters"),
+            embedder.embed("it will rain in lisbon tomorrow"),
+        )
+    finally:
+        await embedder.close()
+    assert encoder.dimension == len(tabs) == 384
+    assert math.isclose(dot(tabs, tabs), 1.0, abs_tol=1e-4)
+    assert dot(tabs, spaces) > dot(tabs, weather) + 0.2
+
+
+async def test_concurrent_requests_share_batches(encoder: SentenceTransformerEncoder) -> None:
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        texts = [f"sentence number {i}" for i in range(50)]
+        vectors = await asyncio.gather(*(embedder.embed(t) for t in texts))
+        alone = encoder.encode([texts[17]])[0]
+    finally:
+        await embedder.close()
+    assert embedder.stats.texts == 50
+    assert embedder.stats.batches < 10
+    assert max(abs(a - b) for a, b in zip(vectors[17], alone, strict=True)) < 1e-4
+
+
+class FailingEncoder:
+    dimension = 3
+    fingerprint = "failing/test"
+    parallelism = 1
+    inline_lone_text = False
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        if "bad" in texts:
+            raise RuntimeError("model exploded")
+        return [[1.0, 0.0, 0.0] for _ in texts]
+
+
+async def test_a_failed_batch_does_not_stop_the_worker() -> None:
+    embedder = BatchingEmbedder(FailingEncoder())
+    await embedder.start()
+    try:
+        results = await asyncio.gather(embedder.embed("bad"), return_exceptions=True)
+        assert isinstance(results[0], RuntimeError)
+        assert await embedder.embed("good") == [1.0, 0.0, 0.0]
+    finally:
+        await embedder.close()
+
+
+async def test_a_lone_caller_never_lingers(encoder: SentenceTransformerEncoder) -> None:
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        for i in range(5):
+            await embedder.embed(f"sequential write number {i}")
+            assert embedder._expected == 1  # nobody else expected: the next one starts at once
+    finally:
+        await embedder.close()
+    assert embedder.stats.sizes == [1] * 5
+
+
+async def test_closed_loop_callers_are_gathered_into_full_batches(
+    encoder: SentenceTransformerEncoder,
+) -> None:
+    """8 callers that come back at staggered times (their upsert, their HTTP round trip)
+    are waited for, so the model runs batches of 8 instead of alternating halves."""
+    embedder = BatchingEmbedder(encoder, max_linger_s=0.05)
+    await embedder.start()
+
+    async def caller(k: int) -> None:
+        for round_ in range(6):
+            await embedder.embed(f"caller {k} writes memory {round_}")
+            await asyncio.sleep(0.0003 * k)
+
+    try:
+        await asyncio.gather(*(caller(k) for k in range(8)))
+    finally:
+        await embedder.close()
+    assert embedder.stats.texts == 48
+    assert embedder.stats.sizes[1:] == [8] * 5, embedder.stats.sizes
+
+
+async def test_a_cancelled_embedding_is_left_out_of_its_batch() -> None:
+    """What a request's deadline does to its queued embedding: it leaves the batch."""
+    encoder = GatedEncoder()
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        first = embedder.embed("first")
+        await asyncio.to_thread(encoder.entered.wait, 5)  # batch 1 is in the model
+        kept, dropped = embedder.embed("kept"), embedder.embed("dropped")
+        dropped.cancel()
+        encoder.gate.set()
+        assert await first == [1.0, 0.0, 0.0]
+        assert await kept == [1.0, 0.0, 0.0]
+    finally:
+        await embedder.close()
+    assert encoder.batches == [["first"], ["kept"]]
+
+
+async def test_the_linger_ends_when_expected_callers_do_not_come_back() -> None:
+    """8 callers, then only 3 of them again: the batch of 3 goes after the linger."""
+    encoder = GatedEncoder()
+    encoder.gate.set()
+    embedder = BatchingEmbedder(encoder, max_linger_s=0.01)
+    await embedder.start()
+    try:
+        async with asyncio.timeout(5):  # a linger that never ended would hang here
+            await asyncio.gather(*(embedder.embed(f"all {k}") for k in range(8)))
+            await asyncio.gather(*(embedder.embed(f"some {k}") for k in range(3)))
+    finally:
+        await embedder.close()
+    assert embedder.stats.sizes == [8, 3]
+
+
+async def test_embedding_before_start_or_after_close_is_refused() -> None:
+    embedder = BatchingEmbedder(FailingEncoder())
+    with pytest.raises(RuntimeError, match="not started"):
+        embedder.embed("too early")
+    await embedder.start()
+    await embedder.close()
+    with pytest.raises(RuntimeError, match="not started"):
+        embedder.embed("too late")
+
+
+async def test_texts_queued_together_are_shared_among_the_sessions() -> None:
+    """With two sessions, eight texts that arrive at once run as two batches side by
+    side; a lone text afterwards is a batch of one (the encoder's fast path)."""
+    encoder = GatedEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        pending = [embedder.embed(f"text {i}") for i in range(8)]
+        await asyncio.sleep(0.05)
+        assert encoder.most_inside == 2
+        assert sorted(len(batch) for batch in encoder.batches) == [4, 4]
+        encoder.gate.set()
+        assert len(await asyncio.gather(*pending)) == 8
+        await embedder.embed("alone")
+        assert encoder.batches[-1] == ["alone"]
+    finally:
+        encoder.gate.set()
+        await embedder.close()
+    assert embedder.stats.sizes == [4, 4, 1]
+
+
+class ThreadRecordingEncoder:
+    """Records how many texts each encode got, and on which thread it ran."""
+
+    dimension = 3
+    fingerprint = "threads/test"
+    inline_lone_text = True
+
+    def __init__(self, parallelism: int = 1) -> None:
+        self.parallelism = parallelism
+        self.calls: list[tuple[int, int]] = []
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append((len(texts), threading.get_ident()))
+        return [[1.0, 0.0, 0.0] for _ in texts]
+
+
+async def test_a_lone_text_is_embedded_on_the_event_loop() -> None:
+    encoder = ThreadRecordingEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        for i in range(3):
+            assert await embedder.embed(f"sequential write number {i}") == [1.0, 0.0, 0.0]
+    finally:
+        await embedder.close()
+    assert encoder.calls == [(1, threading.get_ident())] * 3
+
+
+async def test_texts_arriving_together_are_embedded_on_the_threads() -> None:
+    encoder = ThreadRecordingEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(8)))
+    finally:
+        await embedder.close()
+    assert [size for size, _ in encoder.calls] == [4, 4]  # shared between the sessions
+    assert threading.get_ident() not in {thread for _, thread in encoder.calls}
+
+
+async def test_a_lone_text_takes_a_thread_unless_the_encoder_allows_otherwise() -> None:
+    encoder = ThreadRecordingEncoder()
+    encoder.inline_lone_text = False  # as torch declares
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        await embedder.embed("one text")
+    finally:
+        await embedder.close()
+    assert [thread for _, thread in encoder.calls] != [threading.get_ident()]
+
+
+async def test_a_lone_text_failing_on_the_event_loop_fails_its_caller_only() -> None:
+    encoder = FailingEncoder()
+    encoder.inline_lone_text = True
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        with pytest.raises(RuntimeError, match="model exploded"):
+            await embedder.embed("bad")
+        assert await embedder.embed("good") == [1.0, 0.0, 0.0]
+    finally:
+        await embedder.close()
+
+
+async def test_a_text_alone_for_a_moment_in_a_load_takes_a_thread() -> None:
+    encoder = ThreadRecordingEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder, max_linger_s=0.001)
+    await embedder.start()
+    try:
+        await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(8)))
+        await embedder.embed("the load ebbs")  # the last batches held 4: not sequential yet
+        await embedder.embed("one at a time")
+    finally:
+        await embedder.close()
+    loop_thread = threading.get_ident()
+    assert [thread == loop_thread for _, thread in encoder.calls] == [False] * 3 + [True]

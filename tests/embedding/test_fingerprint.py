@@ -1,0 +1,123 @@
+"""The store's embedding fingerprint: adopted, assumed for old stores, and enforced at start."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from adapters.base import NamespaceRecord
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from plugin.core.fingerprint import (
+    LEGACY_FINGERPRINT,
+    META_KEY,
+    FingerprintMismatch,
+    check_store,
+    same_vector_space,
+)
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from tests.support.app import AppFactory
+from tests.support.cli import PROG, one_line, run_cli
+from tests.support.server_process import free_port
+
+TORCH, ONNX, INT8 = (f"all-MiniLM-L6-v2/{b}" for b in ("torch", "onnx", "onnx-int8"))
+
+
+def test_vector_spaces() -> None:
+    assert same_vector_space(TORCH, ONNX)
+    assert same_vector_space(INT8, INT8)
+    assert not same_vector_space(TORCH, INT8)
+    assert not same_vector_space(ONNX, INT8)
+    assert not same_vector_space(TORCH, "paraphrase-MiniLM-L3-v2/torch")
+
+
+async def store_with(data_dir: Path, *, namespace: bool, recorded: str | None) -> None:
+    store = QdrantEdgeBackend(384, data_dir)
+    await store.start()
+    try:
+        if namespace:
+            now = datetime.now(UTC)
+            await store.save_namespace(NamespaceRecord("workspace:old", "workspace", now))
+        if recorded is not None:
+            await store.write_store_meta(META_KEY, recorded)
+    finally:
+        await store.close()
+
+
+async def recorded_in(data_dir: Path) -> str | None:
+    store = QdrantEdgeBackend(384, data_dir)
+    await store.start()
+    try:
+        return (await store.read_store_meta()).get(META_KEY)
+    finally:
+        await store.close()
+
+
+async def check(data_dir: Path, fingerprint: str) -> str:
+    store = QdrantEdgeBackend(384, data_dir)
+    await store.start()
+    try:
+        return await check_store(store, fingerprint)
+    finally:
+        await store.close()
+
+
+async def test_an_empty_store_adopts_the_configured_fingerprint(tmp_path: Path) -> None:
+    assert await check(tmp_path, INT8) == INT8
+    assert await recorded_in(tmp_path) == INT8  # durable: read back after reopening
+    with pytest.raises(FingerprintMismatch):
+        await check(tmp_path, ONNX)
+
+
+async def test_an_old_store_without_a_record_is_taken_as_torch(tmp_path: Path) -> None:
+    await store_with(tmp_path, namespace=True, recorded=None)
+    assert await check(tmp_path, ONNX) == LEGACY_FINGERPRINT  # same space: accepted
+    assert await recorded_in(tmp_path) == LEGACY_FINGERPRINT
+    with pytest.raises(FingerprintMismatch):
+        await check(tmp_path, INT8)
+
+
+async def test_the_mismatch_says_what_and_what_to_do(tmp_path: Path) -> None:
+    await store_with(tmp_path, namespace=True, recorded=INT8)
+    with pytest.raises(FingerprintMismatch) as raised:
+        await check(tmp_path, ONNX)
+    message = str(raised.value)
+    assert f"vectors of {INT8}" in message
+    assert f"configured encoder is {ONNX}" in message
+    assert "MEMORY_PLUGIN_EMBEDDING_BACKEND=onnx-int8" in message
+    assert "`memory-plugin-vector export` then `import`" in message
+    assert "\n" not in message
+
+
+async def test_the_app_refuses_to_start_on_a_mismatch(
+    make_app: AppFactory, encoder: SentenceTransformerEncoder, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"  # the `settings` fixture's
+    await store_with(data_dir, namespace=False, recorded=INT8)
+    with pytest.raises(FingerprintMismatch, match="onnx-int8"):
+        async with TestClient(TestServer(make_app())):
+            pass
+    assert await recorded_in(data_dir) == INT8  # nothing was overwritten
+
+
+async def test_the_app_records_on_first_start(make_app: AppFactory, tmp_path: Path) -> None:
+    async with TestClient(TestServer(make_app())) as client, client.get("/v1/health") as reply:
+        assert reply.status == 200
+    assert await recorded_in(tmp_path / "data") == TORCH  # the fixture's encoder
+
+
+@pytest.mark.slow
+async def test_serve_stops_with_one_line_and_exit_1(tmp_path: Path) -> None:
+    await store_with(tmp_path / "data", namespace=True, recorded=INT8)
+    env = {
+        "MEMORY_PLUGIN_LISTEN_ADDR": f"127.0.0.1:{free_port()}",
+        "MEMORY_PLUGIN_DATA_DIR": str(tmp_path / "data"),
+        "MEMORY_PLUGIN_LOG_LEVEL": "WARNING",
+    }
+    result, _ = run_cli(["serve"], env, timeout_s=120.0)
+    assert result.returncode == 1, result.stderr
+    line = one_line(result.stderr)
+    assert line.startswith(f"{PROG}: cannot start: the store holds vectors of {INT8}"), line
+    assert f"configured encoder is {ONNX}" in line

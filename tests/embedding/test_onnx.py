@@ -1,0 +1,167 @@
+"""The ONNX backends against sentence-transformers (torch) itself, with the real model.
+
+Why these hold: the fingerprint rule (plugin/core/fingerprint.py) treats torch and onnx
+as one vector space and onnx-int8 as another. These tests are what that rests on:
+fp32 ONNX must give torch's vectors, int8 must be close but not the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.encoders import (
+    Encoder,
+    SentenceTransformerEncoder,
+    configured_fingerprint,
+    embedding_sessions,
+    load_encoder,
+    onnx_dir,
+)
+from plugin.embedding.model_files import resolve_model_dir
+from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, check_export
+from plugin.settings import Settings, SettingsError
+from tests.support.server_process import REPO_ROOT, clean_env
+
+TEXTS = [
+    "the user prefers tabs for indentation",
+    "Deploys to production happen on Tuesdays after the standup.",
+    "x",
+    "Ünïcödé, emoji 🚀 and CJK 漢字 in one memory",
+    "word " * 400,  # past the 256-token window: truncated alike
+    "Alice from the payments team owns the flaky checkout test in CI.",
+]
+
+
+def settings_for(backend: str, tmp_path: Path) -> Settings:
+    return Settings.model_validate(
+        {"MEMORY_PLUGIN_EMBEDDING_BACKEND": backend, "MEMORY_PLUGIN_DATA_DIR": str(tmp_path)}
+    )
+
+
+@pytest.fixture(scope="session")
+def onnx_encoder(tmp_path_factory: pytest.TempPathFactory) -> Encoder:
+    return load_encoder(settings_for("onnx", tmp_path_factory.mktemp("onnx")))
+
+
+@pytest.fixture(scope="session")
+def int8_encoder(tmp_path_factory: pytest.TempPathFactory) -> Encoder:
+    return load_encoder(settings_for("onnx-int8", tmp_path_factory.mktemp("int8")))
+
+
+def cosines(a: list[list[float]], b: list[list[float]]) -> np.ndarray:
+    return np.sum(np.array(a) * np.array(b), axis=1)
+
+
+def test_fingerprints_name_the_backend(
+    encoder: SentenceTransformerEncoder, onnx_encoder: Encoder, int8_encoder: Encoder
+) -> None:
+    assert encoder.fingerprint == "all-MiniLM-L6-v2/torch"
+    assert onnx_encoder.fingerprint == "all-MiniLM-L6-v2/onnx"
+    assert int8_encoder.fingerprint == "all-MiniLM-L6-v2/onnx-int8"
+    assert onnx_encoder.dimension == int8_encoder.dimension == 384
+    for backend in ("torch", "onnx", "onnx-int8"):
+        assert configured_fingerprint(settings_for(backend, Path("."))).endswith(f"/{backend}")
+
+
+def test_onnx_gives_torchs_vectors(
+    encoder: SentenceTransformerEncoder, onnx_encoder: Encoder
+) -> None:
+    reference = encoder.encode(TEXTS)
+    batched = onnx_encoder.encode(TEXTS)
+    alone = [onnx_encoder.encode([text])[0] for text in TEXTS]
+    assert cosines(batched, reference).min() > 0.99999
+    assert cosines(alone, reference).min() > 0.99999
+    assert np.allclose(np.linalg.norm(np.array(batched), axis=1), 1.0, atol=1e-5)
+
+
+def test_a_pool_of_sessions_gives_torchs_vectors_side_by_side(
+    encoder: SentenceTransformerEncoder, tmp_path: Path
+) -> None:
+    settings = settings_for("onnx", tmp_path).model_copy(update={"embedding_sessions": 2})
+    pooled = load_encoder(settings)
+    assert pooled.parallelism == 2
+    reference = encoder.encode(TEXTS)
+    with ThreadPoolExecutor(2) as threads:  # two batches at once, each on its own session
+        halves = list(threads.map(pooled.encode, [TEXTS[:3], TEXTS[3:]] * 3))
+    for found in zip(*[iter(halves)] * 2, strict=True):
+        assert cosines([v for half in found for v in half], reference).min() > 0.99999
+    alone = [pooled.encode([text])[0] for text in TEXTS]  # the lone-text session
+    assert cosines(alone, reference).min() > 0.99999
+
+
+def test_sessions_default_to_the_usable_cores(tmp_path: Path) -> None:
+    settings = settings_for("onnx", tmp_path)
+    assert embedding_sessions(settings) == min(4, len(os.sched_getaffinity(0)))
+    one = settings.model_copy(update={"embedding_sessions": 1})
+    assert embedding_sessions(one) == 1
+    assert load_encoder(one).parallelism == 1
+
+
+def test_int8_is_close_but_another_space(
+    encoder: SentenceTransformerEncoder, int8_encoder: Encoder
+) -> None:
+    found = cosines(int8_encoder.encode(TEXTS), encoder.encode(TEXTS))
+    assert found.min() > 0.9
+    assert found.max() < 0.99999  # its vectors do differ: why it has its own fingerprint
+
+
+async def test_batching_embedder_on_onnx_matches_one_at_a_time(onnx_encoder: Encoder) -> None:
+    embedder = BatchingEmbedder(onnx_encoder)
+    await embedder.start()
+    try:
+        vectors = await asyncio.gather(*(embedder.embed(text) for text in TEXTS))
+    finally:
+        await embedder.close()
+    assert embedder.stats.texts == len(TEXTS)
+    alone = [onnx_encoder.encode([text])[0] for text in TEXTS]
+    assert cosines(list(vectors), alone).min() > 0.99999
+
+
+def test_export_of_another_model_is_refused(tmp_path: Path) -> None:
+    (tmp_path / SOURCE_FILE).write_text(json.dumps({"model": "other", "weights_bytes": 1}))
+    with pytest.raises(ValueError, match="made from 'other'"):
+        check_export(tmp_path, resolve_model_dir(None))
+
+
+def test_onnx_files_live_beside_the_model_unless_configured(tmp_path: Path) -> None:
+    default = onnx_dir(settings_for("onnx", tmp_path))
+    assert (default / ONNX_FILES["onnx"]).is_file()  # exported by the fixtures above
+    chosen = Settings.model_validate({"MEMORY_PLUGIN_ONNX_DIR": str(tmp_path / "x")})
+    assert onnx_dir(chosen) == tmp_path / "x"
+
+
+def test_the_onnx_backend_loads_without_torch(onnx_encoder: Encoder, tmp_path: Path) -> None:
+    """Why its cold start is short: no torch, no sentence-transformers import."""
+    script = (
+        "import sys; from plugin.embedding.encoders import load_encoder; "
+        "from plugin.settings import Settings; "
+        f"e = load_encoder(Settings(data_dir={str(tmp_path)!r})); "
+        "assert len(e.encode(['hi'])[0]) == 384; "
+        "print(sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_unknown_embedding_backend_is_a_setting_error() -> None:
+    with pytest.raises(SettingsError, match="MEMORY_PLUGIN_EMBEDDING_BACKEND"):
+        Settings.from_env({"MEMORY_PLUGIN_EMBEDDING_BACKEND": "tensorflow"})
+    assert Settings.from_env({}).embedding_backend == "onnx"

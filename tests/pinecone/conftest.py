@@ -1,0 +1,23 @@
+"""The Pinecone adapter tests' `backend`: started on `fake` with `ticks`, holding namespace NS."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapters.base import NamespaceRecord
+from adapters.pinecone import PineconeBackend
+from tests.support.clocks import ManualClock
+from tests.support.pinecone import NS, adapter_backend
+from tests.support.pinecone_fake import FakePinecone
+from tests.support.records import T0
+
+
+@pytest.fixture
+async def backend(fake: FakePinecone, ticks: ManualClock) -> AsyncIterator[PineconeBackend]:
+    store = adapter_backend(fake, ticks, freshness_window_s=30.0)
+    await store.start()
+    await store.save_namespace(NamespaceRecord(name=NS, kind="workspace", created_at=T0))
+    yield store
+    await store.close()

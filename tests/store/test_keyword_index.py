@@ -1,0 +1,143 @@
+"""The keyword index across versions (plugin/embedding/keyword_index.py).
+
+A store written by the previous version (no keyword vectors, no record of an
+encoder) is upgraded in place: its memories get keyword vectors from their
+stored content and nothing else changes (a `kill -9` in the middle:
+test_keyword_index_crash.py). A store indexed by another encoder configuration is
+re-indexed, never mixed. The previous version's store: tests/support/keyword_store.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.base import NamespaceRecord, SearchQuery
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from plugin.core.fingerprint import META_KEY
+from plugin.embedding import keyword_index
+from plugin.embedding.keyword_index import COMPLETE, META_ENCODER, META_STATE
+from plugin.embedding.keywords import KeywordEncoder
+from tests.support.keyword_store import (
+    NAMES,
+    PER_NAMESPACE,
+    RARE,
+    contents,
+    matches,
+    stored_keywords,
+)
+from tests.support.pinecone import pinecone_backend
+from tests.support.pinecone_fake import FakePinecone
+from tests.support.records import DIM, T0, everything, memory, unit
+
+
+async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> None:
+    store = QdrantEdgeBackend(DIM, old_store)
+    await store.start()
+    try:
+        before = await store.query_memories(NAMES, SearchQuery(unit(1)), everything(), 100)
+        assert all(v is None for _, v in stored_keywords(store).values())
+        encoder = KeywordEncoder()
+        report = await keyword_index.index_store(store, encoder)
+        assert report is not None
+        assert report.indexed == len(NAMES) * PER_NAMESPACE
+        meta = await store.read_store_meta()
+        assert (meta[META_ENCODER], meta[META_STATE]) == (encoder.identity, COMPLETE)
+        assert meta[META_KEY] == "test/synthetic"  # the embedding record is untouched
+        for content, stored in stored_keywords(store).values():
+            assert matches(stored, encoder.document(content)), content
+        # Dense vectors and payloads as they were: the same dense answer.
+        after = await store.query_memories(NAMES, SearchQuery(unit(1)), everything(), 100)
+        assert after == before
+        hybrid = SearchQuery(unit(1), encoder.query("XJ-4471"))
+        found = await store.query_memories(NAMES, hybrid, everything(), 2)
+        assert [h.memory.content for h in found] == [RARE, RARE]
+        again = await keyword_index.index_store(store, encoder)  # the next start
+        assert again is not None
+        assert again.indexed == 0
+    finally:
+        await store.close()
+
+
+async def test_another_encoder_configuration_is_reindexed_never_mixed(tmp_path: Path) -> None:
+    store = QdrantEdgeBackend(DIM, tmp_path)
+    await store.start()
+    try:
+        first, second = KeywordEncoder(), KeywordEncoder(k1=2.0, b=0.5)
+        assert first.identity != second.identity
+        assert await keyword_index.index_store(store, first) is not None
+        await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="org", created_at=T0))
+        for text in contents(NAMES[0])[:50]:
+            await store.upsert_memory(memory(NAMES[0], content=text), unit(1), first.document(text))
+        report = await keyword_index.index_store(store, second)
+        assert report is not None
+        assert report.indexed == 50
+        meta = await store.read_store_meta()
+        assert (meta[META_ENCODER], meta[META_STATE]) == (second.identity, COMPLETE)
+        for content, vector in stored_keywords(store).values():
+            assert matches(vector, second.document(content)), content
+    finally:
+        await store.close()
+
+
+async def test_a_reset_cut_short_is_repeated(tmp_path: Path) -> None:
+    """Killed after recording the new encoder but before dropping the old vectors: the next
+    start drops them anyway (the state says `resetting`), so none of the old survive."""
+    store = QdrantEdgeBackend(DIM, tmp_path)
+    await store.start()
+    try:
+        old, new = KeywordEncoder(k1=2.0), KeywordEncoder()
+        await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="org", created_at=T0))
+        for text in contents(NAMES[0])[:20]:
+            await store.upsert_memory(memory(NAMES[0], content=text), unit(1), old.document(text))
+        await store.write_store_meta(META_STATE, keyword_index.RESETTING)
+        await store.write_store_meta(META_ENCODER, new.identity)
+        await keyword_index.index_store(store, new)
+        for content, vector in stored_keywords(store).values():
+            assert matches(vector, new.document(content)), content
+    finally:
+        await store.close()
+
+
+class FlakyStore(QdrantEdgeBackend):
+    """Unavailable for the first `failures` reads of its metadata."""
+
+    failures = 2
+
+    async def read_store_meta(self) -> Any:
+        if self.failures:
+            self.failures -= 1
+            raise BackendUnavailable("not yet")
+        return await super().read_store_meta()
+
+
+async def test_the_background_indexer_waits_for_the_store(
+    old_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(keyword_index, "RETRY_S", 0.01)
+    store = FlakyStore(DIM, old_store)
+    await store.start()
+    counted: list[int] = []
+    try:
+        await asyncio.wait_for(
+            keyword_index.maintain_in_background(store, KeywordEncoder(), counted.append), 30
+        )
+        assert sum(counted) == len(NAMES) * PER_NAMESPACE
+        assert (await store.read_store_meta())[META_STATE] == COMPLETE
+    finally:
+        await store.close()
+
+
+async def test_a_backend_without_keyword_vectors_is_left_alone() -> None:
+    with FakePinecone(dimension=DIM).mocked() as fake:
+        backend = pinecone_backend(fake)
+        await backend.start()
+        try:
+            assert await keyword_index.index_store(backend, KeywordEncoder()) is None
+            assert META_ENCODER not in await backend.read_store_meta()
+        finally:
+            await backend.close()

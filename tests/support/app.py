@@ -1,0 +1,74 @@
+"""The plugin app under test, driven through a client that checks every reply.
+
+`ContractClient` sends a request and asserts that the reply conforms to the
+contract before the test sees it; the `api` fixture (tests/conftest.py) hands one out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from tests.support.clocks import WallClock
+from tests.support.contract import assert_conforms
+
+AppFactory = Callable[..., web.Application]
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+class ContractClient:
+    """Sends requests and asserts each reply conforms to the contract."""
+
+    def __init__(self, client: TestClient[Any, Any], app: web.Application, clock: WallClock):
+        self.client = client
+        self.app = app
+        self.clock = clock
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        check: bool = True,
+    ) -> Reply:
+        data = raw if raw is not None else (None if body is None else json.dumps(body))
+        async with self.client.request(method, path, data=data, headers=headers) as response:
+            text = await response.read()
+            parsed = json.loads(text) if text else None
+            reply = Reply(response.status, parsed, dict(response.headers))
+        if check:
+            assert_conforms(method, path, reply.status, reply.body)
+        return reply
+
+    async def put_ns(self, name: str, kind: str = "workspace", **fields: Any) -> Reply:
+        return await self.call("PUT", f"/v1/namespaces/{name}", {"kind": kind, **fields})
+
+    async def commit(self, name: str, content: str, **fields: Any) -> Reply:
+        body = {"content": content, "kind": "fact", "source": "agent", **fields}
+        return await self.call("POST", f"/v1/namespaces/{name}/memories", body)
+
+    async def search(self, *namespaces: str, **fields: Any) -> Reply:
+        return await self.call("POST", "/v1/search", {"namespaces": list(namespaces), **fields})
+
+
+async def served(
+    make_app: AppFactory, clock: WallClock, **settings: Any
+) -> AsyncIterator[ContractClient]:
+    """`make_app(**settings)` on a test server, for one pass of `async for api in served(...)`."""
+    app = make_app(**settings)
+    async with TestClient(TestServer(app)) as client:
+        yield ContractClient(client, app, clock)

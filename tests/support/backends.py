@@ -1,0 +1,26 @@
+"""Backends under test, started and closed around a block.
+
+How each is built: `QdrantEdgeBackend(DIM, path)`, `QdrantServerBackend(DIM, location=":memory:")`
+or `QdrantCollectionsBackend(...)` directly, and Pinecone through
+`tests.support.pinecone.pinecone_backend` on the HTTP-level fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+from adapters.base import VectorBackend
+
+Backend = TypeVar("Backend", bound=VectorBackend)
+
+
+@asynccontextmanager
+async def started(backend: Backend) -> AsyncIterator[Backend]:
+    """`backend` after `start()`, closed when the block ends (whatever happens in it)."""
+    await backend.start()
+    try:
+        yield backend
+    finally:
+        await backend.close()

@@ -1,0 +1,86 @@
+"""A store as the previous version wrote it: memories without keyword vectors, no encoder record.
+
+The starting point of the keyword-index upgrade tests (tests/store/test_keyword_index*.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import qdrant_edge as qe
+
+from adapters.base import NamespaceRecord
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.engine import edge_config
+from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.layout import memory_to_payload, point_id
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from plugin.core.fingerprint import META_KEY
+from tests.support.records import DIM, T0, memory, unit
+
+NAMES = ["workspace:one", "team:two"]
+PER_NAMESPACE = 300
+RARE = "ticket XJ-4471 was escalated to finance"
+
+
+def contents(name: str) -> list[str]:
+    rows = [f"{name} note {index} about the weekly planning" for index in range(PER_NAMESPACE)]
+    rows[7] = RARE
+    return rows
+
+
+def write_previous_version(data: Path, vectors: Any = None) -> None:
+    """A data directory as the version before keyword vectors left it: a shard without a
+    sparse vector, namespace records, and store metadata naming only the embedding."""
+    root = data / "store"
+    root.mkdir(parents=True)
+    records = RecordStore(root / "namespaces.sqlite3")
+    records.open()
+    old = edge_config(DIM if vectors is None else vectors.dimension)
+    config = qe.EdgeConfig(vectors=old.vectors, max_search_threads=1, optimizers=old.optimizers)
+    shard = qe.EdgeShard.create(str(root / "memories"), config)
+    for name in NAMES:
+        epoch = records.save(NamespaceRecord(name=name, kind="workspace", created_at=T0))
+        texts = contents(name)
+        dense = (
+            [unit(1, i / 100) for i in range(len(texts))]
+            if vectors is None
+            else (vectors.encode(texts))
+        )
+        points = [
+            qe.Point(point_id(name, m.id), vector, memory_to_payload(m, epoch))
+            for text, vector in zip(texts, dense, strict=True)
+            for m in [memory(name, content=text)]
+        ]
+        shard.update(qe.UpdateOperation.upsert_points(points))
+    fingerprint = "all-MiniLM-L6-v2/torch" if vectors is not None else "test/synthetic"
+    records.set_meta(META_KEY, fingerprint)
+    shard.flush()
+    shard.close()
+    records.close()
+
+
+def stored_keywords(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
+    """Every point's content with its stored keyword vector (None when it has none)."""
+    found: dict[str, tuple[str, Any]] = {}
+    for shard in store._shards.open_shards():
+        offset = None
+        while True:
+            page, offset = shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=256, with_payload=True, with_vector=True)
+            )
+            for point in page:
+                vectors = point.vector if isinstance(point.vector, dict) else {}
+                found[str(point.id)] = (point.payload["content"], vectors.get(KEYWORDS_VECTOR))
+            if offset is None:
+                break
+    return found
+
+
+def matches(stored: Any, expected: Any) -> bool:
+    return stored is not None and (list(stored.indices), list(stored.values)) == (
+        list(expected.indices),
+        pytest.approx(list(expected.values), rel=1e-6),
+    )

@@ -1,0 +1,197 @@
+"""The real server as a child process, for durability tests and benchmarks.
+
+`ServerProcess` runs `python -m plugin.cli serve` on a free loopback port with
+its own data directory and a clean environment (no MEMORY_PLUGIN_* or QDRANT_*
+from the caller), sends its stdout and stderr to a log file, and is always
+safe to `close()`: tests get it from a fixture whose finalizer closes every
+process it started, benchmarks use it as a context manager.
+
+Only 127.0.0.1 is ever used. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+HEALTH_TIMEOUT_S = 60.0
+EXIT_TIMEOUT_S = 30.0
+
+
+def clean_env(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """os.environ without the plugin's own settings, plus `overrides`."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("MEMORY_PLUGIN_", "QDRANT_"))
+    }
+    env.update(overrides or {})
+    return env
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
+class ServerError(RuntimeError):
+    """The server did not start, or died; the message carries its log's tail."""
+
+
+class ServerProcess:
+    """One `memory-plugin-vector serve` child on 127.0.0.1:<port>."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        log_path: Path,
+        *,
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+        log_level: str = "WARNING",
+        command: Sequence[str] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        # What to run; a benchmark may serve the app its own way (benchmarks/overhead.py).
+        self.command = list(command or [sys.executable, "-m", "plugin.cli", "serve"])
+        self.log_path = Path(log_path)
+        self.port = port or free_port()
+        self.extra_env = dict(env or {})
+        self.log_level = log_level
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at: float | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> ServerProcess:
+        """Spawn the process (does not wait for it; see `wait_healthy`)."""
+        if self.running:
+            raise ServerError("already running")
+        self._close_log()
+        env = clean_env(
+            {
+                "MEMORY_PLUGIN_LISTEN_ADDR": f"{HOST}:{self.port}",
+                "MEMORY_PLUGIN_DATA_DIR": str(self.data_dir),
+                "MEMORY_PLUGIN_LOG_LEVEL": self.log_level,
+                **self.extra_env,
+            }
+        )
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in close())
+        self._log.write(f"--- start {time.strftime('%H:%M:%S')} port {self.port}\n".encode())
+        self._log.flush()
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.command,
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C in the terminal is not sent to it
+        )
+        return self
+
+    def wait_healthy(self, timeout_s: float = HEALTH_TIMEOUT_S) -> float:
+        """Poll GET /v1/health until 200; return seconds since `start()`."""
+        if self.proc is None or self.started_at is None:
+            raise ServerError("not started")
+        deadline = time.monotonic() + timeout_s
+        url = f"{self.base_url}/v1/health"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(
+                    f"server exited with {self.proc.returncode} before it was healthy:\n"
+                    + self.log_tail()
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2.0) as response:
+                    if response.status == 200:
+                        return time.monotonic() - self.started_at
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.05)
+        raise ServerError(f"no healthy answer within {timeout_s:g} s:\n" + self.log_tail())
+
+    def kill(self) -> int:
+        """SIGKILL, no chance to flush or clean up; return the exit status."""
+        return self._signal(signal.SIGKILL)
+
+    def terminate(self, timeout_s: float = EXIT_TIMEOUT_S) -> int:
+        """SIGTERM (graceful shutdown); SIGKILL if still alive after `timeout_s`."""
+        return self._signal(signal.SIGTERM, timeout_s)
+
+    def close(self) -> None:
+        """Kill if still running and release the log file. Idempotent."""
+        if self.running:
+            self.kill()
+        self._close_log()
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- output ----------------------------------------------------------------------
+
+    def log_text(self) -> str:
+        if self._log is not None:
+            self._log.flush()
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_text()[-chars:]
+
+    # -- internals -------------------------------------------------------------------
+
+    def _signal(self, signum: signal.Signals, timeout_s: float = EXIT_TIMEOUT_S) -> int:
+        if self.proc is None:
+            raise ServerError("not started")
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signum)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
+                self.proc.wait(timeout=EXIT_TIMEOUT_S)
+        return int(self.proc.returncode)
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
