@@ -3,7 +3,8 @@
 A failure while starting (model, port, a store of another embedding space) prints
 one line and exits 1. SIGTERM or SIGINT stops it cleanly: the listener closes,
 in-flight requests finish (up to `SHUTDOWN_GRACE_S`), the store is flushed and
-closed, "stopped" is logged and the exit status is 0.
+closed, "stopped" is logged and the exit status is 0. A store of another embedding
+space found only once a late backend answers stops it the same way, with status 1.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ SHUTDOWN_GRACE_S = 3.0
 log = logging.getLogger("memory_plugin")
 
 
-async def run_app(app: web.Application, host: str, port: int) -> None:
-    """Serve `app` until SIGTERM or SIGINT, then shut down in order."""
+async def run_app(app: web.Application, host: str, port: int) -> int:
+    """Serve `app` until SIGTERM or SIGINT (status 0) or until the app asks to stop
+    (status 1), then shut down in order."""
     from plugin.http.connections import make_runner
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
+    failed: list[str] = []
 
     def on_signal(signum: signal.Signals) -> None:
         received.append(signum.name)
@@ -44,6 +47,7 @@ async def run_app(app: web.Application, host: str, port: int) -> None:
         """What the app asks for (a late fingerprint mismatch): one line, then as SIGTERM."""
         log.error("stopping: %s", reason)
         print(f"{PROG}: stopping: {reason}", file=sys.stderr, flush=True)
+        failed.append(reason)
         on_signal(signal.SIGTERM)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -65,6 +69,7 @@ async def run_app(app: web.Application, host: str, port: int) -> None:
         # Stops the listener, waits for in-flight handlers (cancelling any still
         # running after the grace), then runs cleanup_ctx: janitor, store, model.
         await runner.cleanup()
+    return 1 if failed else 0
 
 
 def serve(settings: Settings) -> int:
@@ -84,9 +89,9 @@ def serve(settings: Settings) -> int:
         },
     )
     try:
-        asyncio.run(run_app(create_app(settings), host, port))
+        status = asyncio.run(run_app(create_app(settings), host, port))
     except Exception as error:  # model missing, port taken, ...
         print(f"{PROG}: cannot start: {error}", file=sys.stderr)
         return 1
     log.info("stopped", extra={"uptime_s": round(time.monotonic() - started, 1)})
-    return 0
+    return status

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -121,3 +123,41 @@ async def test_serve_stops_with_one_line_and_exit_1(tmp_path: Path) -> None:
     line = one_line(result.stderr)
     assert line.startswith(f"{PROG}: cannot start: the store holds vectors of {INT8}"), line
     assert f"configured encoder is {ONNX}" in line
+
+
+async def test_a_mismatch_found_when_a_late_store_answers_stops_serve_with_status_1(
+    encoder: SentenceTransformerEncoder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A store down at start is checked once it answers; another space then stops `serve`."""
+    from adapters.errors import BackendUnavailable
+    from plugin.commands.serve import run_app
+    from plugin.core import fingerprint
+    from plugin.http.app import create_app
+    from plugin.settings import Settings
+
+    data_dir = tmp_path / "data"
+    await store_with(data_dir, namespace=True, recorded=INT8)
+    monkeypatch.setattr(fingerprint, "RETRY_S", 0.05)
+    backend = QdrantEdgeBackend(encoder.dimension, data_dir)
+    read_store_meta, reads = backend.read_store_meta, []
+
+    async def late_store() -> Mapping[str, str]:
+        reads.append(1)
+        if len(reads) == 1:
+            raise BackendUnavailable("not answering yet")
+        return await read_store_meta()
+
+    monkeypatch.setattr(backend, "read_store_meta", late_store)
+    settings = Settings(data_dir=data_dir, listen_addr=f"127.0.0.1:{free_port()}")
+    app = create_app(settings, encoder=encoder, backend=backend)
+    status = await asyncio.wait_for(run_app(app, "127.0.0.1", free_port()), timeout=30)
+    assert status == 1
+    assert len(reads) >= 2  # the first read failed; the mismatch came from a later one
+    stderr = capsys.readouterr().err
+    printed = [line for line in stderr.splitlines() if line.startswith(f"{PROG}: ")]
+    assert len(printed) == 1, stderr
+    assert printed[0].startswith(f"{PROG}: stopping: the store holds vectors of {INT8}")
+    assert await recorded_in(data_dir) == INT8  # nothing was overwritten
