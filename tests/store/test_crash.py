@@ -1,6 +1,6 @@
 """The embedded store across `kill -9`: at every step of a namespace delete, and on upgrade.
 
-A namespace delete is three steps (adapters/qdrant/edge.py): bury the record
+A namespace delete is three steps (adapters/qdrant/edge/namespaces.py): bury the record
 (one SQLite transaction: the namespace vanishes for callers), delete its
 incarnation's points by filter, forget the purge. A child process is killed
 with SIGKILL after each step; the store reopened afterwards must show the
