@@ -57,7 +57,14 @@ def fake(ticks: ManualClock, pinecone_options: dict[str, Any]) -> Iterator[FakeP
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", janitor_interval_s=3600)
+    """Shares no test of races reaches (150 requests at once in one namespace): admission
+    has tests of its own (tests/api/test_admission.py) with shares they choose."""
+    return Settings(
+        data_dir=tmp_path / "data",
+        janitor_interval_s=3600,
+        queue_capacity=10_000,
+        tenant_max_in_flight=10_000,
+    )
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, 
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored
 from plugin.core.fields import SearchFields
+from plugin.scheduling.work import Priority, Work, search_tenant
 
 if TYPE_CHECKING:
     from adapters.base import VectorBackend
@@ -49,7 +50,7 @@ class MemorySearch:
         _unreadable: set[str]
 
         def _deadline(self) -> AbstractAsyncContextManager[None]: ...
-        def _embed(self, text: str) -> Awaitable[list[float]]: ...
+        def _embed(self, text: str, work: Work) -> Awaitable[list[float]]: ...
 
     async def search(self, request: SearchFields) -> list[Hit]:
         """One backend read over every live namespace asked for; pinned first, `limit` in all."""
@@ -64,18 +65,19 @@ class MemorySearch:
                 return []
             memory_filter = MemoryFilter(now=now, kinds=kinds)
             text = request.query_text
-            query = None if text is None else await self._search_query(text)
+            work = Work(search_tenant(names), Priority.SEARCH)
+            query = None if text is None else await self._search_query(text, work)
             try:
                 hits = await self._read(live, query, memory_filter, limit)
             except StorageDamaged:
                 hits = await self._read_around_damage(live, query, memory_filter, limit)
             return [hit for hit in hits if not hit.memory.is_expired(now)][:limit]
 
-    async def _search_query(self, text: str) -> SearchQuery:
+    async def _search_query(self, text: str, work: Work) -> SearchQuery:
         """What `search_mode` ranks by; a keyword search costs no model call."""
         mode = self.search_mode
         keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
-        dense = None if mode is SearchMode.KEYWORD else await self._embed(text)
+        dense = None if mode is SearchMode.KEYWORD else await self._embed(text, work)
         return SearchQuery(dense, keywords)
 
     async def _read(

@@ -52,6 +52,7 @@ from plugin.core.keyed_lock import KeyedLock
 from plugin.core.search import MemorySearch
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.keywords import KeywordEncoder
+from plugin.scheduling.work import Priority, Work
 
 Clock = Callable[[], datetime]
 
@@ -60,8 +61,9 @@ class Embedder(Protocol):
     dimension: int
 
     # An awaitable, not a coroutine function: BatchingEmbedder hands back a future
-    # that is already queued for the model when this returns.
-    def embed(self, text: str) -> Awaitable[list[float]]: ...
+    # that is already queued for the model when this returns. `work` is its place in
+    # the fair queues (plugin/scheduling/work.py).
+    def embed(self, text: str, work: Work = ...) -> Awaitable[list[float]]: ...
 
 
 def utc_now() -> datetime:
@@ -145,9 +147,9 @@ class MemoryService(MemorySearch):
         unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._unreadable))
         return StoreCondition(unreadable, found.problems)
 
-    def _embed(self, text: str) -> Awaitable[list[float]]:
+    def _embed(self, text: str, work: Work) -> Awaitable[list[float]]:
         """What the model reads of `text`, queued for it (module docstring: the clip)."""
-        return self.embedder.embed(clip_for_model(text))
+        return self.embedder.embed(clip_for_model(text), work)
 
     # -- namespaces ------------------------------------------------------------------
 
@@ -221,7 +223,7 @@ class MemoryService(MemorySearch):
                 existing, vector = await self._stored(namespace, body.id, body.content)
             reused = vector is not None
             if vector is None:
-                vector = await self._embed(body.content)
+                vector = await self._embed(body.content, Work(namespace, Priority.WRITE))
             else:
                 self._on_reused()
             now = self.clock()

@@ -19,21 +19,31 @@ request arriving then waits at most one text's model time. Under load texts go t
 the threads as before, and so does a text alone for a moment in a load: on the
 loop it held up the requests around it. torch keeps its thread (its single text is
 much slower).
+
+Texts wait in fair queues (plugin/scheduling/fair_queue.py), one per priority: a
+batch takes searches first, tenant by tenant in turn, and keeps a quarter of its
+places for writes when writes wait, so a search flood slows writes but never stops
+them. A batch holds at most `MAX_BATCH` texts: past a few texts a batch embeds no
+more texts a second, only longer, and a search that arrives while one runs waits
+for it (benchmarks/README.md, "Fair sharing").
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from plugin.embedding.encoders import Encoder, Vector
+from plugin.scheduling.fair_queue import FairQueue
+from plugin.scheduling.work import UNATTRIBUTED, Priority, Work
 
 # Called after each batch the model embedded: (texts in the batch, seconds it took).
 BatchObserver = Callable[[int, float], None]
+# Called for each text a batch takes: (its priority, seconds it waited in the queue).
+WaitObserver = Callable[[Priority, float], None]
 # all-MiniLM-L6-v2 reads 256 tokens, about 1,000 to 1,500 characters of prose; 8,192
 # characters hold more than 256 tokens of any text short of one padded with spaces.
 MAX_EMBEDDED_CHARS = 8192
@@ -44,9 +54,17 @@ def clip_for_model(text: str) -> str:
     return text[:MAX_EMBEDDED_CHARS]
 
 
-Pending = tuple[str, "asyncio.Future[Vector]"]
+# A text waiting for the model: (text, its future, when it was queued, its priority).
+Pending = tuple[str, "asyncio.Future[Vector]", float, Priority]
 # Under load, wait for expected callers at most this share of the last batch's time.
 LINGER_SHARE = 0.5
+MAX_BATCH = 8
+# When writes wait, at least one place in WRITE_SHARE of a full batch is theirs.
+WRITE_SHARE = 4
+
+
+def _live(item: Pending) -> bool:
+    return not item[1].cancelled()
 
 
 @dataclass
@@ -72,9 +90,10 @@ class BatchingEmbedder:
     def __init__(
         self,
         encoder: Encoder,
-        max_batch: int = 128,
+        max_batch: int = MAX_BATCH,
         observer: BatchObserver | None = None,
         max_linger_s: float = 0.004,
+        wait_observer: WaitObserver | None = None,
     ) -> None:
         self.encoder = encoder
         self.dimension = encoder.dimension
@@ -83,11 +102,12 @@ class BatchingEmbedder:
         self.max_linger_s = max_linger_s
         self.stats = BatchStats()
         self._observer = observer
+        self._wait_observer = wait_observer
         self._expected = 1  # callers expected at the next batch (see _gather)
         self._last_s = 0.0  # how long the last batch took
-        # Texts waiting for the next batch. The embedder task sleeps on `_wake` until
-        # `_wake_at` of them are queued: one wake-up per batch, not one per arrival.
-        self._pending: deque[Pending] = deque()
+        # Texts waiting for the next batch, by priority and tenant. The embedder task
+        # sleeps on `_wake` until `_wake_at` of them are queued: one wake-up per batch.
+        self._queues = {priority: FairQueue[Pending]() for priority in Priority}
         self._wake: asyncio.Future[None] | None = None
         self._wake_at = 1
         # One worker task per encode the encoder runs at once; one gathers at a time.
@@ -109,16 +129,26 @@ class BatchingEmbedder:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
-        while self._pending:
-            _, future = self._pending.popleft()
-            if not future.done():
-                future.set_exception(RuntimeError("embedder is shutting down"))
+        for queue in self._queues.values():
+            for _, future, _, _ in queue.drain():
+                if not future.done():
+                    future.set_exception(RuntimeError("embedder is shutting down"))
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
 
-    def embed(self, text: str) -> asyncio.Future[Vector]:
+    @property
+    def queued(self) -> int:
+        """Texts waiting for a batch."""
+        return sum(len(queue) for queue in self._queues.values())
+
+    def queued_by_priority(self) -> dict[Priority, int]:
+        return {priority: len(queue) for priority, queue in self._queues.items()}
+
+    def embed(self, text: str, work: Work = UNATTRIBUTED) -> asyncio.Future[Vector]:
         """`text`'s vector, to await; queued for the next batch before this returns.
+
+        `work` says for which tenant and how urgently: its place in the fair queues.
 
         A future rather than a coroutine: the caller can do other work (the existence
         check of an explicit id) while the model runs, without a task of its own.
@@ -126,15 +156,16 @@ class BatchingEmbedder:
         """
         if not self._workers:
             raise RuntimeError("embedder is not started")
-        future: asyncio.Future[Vector] = asyncio.get_running_loop().create_future()
-        self._pending.append((text, future))
-        if self._wake is not None and len(self._pending) >= self._wake_at:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Vector] = loop.create_future()
+        self._queues[work.priority].push(work.tenant, (text, future, loop.time(), work.priority))
+        if self._wake is not None and self.queued >= self._wake_at:
             _resolve(self._wake)
         return future
 
     async def _until_queued(self, count: int, timeout_s: float | None = None) -> None:
         """Return once `count` texts are queued, or after `timeout_s` seconds."""
-        if len(self._pending) >= count:
+        if self.queued >= count:
             return
         loop = asyncio.get_running_loop()
         wake: asyncio.Future[None] = loop.create_future()
@@ -165,23 +196,32 @@ class BatchingEmbedder:
         """
         await self._until_queued(1)
         expected = min(self.max_batch, self._expected)
-        if len(self._pending) < expected and self._expected > 1:
+        if self.queued < expected and self._expected > 1:
             linger_s = min(self.max_linger_s, self._last_s * LINGER_SHARE)
             await self._until_queued(expected, linger_s)
-        share = -(-len(self._pending) // max(1, self._idle))  # ceiling division
-        size = min(self.max_batch, share)
-        return [self._pending.popleft() for _ in range(size)]
+        share = -(-self.queued // max(1, self._idle))  # ceiling division
+        return self._take(min(self.max_batch, share))
+
+    def _take(self, size: int) -> list[Pending]:
+        """`size` texts: searches first, in fair order, with writes' reserved places."""
+        searches, writes = self._queues[Priority.SEARCH], self._queues[Priority.WRITE]
+        reserved = min(len(writes), size // WRITE_SHARE)
+        batch = searches.take(size - reserved, _live)
+        batch += writes.take(size - len(batch), _live)
+        if len(batch) < size:  # fewer live writes than places: searches fill them
+            batch += searches.take(size - len(batch), _live)
+        return batch
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             async with self._gathering:
                 batch = await self._gather()
-                batch = [(text, future) for text, future in batch if not future.cancelled()]
                 if not batch:
                     continue
                 self._idle -= 1  # before the next worker gathers: it shares among fewer
-            texts = [text for text, _ in batch]
+            texts = [text for text, _, _, _ in batch]
+            self._observe_waits(batch, loop.time())
             started = time.perf_counter()
             try:
                 if self._alone(len(texts)):
@@ -189,18 +229,18 @@ class BatchingEmbedder:
                 else:
                     vectors = await loop.run_in_executor(self._executor, self.encoder.encode, texts)
             except Exception as error:  # a model failure fails this batch, not the worker
-                for _, future in batch:
+                for _, future, _, _ in batch:
                     if not future.done():
                         future.set_exception(error)
                 continue
             finally:
                 self._idle += 1
             self._last_s = time.perf_counter() - started
-            self._expected = len(batch) + len(self._pending)
+            self._expected = len(batch) + self.queued
             self.stats.record(len(batch))
             if self._observer is not None:
                 self._observer(len(batch), self._last_s)
-            for (_, future), vector in zip(batch, vectors, strict=True):
+            for (_, future, _, _), vector in zip(batch, vectors, strict=True):
                 if not future.done():
                     future.set_result(vector)
 
@@ -209,8 +249,13 @@ class BatchingEmbedder:
         nothing queued behind it, no other encode running, and a lone text last time
         too: callers one at a time, not a load that ebbs for a moment (module docstring)."""
         busy = len(self._workers) - self._idle  # this worker's batch included
-        sequential = self._expected == 1 and not self._pending
+        sequential = self._expected == 1 and not self.queued
         return self.encoder.inline_lone_text and count == 1 and sequential and busy == 1
+
+    def _observe_waits(self, batch: list[Pending], now: float) -> None:
+        if self._wait_observer is not None:
+            for _, _, queued_at, priority in batch:
+                self._wait_observer(priority, now - queued_at)
 
 
 def _resolve(wake: asyncio.Future[None]) -> None:

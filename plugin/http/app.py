@@ -32,6 +32,7 @@ from plugin.embedding.keywords import KeywordEncoder
 from plugin.http.admin import admin_routes
 from plugin.http.handlers import routes
 from plugin.http.keys import (
+    ADMISSION,
     BACKEND,
     EMBEDDER,
     ENCODER,
@@ -46,6 +47,7 @@ from plugin.http.keys import (
 from plugin.http.middleware import envelope, request_context
 from plugin.observability.instrumented import InstrumentedBackend
 from plugin.observability.metrics import Metrics
+from plugin.scheduling.admission import Admission, Shares
 from plugin.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -54,9 +56,18 @@ log = logging.getLogger(__name__)
 async def _embedder(app: web.Application) -> AsyncIterator[None]:
     if ENCODER not in app:
         app[ENCODER] = await asyncio.to_thread(load_encoder, app[SETTINGS])
-    embedder = BatchingEmbedder(app[ENCODER], observer=app[METRICS].observe_embedding)
+    metrics = app[METRICS]
+    embedder = BatchingEmbedder(
+        app[ENCODER],
+        observer=metrics.observe_embedding,
+        wait_observer=metrics.sharing.observe_wait,
+    )
     await embedder.start()
     app[EMBEDDER] = embedder
+    admission = app[ADMISSION]
+    metrics.sharing.watch(
+        admission.in_flight_by_kind, admission.active_tenants, embedder.queued_by_priority
+    )
     yield
     await embedder.close()
 
@@ -144,6 +155,10 @@ def create_app(
     )
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
+    app[ADMISSION] = Admission(
+        Shares(settings.queue_capacity, settings.tenant_max_in_flight),
+        on_refused=app[METRICS].sharing.observe_refused,
+    )
     app[KEYWORDS] = KeywordEncoder() if keywords is None else keywords
     app[VECTORS_VERIFIED] = threading.Event()  # the store holds the encoder's vector space
     app[STOP] = _unstoppable  # `serve` replaces it

@@ -2,6 +2,10 @@
 
 Bodies are read in full (bounded by the app's `client_max_size`) and validated
 with the strict wire models; any failure is a 400 in the contract's envelope.
+Every operation but health is admitted for the namespace it works for
+(plugin/scheduling/): one whose namespace is in the path is admitted before its
+body is read, so a refusal costs as little as possible; a search or a forget
+once its body names the namespace.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from adapters.errors import BackendError
 from plugin import CAPABILITIES, CONTRACT_VERSION
 from plugin.core.names import canonical_uuid, check_namespace_name
 from plugin.http.envelope import bad_request, from_validation
-from plugin.http.keys import METRICS, SERVICE
+from plugin.http.keys import ADMISSION, METRICS, SERVICE
 from plugin.http.middleware import MEMORY_ID_KEY, NAMESPACE_KEY, SEARCHED_KEY
 from plugin.http.wire import (
     ForgetRequest,
@@ -27,6 +31,7 @@ from plugin.http.wire import (
     namespace_body,
 )
 from plugin.observability.metrics import CONTENT_TYPE
+from plugin.scheduling.work import search_tenant
 
 M = TypeVar("M", bound=BaseModel)
 routes = web.RouteTableDef()
@@ -84,30 +89,35 @@ async def health(request: web.Request) -> web.Response:
 @routes.put("/v1/namespaces/{name}")
 async def upsert_namespace(request: web.Request) -> web.Response:
     name = _namespace(request)
-    body = await _body(request, NamespaceUpsert)
-    record = await request.app[SERVICE].upsert_namespace(name, body)
+    with request.app[ADMISSION].hold(name):
+        body = await _body(request, NamespaceUpsert)
+        record = await request.app[SERVICE].upsert_namespace(name, body)
     return web.json_response(namespace_body(record))
 
 
 @routes.patch("/v1/namespaces/{name}")
 async def patch_namespace(request: web.Request) -> web.Response:
     name = _namespace(request)
-    body = await _body(request, NamespacePatch)
-    record = await request.app[SERVICE].patch_namespace(name, body, body.model_fields_set)
+    with request.app[ADMISSION].hold(name):
+        body = await _body(request, NamespacePatch)
+        record = await request.app[SERVICE].patch_namespace(name, body, body.model_fields_set)
     return web.json_response(namespace_body(record))
 
 
 @routes.delete("/v1/namespaces/{name}")
 async def delete_namespace(request: web.Request) -> web.Response:
-    await request.app[SERVICE].delete_namespace(_namespace(request))
+    name = _namespace(request)
+    with request.app[ADMISSION].hold(name):
+        await request.app[SERVICE].delete_namespace(name)
     return web.Response(status=204)
 
 
 @routes.post("/v1/namespaces/{name}/memories")
 async def commit_memory(request: web.Request) -> web.Response:
     name = _namespace(request)
-    body = await _body(request, MemoryWrite)
-    memory = await request.app[SERVICE].commit(name, body)
+    with request.app[ADMISSION].hold(name):
+        body = await _body(request, MemoryWrite)
+        memory = await request.app[SERVICE].commit(name, body)
     request[MEMORY_ID_KEY] = memory.id
     return web.json_response({"id": memory.id, "namespace": memory.namespace}, status=201)
 
@@ -116,7 +126,8 @@ async def commit_memory(request: web.Request) -> web.Response:
 async def search(request: web.Request) -> web.Response:
     body = await _body(request, SearchRequest)
     request[SEARCHED_KEY] = list(dict.fromkeys(body.namespaces))
-    hits = await request.app[SERVICE].search(body)
+    with request.app[ADMISSION].hold(search_tenant(body.namespaces)):
+        hits = await request.app[SERVICE].search(body)
     return web.json_response({"memories": [memory_body(h.memory, h.score) for h in hits]})
 
 
@@ -129,7 +140,8 @@ async def forget_memory(request: web.Request) -> web.Response:
     request[MEMORY_ID_KEY] = memory_id
     body = await _body(request, ForgetRequest)
     request[NAMESPACE_KEY] = body.requested_by_namespace
-    await request.app[SERVICE].forget(memory_id, body.requested_by_namespace)
+    with request.app[ADMISSION].hold(body.requested_by_namespace):
+        await request.app[SERVICE].forget(memory_id, body.requested_by_namespace)
     return web.Response(status=204)
 
 

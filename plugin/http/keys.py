@@ -13,6 +13,7 @@ from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.observability.metrics import Metrics
+from plugin.scheduling.admission import Admission
 from plugin.settings import Settings
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -25,6 +26,8 @@ SEARCH_MODE = web.AppKey("search_mode", SearchMode)
 VECTORS_VERIFIED = web.AppKey("vectors_verified", threading.Event)
 SERVICE = web.AppKey("service", MemoryService)
 METRICS = web.AppKey("metrics", Metrics)
+# Who may start a request now: each namespace's share of the requests in flight.
+ADMISSION = web.AppKey("admission", Admission)
 # Asks whoever runs the app to stop it, saying why (a late fingerprint mismatch);
 # `serve` stops as on SIGTERM, `create_app`'s default only logs.
 STOP: web.AppKey[Callable[[str], None]] = web.AppKey("stop")

@@ -6,6 +6,12 @@ own trouble (a backend down, a full disk, damaged files) is a 503 `unavailable`
 whose message names no file path: the details go to the log with the request
 id. Only a bug (an exception nobody expected) is a 500 `internal`.
 
+A namespace over its share of the requests in flight (plugin/scheduling/admission.py)
+is answered 429 `unavailable` with `Retry-After`, at once: the platform's breaker
+ignores a 4xx, so one tenant's flood never turns memory off for the others. The
+refusal is logged at warning level naming the namespace, a few lines a second at
+most (the logger is throttled, plugin/observability/logs.py).
+
 A client that hangs up before its body arrived is nobody's error: it is logged
 at info level without a traceback and counted with status 499 (nginx's "client
 closed request"), so an alert on 5xx does not fire for it. One too slow to send
@@ -33,8 +39,10 @@ from plugin.core.errors import NotFound, ServiceError
 from plugin.http.connections import BodyTimeout
 from plugin.http.envelope import ApiError, bad_request, not_found, unavailable
 from plugin.http.keys import METRICS
+from plugin.scheduling.admission import OverShare
 
 log = logging.getLogger("memory_plugin.access")
+refusals = logging.getLogger("memory_plugin.admission")
 REQUEST_ID = "X-Request-ID"
 REQUEST_ID_KEY = web.RequestKey("request_id", str)
 MEMORY_ID_KEY = web.RequestKey("memory_id", str)
@@ -85,6 +93,25 @@ def _from_service(error: ServiceError) -> ApiError:
     return bad_request(str(error))
 
 
+def _from_refusal(refusal: OverShare, request_id: str) -> ApiError:
+    refusals.warning(
+        "refused: namespace over its share of requests in flight",
+        extra={
+            "request_id": request_id,
+            "namespace": refusal.tenant,
+            "reason": refusal.reason,
+            "in_flight": refusal.in_flight,
+            "share": refusal.share,
+        },
+    )
+    return ApiError(
+        429,
+        "unavailable",
+        str(refusal),
+        headers={"Retry-After": str(refusal.retry_after_s)},
+    )
+
+
 def _logged(error: BackendError) -> bool:
     """Errors an operator must look into; outages and caller mistakes are not."""
     if isinstance(error, StorageDamaged):
@@ -102,6 +129,8 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
         failure = error
     except ServiceError as error:
         failure = _from_service(error)
+    except OverShare as refusal:
+        failure = _from_refusal(refusal, request_id)
     except web.HTTPException as error:
         if error.status < 400:
             raise

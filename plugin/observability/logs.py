@@ -26,6 +26,7 @@ THROTTLED_LOGGERS = (
     "aiohttp.web",
     "aiohttp.internal",
     "memory_plugin.connections",
+    "memory_plugin.admission",  # a namespace over its share: a line per refusal otherwise
 )
 
 

@@ -16,6 +16,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from adapters.base import StoreCondition
 from plugin.core.service import SweepReport
+from plugin.observability.sharing_metrics import SharingMetrics
 
 # The 0.0.4 text format, which every scraper understands.
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -90,6 +91,7 @@ class Metrics:
             " (plugin/embedding/keyword_index.py).",
             registry=self.registry,
         )
+        self.sharing = SharingMetrics(self.registry)
         # Labelled children by label values: `labels()` costs a lock and a tuple build on
         # every call, and these are looked up several times per request.
         self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}

@@ -1,0 +1,94 @@
+"""Metrics of fair sharing: work in flight and queued, refusals, time waited for the model.
+
+Labels stay bounded: a tenant's kind (workspace, team, org, other), a priority
+(search, write) and a refusal reason; never a namespace name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from plugin.scheduling.admission import REASONS, OverShare
+from plugin.scheduling.work import Priority
+
+PREFIX = "memory_plugin"
+TENANT_KINDS = ("workspace", "team", "org", "other")
+WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class _ScrapedGauges(Collector):
+    """Gauges read when scraped: requests in flight by tenant kind, texts queued by priority."""
+
+    def __init__(
+        self,
+        in_flight: Callable[[], Mapping[str, int]],
+        tenants: Callable[[], int],
+        queued: Callable[[], Mapping[Priority, int]],
+    ) -> None:
+        self._in_flight, self._tenants, self._queued = in_flight, tenants, queued
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        flying = GaugeMetricFamily(
+            f"{PREFIX}_requests_in_flight",
+            "Requests admitted and not yet answered, by the kind of namespace they work for.",
+            labels=["tenant_kind"],
+        )
+        counts = self._in_flight()
+        for kind in TENANT_KINDS:
+            flying.add_metric([kind], counts.get(kind, 0))
+        yield flying
+        yield GaugeMetricFamily(
+            f"{PREFIX}_tenants_in_flight",
+            "Namespaces (tenants) with at least one request in flight.",
+            value=self._tenants(),
+        )
+        queued = GaugeMetricFamily(
+            f"{PREFIX}_embedding_queued_texts",
+            "Texts waiting for the model, by priority.",
+            labels=["priority"],
+        )
+        waiting = self._queued()
+        for priority in Priority:
+            queued.add_metric([priority.name.lower()], waiting.get(priority, 0))
+        yield queued
+
+
+class SharingMetrics:
+    """Refusals and queue waits, counted as they happen; in-flight gauges read at scrape."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+        self.refused = Counter(
+            f"{PREFIX}_requests_refused",
+            "Requests refused at once with 429 (a namespace over its share), by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.queue_wait = Histogram(
+            f"{PREFIX}_embedding_queue_wait_seconds",
+            "Time a text waited for a batch of the model, by priority.",
+            ["priority"],
+            buckets=WAIT_BUCKETS,
+            registry=registry,
+        )
+        self._waits = {p: self.queue_wait.labels(p.name.lower()) for p in Priority}
+        for reason in REASONS:
+            self.refused.labels(reason)
+
+    def observe_refused(self, refusal: OverShare) -> None:
+        self.refused.labels(refusal.reason).inc()
+
+    def observe_wait(self, priority: Priority, seconds: float) -> None:
+        self._waits[priority].observe(seconds)
+
+    def watch(
+        self,
+        in_flight: Callable[[], Mapping[str, int]],
+        tenants: Callable[[], int],
+        queued: Callable[[], Mapping[Priority, int]],
+    ) -> None:
+        self._registry.register(_ScrapedGauges(in_flight, tenants, queued))

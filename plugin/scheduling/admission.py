@@ -1,0 +1,121 @@
+"""Admission at the door: each tenant a bounded share of the requests in flight.
+
+Whatever a request waits for (the model, the engine, the event loop), it waits
+with every other request in flight. Unbounded, one tenant's burst makes that queue
+long enough for everybody's answers to run past the platform's 2 s timeout, and the
+503s it draws open the platform's breaker for all workspaces. So a tenant over its
+share is refused at once with `OverShare` (answered 429: the breaker ignores a 4xx),
+never held until the deadline. The rules (docs/behaviour.md, "Fair sharing"):
+
+- A tenant with nothing in flight is always admitted: a sequential caller (the
+  platform's backfill sends one row at a time) is never refused.
+- No tenant has more than `tenant_max` in flight.
+- While fewer than `capacity` requests are in flight, a tenant may use what others
+  leave (work-conserving: a tenant alone gets the whole machine); at or above it,
+  each tenant is held to an equal share, `capacity // active tenants` (at least 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from plugin.scheduling.work import tenant_kind
+
+TENANT_MAX = "tenant_max"
+FAIR_SHARE = "fair_share"
+REASONS = (TENANT_MAX, FAIR_SHARE)
+
+
+@dataclass(frozen=True, slots=True)
+class Shares:
+    capacity: int  # requests in flight across tenants before shares are enforced
+    tenant_max: int  # requests one tenant may have in flight, ever
+
+
+class OverShare(Exception):
+    """A tenant asked for more than its share; it should retry after `retry_after_s`."""
+
+    def __init__(self, tenant: str, reason: str, in_flight: int, share: int) -> None:
+        why = (
+            f"at most {share} requests of one namespace are served at once"
+            if reason == TENANT_MAX
+            else f"the plugin is busy and each namespace gets {share} requests at once"
+        )
+        super().__init__(
+            f"too many requests in flight for namespace {tenant}: {in_flight} already; "
+            f"{why}; retry shortly"
+        )
+        self.tenant = tenant
+        self.reason = reason
+        self.in_flight = in_flight
+        self.share = share
+        self.retry_after_s = 1
+
+
+# Called on every admission decision: (tenant kind, in-flight by tenant kind) and refusals.
+RefusalObserver = Callable[[OverShare], None]
+
+
+class Admission:
+    """Counts requests in flight per tenant and decides, at once, whether one more may start."""
+
+    def __init__(self, shares: Shares, on_refused: RefusalObserver | None = None) -> None:
+        self.shares = shares
+        self._in_flight: dict[str, int] = {}
+        self._total = 0
+        self._on_refused = on_refused
+
+    @property
+    def in_flight(self) -> int:
+        return self._total
+
+    def active_tenants(self) -> int:
+        return len(self._in_flight)
+
+    def in_flight_by_kind(self) -> dict[str, int]:
+        """Requests in flight by tenant kind (workspace, team, org, other): for metrics."""
+        counts: dict[str, int] = {}
+        for tenant, count in self._in_flight.items():
+            kind = tenant_kind(tenant)
+            counts[kind] = counts.get(kind, 0) + count
+        return counts
+
+    def fair_share(self, tenant: str) -> int:
+        """What `tenant` may hold while the plugin is full: an equal part of `capacity`."""
+        active = len(self._in_flight) + (tenant not in self._in_flight)
+        return max(1, self.shares.capacity // active)
+
+    def check(self, tenant: str) -> None:
+        """Raise `OverShare` unless one more request of `tenant` may start now."""
+        mine = self._in_flight.get(tenant, 0)
+        if mine == 0:
+            return
+        if mine >= self.shares.tenant_max:
+            self._refuse(OverShare(tenant, TENANT_MAX, mine, self.shares.tenant_max))
+        if self._total >= self.shares.capacity:
+            share = self.fair_share(tenant)
+            if mine >= share:
+                self._refuse(OverShare(tenant, FAIR_SHARE, mine, share))
+
+    @contextmanager
+    def hold(self, tenant: str) -> Iterator[None]:
+        """Admit one request of `tenant` (or raise `OverShare`) for the `with` block."""
+        self.check(tenant)
+        self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
+        self._total += 1
+        try:
+            yield
+        finally:
+            self._total -= 1
+            left = self._in_flight[tenant] - 1
+            if left:
+                self._in_flight[tenant] = left
+            else:
+                del self._in_flight[tenant]
+
+    def _refuse(self, refusal: OverShare) -> None:
+        if self._on_refused is not None:
+            self._on_refused(refusal)
+        raise refusal

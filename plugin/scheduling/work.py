@@ -1,0 +1,52 @@
+"""Who a request works for (its tenant) and how urgent it is (its priority).
+
+The tenant is the unit of fairness: the encoder serves tenants in turn and admission
+gives each a share (docs/behaviour.md, "Fair sharing"). A write, a namespace
+operation or a forget works for the namespace it names. A search works for the
+caller's own `workspace:` namespace: the platform sends the caller's whole readable
+set, its workspace namespace plus the `team:` and `org:` namespaces it shares with
+others. Keyed on a shared namespace, every workspace of an org would be one tenant
+and compete with its neighbours for one share; keyed on the whole set, one
+workspace asking for subsets of it would count as several tenants and escape its
+share. A set with no `workspace:` namespace (another client) works for its first name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+OWN_NAMESPACE_KIND = "workspace:"
+
+
+class Priority(IntEnum):
+    """Lower is served first: an agent is waiting on a search; a write can wait a batch."""
+
+    SEARCH = 0
+    WRITE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    tenant: str
+    priority: Priority
+
+
+# Work nobody in particular asked for (tests, tools): one tenant, a write's priority.
+UNATTRIBUTED = Work("", Priority.WRITE)
+
+
+def search_tenant(namespaces: Sequence[str]) -> str:
+    """The tenant of a search over `namespaces` (module docstring)."""
+    for name in namespaces:
+        if name.startswith(OWN_NAMESPACE_KIND):
+            return name
+    return namespaces[0] if namespaces else ""
+
+
+def tenant_kind(tenant: str) -> str:
+    """A bounded label for metrics: the namespace's kind (`workspace`, `team`, `org`), or
+    `other`. Never the name itself."""
+    kind, _, _ = tenant.partition(":")
+    return kind if kind in ("workspace", "team", "org") else "other"
