@@ -98,9 +98,9 @@ class Settings(BaseModel):
     max_connections: int = Field(1000, ge=1, le=1_000_000, alias="MEMORY_PLUGIN_MAX_CONNECTIONS")
     # plugin/scheduling/admission.py: requests in flight across namespaces before each is held
     # to an equal share, and the most one namespace may have in flight; beyond, 429 at once.
-    queue_capacity: int = Field(128, ge=1, le=100_000, alias="MEMORY_PLUGIN_QUEUE_CAPACITY")
+    queue_capacity: int = Field(64, ge=1, le=100_000, alias="MEMORY_PLUGIN_QUEUE_CAPACITY")
     tenant_max_in_flight: int = Field(
-        32, ge=1, le=100_000, alias="MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT"
+        16, ge=1, le=100_000, alias="MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", alias="MEMORY_PLUGIN_LOG_LEVEL"

@@ -23,9 +23,11 @@ much slower).
 Texts wait in fair queues (plugin/scheduling/fair_queue.py), one per priority: a
 batch takes searches first, tenant by tenant in turn, and keeps a quarter of its
 places for writes when writes wait, so a search flood slows writes but never stops
-them. A batch holds at most `MAX_BATCH` texts: past a few texts a batch embeds no
-more texts a second, only longer, and a search that arrives while one runs waits
-for it (benchmarks/README.md, "Fair sharing").
+them; a batch with a search in it carries no more writes than that. The model is
+called once per group of texts of about the same length
+(plugin/embedding/length_groups.py). A batch holds at most `MAX_BATCH` texts:
+past a few texts a batch embeds no more texts a second, only longer, and a search
+that arrives while one runs waits for it (benchmarks/README.md, "Fair sharing").
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from plugin.embedding.encoders import Encoder, Vector
+from plugin.embedding.length_groups import encode_by_length
 from plugin.scheduling.fair_queue import FairQueue
 from plugin.scheduling.work import UNATTRIBUTED, Priority, Work
 
@@ -58,7 +61,7 @@ def clip_for_model(text: str) -> str:
 Pending = tuple[str, "asyncio.Future[Vector]", float, Priority]
 # Under load, wait for expected callers at most this share of the last batch's time.
 LINGER_SHARE = 0.5
-MAX_BATCH = 8
+MAX_BATCH = 4
 # When writes wait, at least one place in WRITE_SHARE of a full batch is theirs.
 WRITE_SHARE = 4
 
@@ -203,14 +206,17 @@ class BatchingEmbedder:
         return self._take(min(self.max_batch, share))
 
     def _take(self, size: int) -> list[Pending]:
-        """`size` texts: searches first, in fair order, with writes' reserved places."""
+        """`size` texts at most: the searches waiting, in fair order, with a write for every
+        `WRITE_SHARE - 1` of them; writes alone when no search waits. A search never
+        waits for writes that fill its batch: a lone search is a batch of one."""
         searches, writes = self._queues[Priority.SEARCH], self._queues[Priority.WRITE]
-        reserved = min(len(writes), size // WRITE_SHARE)
-        batch = searches.take(size - reserved, _live)
-        batch += writes.take(size - len(batch), _live)
-        if len(batch) < size:  # fewer live writes than places: searches fill them
-            batch += searches.take(size - len(batch), _live)
-        return batch
+        if not searches:
+            return writes.take(size, _live)
+        taken = searches.take(size - min(len(writes), size // WRITE_SHARE), _live)
+        if not taken:  # every search waiting was cancelled
+            return writes.take(size, _live)
+        owed = min(size - len(taken), len(taken) // (WRITE_SHARE - 1))
+        return taken + writes.take(owed, _live)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -225,9 +231,11 @@ class BatchingEmbedder:
             started = time.perf_counter()
             try:
                 if self._alone(len(texts)):
-                    vectors = self.encoder.encode(texts)
+                    vectors = encode_by_length(self.encoder.encode, texts)
                 else:
-                    vectors = await loop.run_in_executor(self._executor, self.encoder.encode, texts)
+                    vectors = await loop.run_in_executor(
+                        self._executor, encode_by_length, self.encoder.encode, texts
+                    )
             except Exception as error:  # a model failure fails this batch, not the worker
                 for _, future, _, _ in batch:
                     if not future.done():

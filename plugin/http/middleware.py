@@ -10,7 +10,9 @@ A namespace over its share of the requests in flight (plugin/scheduling/admissio
 is answered 429 `unavailable` with `Retry-After`, at once: the platform's breaker
 ignores a 4xx, so one tenant's flood never turns memory off for the others. The
 refusal is logged at warning level naming the namespace, a few lines a second at
-most (the logger is throttled, plugin/observability/logs.py).
+most (the logger is throttled, plugin/observability/logs.py), and counted in the
+metrics; it gets no access line of its own: under a flood those lines would be the
+log flood the throttle is there to prevent, and the bulk of a refusal's cost.
 
 A client that hangs up before its body arrived is nobody's error: it is logged
 at info level without a traceback and counted with status 499 (nginx's "client
@@ -53,6 +55,8 @@ SEARCHED_KEY = web.RequestKey("searched", list[str])
 MAX_REQUEST_ID = 128
 MAX_LOGGED_NAMESPACES = 50
 CLIENT_CLOSED = 499
+# Set on a request refused for its namespace's share: counted, but no access line.
+REFUSED_KEY = web.RequestKey("refused", bool)
 
 
 def _from_http(error: web.HTTPException) -> ApiError:
@@ -131,6 +135,7 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
         failure = _from_service(error)
     except OverShare as refusal:
         failure = _from_refusal(refusal, request_id)
+        request[REFUSED_KEY] = True
     except web.HTTPException as error:
         if error.status < 400:
             raise
@@ -183,6 +188,8 @@ def _log_fields(request: web.Request, status: int | None, seconds: float) -> dic
 def _finish(request: web.Request, status: int, started: float) -> None:
     seconds = time.perf_counter() - started
     request.app[METRICS].observe_request(_route(request), request.method, status, seconds)
+    if request.get(REFUSED_KEY):
+        return
     log.info("request", extra=_log_fields(request, status, seconds))
 
 

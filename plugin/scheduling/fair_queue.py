@@ -2,10 +2,13 @@
 
 Deficit round robin with a quantum of one item (every item is one text for the
 model, and texts are clipped to what the model reads, so items cost about the same),
-and FQ-CoDel's rule for sparse flows: a tenant that had nothing queued goes to the
-`_new` list, served before the backlogged tenants of the `_old` list. So a tenant
-with one item waiting is served next, whatever another tenant has queued; a tenant
-that keeps a backlog is served once per round with the other backlogged ones.
+and FQ-CoDel's rule for sparse flows (RFC 8290, section 4.1): a tenant that had
+nothing queued goes to the `_new` list, served before the tenants of the `_old`
+list. So a tenant with one item waiting is served next, whatever another tenant has
+queued; a tenant that keeps a backlog is served once per round with the others.
+After its turn a tenant goes to the back of the old list even when it has nothing
+left, and is forgotten only when its turn comes round with nothing queued: a tenant
+that sends again at once is not new again, so it cannot jump the queue forever.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ class FairQueue(Generic[T]):
 
     def tenants(self) -> int:
         """How many tenants have something queued."""
-        return len(self._queues)
+        return sum(1 for queue in self._queues.values() if queue)
 
     def push(self, tenant: str, item: T) -> None:
         queue = self._queues.get(tenant)
@@ -43,16 +46,16 @@ class FairQueue(Generic[T]):
 
     def pop(self) -> T:
         """The next item in fair order; IndexError when empty."""
-        turns = self._new if self._new else self._old
-        tenant = turns.popleft()
-        queue = self._queues[tenant]
-        item = queue.popleft()
-        self._size -= 1
-        if queue:
-            self._old.append(tenant)
-        else:
-            del self._queues[tenant]
-        return item
+        if not self._size:
+            raise IndexError("pop from an empty FairQueue")
+        while True:
+            tenant = self._new.popleft() if self._new else self._old.popleft()
+            queue = self._queues[tenant]
+            if queue:
+                self._old.append(tenant)
+                self._size -= 1
+                return queue.popleft()
+            del self._queues[tenant]  # its turn came round with nothing queued
 
     def take(self, count: int, live: Callable[[T], bool] = lambda _: True) -> list[T]:
         """Up to `count` live items in fair order; dead ones (`live` false) are dropped."""

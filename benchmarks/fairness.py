@@ -1,0 +1,163 @@
+"""Issue 27: one workspace's flood never takes memory away from the others.
+
+Against the real server process (`serve` defaults: embedded store, the shipped
+INFO log), with LoCoMo's dialog turns as memories and its questions as queries:
+
+1. The quiet tenant alone: one search at a time, 20 ms apart, over
+   `workspace:quiet` (200 memories) and the `team:` and `org:` namespaces it shares.
+2. A flood of 256 closed-loop callers committing into `workspace:noisy`, alone and
+   beside the quiet tenant. A flood caller sends its next request as soon as the
+   last was answered, or, refused with 429, once its `Retry-After` has passed.
+3. The same with 256 searching callers.
+4. The commit flood again with the quiet tenant and a sequential backfill writer
+   (PUT, then a commit with an id, one row at a time, as `memory-backfill` sends).
+5. 64 tenants flooding at 4 callers each (commits): Jain's fairness index of their
+   accepted throughput, and each tenant's p99 against the median tenant's.
+
+Every answer of every phase, merged in the order they finished, goes through a
+model of the platform's one client (2 s timeout; 3 consecutive 5xx or timeouts
+open its breaker; a 4xx or a 2xx resets the count). The model's own rate, in this
+process, is printed as the yardstick. About 2 minutes.
+`python -m benchmarks.fairness [--duration 10] [--data PATH]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from benchmarks.common import machine, percentile
+from benchmarks.fairness_load import (
+    BACKFILL,
+    DEFAULT_DATA,
+    QUIET,
+    Flood,
+    Outcome,
+    Texts,
+    check,
+    describe,
+    model_rate,
+    ok,
+    phase,
+    served,
+)
+
+NOISY = "workspace:noisy"
+FLOOD = 256
+REFUSAL_LIMIT_S = 0.05
+TENANTS = tuple(f"workspace:tenant-{t:02d}" for t in range(64))
+
+
+def breaker_opened(outcomes: list[Outcome]) -> tuple[int, int]:
+    """(times the platform's breaker would have opened, longest run of failures)."""
+    run = longest = opened = 0
+    for o in sorted(outcomes, key=lambda o: o.finished):
+        if o.status == 0 or o.status >= 500:
+            run += 1
+            longest = max(longest, run)
+            if run == 3:
+                opened += 1
+        else:
+            run = 0
+    return opened, longest
+
+
+def jain(values: list[float]) -> float:
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values)) if values else 0.0
+
+
+def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
+    results = []
+    quiet_alone = phase(base, texts, duration, None, True, 1)
+    print(
+        describe("quiet alone: searches", [o for o in quiet_alone if o.stream == "quiet"], duration)
+    )
+    mixed: list[Outcome] = list(quiet_alone)
+    for kind in ("commit", "search"):
+        flood = Flood(kind, (NOISY,), FLOOD, texts.turns, texts.questions)
+        alone = phase(base, texts, duration, flood, False, 2)
+        both = phase(base, texts, duration, flood, True, 3)
+        mixed += both
+        quiet = [o for o in both if o.stream == "quiet"]
+        noisy = [o for o in both if o.stream == NOISY]
+        print(f"{FLOOD} callers flooding {kind}s into {NOISY}:")
+        print(describe("flood alone", alone, duration))
+        print(describe("flood beside the quiet tenant", noisy, duration))
+        print(describe("quiet tenant's searches", quiet, duration))
+        quiet_p99 = percentile([o.seconds for o in quiet], 99) * 1000
+        bad = sum(1 for o in quiet if o.status == 0 or o.status >= 500)
+        refusals = [o.seconds for o in noisy + alone if o.status == 429]
+        ratio = sum(map(ok, noisy)) / max(1, sum(map(ok, alone)))
+        results += [
+            check(
+                f"quiet p99 under a {kind} flood <= 250 ms", quiet_p99 <= 250, f"{quiet_p99:.0f} ms"
+            ),
+            check("quiet answers over 2 s or 5xx == 0", bad == 0, str(bad)),
+            check(
+                "every refusal within 50 ms",
+                not refusals or max(refusals) <= REFUSAL_LIMIT_S,
+                f"{len(refusals)} refusals, max {max(refusals, default=0) * 1000:.0f} ms",
+            ),
+            check("flood accepted, beside quiet / alone >= 0.9", ratio >= 0.9, f"{ratio:.2f}x"),
+        ]
+    flood = Flood("commit", (NOISY,), FLOOD, texts.turns, texts.questions)
+    with_writer = phase(base, texts, duration, flood, True, 6, backfill=True)
+    mixed += with_writer
+    writer = [o for o in with_writer if o.stream == "backfill"]
+    print(f"{FLOOD} callers flooding commits, the quiet tenant and a sequential backfill writer:")
+    print(describe("backfill writer (PUT, commit with id)", writer, duration))
+    results.append(
+        check(
+            "a sequential backfill writer is never refused",
+            bool(writer) and all(o.status in (200, 201) for o in writer),
+            f"{len(writer)} requests: {dict(Counter(o.status for o in writer))}",
+        )
+    )
+    tenants = TENANTS
+    many = phase(base, texts, duration, Flood("commit", tenants, 4, texts.turns, ()), False, 4)
+    mixed += many
+    rates = [sum(1 for o in many if o.stream == t and ok(o)) / duration for t in tenants]
+    p99s = [
+        percentile([o.seconds for o in many if o.stream == t and ok(o)] or [0.0], 99)
+        for t in tenants
+    ]
+    worst = max(p99s) / statistics.median(p99s)
+    print("64 tenants x 4 callers committing:")
+    print(describe("all tenants", many, duration))
+    print(
+        f"  accepted per tenant: min {min(rates):.1f}/s, "
+        f"median {statistics.median(rates):.1f}/s, max {max(rates):.1f}/s"
+    )
+    opened, longest = breaker_opened(mixed)
+    results += [
+        check(
+            "Jain's index of accepted throughput >= 0.95", jain(rates) >= 0.95, f"{jain(rates):.3f}"
+        ),
+        check("worst tenant p99 / median tenant p99 <= 3", worst <= 3, f"{worst:.2f}x"),
+        check(
+            "the platform's breaker never opens (all phases, one client)",
+            opened == 0,
+            f"opened {opened} times; longest run of failures {longest}; {len(mixed)} answers",
+        ),
+    ]
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = parser.parse_args()
+    texts = Texts(args.data)
+    layout = {QUIET: 200, NOISY: 200, "team:shared": 50, "org:shared": 50, BACKFILL: 0}
+    layout |= {tenant: 20 for tenant in TENANTS}
+    print(f"fairness ({machine()}); {model_rate()}")
+    with served({}, layout, texts) as base:
+        results = measure_floods(base, texts, args.duration)
+    print(f"{sum(results)} of {len(results)} checks passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,312 @@
+"""Callers for benchmarks/fairness.py: closed loops in this process or in a child process.
+
+Every answer is recorded as an `Outcome` with the wall-clock time it finished, so
+that answers from several processes can be merged in the order the platform's one
+client would have seen them (the breaker model in benchmarks/fairness.py).
+A flood runs in a child process of its own: its hundreds of Python callers would
+otherwise slow the quiet caller's own loop and be counted as the server's delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import random
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from benchmarks.common import percentile
+from benchmarks.locomo import load
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo-dev.json"
+QUIET = "workspace:quiet"
+BACKFILL = "workspace:backfill"
+QUIET_PAUSE_S = 0.02
+# The platform's client: 2 s per call; a slower answer is a failure (status 0 here).
+CLIENT_TIMEOUT = aiohttp.ClientTimeout(total=2.0)
+Request = tuple[str, str, Any]  # method, path, JSON body
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    stream: str  # who sent it: "quiet", "flood", "backfill", a tenant's name
+    finished: float  # time.time() when the answer (or the failure) came
+    seconds: float
+    status: int  # 0: no answer within the client's 2 s, or a transport error
+
+
+@dataclass(frozen=True)
+class Flood:
+    """`callers` closed-loop callers per tenant, each sending `kind` ("commit"/"search")."""
+
+    kind: str
+    tenants: tuple[str, ...]
+    callers: int
+    texts: tuple[str, ...]
+    queries: tuple[str, ...]
+    honour_retry_after: bool = True
+    # Callers start spread over this many seconds: hundreds of agents do not all send in
+    # the same millisecond, and a flood's first burst would otherwise measure TCP set-up.
+    ramp_s: float = 0.5
+
+
+def commit_request(namespace: str, text: str, rng: random.Random) -> Request:
+    body = {
+        "content": text,
+        "kind": "fact",
+        "source": "agent",
+        "id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+    }
+    return "POST", f"/v1/namespaces/{namespace}/memories", body
+
+
+def search_request(namespaces: Sequence[str], query: str) -> Request:
+    return "POST", "/v1/search", {"namespaces": list(namespaces), "query": query, "limit": 10}
+
+
+async def send(
+    session: aiohttp.ClientSession, base: str, request: Request
+) -> tuple[int, float, float]:
+    """(status, seconds, the Retry-After it asked for or 0)."""
+    method, path, body = request
+    started = time.perf_counter()
+    retry_after = 0.0
+    try:
+        async with session.request(method, base + path, json=body) as response:
+            await response.read()
+            status = response.status
+            retry_after = float(response.headers.get("Retry-After", 0) or 0)
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        status = 0
+    return status, time.perf_counter() - started, retry_after
+
+
+async def closed_loop(
+    session: aiohttp.ClientSession,
+    base: str,
+    stream: str,
+    make: Callable[[], Request],
+    until: float,
+    out: list[Outcome],
+    pause_s: float = 0.0,
+    honour_retry_after: bool = True,
+) -> None:
+    """Send `make()`'s next request as soon as the last was answered (after `pause_s`), or,
+    refused, once its Retry-After has passed (unless `honour_retry_after` is false)."""
+    while time.time() < until:
+        status, took, retry_after = await send(session, base, make())
+        out.append(Outcome(stream, time.time(), took, status))
+        wait = retry_after if honour_retry_after else 0.0
+        if pause_s or wait:
+            await asyncio.sleep(min(max(pause_s, wait), max(0.0, until - time.time())))
+
+
+def session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=CLIENT_TIMEOUT)
+
+
+async def run_flood(base: str, flood: Flood, until: float, seed: int) -> list[Outcome]:
+    out: list[Outcome] = []
+    async with session() as client:
+        loops = []
+        for t, tenant in enumerate(flood.tenants):
+            for k in range(flood.callers):
+                rng = random.Random(seed * 100_003 + t * 1_000 + k)
+
+                def make(rng: random.Random = rng, tenant: str = tenant) -> Request:
+                    if flood.kind == "commit":
+                        return commit_request(tenant, rng.choice(flood.texts), rng)
+                    return search_request([tenant], rng.choice(flood.queries))
+
+                delay = rng.uniform(0, flood.ramp_s)
+                loops.append(
+                    _after(
+                        delay,
+                        closed_loop(
+                            client, base, tenant, make, until, out, 0.0, flood.honour_retry_after
+                        ),
+                    )
+                )
+        await asyncio.gather(*loops)
+    return out
+
+
+async def _after(delay_s: float, work: Coroutine[Any, Any, None]) -> None:
+    await asyncio.sleep(delay_s)
+    await work
+
+
+def _child(base: str, flood: Flood, until: float, seed: int, pipe: Any) -> None:
+    pipe.send(asyncio.run(run_flood(base, flood, until, seed)))
+    pipe.close()
+
+
+class FloodProcess:
+    """A flood in a child process (forked before any event loop runs in this one)."""
+
+    def __init__(self, base: str, flood: Flood, until: float, seed: int) -> None:
+        context = multiprocessing.get_context("fork")
+        self._receive, send_end = context.Pipe(duplex=False)
+        self._process = context.Process(
+            target=_child, args=(base, flood, until, seed, send_end), daemon=True
+        )
+        self._process.start()
+        send_end.close()
+
+    def results(self) -> list[Outcome]:
+        outcomes: list[Outcome] = self._receive.recv()
+        self._process.join()
+        return outcomes
+
+
+# -- phases: a flood in a child process, the quiet tenant (and a writer) in this one ----
+
+
+class Texts:
+    """LoCoMo's dialog turns (memories) and questions (queries)."""
+
+    def __init__(self, path: Path) -> None:
+        conversations = load(path)
+        self.turns = tuple(text for c in conversations for _, _, text in c.memories["dialog"])
+        self.questions = tuple(q.text for c in conversations for q in c.questions)
+
+
+async def seed(base: str, namespaces: dict[str, int], texts: Texts) -> None:
+    """PUT each namespace and commit its count of turns, 16 requests in flight."""
+    rng = random.Random(7)
+    work: list[Request] = [
+        ("PUT", f"/v1/namespaces/{n}", {"kind": "workspace"}) for n in namespaces
+    ]
+    rows: list[Request] = []
+    for name, count in namespaces.items():
+        rows += [commit_request(name, rng.choice(texts.turns), rng) for _ in range(count)]
+    rng.shuffle(rows)
+    async with session() as client:
+        for batch in (work, rows):
+
+            async def caller(pending: Iterator[Request]) -> None:
+                for request in pending:
+                    for _ in range(20):  # a 429 or a timeout while seeding: send it again
+                        status, _, _ = await send(client, base, request)
+                        if status in (200, 201):
+                            break
+
+            shared = iter(batch)  # each request is sent by one of the callers
+            await asyncio.gather(*(caller(shared) for _ in range(16)))
+
+
+async def quiet_and_backfill(
+    base: str, texts: Texts, until: float, out: list[Outcome], seed_: int, backfill_too: bool
+) -> None:
+    rng = random.Random(seed_)
+    async with session() as client:
+        next_row = iter(range(10**9))
+
+        def quiet() -> Request:
+            return search_request([QUIET, "team:shared", "org:shared"], rng.choice(texts.questions))
+
+        async def backfill() -> None:
+            while time.time() < until:
+                row = next(next_row)
+                for request in (
+                    ("PUT", f"/v1/namespaces/{BACKFILL}", {"kind": "workspace"}),
+                    commit_request(BACKFILL, texts.turns[row % len(texts.turns)], rng),
+                ):
+                    status, took, _ = await send(client, base, request)
+                    out.append(Outcome("backfill", time.time(), took, status))
+
+        quiet_loop = closed_loop(client, base, "quiet", quiet, until, out, QUIET_PAUSE_S)
+        await asyncio.gather(quiet_loop, *([backfill()] if backfill_too else []))
+
+
+def phase(
+    base: str,
+    texts: Texts,
+    duration: float,
+    flood: Flood | None,
+    quiet: bool,
+    seed_: int,
+    backfill: bool = False,
+) -> list[Outcome]:
+    until = time.time() + duration
+    child = FloodProcess(base, flood, until, seed_) if flood is not None else None
+    out: list[Outcome] = []
+    if quiet:
+        asyncio.run(quiet_and_backfill(base, texts, until, out, seed_, backfill))
+    if child is not None:
+        out += child.results()
+    return out
+
+
+@contextmanager
+def served(env: Mapping[str, str], layout: Mapping[str, int], texts: Texts) -> Iterator[str]:
+    """A fresh server process (the shipped INFO log), seeded with `layout`, warmed up."""
+    from tests.support.server_process import ServerProcess
+
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+        ServerProcess(Path(tmp) / "data", Path(tmp) / "log", env=env, log_level="INFO") as server,
+    ):
+        server.start()
+        print(f"cold start: {server.wait_healthy():.2f} s")
+        started = time.perf_counter()
+        asyncio.run(seed(server.base_url, layout, texts))
+        print(
+            f"seeded {sum(layout.values()):,} memories in {len(layout)} namespaces "
+            f"in {time.perf_counter() - started:.0f} s"
+        )
+        warm = Flood("commit", tuple(layout)[:2], 8, texts.turns, texts.questions)
+        phase(server.base_url, texts, 3.0, warm, False, 0)  # the first seconds are slower
+        try:
+            yield server.base_url
+        except BaseException:
+            print("server log tail:\n" + server.log_tail())
+            raise
+
+
+# -- figures ---------------------------------------------------------------------------
+
+
+def ok(o: Outcome) -> bool:
+    return 200 <= o.status < 300
+
+
+def describe(name: str, outcomes: Sequence[Outcome], duration: float) -> str:
+    if not outcomes:
+        return f"  {name}: no answers"
+    ms = [o.seconds * 1000 for o in outcomes]
+    statuses = Counter(o.status for o in outcomes)
+    shown = ", ".join(
+        f"{count} x {status or 'timeout'}" for status, count in sorted(statuses.items())
+    )
+    accepted = sum(map(ok, outcomes)) / duration
+    return (
+        f"  {name}: p50 {percentile(ms, 50):.0f} ms, p99 {percentile(ms, 99):.0f} ms, "
+        f"max {max(ms):.0f} ms; accepted {accepted:.0f}/s; {shown}"
+    )
+
+
+def check(label: str, passed: bool, figure: str) -> bool:
+    print(f"  {'PASS' if passed else 'FAIL'} {label}: {figure}")
+    return passed
+
+
+def model_rate() -> str:
+    """The model's own rate in this process, the pool the server runs: the yardstick."""
+    from benchmarks.model import pool_rate
+    from plugin.embedding.encoders import load_encoder
+    from plugin.settings import Settings
+
+    encoder = load_encoder(Settings.model_validate({}))
+    pool_rate(encoder)  # warm-up
+    rate = pool_rate(encoder)
+    return f"the model alone (this process, a pool of {encoder.parallelism}): {rate:.0f} texts/s"

@@ -1,0 +1,48 @@
+"""Texts of one batch split into groups of about the same length, one model call each.
+
+The model pads every text of a call to the longest one: a batch of dialog turns,
+one long among short ones, paid for the long one eight times, and embedded fewer
+texts a second than the same texts one at a time (benchmarks/README.md, "Fair
+sharing"). Sorted by length and cut where padding would add more than `SLACK` of
+the texts' own length, a batch keeps what batching saves (one call for texts alike)
+without what padding costs. Characters stand in for tokens: the tokenizer runs
+inside the call, and for prose the two go together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from plugin.embedding.encoders import Vector
+
+SLACK = 1.25  # padded length at most this many times the texts' own
+# Characters every text costs besides its own (the special tokens, the call).
+FIXED_CHARS = 20
+
+
+def length_groups(texts: Sequence[str], slack: float = SLACK) -> list[list[int]]:
+    """Indices of `texts`, shortest first, cut into groups of about the same length."""
+    groups: list[list[int]] = []
+    group: list[int] = []
+    total = 0
+    for index in sorted(range(len(texts)), key=lambda i: len(texts[i])):
+        size = len(texts[index]) + FIXED_CHARS
+        if group and size * (len(group) + 1) > (total + size) * slack:
+            groups.append(group)
+            group, total = [], 0
+        group.append(index)
+        total += size
+    if group:
+        groups.append(group)
+    return groups
+
+
+def encode_by_length(
+    encode: Callable[[list[str]], list[Vector]], texts: Sequence[str]
+) -> list[Vector]:
+    """`encode(texts)`, one call per length group, the vectors in `texts`' order."""
+    vectors: list[Vector | None] = [None] * len(texts)
+    for group in length_groups(texts):
+        for index, vector in zip(group, encode([texts[i] for i in group]), strict=True):
+            vectors[index] = vector
+    return [vector for vector in vectors if vector is not None]
