@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.embedder import MAX_BATCH, BatchingEmbedder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.encoders import GatedEncoder
 
@@ -43,7 +43,8 @@ async def test_concurrent_requests_share_batches(encoder: SentenceTransformerEnc
     finally:
         await embedder.close()
     assert embedder.stats.texts == 50
-    assert embedder.stats.batches < 10
+    assert embedder.stats.largest <= MAX_BATCH
+    assert embedder.stats.batches <= 50 // MAX_BATCH + encoder.parallelism
     assert max(abs(a - b) for a, b in zip(vectors[17], alone, strict=True)) < 1e-4
 
 
@@ -87,7 +88,7 @@ async def test_closed_loop_callers_are_gathered_into_full_batches(
 ) -> None:
     """8 callers that come back at staggered times (their upsert, their HTTP round trip)
     are waited for, so the model runs batches of 8 instead of alternating halves."""
-    embedder = BatchingEmbedder(encoder, max_linger_s=0.05)
+    embedder = BatchingEmbedder(encoder, max_batch=8, max_linger_s=0.05)
     await embedder.start()
 
     async def caller(k: int) -> None:
@@ -125,7 +126,7 @@ async def test_the_linger_ends_when_expected_callers_do_not_come_back() -> None:
     """8 callers, then only 3 of them again: the batch of 3 goes after the linger."""
     encoder = GatedEncoder()
     encoder.gate.set()
-    embedder = BatchingEmbedder(encoder, max_linger_s=0.01)
+    embedder = BatchingEmbedder(encoder, max_batch=8, max_linger_s=0.01)
     await embedder.start()
     try:
         async with asyncio.timeout(5):  # a linger that never ended would hang here
