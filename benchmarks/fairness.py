@@ -6,8 +6,9 @@ INFO log), with LoCoMo's dialog turns as memories and its questions as queries:
 1. The quiet tenant alone: one search at a time, 20 ms apart, over
    `workspace:quiet` (200 memories) and the `team:` and `org:` namespaces it shares.
 2. A flood of 256 closed-loop callers committing into `workspace:noisy`, alone and
-   beside the quiet tenant. A flood caller sends its next request as soon as the
-   last was answered, or, refused with 429, once its `Retry-After` has passed.
+   beside the quiet tenant (alone, beside, beside, alone: the figures are the sums).
+   A flood caller sends its next request as soon as the last was answered, or,
+   refused with 429, once its `Retry-After` has passed.
 3. The same with 256 searching callers.
 4. The commit flood again with the quiet tenant and a sequential backfill writer
    (PUT, then a commit with an id, one row at a time, as `memory-backfill` sends).
@@ -17,8 +18,8 @@ INFO log), with LoCoMo's dialog turns as memories and its questions as queries:
 Every answer of every phase, merged in the order they finished, goes through a
 model of the platform's one client (2 s timeout; 3 consecutive 5xx or timeouts
 open its breaker; a 4xx or a 2xx resets the count). The model's own rate, in this
-process, is printed as the yardstick. About 2 minutes.
-`python -m benchmarks.fairness [--duration 10] [--data PATH]`
+process, is printed as the yardstick. About 4 minutes.
+`python -m benchmarks.fairness [--duration 8] [--data PATH]`
 """
 
 from __future__ import annotations
@@ -77,15 +78,19 @@ def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
     mixed: list[Outcome] = list(quiet_alone)
     for kind in ("commit", "search"):
         flood = Flood(kind, (NOISY,), FLOOD, texts.turns, texts.questions)
+        # A B B A: this machine's speed drifts within a minute; the order cancels a drift.
         alone = phase(base, texts, duration, flood, False, 2)
         both = phase(base, texts, duration, flood, True, 3)
+        both += phase(base, texts, duration, flood, True, 4)
+        alone += phase(base, texts, duration, flood, False, 5)
+        span = 2 * duration
         mixed += both
         quiet = [o for o in both if o.stream == "quiet"]
         noisy = [o for o in both if o.stream == NOISY]
         print(f"{FLOOD} callers flooding {kind}s into {NOISY}:")
-        print(describe("flood alone", alone, duration))
-        print(describe("flood beside the quiet tenant", noisy, duration))
-        print(describe("quiet tenant's searches", quiet, duration))
+        print(describe("flood alone", alone, span))
+        print(describe("flood beside the quiet tenant", noisy, span))
+        print(describe("quiet tenant's searches", quiet, span))
         quiet_p99 = percentile([o.seconds for o in quiet], 99) * 1000
         bad = sum(1 for o in quiet if o.status == 0 or o.status >= 500)
         refusals = [o.seconds for o in noisy + alone if o.status == 429]
@@ -147,7 +152,7 @@ def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = parser.parse_args()
     texts = Texts(args.data)

@@ -31,6 +31,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo-
 QUIET = "workspace:quiet"
 BACKFILL = "workspace:backfill"
 QUIET_PAUSE_S = 0.02
+SERVED_PID = 0  # the server process of `served`, for a profiler
 # The platform's client: 2 s per call; a slower answer is a failure (status 0 here).
 CLIENT_TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 Request = tuple[str, str, Any]  # method, path, JSON body
@@ -267,6 +268,8 @@ def served(env: Mapping[str, str], layout: Mapping[str, int], texts: Texts) -> I
         warm = Flood("commit", tuple(layout)[:2], 8, texts.turns, texts.questions)
         phase(server.base_url, texts, 3.0, warm, False, 0)  # the first seconds are slower
         try:
+            global SERVED_PID
+            SERVED_PID = server.proc.pid if server.proc else 0
             yield server.base_url
         except BaseException:
             print("server log tail:\n" + server.log_tail())

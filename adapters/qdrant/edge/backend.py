@@ -99,6 +99,7 @@ class QdrantEdgeBackend(VectorBackend):
         self._keywords = EdgeKeywordIndex(self._store)
         self.integrity = IntegrityReport()
         self._verified_at = float("-inf")
+        self._next_vacuum = 0  # the shard the next due vacuum rewrites
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
@@ -168,22 +169,38 @@ class QdrantEdgeBackend(VectorBackend):
 
     async def maintain(self) -> None:
         await self._namespaces.purge_pending()
-        await self._store.calls.worker(self._tidy)
+        calls = self._store.calls
+        await calls.worker(self._vacuum_one)
+        # One shard a call: the engine holds the GIL through a flush, and every shard's
+        # in one call stalled every request for the sum of them.
+        for index in range(len(self._shards.shards)):
+            await calls.worker(self._flush, index)
         if time.monotonic() - self._verified_at >= VERIFY_EVERY_S:
             await self.verify()
 
-    def _tidy(self) -> None:
+    def _vacuum_one(self) -> None:
+        """When a vacuum is due, rewrite one shard per sweep, in turn.
+
+        The engine holds the GIL through `optimize`: every shard at once stalled every
+        request for the sum of them (benchmarks/README.md, "Fair sharing"); one a
+        sweep stalls them for one shard's, and the round ends after the last shard.
+        """
         store = self._store
-        vacuum = store.changes >= OPTIMIZE_AFTER_CHANGES
-        for path, shard in zip(self._shards.paths, self._shards.shards, strict=True):
-            if shard is None:
-                continue
-            if vacuum:  # rewrites the segment: only with room for a second copy
-                store.disk.check(extra_bytes=allocated_bytes(path))
-                shard.optimize()
-            shard.flush()
-        if vacuum:
+        if store.changes < OPTIMIZE_AFTER_CHANGES:
+            return
+        path = self._shards.paths[self._next_vacuum]
+        shard = self._shards.shards[self._next_vacuum]
+        if shard is not None:  # rewrites the segment: only with room for a second copy
+            store.disk.check(extra_bytes=allocated_bytes(path))
+            shard.optimize()
+        self._next_vacuum = (self._next_vacuum + 1) % len(self._shards.shards)
+        if self._next_vacuum == 0:
             store.changes = 0
+
+    def _flush(self, index: int) -> None:
+        shard = self._shards.shards[index]
+        if shard is not None:
+            shard.flush()
 
     async def ping(self) -> None:
         await self._store.calls.worker(self._check_writable)
