@@ -44,6 +44,7 @@ from benchmarks.fairness_load import (
     phase,
     served,
 )
+from tests.support.platform_client import Breaker
 
 NOISY = "workspace:noisy"
 FLOOD = 256
@@ -53,16 +54,10 @@ TENANTS = tuple(f"workspace:tenant-{t:02d}" for t in range(64))
 
 def breaker_opened(outcomes: list[Outcome]) -> tuple[int, int]:
     """(times the platform's breaker would have opened, longest run of failures)."""
-    run = longest = opened = 0
+    breaker = Breaker()
     for o in sorted(outcomes, key=lambda o: o.finished):
-        if o.status == 0 or o.status >= 500:
-            run += 1
-            longest = max(longest, run)
-            if run == 3:
-                opened += 1
-        else:
-            run = 0
-    return opened, longest
+        breaker.record(o.status, o.seconds)
+    return breaker.opened, breaker.longest_run
 
 
 def jain(values: list[float]) -> float:

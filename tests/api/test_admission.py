@@ -20,6 +20,7 @@ from plugin.settings import Settings
 from tests.support.app import ContractClient, Reply, served
 from tests.support.clocks import WallClock
 from tests.support.encoders import GatedEncoder
+from tests.support.platform_client import Breaker, CallError, surfaced
 
 
 @pytest.fixture
@@ -118,3 +119,26 @@ async def test_refusals_are_counted_by_reason(api: ContractClient, gated: GatedE
     assert 'memory_plugin_requests_in_flight{tenant_kind="workspace"} 2.0' in text
     route = 'route="/v1/namespaces/{name}/memories"'
     assert f'memory_plugin_http_requests_total{{method="POST",{route},status="429"}} 1.0' in text
+
+
+async def test_the_platform_client_gives_the_refusal_to_that_caller_and_keeps_its_breaker_closed(
+    api: ContractClient, gated: GatedEncoder
+) -> None:
+    """NOTES.md's client: a 4xx is that call's error and resets the breaker's count."""
+    breaker = Breaker()
+    for status in (503, 503):  # the plugin's own trouble, twice in a row
+        breaker.record(status)
+    flood = await held(api, 2, "workspace:a")
+    refused = await api.commit("workspace:a", "one too many")
+    breaker.record(refused.status)
+    assert surfaced(refused.status, refused.body) == CallError(
+        429, "unavailable", refused.body["message"]
+    )
+    neighbour = asyncio.create_task(api.search("workspace:b", query="anything"))
+    gated.gate.set()
+    answered = await neighbour
+    breaker.record(answered.status)
+    assert surfaced(answered.status, answered.body) is None
+    await asyncio.gather(*flood)
+    breaker.record(503)  # one more 503 after the 429: the count started again
+    assert (breaker.opened, breaker.longest_run, breaker.is_open) == (0, 2, False)
