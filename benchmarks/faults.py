@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("cases", nargs="*", help="case numbers to run (default: all)")
     args = parser.parse_args()
     from tests.support import server_process
-    from tests.support.server_process import ServerProcess
+    from tests.support.server_process import WIDE_SHARES, ServerProcess
 
     server_process.REPO_ROOT = args.repo.resolve()  # the checkout whose server runs
     print(f"faults against {args.repo.resolve()}")
@@ -84,6 +84,7 @@ def main() -> None:
             print(f"{name:<26} skipped: needs root to mount a tmpfs")
             continue
         env, open_files = SERVER_OPTIONS.get(name, ({}, None))
+        env = {**WIDE_SHARES, **env}  # races and bursts in one namespace, not its share
         command = None
         if open_files is not None:
             serve = f"{sys.executable} -m plugin.cli serve"

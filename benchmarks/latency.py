@@ -53,7 +53,7 @@ from benchmarks.closed_loop import (
 from benchmarks.common import print_table, run_against_server, summary_ms
 from benchmarks.model import CALLERS, SAMPLES, batch8_rate, load_model, pool_rate, single_text_s
 from benchmarks.sentences import queries, sentences
-from tests.support.server_process import ServerProcess
+from tests.support.server_process import WIDE_SHARES, ServerProcess
 
 NAMESPACE = "workspace:bench-latency"
 PRELOAD = 10_000
@@ -269,6 +269,7 @@ def main() -> None:
             "MEMORY_PLUGIN_EMBEDDING_BACKEND": args.backend,
             "MEMORY_PLUGIN_ONNX_DIR": onnx_dir,
             "MEMORY_PLUGIN_LOG_LEVEL": "INFO",  # the shipped default: a JSON line per request
+            **WIDE_SHARES,  # the preload sends 32 at once into one namespace
         }
         run_against_server(
             f"latency.py: real server process, embedded qdrant-edge backend, {args.backend}",

@@ -19,7 +19,7 @@ import aiohttp
 
 from benchmarks.common import percentile, run_against_server
 from benchmarks.sentences import sentences
-from tests.support.server_process import ServerProcess
+from tests.support.server_process import WIDE_SHARES, ServerProcess
 
 NAMESPACE = "workspace:bench-parallel"
 PARALLEL = 100
@@ -93,7 +93,9 @@ def _open_gate() -> asyncio.Event:
 
 def main() -> None:
     run_against_server(
-        f"parallel_writes.py: {PARALLEL} simultaneous commits x {ROUNDS} rounds", measure
+        f"parallel_writes.py: {PARALLEL} simultaneous commits x {ROUNDS} rounds",
+        measure,
+        WIDE_SHARES,  # one namespace, all at once: the batching is measured, not its share
     )
 
 

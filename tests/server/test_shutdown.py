@@ -29,7 +29,7 @@ import aiohttp
 import pytest
 
 from plugin.commands.serve import SHUTDOWN_GRACE_S
-from tests.support.server_process import HOST, ServerProcess
+from tests.support.server_process import HOST, WIDE_SHARES, ServerProcess
 
 NS = "workspace:shutdown"
 COMMITS = 20
@@ -47,7 +47,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         tmp_path / "data",
         tmp_path / "server.log",
         log_level="INFO",
-        env={"MEMORY_PLUGIN_BACKEND_TIMEOUT": "10"},
+        env={"MEMORY_PLUGIN_BACKEND_TIMEOUT": "10", **WIDE_SHARES},
     )
     yield process
     process.close()

@@ -31,6 +31,14 @@ HEALTH_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 30.0
 
 
+# Shares no race or burst of a test or benchmark reaches: for the servers that measure
+# something else than admission (benchmarks/fairness.py measures the shares).
+WIDE_SHARES = {
+    "MEMORY_PLUGIN_QUEUE_CAPACITY": "10000",
+    "MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT": "10000",
+}
+
+
 def clean_env(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """os.environ without the plugin's own settings, plus `overrides`."""
     env = {
