@@ -97,9 +97,18 @@ async def test_lost_records_are_rebuilt_from_the_memories(
         path.unlink()
     async for api in served(make_app, clock):
         assert (await _found(api, GOOD), await _found(api, BAD)) == (20, 3)
+        # `degraded` until accepted (issue 28): the counts went with the records.
         assert await _health(api) == (
             200,
-            {"status": "ok", "version": "1.0.0", "capabilities": CAPABILITIES},
+            {
+                "status": "degraded",
+                "version": "1.0.0",
+                "capabilities": CAPABILITIES,
+                "message": "2 namespace record(s) rebuilt from their memories and not yet"
+                f" confirmed (memories lost at the same time would not show): {BAD}, {GOOD};"
+                " see docs/repair.md#lost-or-damaged-namespace-records",
+                "unreadable_namespaces": 0,
+            },
         )
         # The rebuilt namespace serves writes in the same incarnation.
         assert (await api.commit(BAD, "one more")).status == 201
@@ -158,8 +167,14 @@ async def test_memories_lost_from_the_engine_make_health_degraded(
         )
         async with api.client.get("/metrics") as response:
             assert "memory_plugin_store_problems 1.0" in await response.text()
-        # What is left is served; BAD is whole.
-        assert (await _found(api, GOOD), await _found(api, BAD)) == (15, 3)
+        # Never a partial list (issue 28): GOOD answers 503 naming itself; BAD is whole.
+        for reply in (await api.search(GOOD), await api.search(GOOD, query="memory")):
+            assert reply.status == 503
+            assert GOOD in reply.body["message"]
+        assert await _found(api, BAD) == 3
+        both = await api.search(GOOD, BAD, limit=100)
+        assert {m["namespace"] for m in both.body["memories"]} == {BAD}
+        assert (await api.commit(GOOD, "writes go on: an import can restore")).status == 201
     assert any(GOOD in line and "15 of 20" in line for line in _errors(caplog))
 
 

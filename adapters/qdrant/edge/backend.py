@@ -92,6 +92,7 @@ class QdrantEdgeBackend(VectorBackend):
         self._store = EdgeStore(self._data_dir / STORE_DIR, dimension, workers, disk_headroom_bytes)
         self._records = self._store.records
         self._shards = self._store.shards
+        self._lost = self._store.lost
         self._namespaces = EdgeNamespaces(self._store)
         self._reads = EdgeReads(self._store)
         self._writes = EdgeWrites(self._store, self._reads)
@@ -139,9 +140,14 @@ class QdrantEdgeBackend(VectorBackend):
         if legacy.is_dir():
             migrate_legacy_layout(legacy, self._shards.of, self._records)
         self._verify(at_start=True)
+        self._lost.settle()
 
     def _verify(self, *, at_start: bool = False) -> IntegrityReport:
+        unreadable = self.integrity.unreadable
         self.integrity = integrity.check(self._shards, self._records, at_start=at_start)
+        if not at_start:  # rebuilt at start and unreadable then: still, unless dropped since
+            self.integrity.unreadable = [n for n in unreadable if n in self._records.live]
+        self._store.short = frozenset(s.epoch for s in self.integrity.shortfalls)
         self._verified_at = time.monotonic()
         return self.integrity
 
@@ -150,7 +156,21 @@ class QdrantEdgeBackend(VectorBackend):
         report = await self._store.calls.worker(self._verify)  # a facet per shard: not on the loop
         unreadable = self.condition().unreadable_namespaces
         found = (f"{len(unreadable)} namespace(s) unreadable: {some(unreadable)}",)
-        return (found if unreadable else ()) + report.problems()
+        return (found if unreadable else ()) + report.problems() + self._lost.problems()
+
+    async def accept(self) -> list[str]:
+        """An operator vouches for the store as it is (verify-store --accept): rebuilt
+        records are confirmed, and short counts set to what the engine holds (after an
+        import restored what it could, or to accept the loss). The names concerned."""
+        return await self._store.calls.worker(self._accept)
+
+    def _accept(self) -> list[str]:
+        self._verify()
+        short = {s.epoch: s.found for s in self.integrity.shortfalls}
+        self._records.set_counts(short)
+        names = self._records.accept_rebuilt() + [s.name for s in self.integrity.shortfalls]
+        self._verify()
+        return sorted(set(names))
 
     async def close(self) -> None:
         calls = self._store.calls
@@ -191,8 +211,12 @@ class QdrantEdgeBackend(VectorBackend):
     def _check_writable(self) -> None:
         if not os.access(self._store.root, os.W_OK | os.X_OK):
             raise BackendUnavailable("the data directory is not writable")
-        if self._shards.waiting_for_room:
-            self._shards.retry_waiting()  # meanwhile health is 200 `degraded`: the disk
+        # Meanwhile health is 200 `degraded`: the disk.
+        if self._shards.waiting_for_room and (opened := self._shards.retry_waiting()):
+            report = integrity.rebuild(self._shards, self._records, opened)
+            self.integrity.rebuilt += report.rebuilt
+            self.integrity.unreadable += report.unreadable
+            self._lost.opened(opened)
         if self._shards.all_down:
             raise BackendUnavailable(
                 "the embedded memory store could not be opened at start (damaged files);"
@@ -202,8 +226,10 @@ class QdrantEdgeBackend(VectorBackend):
 
     def condition(self) -> StoreCondition:
         full = next(iter(self._shards.waiting_for_room.values()), None) or self._store.disk.problem
-        problems = ((full,) if full else ()) + self.integrity.problems()
+        problems = ((full,) if full else ()) + self.integrity.problems() + self._lost.problems()
         unreadable = set(self._records.damaged) | set(self._shards.down(self._records.live))
+        unreadable |= {name for name in self._lost.asked if self._lost.covers(name)}
+        unreadable |= {name for name in self.integrity.unreadable if name in self._records.live}
         return StoreCondition(tuple(sorted(unreadable)), problems)
 
     # -- namespaces (namespaces.py) --------------------------------------------------

@@ -23,6 +23,13 @@ Tables:
   goes up after the engine has the write and down before the engine deletes,
   so a crash in between leaves the engine ahead, never behind: only "fewer
   memories than counted" means loss.
+- `lost_shards(shard)`: shards whose namespace records were lost while the
+  shard could not be read; their names are unknown until it opens
+  (lost_records.py).
+- `rebuilt(name, epoch)`: records rebuilt from the memories. Their counts were
+  lost with them, so a loss in the engine at the same time cannot show;
+  health stays `degraded` until an operator accepts them (`verify-store
+  --accept`) or the namespace is deleted.
 
 A row whose record cannot be parsed is not fatal: `open` skips it, keeps its
 name and epoch in `damaged` (the adapter answers 503 for that namespace and
@@ -56,6 +63,8 @@ CREATE TABLE IF NOT EXISTS purges (epoch TEXT PRIMARY KEY, name TEXT NOT NULL) W
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS counts (
     epoch TEXT PRIMARY KEY, memories INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lost_shards (shard INTEGER PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rebuilt (name TEXT PRIMARY KEY, epoch TEXT NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -80,9 +89,14 @@ class RecordStore:
         self.counts: dict[str, int] = {}
         # Where an unreadable records file was moved at open, or None.
         self.moved_aside: Path | None = None
+        # The file was missing, empty or moved aside at open: every record was lost.
+        self.started_empty = False
+        self.lost_shards: set[int] = set()
+        self.rebuilt: dict[str, str] = {}  # name -> epoch
 
     def open(self) -> None:
         """Load every record; a file that is not a database is moved aside, not fatal."""
+        self.started_empty = not self._path.exists() or self._path.stat().st_size == 0
         try:
             db = self._connect()
         except sqlite3.DatabaseError as error:
@@ -99,6 +113,7 @@ class RecordStore:
             for suffix in ("-wal", "-shm"):
                 self._path.with_name(self._path.name + suffix).unlink(missing_ok=True)
             db = self._connect()
+            self.started_empty = True
         self._load(db)
         self._db = db
 
@@ -129,6 +144,8 @@ class RecordStore:
                 )
         self.purges = dict(db.execute("SELECT epoch, name FROM purges"))
         self.counts = dict(db.execute("SELECT epoch, memories FROM counts"))
+        self.lost_shards = {int(i) for (i,) in db.execute("SELECT shard FROM lost_shards")}
+        self.rebuilt = dict(db.execute("SELECT name, epoch FROM rebuilt"))
 
     def close(self) -> None:
         with self._lock:
@@ -156,9 +173,11 @@ class RecordStore:
     def restore(self, record: NamespaceRecord, epoch: str, memories: int) -> None:
         """Bring back a record lost from this file, for an incarnation found in the engine."""
         with self._lock:
-            self._write(record, epoch, memories)
+            self._write(record, epoch, memories, rebuilt=True)
 
-    def _write(self, record: NamespaceRecord, epoch: str, memories: int | None) -> None:
+    def _write(
+        self, record: NamespaceRecord, epoch: str, memories: int | None, *, rebuilt: bool = False
+    ) -> None:
         db = self._conn()
         with db:
             db.execute("BEGIN")
@@ -168,6 +187,10 @@ class RecordStore:
             )
             if memories is not None:
                 db.execute("INSERT OR REPLACE INTO counts VALUES (?, ?)", (epoch, memories))
+            if rebuilt:
+                db.execute("INSERT OR REPLACE INTO rebuilt VALUES (?, ?)", (record.name, epoch))
+        if rebuilt:
+            self.rebuilt[record.name] = epoch
         self.live[record.name] = LiveNamespace(record, epoch)
         if memories is not None:
             self.counts[epoch] = memories
@@ -206,8 +229,10 @@ class RecordStore:
                 db.execute("BEGIN")
                 db.execute("DELETE FROM namespaces WHERE name = ?", (name,))
                 db.execute("DELETE FROM counts WHERE epoch = ?", (epoch,))
+                db.execute("DELETE FROM rebuilt WHERE name = ?", (name,))
                 db.execute("INSERT OR REPLACE INTO purges VALUES (?, ?)", (epoch, name))
             self.live.pop(name, None)
+            self.rebuilt.pop(name, None)
             self.counts.pop(epoch, None)
             self.damaged.pop(name, None)
             self.purges[epoch] = name
@@ -218,6 +243,25 @@ class RecordStore:
         with self._lock:
             self._conn().execute("DELETE FROM purges WHERE epoch = ?", (epoch,))
             self.purges.pop(epoch, None)
+
+    def set_lost_shards(self, shards: set[int]) -> None:
+        """Remember which shards' namespace records are unknown (lost_records.py)."""
+        if shards == self.lost_shards:
+            return
+        with self._lock:
+            db = self._conn()
+            with db:
+                db.execute("BEGIN")
+                db.execute("DELETE FROM lost_shards")
+                db.executemany("INSERT INTO lost_shards VALUES (?)", [(i,) for i in shards])
+            self.lost_shards = set(shards)
+
+    def accept_rebuilt(self) -> list[str]:
+        """An operator vouches for the rebuilt records (verify-store --accept)."""
+        with self._lock:
+            self._conn().execute("DELETE FROM rebuilt")
+            accepted, self.rebuilt = sorted(self.rebuilt), {}
+            return accepted
 
     def meta(self) -> dict[str, str]:
         """Store-wide facts (the embedding fingerprint): `meta(key, value)` rows."""
