@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -192,14 +193,45 @@ async def test_lost_records_on_a_volume_too_full_to_open_the_shards(seeded: Path
         await store.close()
 
 
-async def test_rebuilt_records_stay_degraded_until_accepted(
+@pytest.mark.parametrize("engine_loss", ["none", "id tracker cut"])
+async def test_lost_records_with_a_loss_in_the_engine(seeded: Path, engine_loss: str) -> None:
+    """Before: the counts lived in the records' file and went with it, so a namespace
+    rebuilt from what the engine still found listed part of its memories as if whole."""
+    _lose_records(seeded)
+    if engine_loss == "id tracker cut":
+        _cut_tracker(seeded, BAD)
+    store = QdrantEdgeBackend(DIM, seeded)
+    await store.start()
+    try:
+        answers = await _answers(store)
+        short = {n for n, a in answers.items() if a != "whole"}
+        if engine_loss == "none":
+            assert short == set()
+            assert store.condition().problems == ()
+        else:
+            assert short == {BAD}, answers
+            assert answers[BAD] == "503"
+            [problem] = store.condition().problems
+            assert problem.startswith("1 namespace(s) hold fewer memories than recorded")
+    finally:
+        await store.close()
+
+
+def _cut_tracker(data_dir: Path, name: str) -> None:
+    trackers = (_shard_dir(data_dir, name) / "segments").glob("*/mutable_id_tracker.mappings")
+    tracker = max(trackers, key=lambda path: path.stat().st_size)
+    os.truncate(tracker, tracker.stat().st_size // 2)
+
+
+async def test_records_and_counts_lost_stay_degraded_until_accepted(
     seeded: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Records rebuilt from the memories lost their counts: a loss in the engine at the
-    same time (an id tracker cut, a WAL garbled) would not show, so health says so."""
+    """Both files lost: a loss in the engine at the same time (an id tracker cut, a WAL
+    garbled) could not show, so health says so until an operator vouches for them."""
     _lose_records(seeded)
+    (seeded / "store" / "counts.sqlite3").write_bytes(b"")
     store = QdrantEdgeBackend(DIM, seeded)
     await store.start()
     try:
@@ -215,6 +247,28 @@ async def test_rebuilt_records_stay_degraded_until_accepted(
     out = capsys.readouterr().out
     assert f"accepted {len(NAMES)} namespace(s) as they are now" in out
     assert await asyncio.to_thread(cli.main, ["verify-store"]) == 0
+
+
+async def test_counts_of_a_store_from_before_move_to_their_own_file(seeded: Path) -> None:
+    counts = seeded / "store" / "counts.sqlite3"
+    counts.unlink()
+    for suffix in ("-wal", "-shm"):
+        counts.with_name(counts.name + suffix).unlink(missing_ok=True)
+    db = sqlite3.connect(seeded / "store" / "namespaces.sqlite3")
+    with db:
+        db.executemany(
+            "INSERT INTO counts VALUES ((SELECT epoch FROM namespaces WHERE name = ?), ?)",
+            [(name, MEMORIES + (name == BAD)) for name in NAMES],
+        )
+    db.close()
+    store = QdrantEdgeBackend(DIM, seeded)
+    await store.start()
+    try:
+        [problem] = store.condition().problems  # BAD's count from before says one more
+        assert f"{BAD} ({MEMORIES} of {MEMORIES + 1})" in problem
+        assert counts.is_file()
+    finally:
+        await store.close()
 
 
 async def test_over_http_the_unknown_namespace_is_a_503_naming_itself(

@@ -26,7 +26,7 @@ write survives `kill -9` (tests/store/test_durability.py). Where each engine cal
 (event loop or worker thread) is dispatch.py's. One plugin process per data
 directory.
 
-This class is a facade: each concern is a part (namespaces.py, reads.py,
+This class is a facade: each concern is a part (namespaces.py, reads.py, checks.py,
 writes.py, transfer.py, keyword_index.py) over one shared `EdgeStore` (store.py).
 """
 
@@ -53,10 +53,9 @@ from adapters.base import (
 )
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
-from adapters.qdrant.edge import integrity
+from adapters.qdrant.edge.checks import EdgeChecks
 from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES, allocated_bytes
 from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
-from adapters.qdrant.edge.integrity import IntegrityReport, some
 from adapters.qdrant.edge.keyword_index import EdgeKeywordIndex
 from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge.namespaces import EdgeNamespaces
@@ -92,14 +91,12 @@ class QdrantEdgeBackend(VectorBackend):
         self._store = EdgeStore(self._data_dir / STORE_DIR, dimension, workers, disk_headroom_bytes)
         self._records = self._store.records
         self._shards = self._store.shards
-        self._lost = self._store.lost
         self._namespaces = EdgeNamespaces(self._store)
         self._reads = EdgeReads(self._store)
         self._writes = EdgeWrites(self._store, self._reads)
         self._transfer = EdgeTransfer(self._store, self._writes)
         self._keywords = EdgeKeywordIndex(self._store)
-        self.integrity = IntegrityReport()
-        self._verified_at = float("-inf")
+        self._checks = EdgeChecks(self._store)
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
@@ -139,38 +136,17 @@ class QdrantEdgeBackend(VectorBackend):
         legacy = self._data_dir / LEGACY_DIR
         if legacy.is_dir():
             migrate_legacy_layout(legacy, self._shards.of, self._records)
-        self._verify(at_start=True)
-        self._lost.settle()
-
-    def _verify(self, *, at_start: bool = False) -> IntegrityReport:
-        unreadable = self.integrity.unreadable
-        self.integrity = integrity.check(self._shards, self._records, at_start=at_start)
-        if not at_start:  # rebuilt at start and unreadable then: still, unless dropped since
-            self.integrity.unreadable = [n for n in unreadable if n in self._records.live]
-        self._store.short = frozenset(s.epoch for s in self.integrity.shortfalls)
-        self._verified_at = time.monotonic()
-        return self.integrity
+        self._checks.run(at_start=True)
+        self._store.lost.settle()
 
     async def verify(self) -> tuple[str, ...]:
         """Compare the namespace records with the memories the engine holds (verify-store)."""
-        report = await self._store.calls.worker(self._verify)  # a facet per shard: not on the loop
         unreadable = self.condition().unreadable_namespaces
-        found = (f"{len(unreadable)} namespace(s) unreadable: {some(unreadable)}",)
-        return (found if unreadable else ()) + report.problems() + self._lost.problems()
+        return await self._store.calls.worker(self._checks.verify, unreadable)  # not on the loop
 
     async def accept(self) -> list[str]:
-        """An operator vouches for the store as it is (verify-store --accept): rebuilt
-        records are confirmed, and short counts set to what the engine holds (after an
-        import restored what it could, or to accept the loss). The names concerned."""
-        return await self._store.calls.worker(self._accept)
-
-    def _accept(self) -> list[str]:
-        self._verify()
-        short = {s.epoch: s.found for s in self.integrity.shortfalls}
-        self._records.set_counts(short)
-        names = self._records.accept_rebuilt() + [s.name for s in self.integrity.shortfalls]
-        self._verify()
-        return sorted(set(names))
+        """verify-store --accept: the store as it is now is vouched for (checks.py)."""
+        return await self._store.calls.worker(self._checks.accept)
 
     async def close(self) -> None:
         calls = self._store.calls
@@ -189,7 +165,7 @@ class QdrantEdgeBackend(VectorBackend):
     async def maintain(self) -> None:
         await self._namespaces.purge_pending()
         await self._store.calls.worker(self._tidy)
-        if time.monotonic() - self._verified_at >= VERIFY_EVERY_S:
+        if time.monotonic() - self._checks.verified_at >= VERIFY_EVERY_S:
             await self.verify()
 
     def _tidy(self) -> None:
@@ -213,10 +189,7 @@ class QdrantEdgeBackend(VectorBackend):
             raise BackendUnavailable("the data directory is not writable")
         # Meanwhile health is 200 `degraded`: the disk.
         if self._shards.waiting_for_room and (opened := self._shards.retry_waiting()):
-            report = integrity.rebuild(self._shards, self._records, opened)
-            self.integrity.rebuilt += report.rebuilt
-            self.integrity.unreadable += report.unreadable
-            self._lost.opened(opened)
+            self._checks.opened_late(opened)
         if self._shards.all_down:
             raise BackendUnavailable(
                 "the embedded memory store could not be opened at start (damaged files);"
@@ -226,10 +199,9 @@ class QdrantEdgeBackend(VectorBackend):
 
     def condition(self) -> StoreCondition:
         full = next(iter(self._shards.waiting_for_room.values()), None) or self._store.disk.problem
-        problems = ((full,) if full else ()) + self.integrity.problems() + self._lost.problems()
+        problems = ((full,) if full else ()) + self._checks.problems()
         unreadable = set(self._records.damaged) | set(self._shards.down(self._records.live))
-        unreadable |= {name for name in self._lost.asked if self._lost.covers(name)}
-        unreadable |= {name for name in self.integrity.unreadable if name in self._records.live}
+        unreadable |= self._checks.unreadable()
         return StoreCondition(tuple(sorted(unreadable)), problems)
 
     # -- namespaces (namespaces.py) --------------------------------------------------

@@ -230,6 +230,11 @@ def _orphan(
     if rebuild and name not in records.live and name not in records.damaged:
         records.restore(NamespaceRecord(name, kind_of(name), created), epoch, memories)
         report.rebuilt.append(name)
+        counted = records.counts.get(epoch, memories)  # survived in counts.sqlite3, or found
+        if memories < counted:
+            report.shortfalls.append(Shortfall(name, counted, memories, epoch))
+        elif memories > counted:  # a crash's drift, as for a live one at start
+            records.set_counts({epoch: memories})
         if not readable(shard, epoch, memories):
             report.unreadable.append(name)
     elif name not in report.strays:
