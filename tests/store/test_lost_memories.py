@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
+import qdrant_edge as qe
 
 from adapters.base import NamespaceRecord
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from plugin import cli
+from tests.store import faults
 from tests.support.records import DIM, T0, everything, memory, unit
 
 NAME = "org:tracked"
@@ -72,3 +75,104 @@ async def test_accept_needs_the_stopped_store(capsys: pytest.CaptureFixture[str]
     url = "http://127.0.0.1:9"
     assert await asyncio.to_thread(cli.main, ["verify-store", "--url", url, "--accept"]) == 2
     assert "stopped store only" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("engine_loss", ["none", "id tracker cut"])
+async def test_lost_records_with_a_loss_in_the_engine(seeded_store: Path, engine_loss: str) -> None:
+    """Before: the counts lived in the records' file and went with it, so a namespace
+    rebuilt from what the engine still found listed part of its memories as if whole."""
+    faults.lose_records(seeded_store)
+    if engine_loss == "id tracker cut":
+        _cut_tracker(seeded_store, faults.BAD)
+    store = QdrantEdgeBackend(DIM, seeded_store)
+    await store.start()
+    try:
+        answers = await faults.answers(store)
+        short = {n for n, a in answers.items() if a != "whole"}
+        if engine_loss == "none":
+            assert short == set()
+            assert store.condition().problems == ()
+        else:
+            assert short == {faults.BAD}, answers
+            assert answers[faults.BAD] == "503"
+            [problem] = store.condition().problems
+            assert problem.startswith("1 namespace(s) hold fewer memories than recorded")
+    finally:
+        await store.close()
+
+
+def _cut_tracker(data_dir: Path, name: str) -> None:
+    trackers = (faults.shard_dir(data_dir, name) / "segments").glob("*/mutable_id_tracker.mappings")
+    tracker = max(trackers, key=lambda path: path.stat().st_size)
+    os.truncate(tracker, tracker.stat().st_size // 2)
+
+
+async def test_records_and_counts_lost_stay_degraded_until_accepted(
+    seeded_store: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Both files lost: a loss in the engine at the same time (an id tracker cut, a WAL
+    garbled) could not show, so health says so until an operator vouches for them."""
+    faults.lose_records(seeded_store)
+    faults.lose_counts(seeded_store)
+    store = QdrantEdgeBackend(DIM, seeded_store)
+    await store.start()
+    try:
+        [problem] = store.condition().problems
+        assert problem.startswith(
+            f"{len(faults.NAMES)} namespace record(s) rebuilt from their memories"
+        )
+        assert await store.list_memories([faults.BAD], everything(), 50)
+    finally:
+        await store.close()
+    monkeypatch.setenv("MEMORY_PLUGIN_DATA_DIR", str(seeded_store))
+    assert await asyncio.to_thread(cli.main, ["verify-store"]) == 1
+    capsys.readouterr()
+    assert await asyncio.to_thread(cli.main, ["verify-store", "--accept"]) == 0
+    out = capsys.readouterr().out
+    assert f"accepted {len(faults.NAMES)} namespace(s) as they are now" in out
+    assert await asyncio.to_thread(cli.main, ["verify-store"]) == 0
+
+
+async def test_counts_of_a_store_from_before_move_to_their_own_file(seeded_store: Path) -> None:
+    counts = seeded_store / "store" / "counts.sqlite3"
+    counts.unlink()
+    for suffix in ("-wal", "-shm"):
+        counts.with_name(counts.name + suffix).unlink(missing_ok=True)
+    db = sqlite3.connect(seeded_store / "store" / "namespaces.sqlite3")
+    with db:
+        db.executemany(
+            "INSERT INTO counts VALUES ((SELECT epoch FROM namespaces WHERE name = ?), ?)",
+            [(name, faults.MEMORIES + (name == faults.BAD)) for name in faults.NAMES],
+        )
+    db.close()
+    store = QdrantEdgeBackend(DIM, seeded_store)
+    await store.start()
+    try:
+        [problem] = store.condition().problems  # faults.BAD's count from before says one more
+        assert f"{faults.BAD} ({faults.MEMORIES} of {faults.MEMORIES + 1})" in problem
+        assert counts.is_file()
+    finally:
+        await store.close()
+
+
+async def test_a_namespace_lost_whole_with_its_record_answers_503(seeded_store: Path) -> None:
+    """Every memory of a namespace gone from the engine and its record lost: known from
+    its count alone (counts.sqlite3 names it), it answers 503, not 404 or an empty list."""
+    faults.lose_records(seeded_store)
+    shard = qe.EdgeShard.load(str(faults.shard_dir(seeded_store, faults.BAD)))
+    is_bad = qe.Filter(must=[qe.FieldCondition("ns", match=qe.MatchValue(faults.BAD))])
+    shard.update(qe.UpdateOperation.delete_points_by_filter(is_bad))
+    shard.flush()
+    shard.close()
+    store = QdrantEdgeBackend(DIM, seeded_store)
+    await store.start()
+    try:
+        answers = await faults.answers(store)
+        assert answers[faults.BAD] == "503"
+        assert set(answers.values()) == {"whole", "503"}
+        problems = store.condition().problems
+        assert any(f"{faults.BAD} (0 of {faults.MEMORIES})" in p for p in problems)
+    finally:
+        await store.close()

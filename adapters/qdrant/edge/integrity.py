@@ -157,8 +157,27 @@ def check(shards: ShardSet, records: RecordStore, *, at_start: bool) -> Integrit
         records.set_counts(baseline)
         report.recounted = len(baseline)
     _orphans(shards, records, found, holder, report, rebuild=at_start)
+    if at_start:
+        _from_counts(shards, records, report)
     _log(report)
     return report
+
+
+def _from_counts(shards: ShardSet, records: RecordStore, report: IntegrityReport) -> None:
+    """Records lost with every memory of their namespace (or of one without memories),
+    known from the counts alone: brought back, so that they answer 503 (short of their
+    memories) or serve empty, never 404. Created now: the time is not known."""
+    known = {live.epoch for live in records.live.values()}
+    known |= set(records.damaged.values()) | set(records.purges)
+    now = datetime.now(UTC)
+    for epoch, name in sorted(records.counted_names.items()):
+        if epoch in known or not name or name in records.live or name in records.damaged:
+            continue
+        records.restore(NamespaceRecord(name, kind_of(name), now), epoch, 0)
+        report.rebuilt.append(name)
+        counted = records.counts.get(epoch, 0)
+        if counted and shards.shards[shards.index_of(name)] is not None:
+            report.shortfalls.append(Shortfall(name, counted, 0, epoch))
 
 
 def rebuild(shards: ShardSet, records: RecordStore, indexes: list[int]) -> IntegrityReport:

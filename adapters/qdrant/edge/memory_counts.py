@@ -6,7 +6,8 @@ records' file, they went with it: a truncated records file plus a cut id
 tracker or a WAL garbled after `kill -9` left every namespace rebuilt with the
 memories found, a partial list looking whole. In `counts.sqlite3` they survive
 the loss of the records (and the other way round), so a rebuilt namespace is
-still compared with what was written.
+still compared with what was written; each count names its namespace, so one
+whose memories all went with its record is still known (integrity.py).
 
 Same durability as the records (SQLite, WAL journal, `synchronous=NORMAL`); a
 store from before this file takes its counts from the records' `counts` table
@@ -25,7 +26,8 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS counts (epoch TEXT PRIMARY KEY, memories INTEGER NOT NULL)"
+_SCHEMA = """CREATE TABLE IF NOT EXISTS counts (
+    epoch TEXT PRIMARY KEY, memories INTEGER NOT NULL, name TEXT NOT NULL)"""
 
 
 class CountStore:
@@ -35,9 +37,11 @@ class CountStore:
         self._path = path
         self._db: sqlite3.Connection | None = None
         self.counts: dict[str, int] = {}
+        self.names: dict[str, str] = {}  # epoch -> namespace name
 
-    def open(self, earlier: Mapping[str, int]) -> None:
-        """Load the counts; a new file starts from `earlier` (the records' old table)."""
+    def open(self, earlier: Mapping[str, tuple[int, str]]) -> None:
+        """Load the counts; a new file starts from `earlier` (the records' old table:
+        epoch -> (memories, name))."""
         new = not self._path.exists() or self._path.stat().st_size == 0
         try:
             db = self._connect()
@@ -51,9 +55,11 @@ class CountStore:
                 self._path.with_name(self._path.name + suffix).unlink(missing_ok=True)
             db, new = self._connect(), False  # lost, not new: nothing is copied back
         self._db = db
-        self.counts = dict(db.execute("SELECT epoch, memories FROM counts"))
+        for epoch, memories, name in db.execute("SELECT epoch, memories, name FROM counts"):
+            self.counts[epoch], self.names[epoch] = memories, name
         if new and earlier and not self.counts:
-            self.set(earlier)
+            counts = {epoch: n for epoch, (n, _) in earlier.items()}
+            self.set(counts, {epoch: name for epoch, (_, name) in earlier.items()})
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
@@ -77,11 +83,12 @@ class CountStore:
             raise RuntimeError("count store is closed")
         return self._db
 
-    def set(self, counts: Mapping[str, int]) -> None:
-        self._conn().executemany(
-            "INSERT OR REPLACE INTO counts VALUES (?, ?)", list(counts.items())
-        )
+    def set(self, counts: Mapping[str, int], names: Mapping[str, str]) -> None:
+        """Set these counts (epoch -> memories); `names` names each epoch's namespace."""
+        rows = [(e, n, names.get(e, self.names.get(e, ""))) for e, n in counts.items()]
+        self._conn().executemany("INSERT OR REPLACE INTO counts VALUES (?, ?, ?)", rows)
         self.counts.update(counts)
+        self.names.update((epoch, name) for epoch, _, name in rows)
 
     def add(self, changes: Mapping[str, int]) -> None:
         """Add to the counts of incarnations that have one (others are ignored)."""
@@ -98,3 +105,4 @@ class CountStore:
     def drop(self, epoch: str) -> None:
         self._conn().execute("DELETE FROM counts WHERE epoch = ?", (epoch,))
         self.counts.pop(epoch, None)
+        self.names.pop(epoch, None)

@@ -147,7 +147,8 @@ class RecordStore:
                     error,
                 )
         self.purges = dict(db.execute("SELECT epoch, name FROM purges"))
-        self._counts.open(dict(db.execute("SELECT epoch, memories FROM counts")))
+        earlier = "SELECT c.epoch, c.memories, n.name FROM counts c JOIN namespaces n USING (epoch)"
+        self._counts.open({epoch: (n, name) for epoch, n, name in db.execute(earlier)})
         self.lost_shards = {int(i) for (i,) in db.execute("SELECT shard FROM lost_shards")}
         self.rebuilt = dict(db.execute("SELECT name, epoch FROM rebuilt"))
 
@@ -162,6 +163,11 @@ class RecordStore:
     def counts(self) -> dict[str, int]:
         """Memories counted per live incarnation: epoch -> count (memory_counts.py)."""
         return self._counts.counts
+
+    @property
+    def counted_names(self) -> dict[str, str]:
+        """The namespace of each counted incarnation: epoch -> name (memory_counts.py)."""
+        return self._counts.names
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -204,7 +210,7 @@ class RecordStore:
             self.rebuilt[record.name] = epoch
         self.live[record.name] = LiveNamespace(record, epoch)
         if memories is not None:  # after the record: a crash between is re-counted at start
-            self._counts.set({epoch: memories})
+            self._counts.set({epoch: memories}, {epoch: record.name})
 
     def count(self, changes: Mapping[str, int]) -> None:
         """Add to the memory counts of live incarnations (others are ignored)."""
@@ -214,7 +220,8 @@ class RecordStore:
     def set_counts(self, counts: Mapping[str, int]) -> None:
         """Set the counts of these incarnations to what the engine holds (a new baseline)."""
         with self._lock:
-            self._counts.set(counts)
+            names = {live.epoch: name for name, live in self.live.items()}
+            self._counts.set(counts, names)
 
     def bury(self, name: str) -> str | None:
         """Delete `name` for callers in one transaction; its epoch, to purge, or None."""
