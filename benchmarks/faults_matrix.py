@@ -48,11 +48,16 @@ async def _write_wal_namespace(base: str, store: Store) -> None:
         url = f"{base}/v1/namespaces/{store.wal}"
         async with session.put(url, json={"kind": "workspace"}) as reply:
             assert reply.status == 200, reply.status
-        ids = set()
-        for i in range(WAL_MEMORIES):
-            body = {"content": f"wal note {i}", "kind": "fact", "source": "agent"}
-            async with session.post(f"{url}/memories", json=body) as reply:
-                ids.add((await reply.json())["id"])
+        ids = {f"7a1e0000-0000-4000-8000-{i:012x}" for i in range(WAL_MEMORIES)}
+        for i, memory_id in enumerate(sorted(ids)):
+            body = {"id": memory_id, "content": f"wal note {i}", "kind": "fact", "source": "agent"}
+            for _ in range(5):  # a busy machine may see a 503 (backend deadline): again, by id
+                async with session.post(f"{url}/memories", json=body) as reply:
+                    written = await reply.json()
+                if reply.status in (200, 201):
+                    break
+            else:
+                raise RuntimeError(f"seeding: commit answered {reply.status} {written}")
         store.expected[store.wal] = ids
 
 
