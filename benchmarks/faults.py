@@ -30,6 +30,7 @@ from benchmarks.faults_connections import CASES as CONNECTION_CASES
 from benchmarks.faults_connections import SERVER_OPTIONS
 from benchmarks.faults_disk import CASES as DISK_CASES
 from benchmarks.faults_input import CASES as INPUT_CASES
+from benchmarks.faults_matrix import all_pairs
 from benchmarks.faults_store import CASES as STORE_CASES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,7 @@ CASES: dict[str, Case] = {
     **INPUT_CASES,  # issue 9, cases 4 to 11: benchmarks/faults_input.py
     **CONNECTION_CASES,  # issue 21, items 7 to 9: benchmarks/faults_connections.py
     **STORE_CASES,  # issue 21, items 1 to 6: benchmarks/faults_store.py
+    "29 two faults at once": all_pairs,  # issue 28: benchmarks/faults_matrix.py
 }
 
 

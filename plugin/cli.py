@@ -53,9 +53,12 @@ def _check(args: argparse.Namespace) -> int:
 def _verify_store(args: argparse.Namespace) -> int:
     from plugin.commands.verify_store import verify_offline, verify_url
 
+    if args.url is not None and args.accept:
+        print("verify-store: --accept works on the stopped store only (no --url)")
+        return 2
     if args.url is not None:
         return verify_url(args.url, args.timeout, print)
-    return verify_offline(_settings(), print)
+    return verify_offline(_settings(), print, accept=args.accept)
 
 
 def _migrate_layout(args: argparse.Namespace) -> int:
@@ -148,6 +151,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--url", help="a running plugin's base URL (GET /admin/verify)")
     verify.add_argument("--timeout", type=float, default=60.0, help="seconds (default: 60)")
+    verify.add_argument(
+        "--accept",
+        action="store_true",
+        help="a stopped store: vouch for it as it is (rebuilt records, memories found now)",
+    )
     migrate = _command(
         commands,
         "migrate-layout",

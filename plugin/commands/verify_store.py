@@ -31,18 +31,32 @@ def verify_url(url: str, timeout_s: float, out: Print) -> int:
     return _said(found.get("problems", []), out)
 
 
-async def verify_settings(settings: Settings, dimension: int, out: Print) -> int:
+async def verify_settings(
+    settings: Settings, dimension: int, out: Print, *, accept: bool = False
+) -> int:
     backend = build_backend(settings, dimension)
     await backend.start()
     try:
+        if accept:
+            await _accept(backend, out)
         problems = await backend.verify()
     finally:
         await backend.close()
     return _said(list(problems), out)
 
 
-def verify_offline(settings: Settings, out: Print) -> int:
-    return asyncio.run(verify_settings(settings, configured_dimension(settings), out))
+async def _accept(backend: object, out: Print) -> None:
+    """Rebuilt records lost their memory counts, and a namespace short of memories answers
+    503: both stay so until an operator, having restored (import, backfill) or given up
+    what was lost, vouches for the store as it is."""
+    accept = getattr(backend, "accept", None)  # the embedded store only
+    accepted: list[str] = await accept() if accept is not None else []
+    out(f"verify-store: accepted {len(accepted)} namespace(s) as they are now")
+
+
+def verify_offline(settings: Settings, out: Print, *, accept: bool = False) -> int:
+    dimension = configured_dimension(settings)
+    return asyncio.run(verify_settings(settings, dimension, out, accept=accept))
 
 
 def _said(problems: list[str], out: Print) -> int:

@@ -97,6 +97,7 @@ async def test_lost_records_are_rebuilt_from_the_memories(
         path.unlink()
     async for api in served(make_app, clock):
         assert (await _found(api, GOOD), await _found(api, BAD)) == (20, 3)
+        # The counts survived in counts.sqlite3 (issue 28): the rebuilt ones are checked.
         assert await _health(api) == (
             200,
             {"status": "ok", "version": "1.0.0", "capabilities": CAPABILITIES},
@@ -158,8 +159,14 @@ async def test_memories_lost_from_the_engine_make_health_degraded(
         )
         async with api.client.get("/metrics") as response:
             assert "memory_plugin_store_problems 1.0" in await response.text()
-        # What is left is served; BAD is whole.
-        assert (await _found(api, GOOD), await _found(api, BAD)) == (15, 3)
+        # Never a partial list (issue 28): GOOD answers 503 naming itself; BAD is whole.
+        for reply in (await api.search(GOOD), await api.search(GOOD, query="memory")):
+            assert reply.status == 503
+            assert GOOD in reply.body["message"]
+        assert await _found(api, BAD) == 3
+        both = await api.search(GOOD, BAD, limit=100)
+        assert {m["namespace"] for m in both.body["memories"]} == {BAD}
+        assert (await api.commit(GOOD, "writes go on: an import can restore")).status == 201
     assert any(GOOD in line and "15 of 20" in line for line in _errors(caplog))
 
 
@@ -280,7 +287,10 @@ async def test_verify_store_checks_a_stopped_store(
     assert capsys.readouterr().out == (
         "verify-store: ok: every namespace record agrees with the memories stored\n"
     )
-    _sql(tmp_path, "UPDATE counts SET memories = 9")
+    counts = sqlite3.connect(tmp_path / "store" / "counts.sqlite3")
+    with counts:
+        counts.execute("UPDATE counts SET memories = 9")
+    counts.close()
     assert await asyncio.to_thread(cli.main, ["verify-store"]) == 1
     assert capsys.readouterr().out == (
         "verify-store: 1 namespace(s) hold fewer memories than recorded (lost from the"

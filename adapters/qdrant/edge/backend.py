@@ -26,7 +26,7 @@ write survives `kill -9` (tests/store/test_durability.py). Where each engine cal
 (event loop or worker thread) is dispatch.py's. One plugin process per data
 directory.
 
-This class is a facade: each concern is a part (namespaces.py, reads.py,
+This class is a facade: each concern is a part (namespaces.py, reads.py, checks.py,
 writes.py, transfer.py, keyword_index.py) over one shared `EdgeStore` (store.py).
 """
 
@@ -53,10 +53,9 @@ from adapters.base import (
 )
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
-from adapters.qdrant.edge import integrity
+from adapters.qdrant.edge.checks import EdgeChecks
 from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES, allocated_bytes
 from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
-from adapters.qdrant.edge.integrity import IntegrityReport, some
 from adapters.qdrant.edge.keyword_index import EdgeKeywordIndex
 from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge.namespaces import EdgeNamespaces
@@ -97,8 +96,7 @@ class QdrantEdgeBackend(VectorBackend):
         self._writes = EdgeWrites(self._store, self._reads)
         self._transfer = EdgeTransfer(self._store, self._writes)
         self._keywords = EdgeKeywordIndex(self._store)
-        self.integrity = IntegrityReport()
-        self._verified_at = float("-inf")
+        self._checks = EdgeChecks(self._store)
         self._next_vacuum = 0  # the shard the next due vacuum rewrites
 
     @property
@@ -139,19 +137,17 @@ class QdrantEdgeBackend(VectorBackend):
         legacy = self._data_dir / LEGACY_DIR
         if legacy.is_dir():
             migrate_legacy_layout(legacy, self._shards.of, self._records)
-        self._verify(at_start=True)
-
-    def _verify(self, *, at_start: bool = False) -> IntegrityReport:
-        self.integrity = integrity.check(self._shards, self._records, at_start=at_start)
-        self._verified_at = time.monotonic()
-        return self.integrity
+        self._checks.run(at_start=True)
+        self._store.lost.settle()
 
     async def verify(self) -> tuple[str, ...]:
         """Compare the namespace records with the memories the engine holds (verify-store)."""
-        report = await self._store.calls.worker(self._verify)  # a facet per shard: not on the loop
         unreadable = self.condition().unreadable_namespaces
-        found = (f"{len(unreadable)} namespace(s) unreadable: {some(unreadable)}",)
-        return (found if unreadable else ()) + report.problems()
+        return await self._store.calls.worker(self._checks.verify, unreadable)  # not on the loop
+
+    async def accept(self) -> list[str]:
+        """verify-store --accept: the store as it is now is vouched for (checks.py)."""
+        return await self._store.calls.worker(self._checks.accept)
 
     async def close(self) -> None:
         calls = self._store.calls
@@ -175,7 +171,7 @@ class QdrantEdgeBackend(VectorBackend):
         # in one call stalled every request for the sum of them.
         for index in range(len(self._shards.shards)):
             await calls.worker(self._flush, index)
-        if time.monotonic() - self._verified_at >= VERIFY_EVERY_S:
+        if time.monotonic() - self._checks.verified_at >= VERIFY_EVERY_S:
             await self.verify()
 
     def _vacuum_one(self) -> None:
@@ -208,8 +204,9 @@ class QdrantEdgeBackend(VectorBackend):
     def _check_writable(self) -> None:
         if not os.access(self._store.root, os.W_OK | os.X_OK):
             raise BackendUnavailable("the data directory is not writable")
-        if self._shards.waiting_for_room:
-            self._shards.retry_waiting()  # meanwhile health is 200 `degraded`: the disk
+        # Meanwhile health is 200 `degraded`: the disk.
+        if self._shards.waiting_for_room and (opened := self._shards.retry_waiting()):
+            self._checks.opened_late(opened)
         if self._shards.all_down:
             raise BackendUnavailable(
                 "the embedded memory store could not be opened at start (damaged files);"
@@ -219,8 +216,9 @@ class QdrantEdgeBackend(VectorBackend):
 
     def condition(self) -> StoreCondition:
         full = next(iter(self._shards.waiting_for_room.values()), None) or self._store.disk.problem
-        problems = ((full,) if full else ()) + self.integrity.problems()
+        problems = ((full,) if full else ()) + self._checks.problems()
         unreadable = set(self._records.damaged) | set(self._shards.down(self._records.live))
+        unreadable |= self._checks.unreadable()
         return StoreCondition(tuple(sorted(unreadable)), problems)
 
     # -- namespaces (namespaces.py) --------------------------------------------------

@@ -30,6 +30,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from adapters.base import NamespaceRecord
+from adapters.qdrant.edge.engine import fatal, parsed_memory
 from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, FIELD_NAMESPACE
@@ -48,6 +49,7 @@ class Shortfall:
     name: str
     counted: int
     found: int
+    epoch: str = ""
 
 
 @dataclass(slots=True)
@@ -58,6 +60,8 @@ class IntegrityReport:
     rebuilt: list[str] = field(default_factory=list)
     # Names live under another epoch whose earlier incarnation still has memories.
     strays: list[str] = field(default_factory=list)
+    # Rebuilt namespaces whose memories cannot all be read back (they answer 503).
+    unreadable: list[str] = field(default_factory=list)
     recounted: int = 0
 
     def problems(self) -> tuple[str, ...]:
@@ -89,20 +93,38 @@ def engine_counts(shard: Any, where: Any = None) -> dict[str, int]:
     return {str(hit.value): int(hit.count) for hit in shard.facet(request).hits}
 
 
-def _oldest(shard: Any, epoch: str) -> tuple[str, datetime] | None:
-    """The namespace name of an incarnation and the time of its oldest memory."""
-    request = qe.QueryRequest(
-        limit=1,
-        query=qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Asc),
-        filter=qe.Filter(must=[qe.FieldCondition(FIELD_EPOCH, match=qe.MatchValue(epoch))]),
-        with_payload=[FIELD_NAMESPACE, FIELD_CREATED_US],
-    )
-    points = shard.query(request)
-    if not points:
+def _incarnation(epoch: str) -> Any:
+    return qe.Filter(must=[qe.FieldCondition(FIELD_EPOCH, match=qe.MatchValue(epoch))])
+
+
+def _owner(shard: Any, epoch: str) -> tuple[str, datetime] | None:
+    """The namespace name of an incarnation and the time of its oldest memory.
+
+    From the payload indexes alone, never the payload pages: a garbled page must
+    not stop the records of the namespaces around it from being rebuilt."""
+    where = _incarnation(epoch)
+    names = shard.facet(qe.FacetRequest(FIELD_NAMESPACE, limit=2, exact=True, filter=where)).hits
+    if len(names) != 1:  # none, or an epoch shared by two names (a hand edit): not guessed
         return None
-    payload = points[0].payload
-    created = datetime.fromtimestamp(int(payload[FIELD_CREATED_US]) / 1e6, UTC)
-    return str(payload[FIELD_NAMESPACE]), created
+    oldest = qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Asc)
+    points = shard.query(qe.QueryRequest(limit=1, query=oldest, filter=where, with_payload=False))
+    if not points or points[0].order_value is None:
+        return None
+    created = datetime.fromtimestamp(int(points[0].order_value) / 1e6, UTC)
+    return str(names[0].value), created
+
+
+def readable(shard: Any, epoch: str, memories: int) -> bool:
+    """Whether every memory of an incarnation can be read back (a rebuilt one is probed:
+    health must not say `ok` for a namespace whose first read will fail)."""
+    request = qe.QueryRequest(limit=max(1, memories), filter=_incarnation(epoch), with_payload=True)
+    try:
+        return all(parsed_memory(point) is not None for point in shard.query(request))
+    except BaseException as error:
+        if fatal(error):
+            raise
+        log.error("memories of a rebuilt namespace unreadable (epoch %s): %s", epoch, error)
+        return False
 
 
 def kind_of(name: str) -> str:
@@ -113,14 +135,14 @@ def kind_of(name: str) -> str:
 def check(shards: ShardSet, records: RecordStore, *, at_start: bool) -> IntegrityReport:
     """Compare the records with the open shards; at start, also rebuild and re-count.
 
-    Namespaces of a shard that is not open are left out (they answer 503 already)."""
+    Namespaces of a shard that is not open are left out (they answer 503 already);
+    a shard whose indexes cannot be read is taken out of service (`give_up`)."""
     report = IntegrityReport()
     found: dict[str, int] = {}
-    holder: dict[str, Any] = {}
-    for shard in shards.open_shards():
-        for epoch, count in engine_counts(shard).items():
-            found[epoch] = count
-            holder[epoch] = shard
+    holder: dict[str, int] = {}
+    for index, epochs in _counted(shards, range(len(shards.shards)), at_start):
+        found.update(epochs)
+        holder.update(dict.fromkeys(epochs, index))
     baseline: dict[str, int] = {}
     for name, live in sorted(records.live.items()):
         if shards.shards[shards.index_of(name)] is None:
@@ -130,16 +152,85 @@ def check(shards: ShardSet, records: RecordStore, *, at_start: bool) -> Integrit
         if counted is None or (at_start and held > counted):
             baseline[live.epoch] = held  # a store from before counts, or a crash's drift
         elif held < counted:
-            report.shortfalls.append(Shortfall(name, counted, held))
+            report.shortfalls.append(Shortfall(name, counted, held, live.epoch))
     if baseline:
         records.set_counts(baseline)
         report.recounted = len(baseline)
+    _orphans(shards, records, found, holder, report, rebuild=at_start)
+    if at_start:
+        _from_counts(shards, records, report)
+    _log(report)
+    return report
+
+
+def _from_counts(shards: ShardSet, records: RecordStore, report: IntegrityReport) -> None:
+    """Records lost with every memory of their namespace (or of one without memories),
+    known from the counts alone: brought back, so that they answer 503 (short of their
+    memories) or serve empty, never 404. Created now: the time is not known."""
+    known = {live.epoch for live in records.live.values()}
+    known |= set(records.damaged.values()) | set(records.purges)
+    now = datetime.now(UTC)
+    for epoch, name in sorted(records.counted_names.items()):
+        if epoch in known or not name or name in records.live or name in records.damaged:
+            continue
+        records.restore(NamespaceRecord(name, kind_of(name), now), epoch, 0)
+        report.rebuilt.append(name)
+        counted = records.counts.get(epoch, 0)
+        if counted and shards.shards[shards.index_of(name)] is not None:
+            report.shortfalls.append(Shortfall(name, counted, 0, epoch))
+
+
+def rebuild(shards: ShardSet, records: RecordStore, indexes: list[int]) -> IntegrityReport:
+    """Rebuild the lost records of shards opened late (a full volume kept them closed)."""
+    report = IntegrityReport()
+    found: dict[str, int] = {}
+    holder: dict[str, int] = {}
+    for index, epochs in _counted(shards, indexes, True):
+        found.update(epochs)
+        holder.update(dict.fromkeys(epochs, index))
+    _orphans(shards, records, found, holder, report, rebuild=True)
+    _log(report)
+    return report
+
+
+def _counted(shards: ShardSet, indexes: Any, give_up: bool) -> list[tuple[int, dict[str, int]]]:
+    """Memories per epoch of each open shard of `indexes`; one that cannot say is given up
+    (only at start: while serving, requests may be using it, so the error goes up)."""
+    counted = []
+    for index in indexes:
+        shard = shards.shards[index]
+        if shard is None:
+            continue
+        try:
+            counted.append((index, engine_counts(shard)))
+        except BaseException as error:
+            if fatal(error) or not give_up:
+                raise
+            shards.give_up(index, error)
+    return counted
+
+
+def _orphans(
+    shards: ShardSet,
+    records: RecordStore,
+    found: dict[str, int],
+    holder: dict[str, int],
+    report: IntegrityReport,
+    *,
+    rebuild: bool,
+) -> None:
     known = {live.epoch for live in records.live.values()}
     known |= set(records.damaged.values()) | set(records.purges)
     for epoch in sorted(set(found) - known):
-        _orphan(holder[epoch], records, epoch, found[epoch], report, rebuild=at_start)
-    _log(report)
-    return report
+        shard = shards.shards[holder[epoch]]
+        if shard is None:  # given up meanwhile
+            continue
+        try:
+            _orphan(shard, records, epoch, found[epoch], report, rebuild=rebuild)
+        except BaseException as error:
+            if fatal(error) or not rebuild:
+                raise
+            shards.give_up(holder[epoch], error)
 
 
 def _orphan(
@@ -151,13 +242,20 @@ def _orphan(
     *,
     rebuild: bool,
 ) -> None:
-    owner = _oldest(shard, epoch)
+    owner = _owner(shard, epoch)
     if owner is None:
         return
     name, created = owner
     if rebuild and name not in records.live and name not in records.damaged:
         records.restore(NamespaceRecord(name, kind_of(name), created), epoch, memories)
         report.rebuilt.append(name)
+        counted = records.counts.get(epoch, memories)  # survived in counts.sqlite3, or found
+        if memories < counted:
+            report.shortfalls.append(Shortfall(name, counted, memories, epoch))
+        elif memories > counted:  # a crash's drift, as for a live one at start
+            records.set_counts({epoch: memories})
+        if not readable(shard, epoch, memories):
+            report.unreadable.append(name)
     elif name not in report.strays:
         report.strays.append(name)
 

@@ -18,11 +18,20 @@ Tables:
   row is only removed once they are gone. A `kill -9` anywhere in between
   leaves a row that the next purge finishes.
 
-- `counts(epoch, memories)`: how many memories each live incarnation holds, so
-  that a loss in the engine's files is noticed (integrity.py). A count
+- `counts(epoch, memories)`, kept in `counts.sqlite3` beside it since issue 28
+  (memory_counts.py; this table only hands them over once): how many memories
+  each live incarnation holds, so that a loss in the engine's files is noticed
+  (integrity.py). A count
   goes up after the engine has the write and down before the engine deletes,
   so a crash in between leaves the engine ahead, never behind: only "fewer
   memories than counted" means loss.
+- `lost_shards(shard)`: shards whose namespace records were lost while the
+  shard could not be read; their names are unknown until it opens
+  (lost_records.py).
+- `rebuilt(name, epoch)`: records rebuilt from the memories whose counts were
+  lost too (both files): a loss in the engine at the same time cannot show,
+  so health stays `degraded` until an operator accepts them (`verify-store
+  --accept`) or the namespace is deleted.
 
 A row whose record cannot be parsed is not fatal: `open` skips it, keeps its
 name and epoch in `damaged` (the adapter answers 503 for that namespace and
@@ -45,9 +54,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.base import NamespaceRecord
+from adapters.qdrant.edge.memory_counts import CountStore
 from adapters.qdrant.layout import namespace_from_json, namespace_to_json, new_epoch
 
 log = logging.getLogger(__name__)
+
+COUNTS_FILE = "counts.sqlite3"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS namespaces (
@@ -56,6 +68,8 @@ CREATE TABLE IF NOT EXISTS purges (epoch TEXT PRIMARY KEY, name TEXT NOT NULL) W
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS counts (
     epoch TEXT PRIMARY KEY, memories INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lost_shards (shard INTEGER PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rebuilt (name TEXT PRIMARY KEY, epoch TEXT NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -76,13 +90,17 @@ class RecordStore:
         self.purges: dict[str, str] = {}
         # Namespaces whose stored record cannot be read: name -> epoch.
         self.damaged: dict[str, str] = {}
-        # Memories counted per live incarnation: epoch -> count.
-        self.counts: dict[str, int] = {}
+        self._counts = CountStore(path.with_name(COUNTS_FILE))
         # Where an unreadable records file was moved at open, or None.
         self.moved_aside: Path | None = None
+        # The file was missing, empty or moved aside at open: every record was lost.
+        self.started_empty = False
+        self.lost_shards: set[int] = set()
+        self.rebuilt: dict[str, str] = {}  # name -> epoch
 
     def open(self) -> None:
         """Load every record; a file that is not a database is moved aside, not fatal."""
+        self.started_empty = not self._path.exists() or self._path.stat().st_size == 0
         try:
             db = self._connect()
         except sqlite3.DatabaseError as error:
@@ -99,6 +117,7 @@ class RecordStore:
             for suffix in ("-wal", "-shm"):
                 self._path.with_name(self._path.name + suffix).unlink(missing_ok=True)
             db = self._connect()
+            self.started_empty = True
         self._load(db)
         self._db = db
 
@@ -128,13 +147,27 @@ class RecordStore:
                     error,
                 )
         self.purges = dict(db.execute("SELECT epoch, name FROM purges"))
-        self.counts = dict(db.execute("SELECT epoch, memories FROM counts"))
+        earlier = "SELECT c.epoch, c.memories, n.name FROM counts c JOIN namespaces n USING (epoch)"
+        self._counts.open({epoch: (n, name) for epoch, n, name in db.execute(earlier)})
+        self.lost_shards = {int(i) for (i,) in db.execute("SELECT shard FROM lost_shards")}
+        self.rebuilt = dict(db.execute("SELECT name, epoch FROM rebuilt"))
 
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+            self._counts.close()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Memories counted per live incarnation: epoch -> count (memory_counts.py)."""
+        return self._counts.counts
+
+    @property
+    def counted_names(self) -> dict[str, str]:
+        """The namespace of each counted incarnation: epoch -> name (memory_counts.py)."""
+        return self._counts.names
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -156,9 +189,14 @@ class RecordStore:
     def restore(self, record: NamespaceRecord, epoch: str, memories: int) -> None:
         """Bring back a record lost from this file, for an incarnation found in the engine."""
         with self._lock:
-            self._write(record, epoch, memories)
+            if epoch in self.counts:  # the counts survived: still compared with the engine
+                self._write(record, epoch, None)
+            else:
+                self._write(record, epoch, memories, rebuilt=True)
 
-    def _write(self, record: NamespaceRecord, epoch: str, memories: int | None) -> None:
+    def _write(
+        self, record: NamespaceRecord, epoch: str, memories: int | None, *, rebuilt: bool = False
+    ) -> None:
         db = self._conn()
         with db:
             db.execute("BEGIN")
@@ -166,33 +204,24 @@ class RecordStore:
                 "INSERT OR REPLACE INTO namespaces (name, epoch, record) VALUES (?, ?, ?)",
                 (record.name, epoch, namespace_to_json(record)),
             )
-            if memories is not None:
-                db.execute("INSERT OR REPLACE INTO counts VALUES (?, ?)", (epoch, memories))
+            if rebuilt:
+                db.execute("INSERT OR REPLACE INTO rebuilt VALUES (?, ?)", (record.name, epoch))
+        if rebuilt:
+            self.rebuilt[record.name] = epoch
         self.live[record.name] = LiveNamespace(record, epoch)
-        if memories is not None:
-            self.counts[epoch] = memories
+        if memories is not None:  # after the record: a crash between is re-counted at start
+            self._counts.set({epoch: memories}, {epoch: record.name})
 
     def count(self, changes: Mapping[str, int]) -> None:
         """Add to the memory counts of live incarnations (others are ignored)."""
-        changes = {epoch: n for epoch, n in changes.items() if n and epoch in self.counts}
-        if not changes:
-            return
         with self._lock:
-            self._conn().executemany(
-                "UPDATE counts SET memories = memories + ? WHERE epoch = ?",
-                [(n, epoch) for epoch, n in changes.items()],
-            )
-            for epoch, n in changes.items():
-                if epoch in self.counts:
-                    self.counts[epoch] += n
+            self._counts.add(changes)
 
     def set_counts(self, counts: Mapping[str, int]) -> None:
         """Set the counts of these incarnations to what the engine holds (a new baseline)."""
         with self._lock:
-            self._conn().executemany(
-                "INSERT OR REPLACE INTO counts VALUES (?, ?)", list(counts.items())
-            )
-            self.counts.update(counts)
+            names = {live.epoch: name for name, live in self.live.items()}
+            self._counts.set(counts, names)
 
     def bury(self, name: str) -> str | None:
         """Delete `name` for callers in one transaction; its epoch, to purge, or None."""
@@ -205,10 +234,12 @@ class RecordStore:
             with db:  # one transaction: BEGIN ... COMMIT
                 db.execute("BEGIN")
                 db.execute("DELETE FROM namespaces WHERE name = ?", (name,))
-                db.execute("DELETE FROM counts WHERE epoch = ?", (epoch,))
+                db.execute("DELETE FROM counts WHERE epoch = ?", (epoch,))  # from before
+                db.execute("DELETE FROM rebuilt WHERE name = ?", (name,))
                 db.execute("INSERT OR REPLACE INTO purges VALUES (?, ?)", (epoch, name))
             self.live.pop(name, None)
-            self.counts.pop(epoch, None)
+            self.rebuilt.pop(name, None)
+            self._counts.drop(epoch)
             self.damaged.pop(name, None)
             self.purges[epoch] = name
             return epoch
@@ -218,6 +249,25 @@ class RecordStore:
         with self._lock:
             self._conn().execute("DELETE FROM purges WHERE epoch = ?", (epoch,))
             self.purges.pop(epoch, None)
+
+    def set_lost_shards(self, shards: set[int]) -> None:
+        """Remember which shards' namespace records are unknown (lost_records.py)."""
+        if shards == self.lost_shards:
+            return
+        with self._lock:
+            db = self._conn()
+            with db:
+                db.execute("BEGIN")
+                db.execute("DELETE FROM lost_shards")
+                db.executemany("INSERT INTO lost_shards VALUES (?)", [(i,) for i in shards])
+            self.lost_shards = set(shards)
+
+    def accept_rebuilt(self) -> list[str]:
+        """An operator vouches for the rebuilt records (verify-store --accept)."""
+        with self._lock:
+            self._conn().execute("DELETE FROM rebuilt")
+            accepted, self.rebuilt = sorted(self.rebuilt), {}
+            return accepted
 
     def meta(self) -> dict[str, str]:
         """Store-wide facts (the embedding fingerprint): `meta(key, value)` rows."""

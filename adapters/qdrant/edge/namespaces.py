@@ -53,20 +53,28 @@ class EdgeNamespaces:
         found = self._store.records.live.get(name)
         if found is None and name in self._store.records.damaged:
             raise unreadable(name)
+        if found is None and self._store.lost.covers(name):
+            raise self._store.lost.refusal(name)
         return None if found is None else found.record
 
     async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
         """Raises `StorageDamaged` when none is live and some are unreadable (a 503, not
         an empty answer that looks like a namespace without memories)."""
-        live = self._store.records.live
+        live, lost = self._store.records.live, self._store.lost
         found = {name: live[name].record for name in names if name in live}
+        unknown = [name for name in names if lost.covers(name)]
+        refused = lost.refusal(*unknown) if unknown else None  # counted for health either way
         if not found and (damaged := [n for n in names if n in self._store.records.damaged]):
             raise unreadable(", ".join(damaged))
+        if not found and refused is not None:
+            raise refused
         return found
 
     async def save_namespace(self, record: NamespaceRecord) -> None:
         if record.name in self._store.records.damaged:
             raise unreadable(record.name)
+        if self._store.lost.covers(record.name):
+            raise self._store.lost.refusal(record.name)
         await self._store.calls.worker(self._save, record)
 
     def _save(self, record: NamespaceRecord) -> None:
@@ -77,6 +85,8 @@ class EdgeNamespaces:
     async def delete_namespace(self, name: str) -> bool:
         """Also drops a namespace whose record is unreadable (its memories go too)."""
         store = self._store
+        if store.lost.covers(name):  # not a 404: it may exist, in the shard that cannot say
+            raise store.lost.refusal(name)
         epoch = await store.calls.worker(store.guarded, store.records.bury, name)
         if epoch is None:
             return False

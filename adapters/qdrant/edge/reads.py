@@ -58,6 +58,12 @@ class EdgeReads:
     def _scopes(self, namespaces: Sequence[str]) -> list[tuple[Any, Scope]]:
         """The live namespaces asked for, grouped by shard: (shard, their scope) each."""
         live = self._store.records.live
+        if short := [n for n in namespaces if n in live and live[n].epoch in self._store.short]:
+            raise StorageDamaged(
+                f"namespace {', '.join(short)} holds fewer memories than recorded (lost from the"
+                " store's files); see docs/repair.md#memories-lost-from-the-stores-files",
+                tuple(short),
+            )
         grouped: dict[int, list[tuple[str, str]]] = {}
         for name in dict.fromkeys(namespaces):
             if name in live:

@@ -22,6 +22,7 @@ served as one shard until then.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -106,11 +107,26 @@ class ShardSet:
         self.shards[index] = shard
         return shard
 
-    def retry_waiting(self) -> None:
-        """Open the shards a full volume kept closed, now that there may be room."""
+    def retry_waiting(self) -> list[int]:
+        """Open the shards a full volume kept closed, now that there may be room; those opened."""
         with self._lock:
-            for index in list(self.waiting_for_room):
-                self._open_one(index)
+            return [i for i in list(self.waiting_for_room) if self._open_one(i) is not None]
+
+    def give_up(self, index: int, error: BaseException) -> None:
+        """Take shard `index` out of service: it opened, but its indexes cannot be read.
+
+        Why: at start, a shard whose damage shows only on the first read must
+        fail alone, as one that does not open does, not stop the whole store."""
+        log.error("memory shard %02d could not be read (damaged files): %s", index, error)
+        shard, self.shards[index] = self.shards[index], None
+        self.damaged.add(index)
+        if shard is not None:
+            with contextlib.suppress(Exception):
+                shard.close()
+
+    def unopened(self) -> set[int]:
+        """Shards on disk that do not serve: damaged, or waiting for room."""
+        return self.damaged | set(self.waiting_for_room)
 
     def _try_resharding(self, single: Path, sharded: Path) -> None:
         partial = self._root / f"{SHARDS_DIR}.partial"

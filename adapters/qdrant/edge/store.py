@@ -19,6 +19,7 @@ from adapters.qdrant import filters
 from adapters.qdrant.edge.disk import DiskGuard
 from adapters.qdrant.edge.dispatch import EngineCalls
 from adapters.qdrant.edge.engine import EDGE
+from adapters.qdrant.edge.lost_records import LostRecords
 from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
 
@@ -35,7 +36,11 @@ class EdgeStore:
         self.records = RecordStore(root / RECORDS_FILE)
         self.disk = DiskGuard(root, headroom_bytes)
         self.shards = ShardSet(root, dimension, self.disk)
+        self.lost = LostRecords(self.records, self.shards)
         self.changes = 0  # points replaced or deleted since the last vacuum
+        # Incarnations holding fewer memories than counted: searches answer 503, not a
+        # partial list; writes go on, so that an import can restore them (integrity.py).
+        self.short: frozenset[str] = frozenset()
         self.update: Callable[[Any, Any], None] = self._update
 
     def _update(self, shard: Any, operation: Any) -> None:
