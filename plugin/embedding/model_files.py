@@ -41,6 +41,7 @@ class Pooling:
 
     token_dimension: int
     modes: tuple[str, ...]
+    include_prompt: bool = True
 
     @property
     def dimension(self) -> int:
@@ -98,7 +99,15 @@ def read_pooling(model_dir: Path) -> Pooling | None:
             f"{model_dir.name}: {path.relative_to(model_dir)} names no dimension or an unknown "
             f"pooling mode ({', '.join(map(str, unknown)) or dimension!r})"
         )
-    return Pooling(dimension, modes)
+    return Pooling(dimension, modes, bool(config.get("include_prompt", True)))
+
+
+def default_prompt(model_dir: Path) -> str:
+    """The prompt sentence-transformers puts before every text (`default_prompt_name` of
+    `config_sentence_transformers.json`); empty for most models."""
+    config = _json(model_dir / "config_sentence_transformers.json")
+    name, prompts = config.get("default_prompt_name"), config.get("prompts")
+    return str(prompts.get(name, "")) if name and isinstance(prompts, dict) else ""
 
 
 def _kind(module: dict[str, Any]) -> str:

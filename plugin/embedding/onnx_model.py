@@ -39,7 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from plugin.embedding.model_files import Pooling, check_onnx_modules, max_seq_length, read_pooling
+from plugin.embedding.model_files import (
+    Pooling,
+    check_onnx_modules,
+    default_prompt,
+    max_seq_length,
+    read_pooling,
+)
 from plugin.embedding.onnx_weights import read_initializers
 from plugin.embedding.pooling import pool
 
@@ -161,6 +167,7 @@ class OnnxEncoder:
     """
 
     inline_lone_text = True  # one text is quick: the event loop may wait for it
+    prompt = ""  # put before every text, as sentence-transformers does (model_files.py)
 
     def __init__(
         self,
@@ -194,6 +201,9 @@ class OnnxEncoder:
         pooling = read_pooling(model_dir)
         if pooling is None:
             raise ValueError(f"{model_dir.name}: no 1_Pooling/config.json says how it pools")
+        prompt = default_prompt(model_dir)
+        if prompt and not pooling.include_prompt:
+            raise ValueError(f"{model_dir.name}: pooling without its prompt: use the torch backend")
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         tokenizer.enable_truncation(max_seq_length(model_dir))
         padding = tokenizer.padding or {}  # keep its pad token, drop any fixed length
@@ -201,13 +211,18 @@ class OnnxEncoder:
             pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]")
         )
         if sessions <= 1:  # ONNX Runtime's own threading, as before pools existed
-            return cls([_session(ort, onnx_file, None, [])], tokenizer, pooling, fingerprint)
-        shared = _shared_weights(ort, onnx_file)
-        pool = [_session(ort, onnx_file, 1, shared) for _ in range(sessions)]
-        solo = _session(ort, onnx_file, sessions, shared)
-        return cls(pool, tokenizer, pooling, fingerprint, solo, shared)
+            encoder = cls([_session(ort, onnx_file, None, [])], tokenizer, pooling, fingerprint)
+        else:
+            shared = _shared_weights(ort, onnx_file)
+            pool = [_session(ort, onnx_file, 1, shared) for _ in range(sessions)]
+            solo = _session(ort, onnx_file, sessions, shared)
+            encoder = cls(pool, tokenizer, pooling, fingerprint, solo, shared)
+        encoder.prompt = prompt
+        return encoder
 
     def encode(self, texts: list[str]) -> list[list[float]]:
+        if self.prompt:
+            texts = [self.prompt + text for text in texts]
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)

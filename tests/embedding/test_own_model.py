@@ -75,6 +75,21 @@ def test_onnx_gives_torchs_vectors(
         assert np.sum(np.array(found) * reference, axis=1).min() > 0.99999
 
 
+def test_a_default_prompt_is_put_before_every_text(transformer: Path, tmp_path: Path) -> None:
+    """sentence-transformers does so when the model names one (E5, BGE query models)."""
+    model = save_model(transformer, tmp_path / "prompted", ("mean",), legacy=False)
+    config_path = model / "config_sentence_transformers.json"
+    config = json.loads(config_path.read_text())
+    config |= {"prompts": {"query": "query: ", "document": ""}, "default_prompt_name": "query"}
+    config_path.write_text(json.dumps(config))
+    onnx = load_encoder(onnx_settings(model, tmp_path / "data"))
+    reference = np.array(SentenceTransformerEncoder.load(model).encode(TEXTS))
+    assert np.sum(np.array(onnx.encode(TEXTS)) * reference, axis=1).min() > 0.99999
+    plain = save_model(transformer, tmp_path / "plain", ("mean",), legacy=False)
+    unprompted = np.array(SentenceTransformerEncoder.load(plain).encode(TEXTS[:1]))
+    assert float(np.sum(unprompted * reference[:1])) < 0.99999  # the prompt did change them
+
+
 def test_both_formats_read_alike(tmp_path: Path) -> None:
     (tmp_path / "1_Pooling").mkdir()
     config = tmp_path / "1_Pooling" / "config.json"
