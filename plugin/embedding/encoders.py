@@ -92,13 +92,14 @@ def require_torch(why: str) -> None:
     if torch_installed():
         return
     raise ValueError(
-        f"{why}, which needs torch, and this installation has none (the slim image runs "
+        f"{why} needs torch, which this installation does not have (the slim image runs "
         f"the onnx backends only): use the image memory-plugin-vector:{_version()}-full "
         "(the Dockerfile's `full` target)"
     )
 
 
 def torch_installed() -> bool:
+    """Whether the torch backend and the ONNX export can run here (not in the slim image)."""
     return bool(
         importlib.util.find_spec("torch") and importlib.util.find_spec("sentence_transformers")
     )
@@ -155,7 +156,7 @@ def load_encoder(settings: Settings) -> Encoder:
     """
     backend = settings.embedding_backend
     if backend == "torch":
-        require_torch("MEMORY_PLUGIN_EMBEDDING_BACKEND=torch runs the model on torch")
+        require_torch("MEMORY_PLUGIN_EMBEDDING_BACKEND=torch")
         return SentenceTransformerEncoder.load(settings.embedding_model)
     from plugin.embedding import onnx_model
 
@@ -166,7 +167,8 @@ def load_encoder(settings: Settings) -> Encoder:
     onnx_model.check_export(target, source)
     path = target / onnx_model.ONNX_FILES[backend]
     if not path.is_file():
-        require_torch(f"{model_name(settings.embedding_model)} has no ONNX export in {target}")
+        name = model_name(settings.embedding_model)
+        require_torch(f"exporting {name} to ONNX (there is no export in {target})")
         log.info("exporting the model to ONNX (once)", extra={"onnx_dir": str(target)})
         onnx_model.export_onnx(source, target)
     fingerprint = configured_fingerprint(settings)

@@ -126,7 +126,7 @@ def test_without_torch_the_torch_backend_names_the_full_image(
     torch = onnx_settings(unexported, tmp_path, MEMORY_PLUGIN_EMBEDDING_BACKEND="torch")
     with pytest.raises(ValueError, match=r"use the image memory-plugin-vector:\S+-full"):
         load_encoder(torch)
-    with pytest.raises(ValueError, match=r"has no ONNX export in .*-full"):
+    with pytest.raises(ValueError, match=r"exporting unexported to ONNX .* needs torch.*-full"):
         load_encoder(onnx_settings(unexported, tmp_path / "data"))
 
 
