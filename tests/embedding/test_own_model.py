@@ -160,8 +160,12 @@ def test_export_onnx_then_serve(transformer: Path, tmp_path: Path, mode: str, le
     )
     assert exported.returncode == 0, exported.stderr
     assert (model / "onnx" / "model.onnx").is_file()
-    search = {"MEMORY_PLUGIN_SEARCH": "dense"}  # the ranking is the vectors' alone
-    server = ServerProcess(tmp_path / "data", tmp_path / "server.log", env=env | search)
+    serving = {
+        "MEMORY_PLUGIN_SEARCH": "dense",  # the ranking is the vectors' alone
+        # A loaded machine may take longer than 1.5 s (the default) for a new store's first write.
+        "MEMORY_PLUGIN_BACKEND_TIMEOUT": "10",
+    }
+    server = ServerProcess(tmp_path / "data", tmp_path / "server.log", env=env | serving)
     try:
         server.start()
         server.wait_healthy()
