@@ -10,6 +10,8 @@ docs/embedding.md). Requests reach it through plugin/embedding/embedder.py, whic
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import logging
 import os
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from plugin.embedding.model_files import (
     DEFAULT_MODEL,
+    check_onnx_modules,
     model_dimension,
     model_name,
     resolve_model_dir,
@@ -83,6 +86,32 @@ class SentenceTransformerEncoder:
         return [row.tolist() for row in vectors]
 
 
+def require_torch(why: str) -> None:
+    """Raise ValueError naming the image to use where torch is not installed: the slim
+    image carries the ONNX backends and the exported model only (Dockerfile)."""
+    if torch_installed():
+        return
+    raise ValueError(
+        f"{why} needs torch, which this installation does not have (the slim image runs "
+        f"the onnx backends only): use the image memory-plugin-vector:{_version()}-full "
+        "(the Dockerfile's `full` target)"
+    )
+
+
+def torch_installed() -> bool:
+    """Whether the torch backend and the ONNX export can run here (not in the slim image)."""
+    return bool(
+        importlib.util.find_spec("torch") and importlib.util.find_spec("sentence_transformers")
+    )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("memory-plugin-vector")
+    except importlib.metadata.PackageNotFoundError:
+        return "<version>"
+
+
 def offline() -> None:
     """Offline by construction: these libraries would otherwise try the hub."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -127,15 +156,19 @@ def load_encoder(settings: Settings) -> Encoder:
     """
     backend = settings.embedding_backend
     if backend == "torch":
+        require_torch("MEMORY_PLUGIN_EMBEDDING_BACKEND=torch")
         return SentenceTransformerEncoder.load(settings.embedding_model)
     from plugin.embedding import onnx_model
 
     offline()
     source = resolve_model_dir(settings.embedding_model)
+    check_onnx_modules(source)  # before an export: such a model is not exported either
     target = onnx_dir(settings)
     onnx_model.check_export(target, source)
     path = target / onnx_model.ONNX_FILES[backend]
     if not path.is_file():
+        name = model_name(settings.embedding_model)
+        require_torch(f"exporting {name} to ONNX (there is no export in {target})")
         log.info("exporting the model to ONNX (once)", extra={"onnx_dir": str(target)})
         onnx_model.export_onnx(source, target)
     fingerprint = configured_fingerprint(settings)

@@ -9,9 +9,10 @@ directly, with nothing fetched:
 - int8: ONNX Runtime's dynamic quantisation with the settings of optimum's `avx2`
   config, what `export_dynamic_quantized_onnx_model(model, "avx2", ...)` applies
   (`model_quint8_avx2.onnx`);
-- at run time: the model's own `tokenizer.json`, its mean pooling and normalisation in
-  numpy, and ONNX Runtime. No torch import, so start-up is quick
-  (tests/embedding/test_onnx.py holds the output to sentence-transformers').
+- at run time: the model's own `tokenizer.json`, its pooling (any of sentence-transformers'
+  modes, plugin/embedding/pooling.py) and normalisation in numpy, and ONNX Runtime. No
+  torch import, so start-up is quick (tests/embedding/test_onnx.py and
+  test_own_model.py hold the output to sentence-transformers').
 
 Sessions (`OnnxEncoder.load(sessions=N)`): on N > 1 cores, N single-threaded sessions
 that take whole batches side by side, plus one N-threaded session for a lone text
@@ -38,6 +39,16 @@ from typing import Any
 
 import numpy as np
 
+from plugin.embedding.model_files import (
+    Pooling,
+    check_onnx_modules,
+    default_prompt,
+    max_seq_length,
+    read_pooling,
+)
+from plugin.embedding.onnx_weights import read_initializers
+from plugin.embedding.pooling import pool
+
 # The ONNX files per embedding backend, named as sentence-transformers names them.
 ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model_quint8_avx2.onnx"}
 SOURCE_FILE = "source.json"  # which model an export was made from
@@ -50,11 +61,17 @@ def source_of(model_dir: Path) -> dict[str, Any]:
 
 
 def check_export(out_dir: Path, model_dir: Path) -> None:
-    """Raise ValueError when `out_dir` holds an export of other weights than `model_dir`'s."""
+    """Raise ValueError when `out_dir` holds an export of other weights than `model_dir`'s.
+
+    A model directory without its weights (the slim image carries the export only) is
+    checked by name: there is nothing else to compare.
+    """
     path = out_dir / SOURCE_FILE
     if not path.is_file():
         return
     found, expected = json.loads(path.read_text()), source_of(model_dir)
+    if expected["weights_bytes"] == 0 and found.get("model") == expected["model"]:
+        return
     if found != expected:
         raise ValueError(
             f"the ONNX export in {out_dir} was made from {found.get('model')!r}, "
@@ -65,12 +82,15 @@ def check_export(out_dir: Path, model_dir: Path) -> None:
 
 def export_onnx(model_dir: Path, out_dir: Path) -> None:
     """Write every missing file of `ONNX_FILES` into `out_dir`. Needs torch; takes seconds."""
+    check_onnx_modules(model_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     check_export(out_dir, model_dir)
     fp32 = out_dir / ONNX_FILES["onnx"]
+    int8 = out_dir / ONNX_FILES["onnx-int8"]
+    if fp32.is_file() and int8.is_file():
+        return
     if not fp32.is_file():
         _export_fp32(model_dir, fp32)
-    int8 = out_dir / ONNX_FILES["onnx-int8"]
     if not int8.is_file():
         _quantize(fp32, int8)
     (out_dir / SOURCE_FILE).write_text(json.dumps(source_of(model_dir)))
@@ -139,19 +159,21 @@ def _quantize(fp32: Path, target: Path) -> None:
 
 
 class OnnxEncoder:
-    """Tokenizer, ONNX Runtime sessions, mean pooling, L2 normalisation: `Encoder` without torch.
+    """Tokenizer, ONNX Runtime sessions, the model's pooling, L2 normalisation: `Encoder`
+    without torch.
 
     `encode` may be called from `parallelism` threads at once, each call on a session of
     its own (module docstring); a lone text with nothing else running takes `solo`.
     """
 
     inline_lone_text = True  # one text is quick: the event loop may wait for it
+    prompt = ""  # put before every text, as sentence-transformers does (model_files.py)
 
     def __init__(
         self,
         sessions: list[Any],
         tokenizer: Any,
-        dimension: int,
+        pooling: Pooling,
         fingerprint: str,
         solo: Any | None = None,
         shared: list[Any] | None = None,
@@ -164,7 +186,8 @@ class OnnxEncoder:
         self._tokenizer = tokenizer
         self._inputs = [i.name for i in sessions[0].get_inputs()]
         self.parallelism = len(sessions)
-        self.dimension = dimension
+        self._modes = pooling.modes
+        self.dimension = pooling.dimension
         self.fingerprint = fingerprint
 
     @classmethod
@@ -174,25 +197,32 @@ class OnnxEncoder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        pooling = json.loads((model_dir / "1_Pooling" / "config.json").read_text())
-        if not pooling.get("pooling_mode_mean_tokens"):
-            raise ValueError(f"{model_dir.name}: the ONNX backends need a mean-pooling model")
-        config = json.loads((model_dir / "sentence_bert_config.json").read_text())
+        check_onnx_modules(model_dir)
+        pooling = read_pooling(model_dir)
+        if pooling is None:
+            raise ValueError(f"{model_dir.name}: no 1_Pooling/config.json says how it pools")
+        prompt = default_prompt(model_dir)
+        if prompt and not pooling.include_prompt:
+            raise ValueError(f"{model_dir.name}: pooling without its prompt: use the torch backend")
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        tokenizer.enable_truncation(int(config.get("max_seq_length", 256)))
+        tokenizer.enable_truncation(max_seq_length(model_dir))
         padding = tokenizer.padding or {}  # keep its pad token, drop any fixed length
         tokenizer.enable_padding(
             pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]")
         )
-        dimension = int(pooling["word_embedding_dimension"])
         if sessions <= 1:  # ONNX Runtime's own threading, as before pools existed
-            return cls([_session(ort, onnx_file, None, [])], tokenizer, dimension, fingerprint)
-        shared = _shared_weights(ort, onnx_file)
-        pool = [_session(ort, onnx_file, 1, shared) for _ in range(sessions)]
-        solo = _session(ort, onnx_file, sessions, shared)
-        return cls(pool, tokenizer, dimension, fingerprint, solo, shared)
+            encoder = cls([_session(ort, onnx_file, None, [])], tokenizer, pooling, fingerprint)
+        else:
+            shared = _shared_weights(ort, onnx_file)
+            pool = [_session(ort, onnx_file, 1, shared) for _ in range(sessions)]
+            solo = _session(ort, onnx_file, sessions, shared)
+            encoder = cls(pool, tokenizer, pooling, fingerprint, solo, shared)
+        encoder.prompt = prompt
+        return encoder
 
     def encode(self, texts: list[str]) -> list[list[float]]:
+        if self.prompt:
+            texts = [self.prompt + text for text in texts]
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
@@ -204,8 +234,7 @@ class OnnxEncoder:
             hidden = session.run(None, feeds)[0]
         finally:
             self._give(session)
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        pooled = pool(hidden, mask, self._modes)
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         vectors: list[list[float]] = (pooled / norms).tolist()
         return vectors
@@ -239,13 +268,6 @@ def _session(ort: Any, onnx_file: Path, threads: int | None, shared: list[Any]) 
 
 def _shared_weights(ort: Any, onnx_file: Path) -> list[Any]:
     """Every initializer of the model as (name, array, OrtValue on that array): sessions
-    given these use the one buffer instead of loading a copy each."""
-    import onnx
-    from onnx import numpy_helper
-
-    model = onnx.load(str(onnx_file))
-    found = []
-    for initializer in model.graph.initializer:
-        array = numpy_helper.to_array(initializer)
-        found.append((initializer.name, array, ort.OrtValue.ortvalue_from_numpy(array)))
-    return found
+    given these use the one buffer instead of loading a copy each (none: a copy each)."""
+    found = read_initializers(onnx_file) or []
+    return [(name, array, ort.OrtValue.ortvalue_from_numpy(array)) for name, array in found]

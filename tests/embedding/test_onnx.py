@@ -165,3 +165,22 @@ def test_unknown_embedding_backend_is_a_setting_error() -> None:
     with pytest.raises(SettingsError, match="MEMORY_PLUGIN_EMBEDDING_BACKEND"):
         Settings.from_env({"MEMORY_PLUGIN_EMBEDDING_BACKEND": "tensorflow"})
     assert Settings.from_env({}).embedding_backend == "onnx"
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_the_weights_are_read_as_onnx_reads_them(onnx_encoder: Encoder, backend: str) -> None:
+    """The session pool shares these (plugin/embedding/onnx_weights.py); `onnx` itself is
+    not in the slim image, so they are read without it: the same names, types and values."""
+    import onnx
+    from onnx import numpy_helper
+
+    from plugin.embedding.onnx_weights import read_initializers
+
+    path = onnx_dir(settings_for(backend, Path("."))) / ONNX_FILES[backend]
+    found = read_initializers(path)
+    assert found is not None
+    expected = [(i.name, numpy_helper.to_array(i)) for i in onnx.load(str(path)).graph.initializer]
+    assert [name for name, _ in found] == [name for name, _ in expected]
+    for (_, mine), (_, theirs) in zip(found, expected, strict=True):
+        assert mine.dtype == theirs.dtype
+        assert np.array_equal(mine, theirs)

@@ -51,6 +51,13 @@ def stages(instructions: list[Instruction]) -> list[list[Instruction]]:
     return result
 
 
+def stage_named(instructions: list[Instruction], name: str) -> list[Instruction]:
+    """The stage `FROM ... AS name`."""
+    found = [s for s in stages(instructions) if s[0].args.split()[-1] == name]
+    assert len(found) == 1, f"no one stage named {name}"
+    return found[0]
+
+
 def env_of(stage: list[Instruction]) -> dict[str, str]:
     env: dict[str, str] = {}
     for instruction in stage:
