@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
 from collections.abc import Mapping
 from pathlib import Path
+
+from adapters.qdrant.edge.sqlite_file import connect, move_aside
 
 log = logging.getLogger(__name__)
 
@@ -44,34 +45,18 @@ class CountStore:
         epoch -> (memories, name))."""
         new = not self._path.exists() or self._path.stat().st_size == 0
         try:
-            db = self._connect()
+            db = connect(self._path, _SCHEMA, "counts")
         except sqlite3.DatabaseError as error:
-            aside = self._path.with_name(
-                f"{self._path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}"
-            )
+            aside = move_aside(self._path)
             log.error("memory counts unreadable (%s): moved aside to %s", error, aside.name)
-            self._path.rename(aside)
-            for suffix in ("-wal", "-shm"):
-                self._path.with_name(self._path.name + suffix).unlink(missing_ok=True)
-            db, new = self._connect(), False  # lost, not new: nothing is copied back
+            # lost, not new: nothing is copied back
+            db, new = connect(self._path, _SCHEMA, "counts"), False
         self._db = db
         for epoch, memories, name in db.execute("SELECT epoch, memories, name FROM counts"):
             self.counts[epoch], self.names[epoch] = memories, name
         if new and earlier and not self.counts:
             counts = {epoch: n for epoch, (n, _) in earlier.items()}
             self.set(counts, {epoch: name for epoch, (_, name) in earlier.items()})
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(_SCHEMA)
-            db.execute("SELECT count(*) FROM counts").fetchone()
-        except sqlite3.DatabaseError:
-            db.close()
-            raise
-        return db
 
     def close(self) -> None:
         if self._db is not None:

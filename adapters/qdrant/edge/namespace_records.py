@@ -48,13 +48,13 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.base import NamespaceRecord
 from adapters.qdrant.edge.memory_counts import CountStore
+from adapters.qdrant.edge.sqlite_file import connect, move_aside
 from adapters.qdrant.layout import namespace_from_json, namespace_to_json, new_epoch
 
 log = logging.getLogger(__name__)
@@ -102,36 +102,19 @@ class RecordStore:
         """Load every record; a file that is not a database is moved aside, not fatal."""
         self.started_empty = not self._path.exists() or self._path.stat().st_size == 0
         try:
-            db = self._connect()
+            db = connect(self._path, _SCHEMA, "namespaces")
         except sqlite3.DatabaseError as error:
-            self.moved_aside = self._path.with_name(
-                f"{self._path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}"
-            )
+            self.moved_aside = move_aside(self._path)
             log.error(
                 "namespace records unreadable (%s): moved aside to %s; rebuilding them from"
                 " the memory store",
                 error,
                 self.moved_aside.name,
             )
-            self._path.rename(self.moved_aside)
-            for suffix in ("-wal", "-shm"):
-                self._path.with_name(self._path.name + suffix).unlink(missing_ok=True)
-            db = self._connect()
+            db = connect(self._path, _SCHEMA, "namespaces")
             self.started_empty = True
         self._load(db)
         self._db = db
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-            db.execute("SELECT count(*) FROM namespaces").fetchone()
-        except sqlite3.DatabaseError:
-            db.close()
-            raise
-        return db
 
     def _load(self, db: sqlite3.Connection) -> None:
         self.live, self.damaged = {}, {}
