@@ -21,6 +21,10 @@ def shard_of(name: str) -> int:
     return shard_index(name, SHARD_COUNT)
 
 
+# The namespaces that share BAD's shard: those a broken shard takes down with it.
+BAD_SHARD_NAMES = frozenset(name for name in NAMES if shard_of(name) == shard_of(BAD))
+
+
 def shard_dir(data_dir: Path, name: str) -> Path:
     return data_dir / "store" / "shards" / f"{shard_of(name):02d}"
 

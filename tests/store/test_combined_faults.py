@@ -33,7 +33,7 @@ async def test_lost_records_and_a_shard_that_does_not_open(seeded_store: Path) -
     brought back from them and answer 503 as that shard's namespaces always do."""
     faults.lose_records(seeded_store)
     manifest, text = faults.break_manifest(seeded_store, faults.BAD)
-    down = {name for name in faults.NAMES if faults.shard_of(name) == faults.shard_of(faults.BAD)}
+    down = faults.BAD_SHARD_NAMES
     store = QdrantEdgeBackend(DIM, seeded_store)
     await store.start()
     try:
@@ -61,7 +61,7 @@ async def test_records_and_counts_lost_and_a_shard_that_does_not_open(seeded_sto
     faults.lose_records(seeded_store)
     faults.lose_counts(seeded_store)
     manifest, text = faults.break_manifest(seeded_store, faults.BAD)
-    down = {name for name in faults.NAMES if faults.shard_of(name) == faults.shard_of(faults.BAD)}
+    down = faults.BAD_SHARD_NAMES
     store = QdrantEdgeBackend(DIM, seeded_store)
     await store.start()
     try:
