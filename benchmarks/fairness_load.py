@@ -9,6 +9,7 @@ otherwise slow the quiet caller's own loop and be counted as the server's delay.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import multiprocessing
 import random
@@ -24,14 +25,13 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.common import percentile
+from benchmarks.common import machine, percentile
 from benchmarks.locomo import load
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo-dev.json"
 QUIET = "workspace:quiet"
 BACKFILL = "workspace:backfill"
 QUIET_PAUSE_S = 0.02
-SERVED_PID = 0  # the server process of `served`, for a profiler
 # The platform's client: 2 s per call; a slower answer is a failure (status 0 here).
 CLIENT_TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 Request = tuple[str, str, Any]  # method, path, JSON body
@@ -268,8 +268,6 @@ def served(env: Mapping[str, str], layout: Mapping[str, int], texts: Texts) -> I
         warm = Flood("commit", tuple(layout)[:2], 8, texts.turns, texts.questions)
         phase(server.base_url, texts, 3.0, warm, False, 0)  # the first seconds are slower
         try:
-            global SERVED_PID
-            SERVED_PID = server.proc.pid if server.proc else 0
             yield server.base_url
         except BaseException:
             print("server log tail:\n" + server.log_tail())
@@ -301,6 +299,26 @@ def describe(name: str, outcomes: Sequence[Outcome], duration: float) -> str:
 def check(label: str, passed: bool, figure: str) -> bool:
     print(f"  {'PASS' if passed else 'FAIL'} {label}: {figure}")
     return passed
+
+
+def run_checks(
+    doc: str | None,
+    title: str,
+    env: Mapping[str, str],
+    layout: Mapping[str, int],
+    measure: Callable[[str, Texts, float], list[bool]],
+) -> None:
+    """A benchmark's command line: parse `--duration` and `--data`, serve `layout`,
+    `measure` it, and count the checks that passed."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--duration", type=float, default=8.0)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = parser.parse_args()
+    texts = Texts(args.data)
+    print(f"{title} ({machine()}); {model_rate()}")
+    with served(env, layout, texts) as base:
+        results = measure(base, texts, args.duration)
+    print(f"{sum(results)} of {len(results)} checks passed")
 
 
 def model_rate() -> str:

@@ -12,21 +12,16 @@ model's own rate, in this process, is printed as the yardstick. About 3 minutes.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
-from benchmarks.common import machine
 from benchmarks.fairness_load import (
-    DEFAULT_DATA,
     Flood,
     Texts,
     check,
     describe,
-    model_rate,
     ok,
     phase,
-    served,
+    run_checks,
 )
 
 SMALL = tuple(f"workspace:small-{n:02d}" for n in range(64))
@@ -58,15 +53,8 @@ def measure(base: str, texts: Texts, duration: float) -> list[bool]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--duration", type=float, default=8.0)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args()
-    texts = Texts(args.data)
-    print(f"search throughput ({machine()}); {model_rate()}")
-    with served(WIDE, {name: 50 for name in SMALL} | {BIG: 5000}, texts) as base:
-        results = measure(base, texts, args.duration)
-    print(f"{sum(results)} of {len(results)} checks passed")
+    layout = {name: 50 for name in SMALL} | {BIG: 5000}
+    run_checks(__doc__, "search throughput", WIDE, layout, measure)
 
 
 if __name__ == "__main__":

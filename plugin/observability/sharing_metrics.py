@@ -32,29 +32,34 @@ class _ScrapedGauges(Collector):
         self._in_flight, self._tenants, self._queued = in_flight, tenants, queued
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        flying = GaugeMetricFamily(
-            f"{PREFIX}_requests_in_flight",
-            "Requests admitted and not yet answered, by the kind of namespace they work for.",
-            labels=["tenant_kind"],
-        )
         counts = self._in_flight()
-        for kind in TENANT_KINDS:
-            flying.add_metric([kind], counts.get(kind, 0))
-        yield flying
+        yield _labelled(
+            "requests_in_flight",
+            "Requests admitted and not yet answered, by the kind of namespace they work for.",
+            "tenant_kind",
+            {kind: counts.get(kind, 0) for kind in TENANT_KINDS},
+        )
         yield GaugeMetricFamily(
             f"{PREFIX}_tenants_in_flight",
             "Namespaces (tenants) with at least one request in flight.",
             value=self._tenants(),
         )
-        queued = GaugeMetricFamily(
-            f"{PREFIX}_embedding_queued_texts",
-            "Texts waiting for the model, by priority.",
-            labels=["priority"],
-        )
         waiting = self._queued()
-        for priority in Priority:
-            queued.add_metric([priority.name.lower()], waiting.get(priority, 0))
-        yield queued
+        yield _labelled(
+            "embedding_queued_texts",
+            "Texts waiting for the model, by priority.",
+            "priority",
+            {p.name.lower(): waiting.get(p, 0) for p in Priority},
+        )
+
+
+def _labelled(
+    name: str, help_text: str, label: str, values: Mapping[str, int]
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(f"{PREFIX}_{name}", help_text, labels=[label])
+    for value_label, value in values.items():
+        family.add_metric([value_label], value)
+    return family
 
 
 class SharingMetrics:

@@ -54,7 +54,7 @@ class OverShare(Exception):
         self.retry_after_s = 1
 
 
-# Called on every admission decision: (tenant kind, in-flight by tenant kind) and refusals.
+# Called with each refusal, before it is raised (the metrics count them by reason).
 RefusalObserver = Callable[[OverShare], None]
 
 

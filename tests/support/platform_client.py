@@ -10,7 +10,7 @@ breaker per client, shared by every workspace, opens after 3 consecutive failure
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 TIMEOUT_S = 2.0
@@ -42,7 +42,6 @@ class Breaker:
     failures: int = 0
     opened: int = 0
     longest_run: int = 0
-    history: list[int] = field(default_factory=list)
 
     def record(self, status: int, seconds: float = 0.0) -> None:
         """`status` 0 stands for a transport error; a slow answer counts as a timeout."""
@@ -51,7 +50,6 @@ class Breaker:
         self.longest_run = max(self.longest_run, self.failures)
         if self.failures == FAILURES_TO_OPEN:
             self.opened += 1
-        self.history.append(status)
 
     @property
     def is_open(self) -> bool:
