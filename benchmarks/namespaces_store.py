@@ -21,8 +21,8 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import MemoryRecord, NamespaceRecord
 from benchmarks.common import percentile
 from benchmarks.load import (
     CALLERS,

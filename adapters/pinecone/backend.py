@@ -12,6 +12,8 @@ Layout (see docs/backends.md, "Pinecone"):
 - Memory ids are the vector ids; upsert is native, so a retried commit updates in
   place (`adapters.pinecone.writes`).
 - Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone.vector_metadata`.
+- The optional parts (adapters/parts.py): `transfer` (`adapters.pinecone.writes`),
+  `store_meta` (`adapters.pinecone.store_meta`), `keyword_index` (`adapters.pinecone.keywords`).
 - Read-your-writes: `adapters.pinecone.overlay`. Retries and errors: `adapters.pinecone.calls`.
 - Searches over several namespaces: `adapters.pinecone.reads`; listing without a
   query: `adapters.pinecone.listing`.
@@ -23,13 +25,23 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from pinecone import AsyncIndex
 
-from adapters.base import (
-    DEFAULT_PREFIX,
+from adapters.base import DEFAULT_PREFIX, VectorBackend
+from adapters.pinecone import vector_metadata
+from adapters.pinecone.calls import PineconeMissing, call
+from adapters.pinecone.connection import PineconeConnection
+from adapters.pinecone.expiry import ExpirySweep
+from adapters.pinecone.keywords import PineconeKeywordIndex
+from adapters.pinecone.namespace_records import NamespaceRecords
+from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.reads import MemoryReads
+from adapters.pinecone.store_meta import PineconeStoreMeta
+from adapters.pinecone.writes import MemoryWrites
+from adapters.values import (
     MemoryFilter,
     MemoryRecord,
     NamespaceRecord,
@@ -38,18 +50,7 @@ from adapters.base import (
     SearchQuery,
     SparseVector,
     StoredMemory,
-    VectorBackend,
 )
-from adapters.pinecone import transfer, vector_metadata
-from adapters.pinecone.calls import PineconeMissing, call
-from adapters.pinecone.connection import PineconeConnection
-from adapters.pinecone.expiry import ExpirySweep
-from adapters.pinecone.keywords import PineconeKeywordIndex
-from adapters.pinecone.namespace_records import NamespaceRecords
-from adapters.pinecone.overlay import FreshnessOverlay
-from adapters.pinecone.reads import MemoryReads
-from adapters.pinecone.store_meta import StoreMeta
-from adapters.pinecone.writes import MemoryWrites
 
 
 class PineconeBackend(VectorBackend):
@@ -90,7 +91,7 @@ class PineconeBackend(VectorBackend):
             budget_s=timeout_s,
             clock=clock,
         )
-        self._meta = StoreMeta(
+        self._meta = PineconeStoreMeta(
             prefix=prefix, unit_vector=self._unit, ready=self._ready, budget_s=timeout_s
         )
         self._reads = MemoryReads(
@@ -123,6 +124,21 @@ class PineconeBackend(VectorBackend):
         if self._connection.hybrid or self._connection.metric == "dotproduct":
             return frozenset({SearchMode.DENSE, SearchMode.HYBRID})
         return frozenset({SearchMode.DENSE})
+
+    # -- the optional parts (adapters/parts.py) ----------------------------------------
+
+    @property
+    def transfer(self) -> MemoryWrites:
+        """Batched upserts, and every memory of a namespace listed and fetched."""
+        return self._writes
+
+    @property
+    def store_meta(self) -> PineconeStoreMeta:
+        return self._meta
+
+    @property
+    def keyword_index(self) -> PineconeKeywordIndex:
+        return self._keywords
 
     async def _ready(self) -> AsyncIndex:
         return await self._connection.index()
@@ -170,12 +186,6 @@ class PineconeBackend(VectorBackend):
         return [record for record, _ in (await self._records.all()).values()]
 
     # -- memories ----------------------------------------------------------------------
-
-    async def read_store_meta(self) -> Mapping[str, str]:
-        return await self._meta.read()
-
-    async def write_store_meta(self, key: str, value: str) -> None:
-        await self._meta.write(key, value)
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         found = await self.get_stored_memory(namespace, memory_id)
@@ -245,46 +255,3 @@ class PineconeBackend(VectorBackend):
 
     async def delete_expired_memories(self, now: datetime) -> int:
         return await self._expiry.sweep(now)
-
-    # -- bulk transfer (export, import) ------------------------------------------------
-
-    async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = transfer.PAGE,
-        with_vectors: bool = True,
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """List the namespace's ids and fetch them 100 at a time (`adapters.pinecone.transfer`):
-        two requests per 100 memories, Pinecone's only way to visit a whole namespace."""
-        state = await self._records.state(namespace)
-        if state is None:
-            return
-        pages = transfer.scan(
-            self._ready,
-            (namespace, self._ns(namespace)),
-            state[1],
-            now,
-            self.overlay,
-            self._budget_s,
-            page_size=page_size,
-            with_vectors=with_vectors,
-        )
-        async for page in pages:
-            yield page
-
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        return await self._writes.upsert_memories(memories, keywords)
-
-    # -- keyword index (keywords.py) ---------------------------------------------------
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        await self._keywords.prepare_keywords(reset=reset)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return await self._keywords.unindexed_memories(cursor, limit)

@@ -22,10 +22,11 @@ so a dotproduct index filled by another writer is completed by export and import
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import SparseVector
 from adapters.errors import BackendMisconfigured
+from adapters.values import SparseVector
 
 if TYPE_CHECKING:
     from adapters.pinecone.connection import PineconeConnection
@@ -73,3 +74,7 @@ class PineconeKeywordIndex:
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
         return [], None  # not findable on Pinecone (module docstring)
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        """Never asked: `unindexed_memories` finds nothing to index."""
+        raise NotImplementedError("the pinecone backend indexes keyword vectors as it writes")

@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from pinecone import AsyncIndex
 
-from adapters.base import NamespaceRecord
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call
 from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.values import NamespaceRecord
 
 RECORDS_SUFFIX = "~namespaces"
 PAGE = 100  # ids per list page and per fetch (fetch ids travel in the URL)

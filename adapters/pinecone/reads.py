@@ -19,13 +19,13 @@ from typing import Any
 from pinecone import AsyncIndex
 from pinecone.models.vectors.vector import ScoredVector
 
-from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call
 from adapters.pinecone.keywords import KEYWORD_WEIGHT, sparse_values
 from adapters.pinecone.listing import newest_memories
 from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
 
 QUERY_TOP_K_WITH_METADATA = 1000
 

@@ -18,7 +18,9 @@ STORE_SUFFIX = "~store"
 VECTOR_ID = "store"
 
 
-class StoreMeta:
+class PineconeStoreMeta:
+    """The `store_meta` part of `PineconeBackend` (adapters/parts.py)."""
+
     def __init__(
         self,
         *,
@@ -33,7 +35,7 @@ class StoreMeta:
         self._budget_s = budget_s
         self._written: dict[str, str] = {}
 
-    async def read(self) -> dict[str, str]:
+    async def read_store_meta(self) -> dict[str, str]:
         index = await self._ready()
         found = await call(
             "fetch store metadata",
@@ -44,8 +46,8 @@ class StoreMeta:
         stored = {str(k): str(v) for k, v in ((vector.metadata or {}) if vector else {}).items()}
         return stored | self._written
 
-    async def write(self, key: str, value: str) -> None:
-        facts = await self.read() | {key: value}
+    async def write_store_meta(self, key: str, value: str) -> None:
+        facts = await self.read_store_meta() | {key: value}
         item = {"id": VECTOR_ID, "values": self._unit, "metadata": facts}
         index = await self._ready()
         await call(

@@ -1,5 +1,8 @@
 """Writes of memories to Pinecone: one upsert, or many in batches of up to 100 vectors.
 
+Also the bulk transfer part (adapters/parts.py) that `PineconeBackend` hands out:
+batched writes, and every memory of a namespace read back (transfer.py).
+
 Each write carries its namespace's epoch in its metadata (vector_metadata.py)
 and is recorded in the overlay, so the writer reads it back at once
 (overlay.py). Keyword vectors go with a memory only on a dotproduct index.
@@ -7,11 +10,11 @@ and is recorded in the overlay, so the writer reads it back at once
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 
 from pinecone import AsyncIndex
 
-from adapters.base import MemoryRecord, SparseVector, StoredMemory, with_keywords
 from adapters.errors import NamespaceGone
 from adapters.pinecone import transfer, vector_metadata
 from adapters.pinecone.calls import call
@@ -20,10 +23,11 @@ from adapters.pinecone.keywords import sparse_values
 from adapters.pinecone.namespace_records import NamespaceRecords
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
+from adapters.values import MemoryRecord, SparseVector, StoredMemory, with_keywords
 
 
 class MemoryWrites:
-    """`upsert_memory` and `upsert_memories` of `PineconeBackend` (backend.py)."""
+    """`upsert_memory` of `PineconeBackend` (backend.py), and its `transfer` part."""
 
     def __init__(
         self,
@@ -91,6 +95,32 @@ class MemoryWrites:
             for memory, vector, _, row_keywords in items:
                 self._overlay.memory_written(memory, vector, epoch, row_keywords)
         return sum(len(items) for items in groups.values())
+
+    async def iter_memories(
+        self,
+        namespace: str,
+        now: datetime,
+        *,
+        page_size: int = transfer.PAGE,
+        with_vectors: bool = True,
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """List the namespace's ids and fetch them 100 at a time (transfer.py): two
+        requests per 100 memories, Pinecone's only way to visit a whole namespace."""
+        state = await self._records.state(namespace)
+        if state is None:
+            return
+        pages = transfer.scan(
+            self._connection.index,
+            (namespace, self._reads.pinecone_namespace(namespace)),
+            state[1],
+            now,
+            self._overlay,
+            self._budget_s,
+            page_size=page_size,
+            with_vectors=with_vectors,
+        )
+        async for page in pages:
+            yield page
 
     async def _upsert_chunk(
         self, index: AsyncIndex, namespace: str, chunk: list[transfer.Item]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from adapters.base import JsonObject
+from adapters.values import JsonObject
 
 
 class NamespaceFields(Protocol):

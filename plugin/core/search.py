@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored
+from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
 from plugin.core.fields import SearchFields
 from plugin.scheduling.work import Priority, Work, search_tenant
 

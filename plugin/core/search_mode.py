@@ -8,8 +8,9 @@ of silently ranking another way.
 
 from __future__ import annotations
 
-from adapters.base import SearchMode, VectorBackend
+from adapters.base import VectorBackend
 from adapters.errors import BackendMisconfigured
+from adapters.values import SearchMode
 
 PREFERENCE = (SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD)
 

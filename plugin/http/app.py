@@ -7,7 +7,7 @@ choose the search mode, then start the janitor and the keyword indexer
 finish: the server boots during an outage, answers 503, and recovers by itself.
 
 Metrics live in a registry of this app's own (`METRICS`); the service talks to
-the backend through `InstrumentedBackend`, so every backend is timed alike.
+the backend through `instrumented`, so every backend is timed alike.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from plugin.http.keys import (
     VECTORS_VERIFIED,
 )
 from plugin.http.middleware import envelope, request_context
-from plugin.observability.instrumented import InstrumentedBackend
+from plugin.observability.instrumented import instrumented
 from plugin.observability.metrics import Metrics
 from plugin.scheduling.admission import Admission, Shares
 from plugin.settings import Settings
@@ -108,7 +108,7 @@ def _unstoppable(reason: str) -> None:
 def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
     async def context(app: web.Application) -> AsyncIterator[None]:
         settings, metrics = app[SETTINGS], app[METRICS]
-        backend = InstrumentedBackend(app[BACKEND], metrics.observe_backend)
+        backend = instrumented(app[BACKEND], metrics.observe_backend)
         app[SERVICE] = MemoryService(
             backend,
             app[EMBEDDER],

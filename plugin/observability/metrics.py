@@ -14,7 +14,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from adapters.base import StoreCondition
+from adapters.values import StoreCondition
 from plugin.core.service import SweepReport
 from plugin.observability.sharing_metrics import SharingMetrics
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.base import NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import NamespaceRecord
 from plugin.core.fingerprint import (
     LEGACY_FINGERPRINT,
     META_KEY,
@@ -43,7 +43,7 @@ async def store_with(data_dir: Path, *, namespace: bool, recorded: str | None) -
             now = datetime.now(UTC)
             await store.save_namespace(NamespaceRecord("workspace:old", "workspace", now))
         if recorded is not None:
-            await store.write_store_meta(META_KEY, recorded)
+            await store.store_meta.write_store_meta(META_KEY, recorded)
     finally:
         await store.close()
 
@@ -52,7 +52,7 @@ async def recorded_in(data_dir: Path) -> str | None:
     store = QdrantEdgeBackend(384, data_dir)
     await store.start()
     try:
-        return (await store.read_store_meta()).get(META_KEY)
+        return (await store.store_meta.read_store_meta()).get(META_KEY)
     finally:
         await store.close()
 
@@ -142,7 +142,7 @@ async def test_a_mismatch_found_when_a_late_store_answers_stops_serve_with_statu
     await store_with(data_dir, namespace=True, recorded=INT8)
     monkeypatch.setattr(fingerprint, "RETRY_S", 0.05)
     backend = QdrantEdgeBackend(encoder.dimension, data_dir)
-    read_store_meta, reads = backend.read_store_meta, []
+    read_store_meta, reads = backend.store_meta.read_store_meta, []
 
     async def late_store() -> Mapping[str, str]:
         reads.append(1)
@@ -150,7 +150,7 @@ async def test_a_mismatch_found_when_a_late_store_answers_stops_serve_with_statu
             raise BackendUnavailable("not answering yet")
         return await read_store_meta()
 
-    monkeypatch.setattr(backend, "read_store_meta", late_store)
+    monkeypatch.setattr(backend.store_meta, "read_store_meta", late_store)
     settings = Settings(data_dir=data_dir, listen_addr=f"127.0.0.1:{free_port()}")
     app = create_app(settings, encoder=encoder, backend=backend)
     status = await asyncio.wait_for(run_app(app, "127.0.0.1", free_port()), timeout=30)

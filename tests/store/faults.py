@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from adapters.base import NamespaceRecord
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
+from adapters.values import NamespaceRecord
 from tests.support.records import DIM, T0, everything, memory, unit
 
 NAMES = [f"workspace:n{i:02d}" for i in range(24)]

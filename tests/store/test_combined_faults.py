@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import NamespaceRecord
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.disk import free_bytes
+from adapters.values import NamespaceRecord
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.store import faults

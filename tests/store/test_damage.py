@@ -17,10 +17,10 @@ import pytest
 import qdrant_edge as qe
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
+from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.support.app import AppFactory, ContractClient, served

@@ -20,10 +20,10 @@ import pytest
 import qdrant_edge as qe
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.integrity import kind_of
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
+from adapters.values import MemoryRecord, NamespaceRecord
 from plugin import cli
 from plugin.http.keys import SERVICE
 from plugin.settings import Settings
@@ -222,7 +222,7 @@ async def test_counts_follow_every_kind_of_write(tmp_path: Path) -> None:
         batch: list[tuple[MemoryRecord, list[float]]] = [
             (memory(name, content=f"imported {i}"), unit(1, 2 + i)) for i in range(3)
         ]
-        assert await store.upsert_memories(batch + batch[:1]) == 4
+        assert await store.transfer.upsert_memories(batch + batch[:1]) == 4
         assert store._records.counts[epoch] == 5
         assert await store.delete_memory(name, first.id)
         assert await store.delete_expired_memories(T0 + timedelta(hours=2)) == 1

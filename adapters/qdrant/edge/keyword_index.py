@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import qdrant_edge as qe
 
-from adapters.base import SparseVector
 from adapters.qdrant.edge.engine import add_keyword_vector, drop_keyword_vector, sparse
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.values import SparseVector
 
 _UNINDEXED = qe.Filter(must_not=[qe.HasVectorCondition(KEYWORDS_VECTOR)])
 

@@ -7,11 +7,14 @@ qdrant-client's local mode needs: each local client is a store of its own).
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 
-from adapters.base import DEFAULT_PREFIX, MemoryRecord, SearchMode, SparseVector, VectorBackend
+from adapters.base import DEFAULT_PREFIX, VectorBackend
+from adapters.parts import BulkTransfer
 from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
+from adapters.values import MemoryRecord, SearchMode, SparseVector
 
 
 class QdrantServerBase(VectorBackend):
@@ -41,6 +44,11 @@ class QdrantServerBase(VectorBackend):
         self._prefix = prefix
 
     @property
+    @abc.abstractmethod
+    def transfer(self) -> BulkTransfer:
+        """Every layout has one: `upsert_memory` writes through it."""
+
+    @property
     def search_modes(self) -> frozenset[SearchMode]:
         return ranking.QDRANT_SEARCH_MODES
 
@@ -51,6 +59,6 @@ class QdrantServerBase(VectorBackend):
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
     ) -> None:
-        """One memory, as `upsert_memories` writes many."""
+        """One memory, as the bulk transfer's `upsert_memories` writes many."""
         stored = [(memory, [float(x) for x in vector])]
-        await self.upsert_memories(stored, None if keywords is None else [keywords])
+        await self.transfer.upsert_memories(stored, None if keywords is None else [keywords])

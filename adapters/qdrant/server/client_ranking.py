@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 from qdrant_client.http import models
 
-from adapters.base import SparseVector
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.values import SparseVector
 
 
 class Query(NamedTuple):

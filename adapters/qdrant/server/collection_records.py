@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.base import NamespaceRecord
 from adapters.errors import BackendError, NamespaceConflict
 from adapters.qdrant import layout, names
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server.connection import CollectionMissing, QdrantConnection
+from adapters.values import NamespaceRecord
 
 T = TypeVar("T")
 
@@ -117,12 +117,12 @@ class CollectionRecords:
                 records.append(record)
         return records
 
-    async def read_meta(self) -> dict[str, str]:
+    async def read_store_meta(self) -> dict[str, str]:
         info = await self.info(self._prefix + STORE_META_SUFFIX)
         found = {} if info is None else info.config.metadata or {}
         return {str(key): str(value) for key, value in found.items()}
 
-    async def write_meta(self, key: str, value: str) -> None:
+    async def write_store_meta(self, key: str, value: str) -> None:
         collection, metadata = self._prefix + STORE_META_SUFFIX, {key: value}
         if await self.info(collection) is None and await self.connection.create_collection(
             collection, {}, metadata=dict(metadata)

@@ -17,32 +17,15 @@ expired-memory sweep visits every collection. Calls go through
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import TypeVar
 
 from qdrant_client.http import models
 
-from adapters.base import (
-    MemoryFilter,
-    MemoryRecord,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchQuery,
-    SparseVector,
-    StoredMemory,
-    with_keywords,
-)
-from adapters.errors import (
-    BackendError,
-    BackendRejected,
-    NamespaceGone,
-)
 from adapters.merge import merge_listed, merge_scored
-from adapters.qdrant import filters, layout
-from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant import filters
 from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.client_requests import (
     DENSE,
@@ -54,29 +37,23 @@ from adapters.qdrant.server.client_requests import (
 from adapters.qdrant.server.collection_records import (
     CollectionRecords,
 )
-from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
+from adapters.qdrant.server.namespace_collections_transfer import (
+    CollectionsTransfer,
+    memory_of,
+    point_id_of,
+    stored_of,
+)
+from adapters.values import (
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    SearchQuery,
+    StoredMemory,
+)
 
 T = TypeVar("T")
-
-
-def _point_id(memory_id: str) -> str | None:
-    """Canonical UUID text, or None: a server answers 400 to a non-UUID id."""
-    try:
-        return str(uuid.UUID(memory_id))
-    except ValueError:
-        return None
-
-
-def _memory(namespace: str, point: models.Record | models.ScoredPoint) -> MemoryRecord:
-    return layout.memory_from_payload(str(point.id), namespace, point.payload or {})
-
-
-def _stored(namespace: str, point: models.Record) -> StoredMemory:
-    vector = keyword_vectors.dense_of(point)
-    if vector is None:
-        raise BackendError(f"point {point.id} of {namespace} has no plain dense vector")
-    return _memory(namespace, point), vector
 
 
 class QdrantCollectionsBackend(QdrantServerBase):
@@ -89,8 +66,17 @@ class QdrantCollectionsBackend(QdrantServerBase):
         return CollectionRecords(self.connection, self._prefix, self.dimension)
 
     @cached_property
-    def _keywords(self) -> CollectionsKeywordIndex:
+    def store_meta(self) -> CollectionRecords:
+        """A collection of its own, holding the facts as its metadata."""
+        return self._collections
+
+    @cached_property
+    def keyword_index(self) -> CollectionsKeywordIndex:
         return CollectionsKeywordIndex(self._collections)
+
+    @cached_property
+    def transfer(self) -> CollectionsTransfer:
+        return CollectionsTransfer(self._collections)
 
     async def start(self) -> None:
         """Build the client without I/O: the plugin must boot while Qdrant is down."""
@@ -113,29 +99,10 @@ class QdrantCollectionsBackend(QdrantServerBase):
     async def list_namespaces(self) -> list[NamespaceRecord]:
         return await self._collections.listed()
 
-    async def read_store_meta(self) -> dict[str, str]:
-        return await self._collections.read_meta()
-
-    async def write_store_meta(self, key: str, value: str) -> None:
-        await self._collections.write_meta(key, value)
-
-    # -- keyword index (namespace_collections_keywords.py) ---------------------------
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        await self._keywords.prepare_keywords(reset=reset)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return await self._keywords.unindexed_memories(cursor, limit)
-
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        return await self._keywords.index_keywords(items)
-
     # -- memories --------------------------------------------------------------------
 
     async def _retrieve(self, namespace: str, memory_id: str) -> models.Record | None:
-        point_id = _point_id(memory_id)
+        point_id = point_id_of(memory_id)
         if point_id is None:
             return None
         collection = self._collections.collection(namespace)
@@ -147,11 +114,11 @@ class QdrantCollectionsBackend(QdrantServerBase):
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         point = await self._retrieve(namespace, memory_id)
-        return None if point is None else _memory(namespace, point)
+        return None if point is None else memory_of(namespace, point)
 
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         point = await self._retrieve(namespace, memory_id)
-        return None if point is None else _stored(namespace, point)
+        return None if point is None else stored_of(namespace, point)
 
     async def _sides(
         self,
@@ -195,7 +162,7 @@ class QdrantCollectionsBackend(QdrantServerBase):
         each collection's own, so scores of two namespaces compare only roughly."""
         parts = await self._each(namespaces, memory_filter, limit, query)
         return merge_scored(
-            ([ScoredMemory(_memory(name, p), p.score) for p in side] for name, side in parts),
+            ([ScoredMemory(memory_of(name, p), p.score) for p in side] for name, side in parts),
             limit,
         )
 
@@ -203,7 +170,7 @@ class QdrantCollectionsBackend(QdrantServerBase):
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         parts = await self._each(namespaces, memory_filter, limit, NEWEST_FIRST)
-        return merge_listed(([_memory(name, p) for p in side] for name, side in parts), limit)
+        return merge_listed(([memory_of(name, p) for p in side] for name, side in parts), limit)
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         point = await self._retrieve(namespace, memory_id)
@@ -238,73 +205,3 @@ class QdrantCollectionsBackend(QdrantServerBase):
             lambda c: c.delete(collection, selector, wait=True), None
         )
         return 0 if deleted is None else found.count
-
-    # -- bulk transfer (export, import) ----------------------------------------------
-
-    async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """Scroll the namespace's own collection, live memories only, a page per request."""
-        if await self.get_namespace(namespace) is None:
-            return
-        wanted = filters.memories(DIALECT, MemoryFilter(now=now))
-        pages = self.connection.pages(
-            self._collections.collection(namespace),
-            wanted,
-            with_vectors=with_vectors,
-            size=page_size,
-        )
-        try:
-            async for points in pages:
-                if with_vectors:
-                    found = [_stored(namespace, point) for point in points]
-                else:
-                    found = [(_memory(namespace, point), []) for point in points]
-                if found:
-                    yield found
-        except CollectionMissing:  # deleted meanwhile: its memories vanish, as for reads
-            return
-
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        """One upsert request per namespace (collection) in the batch."""
-        by_collection: dict[str, list[models.PointStruct]] = {}
-        names: dict[str, str] = {}
-        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
-            point_id = _point_id(memory.id)
-            if point_id is None:
-                raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
-            collection = self._collections.collection(memory.namespace)
-            names[collection] = memory.namespace
-            by_collection.setdefault(collection, []).append(
-                models.PointStruct(
-                    id=point_id,
-                    vector=keyword_vectors.point_vector(vector, memory_keywords),
-                    payload=layout.memory_to_payload(memory),
-                )
-            )
-        for collection, points in by_collection.items():
-            try:
-                await self._upsert(collection, points)
-            except CollectionMissing as exc:
-                raise NamespaceGone(f"namespace {names[collection]} not found") from exc
-        return sum(len(points) for points in by_collection.values())
-
-    async def _upsert(self, collection: str, points: list[models.PointStruct]) -> None:
-        """Upsert; a collection made before keyword vectors existed gains its keyword
-        vector on the first write that carries one (and the write is sent again)."""
-        try:
-            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))
-        except CollectionMissing:
-            raise
-        except BackendError as exc:
-            if "Not existing vector name" not in str(exc):
-                raise
-            await keyword_vectors.add_keyword_vector(self._collections.call, collection)
-            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))

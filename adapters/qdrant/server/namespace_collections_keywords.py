@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from adapters.base import SparseVector
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server.collection_records import CollectionRecords
 from adapters.qdrant.server.connection import CollectionMissing
+from adapters.values import SparseVector
 
 T = TypeVar("T")
 

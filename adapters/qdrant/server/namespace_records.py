@@ -21,13 +21,13 @@ from typing import Any, TypeVar
 
 from qdrant_client.http import models
 
-from adapters.base import NamespaceRecord
 from adapters.errors import BackendError
 from adapters.qdrant import filters, layout
 from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US, IndexKind
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.connection import Call, QdrantConnection
 from adapters.times import to_micros
+from adapters.values import NamespaceRecord
 
 T = TypeVar("T")
 
@@ -173,13 +173,13 @@ class NamespaceRecords:
         decoded = [_decode(point) async for page in pages for point in page]
         return sorted((d[0] for d in decoded if d is not None), key=lambda r: r.name)
 
-    async def meta(self) -> dict[str, str]:
+    async def read_store_meta(self) -> dict[str, str]:
         """Store-wide facts: the payloads of the `meta` points."""
         pages = self.connection.pages(self.collection, _METAS, call=self._call)
         found = [point.payload or {} async for page in pages for point in page]
         return {str(p["key"]): str(p["value"]) for p in found if "key" in p and "value" in p}
 
-    async def set_meta(self, key: str, value: str) -> None:
+    async def write_store_meta(self, key: str, value: str) -> None:
         payload = {FIELD_TYPE: META, "key": key, "value": value}
         point = models.PointStruct(id=meta_id(key), vector={}, payload=payload)
         await self._call(lambda c: c.upsert(self.collection, [point], wait=True))

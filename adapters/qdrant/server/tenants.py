@@ -12,14 +12,15 @@ Reads see only memories of the namespaces' current epochs, so a delete (purge
 point written and record removed in one request) is immediate for every caller
 while the physical delete by epoch may finish later (`maintain`). The plugin
 boots while Qdrant is down. The one-collection-per-namespace layout is
-namespace_collections.py.
+namespace_collections.py. The optional parts (adapters/parts.py): `transfer` and
+`keyword_index` from tenant_parts.py, `store_meta` the namespace records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import TypeVar
@@ -27,20 +28,9 @@ from typing import TypeVar
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.base import (
-    MemoryFilter,
-    MemoryRecord,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchQuery,
-    SparseVector,
-    StoredMemory,
-    with_keywords,
-)
-from adapters.errors import BackendError, BackendMisconfigured, NamespaceGone
+from adapters.errors import BackendError, BackendMisconfigured
 from adapters.merge import merge_listed, merge_scored
 from adapters.qdrant import filters, layout
-from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.client_requests import (
     DENSE,
@@ -62,6 +52,15 @@ from adapters.qdrant.server.tenant_collections import (
     legacy_layout_line,
     owner,
     stored_vector,
+)
+from adapters.qdrant.server.tenant_parts import TenantKeywordIndex, TenantTransfer
+from adapters.values import (
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    SearchQuery,
+    StoredMemory,
 )
 
 __all__ = [
@@ -92,6 +91,19 @@ class QdrantServerBackend(QdrantServerBase):
     @cached_property
     def _records(self) -> NamespaceRecords:
         return NamespaceRecords(self.connection, self._collections.records, self._call)
+
+    @cached_property
+    def store_meta(self) -> NamespaceRecords:
+        """Points of their own in the records collection (namespace_records.py)."""
+        return self._records
+
+    @cached_property
+    def transfer(self) -> TenantTransfer:
+        return TenantTransfer(self._collections, self._records)
+
+    @cached_property
+    def keyword_index(self) -> TenantKeywordIndex:
+        return TenantKeywordIndex(self._collections)
 
     async def start(self) -> None:
         """Contact Qdrant if it answers; only a store it cannot serve fails the boot."""
@@ -144,12 +156,6 @@ class QdrantServerBackend(QdrantServerBase):
     async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
         return await self._records.expired(now)
 
-    async def read_store_meta(self) -> Mapping[str, str]:
-        return await self._records.meta()  # points of their own in the records collection
-
-    async def write_store_meta(self, key: str, value: str) -> None:
-        await self._records.set_meta(key, value)
-
     # -- memories --------------------------------------------------------------------
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
@@ -161,25 +167,6 @@ class QdrantServerBackend(QdrantServerBase):
         if point is None:
             return None
         return layout.memory_from_shared(point.payload or {}), stored_vector(point)
-
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        """Write many memories in one request, as `upsert_memory`; how many were written."""
-        live = await self._records.live([memory.namespace for memory, _ in memories])
-        points: dict[str, models.PointStruct] = {}
-        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
-            epoch = epoch_of(live, memory.namespace)
-            if epoch is None:
-                raise NamespaceGone(f"namespace {memory.namespace} not found")
-            point_id = layout.point_id(memory.namespace, memory.id)
-            payload = layout.memory_to_payload(memory, epoch)
-            stored = keyword_vectors.point_vector(vector, memory_keywords)
-            points[point_id] = models.PointStruct(id=point_id, vector=stored, payload=payload)
-        if points:
-            writes = list(points.values())
-            await self._call(lambda c: c.upsert(self._memories, writes, wait=True))
-        return len(points)
 
     async def query_memories(
         self,
@@ -218,23 +205,6 @@ class QdrantServerBackend(QdrantServerBase):
         selector = models.FilterSelector(filter=expired)
         await self._call(lambda c: c.delete(self._memories, selector, wait=True))
         return found.count
-
-    # -- the keyword index -----------------------------------------------------------
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        """`prepare()` gives the collection its keyword vector; `reset` drops and re-adds it."""
-        await self._ready()
-        if reset:
-            await keyword_vectors.drop_keyword_vector(self._call, self._memories)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return await keyword_vectors.unindexed_page(self._call, self._memories, cursor, limit)
-
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        await keyword_vectors.index_page(self._call, self._memories, items)
-        return len(items)
 
     # -- internals -------------------------------------------------------------------
 
@@ -276,34 +246,3 @@ class QdrantServerBackend(QdrantServerBase):
         requests = side_requests(memory_filter, limit, query, scope)
         responses = await self._call(lambda c: c.query_batch_points(self._memories, requests))
         return [response.points for response in responses]
-
-    # -- bulk transfer (export, import) ----------------------------------------------
-
-    async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """Scroll the tenant partition of the namespace's current epoch, a page per request."""
-        live = await self._records.live([namespace])
-        epoch = epoch_of(live, namespace)
-        if epoch is None:
-            return
-        scope = layout.Scope((namespace,), (epoch,))
-        wanted = filters.memories(DIALECT, MemoryFilter(now=now), scope)
-        pages = self.connection.pages(
-            self._memories, wanted, with_vectors=with_vectors, size=page_size, call=self._call
-        )
-        async for points in pages:
-            found = [
-                (
-                    layout.memory_from_shared(p.payload or {}),
-                    stored_vector(p) if with_vectors else [],
-                )
-                for p in points
-            ]
-            if found:
-                yield found

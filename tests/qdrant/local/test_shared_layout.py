@@ -14,10 +14,10 @@ from datetime import timedelta
 import pytest
 from qdrant_client.http import models
 
-from adapters.base import MemoryFilter, NamespaceRecord
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.values import MemoryFilter, NamespaceRecord
 from tests.support.qdrant_local import (
     MEMORIES,
     RECORDS,
@@ -34,7 +34,7 @@ async def test_thousands_of_namespaces(shared: QdrantServerBackend) -> None:
     names = [f"workspace:w{i:04d}" for i in range(2000)]
     for name in names:
         await shared.save_namespace(ns_record(name))
-    await shared.upsert_memories([(memory(name, content=name), unit(1)) for name in names])
+    await shared.transfer.upsert_memories([(memory(name, content=name), unit(1)) for name in names])
     asked = ["workspace:w0007", "workspace:w1234", "workspace:w1999"]
     hits = await shared.query_memories(asked, dense(1), everything(), 100)
     assert sorted(h.memory.content for h in hits) == asked
