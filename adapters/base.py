@@ -1,24 +1,17 @@
 """The backend interface: what a request needs of a vector store.
 
-Modelled on qdrant-client's "one front, several implementations": the service
-speaks only to `VectorBackend`, and `tests/backends/suite/` runs the same calls
-against every implementation. Values are plain dataclasses (`adapters.values`),
-never SDK objects; no adapter imports aiohttp. What only one or two callers need
-(keyword index, bulk transfer, store metadata) is a part a backend may offer
-(`adapters.parts`), not a method every backend and wrapper must carry.
-
-Semantics every implementation keeps:
+The service speaks only to `VectorBackend` (one front, several implementations,
+as qdrant-client), in plain values (`adapters.values`), and `tests/backends/suite/`
+runs the same calls against every implementation. What only one or two callers
+need is a part a backend may offer (`OptionalParts`, adapters/parts.py), asked
+for by the code that uses it. Semantics every backend keeps:
 - A namespace behaves as a collection: a record, full isolation, and
   `delete_namespace` makes it and its memories vanish for every later call at
   once, even if the physical removal finishes later (in `maintain`).
 - Memory ids are canonical UUIDs scoped to their namespace: `upsert_memory` with
   a known (namespace, id) replaces that memory in place.
-- Reads span namespaces, so a backend can answer with one engine request; they
-  return pinned memories first, then each side best or newest first, `limit` in
-  all (`adapters.merge` for adapters that must ask per namespace).
-- Two vectors per memory where the backend can keep them: the dense embedding
-  and a sparse keyword vector (BM25), both computed by the plugin; `search_modes`
-  says which `SearchQuery` shapes it answers (docs/backends.md, "Hybrid search").
+- Reads span namespaces (one engine request where the backend can), pinned
+  memories first, then best or newest first (`adapters.merge`).
 - Expiry: `MemoryFilter.now` excludes every memory whose `expires_at` is at or
   before it, whatever the janitor has already deleted.
 """
@@ -31,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import ClassVar
 
-from adapters.parts import BulkTransfer, KeywordIndex, StoreMeta
+from adapters.parts import OptionalParts
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
@@ -48,12 +41,9 @@ from adapters.values import (
 DEFAULT_PREFIX = "memory-"
 
 
-class VectorBackend(abc.ABC):
-    """A vector store holding namespaces (collections) of memories.
-
-    `start` must not require the backend to be reachable: the server boots during an
-    outage and recovers by itself. Every method may raise `BackendUnavailable`.
-    """
+class VectorBackend(OptionalParts, abc.ABC):
+    """A vector store of namespaces of memories. Any method may raise `BackendUnavailable`;
+    `start` must not need the backend reachable (the server boots during an outage)."""
 
     name: ClassVar[str]
 
@@ -62,30 +52,17 @@ class VectorBackend(abc.ABC):
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
-        """The query modes it answers (a property: Pinecone learns it from its index)."""
+        """The `SearchQuery` shapes it answers: dense, a keyword vector (BM25) or both
+        (docs/backends.md, "Hybrid search"); Pinecone learns them from its index."""
         return frozenset({SearchMode.DENSE})
 
-    # The optional parts (adapters/parts.py), asked for by their callers; None: not offered.
-
-    @property
-    def keyword_index(self) -> KeywordIndex | None:
-        return None
-
-    @property
-    def transfer(self) -> BulkTransfer | None:
-        return None
-
-    @property
-    def store_meta(self) -> StoreMeta | None:
-        return None
-
-    async def start(self) -> None:  # noqa: B027 - optional hook
+    async def start(self) -> None:
         """Open local resources. Default: nothing to open."""
 
-    async def close(self) -> None:  # noqa: B027 - optional hook
+    async def close(self) -> None:
         """Release resources and make every accepted write durable."""
 
-    async def maintain(self) -> None:  # noqa: B027 - optional hook
+    async def maintain(self) -> None:
         """Periodic housekeeping run by the janitor: finish namespace deletes, compact, flush."""
 
     @abc.abstractmethod
@@ -97,10 +74,7 @@ class VectorBackend(abc.ABC):
         return StoreCondition()
 
     async def verify(self) -> tuple[str, ...]:
-        """The problems a check of the stored data against itself finds now (verify-store).
-
-        For stores whose halves can disagree (the embedded store's records and engine).
-        """
+        """What a check of the stored data against itself finds now (verify-store)."""
         return ()
 
     @abc.abstractmethod
@@ -129,11 +103,8 @@ class VectorBackend(abc.ABC):
 
     @abc.abstractmethod
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
-        """The memory with the dense vector stored for it, read in one lookup.
-
-        Why: a commit whose content is stored as is reuses that vector instead of asking
-        the model again (plugin/core/service.py).
-        """
+        """The memory and its stored dense vector, in one lookup: a commit of unchanged
+        content reuses the vector instead of asking the model (plugin/core/service.py)."""
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         found = await self.get_stored_memory(namespace, memory_id)
@@ -143,19 +114,12 @@ class VectorBackend(abc.ABC):
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
     ) -> None:
-        """Insert or replace the memory with `memory.id`; durable when it returns.
-
-        `keywords` is its keyword vector; a backend that keeps none ignores it. Raises
-        `NamespaceGone` when the namespace has no storage (deleted meanwhile).
-        """
+        """Insert or replace the memory with `memory.id`, durably, with its keyword vector
+        where the backend keeps one. `NamespaceGone` when the namespace has no storage."""
 
     @abc.abstractmethod
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         """Up to `limit` memories of `namespaces` (absent ones add nothing), pinned first,
         each side best first. The query's shape is one of `search_modes`."""
@@ -174,5 +138,4 @@ class VectorBackend(abc.ABC):
     @abc.abstractmethod
     async def delete_expired_memories(self, now: datetime) -> int:
         """Delete every memory with `expires_at <= now`, in every namespace; how many went.
-
         The janitor's hot loop: its cost should not grow with idle namespaces."""

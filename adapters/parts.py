@@ -18,7 +18,7 @@ from typing import Protocol
 
 from adapters.values import SparseVector, StoredMemory
 
-# The attributes of `VectorBackend` that hand out a part (or None).
+# The attributes of `VectorBackend` that hand out a part (or None): `OptionalParts`.
 PARTS = ("keyword_index", "transfer", "store_meta")
 
 
@@ -90,3 +90,22 @@ class StoreMeta(Protocol):
 
     async def write_store_meta(self, key: str, value: str) -> None:
         """Set one fact, durably; visible to every later `read_store_meta`."""
+
+
+class OptionalParts:
+    """The parts `VectorBackend` may hand out; None where the backend has no such part.
+
+    A backend overrides the property with one returning its part (a `cached_property`
+    where the part is built on first use)."""
+
+    @property
+    def keyword_index(self) -> KeywordIndex | None:
+        return None
+
+    @property
+    def transfer(self) -> BulkTransfer | None:
+        return None
+
+    @property
+    def store_meta(self) -> StoreMeta | None:
+        return None

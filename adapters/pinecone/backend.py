@@ -39,6 +39,7 @@ from adapters.pinecone.keywords import PineconeKeywordIndex
 from adapters.pinecone.namespace_records import NamespaceRecords
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
+from adapters.pinecone.shared import Shared
 from adapters.pinecone.store_meta import PineconeStoreMeta
 from adapters.pinecone.writes import MemoryWrites
 from adapters.values import (
@@ -83,31 +84,14 @@ class PineconeBackend(VectorBackend):
         self._budget_s = timeout_s
         self._unit = vector_metadata.fixed_unit_vector(dimension)
         self.overlay = FreshnessOverlay(freshness_window_s, overlay_max_entries, clock)
-        self._records = NamespaceRecords(
-            prefix=prefix,
-            unit_vector=self._unit,
-            overlay=self.overlay,
-            ready=self._ready,
-            budget_s=timeout_s,
-            clock=clock,
-        )
-        self._meta = PineconeStoreMeta(
-            prefix=prefix, unit_vector=self._unit, ready=self._ready, budget_s=timeout_s
-        )
-        self._reads = MemoryReads(
-            prefix=prefix,
-            unit_vector=self._unit,
-            overlay=self.overlay,
-            ready=self._ready,
-            budget_s=timeout_s,
-        )
-        self._expiry = ExpirySweep(
-            self._records, self._reads, self.overlay, ready=self._ready, budget_s=timeout_s
-        )
+        shared = Shared(prefix, self._unit, self.overlay, self._ready, timeout_s)
+        self._ns = shared.pinecone_namespace
+        self._records = NamespaceRecords(shared, clock)
+        self._meta = PineconeStoreMeta(shared)
+        self._reads = MemoryReads(shared)
+        self._expiry = ExpirySweep(shared, self._records, self._reads)
         self._keywords = PineconeKeywordIndex(self._connection)
-        self._writes = MemoryWrites(
-            self._connection, self._records, self._reads, self.overlay, budget_s=timeout_s
-        )
+        self._writes = MemoryWrites(shared, self._connection, self._records)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -144,9 +128,6 @@ class PineconeBackend(VectorBackend):
         return await self._connection.index()
 
     # -- namespaces --------------------------------------------------------------------
-
-    def _ns(self, name: str) -> str:
-        return self._reads.pinecone_namespace(name)
 
     async def ping(self) -> None:
         index = await self._ready()
@@ -220,11 +201,7 @@ class PineconeBackend(VectorBackend):
         await self._writes.upsert_memory(memory, vector, keywords)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         epochs = await self._epochs(namespaces)
         return await self._reads.query(epochs, query, memory_filter, limit)

@@ -21,8 +21,7 @@ from adapters.pinecone.calls import call
 from adapters.pinecone.connection import PineconeConnection
 from adapters.pinecone.keywords import sparse_values
 from adapters.pinecone.namespace_records import NamespaceRecords
-from adapters.pinecone.overlay import FreshnessOverlay
-from adapters.pinecone.reads import MemoryReads
+from adapters.pinecone.shared import Shared
 from adapters.values import MemoryRecord, SparseVector, StoredMemory, with_keywords
 
 
@@ -30,19 +29,11 @@ class MemoryWrites:
     """`upsert_memory` of `PineconeBackend` (backend.py), and its `transfer` part."""
 
     def __init__(
-        self,
-        connection: PineconeConnection,
-        records: NamespaceRecords,
-        reads: MemoryReads,
-        overlay: FreshnessOverlay,
-        *,
-        budget_s: float,
+        self, shared: Shared, connection: PineconeConnection, records: NamespaceRecords
     ) -> None:
+        self._shared = shared
         self._connection = connection
         self._records = records
-        self._reads = reads
-        self._overlay = overlay
-        self._budget_s = budget_s
 
     def _sparse(self, keywords: SparseVector | None) -> dict[str, object] | None:
         """The sparse values to store with a memory: only a dotproduct index takes them."""
@@ -58,14 +49,14 @@ class MemoryWrites:
         # Refuses oversize metadata: then nothing is written.
         metadata = vector_metadata.memory_to_metadata(memory, epoch)
         index = await self._connection.index()
-        target = self._reads.pinecone_namespace(memory.namespace)
+        target = self._shared.pinecone_namespace(memory.namespace)
         item = transfer.upsert_item(memory.id, vector, metadata, self._sparse(keywords))
         await call(
             "upsert memory",
             lambda t: index.upsert(vectors=[item], namespace=target, timeout=t),
-            self._budget_s,
+            self._shared.budget_s,
         )
-        self._overlay.memory_written(memory, vector, epoch, keywords)
+        self._shared.overlay.memory_written(memory, vector, epoch, keywords)
 
     async def upsert_memories(
         self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
@@ -93,7 +84,7 @@ class MemoryWrites:
             for chunk in transfer.batches(vectors, self._connection.dimension):
                 await self._upsert_chunk(index, name, chunk)
             for memory, vector, _, row_keywords in items:
-                self._overlay.memory_written(memory, vector, epoch, row_keywords)
+                self._shared.overlay.memory_written(memory, vector, epoch, row_keywords)
         return sum(len(items) for items in groups.values())
 
     async def iter_memories(
@@ -111,11 +102,11 @@ class MemoryWrites:
             return
         pages = transfer.scan(
             self._connection.index,
-            (namespace, self._reads.pinecone_namespace(namespace)),
+            (namespace, self._shared.pinecone_namespace(namespace)),
             state[1],
             now,
-            self._overlay,
-            self._budget_s,
+            self._shared.overlay,
+            self._shared.budget_s,
             page_size=page_size,
             with_vectors=with_vectors,
         )
@@ -125,9 +116,9 @@ class MemoryWrites:
     async def _upsert_chunk(
         self, index: AsyncIndex, namespace: str, chunk: list[transfer.Item]
     ) -> None:
-        target = self._reads.pinecone_namespace(namespace)
+        target = self._shared.pinecone_namespace(namespace)
         await call(
             "upsert memories",
             lambda t: index.upsert(vectors=chunk, namespace=target, timeout=t),
-            self._budget_s,
+            self._shared.budget_s,
         )

@@ -14,17 +14,6 @@ from typing import Protocol
 from adapters.values import JsonObject
 
 
-class NamespaceFields(Protocol):
-    """A namespace as PUT: `kind` and the optional fields."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def expires_at(self) -> datetime | None: ...
-    @property
-    def metadata(self) -> JsonObject | None: ...
-
-
 class NamespaceChanges(Protocol):
     """A PATCH: which fields it sets is passed beside it (a field set to null is a change)."""
 
@@ -32,6 +21,13 @@ class NamespaceChanges(Protocol):
     def expires_at(self) -> datetime | None: ...
     @property
     def metadata(self) -> JsonObject | None: ...
+
+
+class NamespaceFields(NamespaceChanges, Protocol):
+    """A namespace as PUT: `kind` and the optional fields."""
+
+    @property
+    def kind(self) -> str: ...
 
 
 class MemoryFields(Protocol):

@@ -21,7 +21,7 @@ from plugin.core.fingerprint import (
 )
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.app import AppFactory
-from tests.support.cli import PROG, one_line, run_cli
+from tests.support.cli import PROG, one_line, run_cli, serve_env
 from tests.support.server_process import free_port
 
 TORCH, ONNX, INT8 = (f"all-MiniLM-L6-v2/{b}" for b in ("torch", "onnx", "onnx-int8"))
@@ -113,11 +113,7 @@ async def test_the_app_records_on_first_start(make_app: AppFactory, tmp_path: Pa
 @pytest.mark.slow
 async def test_serve_stops_with_one_line_and_exit_1(tmp_path: Path) -> None:
     await store_with(tmp_path / "data", namespace=True, recorded=INT8)
-    env = {
-        "MEMORY_PLUGIN_LISTEN_ADDR": f"127.0.0.1:{free_port()}",
-        "MEMORY_PLUGIN_DATA_DIR": str(tmp_path / "data"),
-        "MEMORY_PLUGIN_LOG_LEVEL": "WARNING",
-    }
+    env = serve_env(f"127.0.0.1:{free_port()}", tmp_path / "data")
     result, _ = run_cli(["serve"], env, timeout_s=120.0)
     assert result.returncode == 1, result.stderr
     line = one_line(result.stderr)

@@ -75,6 +75,13 @@ async def answers(store: QdrantEdgeBackend) -> dict[str, str]:
     return found
 
 
+async def only_the_bad_shard_answers_503(store: QdrantEdgeBackend) -> None:
+    """The broken shard's namespaces answer 503; every other one is whole."""
+    found = await answers(store)
+    assert {n for n, a in found.items() if a == "503"} == BAD_SHARD_NAMES
+    assert {n for n, a in found.items() if a == "whole"} == set(NAMES) - BAD_SHARD_NAMES
+
+
 def lose_counts(data_dir: Path) -> None:
     (data_dir / "store" / "counts.sqlite3").write_bytes(b"")
     for suffix in ("-wal", "-shm"):

@@ -249,15 +249,20 @@ def test_kind_comes_from_the_name_prefix() -> None:
     ]
 
 
-async def test_a_truncated_id_tracker_is_reported(tmp_path: Path) -> None:
-    """Real damage to an engine file: the id tracker cut in half hides memories."""
-    store = QdrantEdgeBackend(DIM, tmp_path)
+async def _stored(data_dir: Path, name: str, count: int) -> None:
+    """A stopped store holding `count` memories of `name`."""
+    store = QdrantEdgeBackend(DIM, data_dir)
     await store.start()
-    name = "org:tracked"
     await store.save_namespace(NamespaceRecord(name, "org", T0))
-    for i in range(5):
+    for i in range(count):
         await store.upsert_memory(memory(name, content=f"memory {i}"), unit(1, i))
     await store.close()
+
+
+async def test_a_truncated_id_tracker_is_reported(tmp_path: Path) -> None:
+    """Real damage to an engine file: the id tracker cut in half hides memories."""
+    name = "org:tracked"
+    await _stored(tmp_path, name, 5)
     segment = next((_shard_dir(tmp_path, name) / "segments").iterdir())
     tracker = segment / "mutable_id_tracker.mappings"
     os.truncate(tracker, tracker.stat().st_size // 2)
@@ -275,13 +280,8 @@ async def test_a_truncated_id_tracker_is_reported(tmp_path: Path) -> None:
 async def test_verify_store_checks_a_stopped_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = QdrantEdgeBackend(DIM, tmp_path)
-    await store.start()
     name = "org:checked"
-    await store.save_namespace(NamespaceRecord(name, "org", T0))
-    for i in range(4):
-        await store.upsert_memory(memory(name, content=f"memory {i}"), unit(1, i))
-    await store.close()
+    await _stored(tmp_path, name, 4)
     monkeypatch.setenv("MEMORY_PLUGIN_DATA_DIR", str(tmp_path))
     assert await asyncio.to_thread(cli.main, ["verify-store"]) == 0
     assert capsys.readouterr().out == (

@@ -124,11 +124,7 @@ class EdgeReads(EdgeNamespaces):
         return await self._store.calls.here(self._ask, asks)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         def build(scope: Scope) -> list[Any]:
             wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]

@@ -30,12 +30,7 @@ class EdgeTransfer:
         self._writes = writes
 
     async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
     ) -> AsyncIterator[list[StoredMemory]]:
         """Scroll the namespace's incarnation, one page per worker-thread call, so a long
         export never holds a worker (or the event loop) for more than a page. Stops when

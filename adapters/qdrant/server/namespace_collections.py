@@ -152,11 +152,7 @@ class QdrantCollectionsBackend(QdrantServerBase):
         return [(name, side) for name, sides in zip(wanted, found, strict=True) for side in sides]
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         """Each namespace asked on its own, merged by score: with keywords, BM25's IDF is
         each collection's own, so scores of two namespaces compare only roughly."""

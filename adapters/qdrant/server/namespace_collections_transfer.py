@@ -49,12 +49,7 @@ class CollectionsTransfer:
         self._collections = collections
 
     async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
     ) -> AsyncIterator[list[StoredMemory]]:
         """Scroll the namespace's own collection, live memories only, a page per request."""
         if await self._collections.get(namespace) is None:

@@ -9,6 +9,7 @@ incarnation of a namespace, by its epoch in the records (namespace_records.py).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from qdrant_client.http import models
@@ -22,29 +23,24 @@ from adapters.qdrant.server.tenant_collections import TenantCollections, stored_
 from adapters.values import MemoryFilter, SparseVector, StoredMemory, with_keywords
 
 
+@dataclass(frozen=True, slots=True)
 class TenantTransfer:
     """`iter_memories` by scrolling a tenant partition; `upsert_memories` in one request."""
 
-    def __init__(self, collections: TenantCollections, records: NamespaceRecords) -> None:
-        self._collections = collections
-        self._records = records
+    collections: TenantCollections
+    records: NamespaceRecords
 
     async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
     ) -> AsyncIterator[list[StoredMemory]]:
         """Scroll the tenant partition of the namespace's current epoch, a page per request."""
-        live = await self._records.live([namespace])
+        live = await self.records.live([namespace])
         epoch = epoch_of(live, namespace)
         if epoch is None:
             return
         scope = layout.Scope((namespace,), (epoch,))
         wanted = filters.memories(DIALECT, MemoryFilter(now=now), scope)
-        collections = self._collections
+        collections = self.collections
         pages = collections.connection.pages(
             collections.memories,
             wanted,
@@ -67,7 +63,7 @@ class TenantTransfer:
         self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
     ) -> int:
         """Write many memories in one request, as `upsert_memory`; how many were written."""
-        live = await self._records.live([memory.namespace for memory, _ in memories])
+        live = await self.records.live([memory.namespace for memory, _ in memories])
         points: dict[str, models.PointStruct] = {}
         for (memory, vector), memory_keywords in with_keywords(memories, keywords):
             epoch = epoch_of(live, memory.namespace)
@@ -78,33 +74,33 @@ class TenantTransfer:
             stored = keyword_vectors.point_vector(vector, memory_keywords)
             points[point_id] = models.PointStruct(id=point_id, vector=stored, payload=payload)
         if points:
-            writes, collection = list(points.values()), self._collections.memories
-            await self._collections.call(lambda c: c.upsert(collection, writes, wait=True))
+            writes, collection = list(points.values()), self.collections.memories
+            await self.collections.call(lambda c: c.upsert(collection, writes, wait=True))
         return len(points)
 
 
+@dataclass(frozen=True, slots=True)
 class TenantKeywordIndex:
     """The keyword index of the one memories collection (keyword_vectors.py)."""
 
-    def __init__(self, collections: TenantCollections) -> None:
-        self._collections = collections
+    collections: TenantCollections
 
     async def prepare_keywords(self, *, reset: bool = False) -> None:
         """Set-up gives the collection its keyword vector; `reset` drops and re-adds it."""
-        await self._collections.ready()
+        await self.collections.ready()
         if reset:
             await keyword_vectors.drop_keyword_vector(
-                self._collections.call, self._collections.memories
+                self.collections.call, self.collections.memories
             )
 
     async def unindexed_memories(
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
-        collections = self._collections
+        collections = self.collections
         return await keyword_vectors.unindexed_page(
             collections.call, collections.memories, cursor, limit
         )
 
     async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        await keyword_vectors.index_page(self._collections.call, self._collections.memories, items)
+        await keyword_vectors.index_page(self.collections.call, self.collections.memories, items)
         return len(items)

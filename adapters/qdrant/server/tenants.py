@@ -169,11 +169,7 @@ class QdrantServerBackend(QdrantServerBase):
         return layout.memory_from_shared(point.payload or {}), stored_vector(point)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         sides = await self._batch(namespaces, memory_filter, limit, query)
         parts = (
