@@ -7,7 +7,10 @@ hard isolation and have few namespaces; the default is the shared layout
 (`adapters.qdrant.server.tenants`), and `migrate-layout`
 (plugin/commands/migrate_layout.py) copies this one into it.
 
-The namespace record lives in the collection's metadata (collection_records.py).
+The namespace record lives in the collection's metadata: the namespace methods are
+the first layer, `CollectionNamespaces` (collection_records.py), which the backend
+inherits; its parts are the keyword index (namespace_collections_keywords.py),
+transfer (namespace_collections_transfer.py) and `CollectionStoreMeta`.
 Reads over several namespaces ask each collection once (both pin
 sides in one `query_batch_points`) and merge with `adapters.merge`; the
 expired-memory sweep visits every collection. Calls go through
@@ -26,7 +29,6 @@ from qdrant_client.http import models
 
 from adapters.merge import merge_listed, merge_scored
 from adapters.qdrant import filters
-from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.client_requests import (
     DENSE,
     DIALECT,
@@ -34,9 +36,7 @@ from adapters.qdrant.server.client_requests import (
     Query,
     side_requests,
 )
-from adapters.qdrant.server.collection_records import (
-    CollectionRecords,
-)
+from adapters.qdrant.server.collection_records import CollectionNamespaces, CollectionStoreMeta
 from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
 from adapters.qdrant.server.namespace_collections_transfer import (
     CollectionsTransfer,
@@ -47,7 +47,6 @@ from adapters.qdrant.server.namespace_collections_transfer import (
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
-    NamespaceRecord,
     ScoredMemory,
     SearchQuery,
     StoredMemory,
@@ -56,27 +55,22 @@ from adapters.values import (
 T = TypeVar("T")
 
 
-class QdrantCollectionsBackend(QdrantServerBase):
+class QdrantCollectionsBackend(CollectionNamespaces):
     """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
 
     name = "qdrant-collections"
 
     @cached_property
-    def _collections(self) -> CollectionRecords:
-        return CollectionRecords(self.connection, self._prefix, self.dimension)
-
-    @cached_property
-    def store_meta(self) -> CollectionRecords:
-        """A collection of its own, holding the facts as its metadata."""
-        return self._collections
+    def store_meta(self) -> CollectionStoreMeta:
+        return CollectionStoreMeta(self, self._prefix)
 
     @cached_property
     def keyword_index(self) -> CollectionsKeywordIndex:
-        return CollectionsKeywordIndex(self._collections)
+        return CollectionsKeywordIndex(self)
 
     @cached_property
     def transfer(self) -> CollectionsTransfer:
-        return CollectionsTransfer(self._collections)
+        return CollectionsTransfer(self)
 
     async def start(self) -> None:
         """Build the client without I/O: the plugin must boot while Qdrant is down."""
@@ -85,29 +79,15 @@ class QdrantCollectionsBackend(QdrantServerBase):
     async def ping(self) -> None:
         await self.connection.ping()
 
-    # -- namespaces (collection_records.py) -----------------------------------------
-
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return await self._collections.get(name)
-
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self._collections.save(record)
-
-    async def delete_namespace(self, name: str) -> bool:
-        return await self._collections.delete(name)
-
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        return await self._collections.listed()
-
     # -- memories --------------------------------------------------------------------
 
     async def _retrieve(self, namespace: str, memory_id: str) -> models.Record | None:
         point_id = point_id_of(memory_id)
         if point_id is None:
             return None
-        collection = self._collections.collection(namespace)
+        collection = self.collection(namespace)
         none: list[models.Record] = []
-        found = await self._collections.read(
+        found = await self.read(
             lambda c: c.retrieve(collection, [point_id], with_vectors=[DENSE]), none
         )
         return found[0] if found else None
@@ -128,12 +108,10 @@ class QdrantCollectionsBackend(QdrantServerBase):
         query: Query,
     ) -> list[list[models.ScoredPoint]]:
         """Each pin side's best `limit` in one namespace: one query_batch_points request."""
-        collection = self._collections.collection(namespace)
+        collection = self.collection(namespace)
         requests = side_requests(memory_filter, limit, query)
         none: list[models.QueryResponse] = []
-        responses = await self._collections.read(
-            lambda c: c.query_batch_points(collection, requests), none
-        )
+        responses = await self.read(lambda c: c.query_batch_points(collection, requests), none)
         return [response.points for response in responses]
 
     async def _each(
@@ -173,31 +151,24 @@ class QdrantCollectionsBackend(QdrantServerBase):
         if point is None:
             return False
         collection, selector = (
-            self._collections.collection(namespace),
+            self.collection(namespace),
             models.PointIdsList(points=[point.id]),
         )
-        deleted = await self._collections.read(
-            lambda c: c.delete(collection, selector, wait=True), None
-        )
+        deleted = await self.read(lambda c: c.delete(collection, selector, wait=True), None)
         return deleted is not None
 
     async def delete_expired_memories(self, now: datetime) -> int:
         """One count and delete per namespace collection: this layout's cost."""
         expired = filters.expired(DIALECT, now)
-        swept = [
-            await self._sweep(name, expired)
-            for name in await self._collections.namespace_collections()
-        ]
+        swept = [await self._sweep(name, expired) for name in await self.namespace_collections()]
         return sum(swept)
 
     async def _sweep(self, collection: str, expired: models.Filter) -> int:
-        found = await self._collections.read(
+        found = await self.read(
             lambda c: c.count(collection, expired, exact=True), models.CountResult(count=0)
         )
         if found.count == 0:
             return 0
         selector = models.FilterSelector(filter=expired)
-        deleted = await self._collections.read(
-            lambda c: c.delete(collection, selector, wait=True), None
-        )
+        deleted = await self.read(lambda c: c.delete(collection, selector, wait=True), None)
         return 0 if deleted is None else found.count

@@ -2,7 +2,7 @@
 
 `QdrantCollectionsBackend` (namespace_collections.py) hands it out as `transfer`,
 and writes its own single memories through it too; it reaches the collections
-through `CollectionRecords` (collection_records.py). Also how a point of a
+through `CollectionNamespaces` (collection_records.py). Also how a point of a
 namespace collection is read as a memory, for both.
 """
 
@@ -18,7 +18,7 @@ from adapters.errors import BackendError, BackendRejected, NamespaceGone
 from adapters.qdrant import filters, layout
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server.client_requests import DIALECT
-from adapters.qdrant.server.collection_records import CollectionRecords
+from adapters.qdrant.server.collection_records import CollectionNamespaces
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.values import MemoryFilter, MemoryRecord, SparseVector, StoredMemory, with_keywords
 
@@ -45,14 +45,14 @@ def stored_of(namespace: str, point: models.Record) -> StoredMemory:
 class CollectionsTransfer:
     """`iter_memories` per collection; `upsert_memories`, one request per collection."""
 
-    def __init__(self, collections: CollectionRecords) -> None:
+    def __init__(self, collections: CollectionNamespaces) -> None:
         self._collections = collections
 
     async def iter_memories(
         self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
     ) -> AsyncIterator[list[StoredMemory]]:
         """Scroll the namespace's own collection, live memories only, a page per request."""
-        if await self._collections.get(namespace) is None:
+        if await self._collections.get_namespace(namespace) is None:
             return
         wanted = filters.memories(DIALECT, MemoryFilter(now=now))
         pages = self._collections.connection.pages(
