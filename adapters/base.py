@@ -1,19 +1,13 @@
 """The backend interface: what a request needs of a vector store.
 
-The service speaks only to `VectorBackend` (one front, several implementations,
-as qdrant-client), in plain values (`adapters.values`), and `tests/backends/suite/`
-runs the same calls against every implementation. What only one or two callers
-need is a part a backend may offer (`OptionalParts`, adapters/parts.py), asked
-for by the code that uses it. Semantics every backend keeps:
-- A namespace behaves as a collection: a record, full isolation, and
-  `delete_namespace` makes it and its memories vanish for every later call at
-  once, even if the physical removal finishes later (in `maintain`).
-- Memory ids are canonical UUIDs scoped to their namespace: `upsert_memory` with
-  a known (namespace, id) replaces that memory in place.
-- Reads span namespaces (one engine request where the backend can), pinned
-  memories first, then best or newest first (`adapters.merge`).
-- Expiry: `MemoryFilter.now` excludes every memory whose `expires_at` is at or
-  before it, whatever the janitor has already deleted.
+The service speaks only to `VectorBackend`, in plain values (`adapters.values`);
+`tests/backends/suite/` runs the same calls against every backend. What only some
+callers need is an optional part (adapters/parts.py). Every backend keeps:
+- namespaces as collections: a record, full isolation, and `delete_namespace`
+  hides it and its memories at once (`maintain` may finish the removal later);
+- memory ids are canonical UUIDs scoped to their namespace, upserted in place;
+- reads span namespaces, pinned first, then best or newest first (`adapters.merge`);
+- `MemoryFilter.now` excludes every memory expired at or before it.
 """
 
 from __future__ import annotations
@@ -110,12 +104,16 @@ class VectorBackend(OptionalParts, abc.ABC):
         found = await self.get_stored_memory(namespace, memory_id)
         return None if found is None else found[0]
 
-    @abc.abstractmethod
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
     ) -> None:
         """Insert or replace the memory with `memory.id`, durably, with its keyword vector
-        where the backend keeps one. `NamespaceGone` when the namespace has no storage."""
+        where the backend keeps one; `NamespaceGone` when the namespace has no storage.
+        Default: through the `transfer` part, as one of many."""
+        if self.transfer is None:
+            raise NotImplementedError(f"the {self.name} backend writes no memories")
+        keyed = None if keywords is None else [keywords]
+        await self.transfer.upsert_memories([(memory, [float(x) for x in vector])], keyed)
 
     @abc.abstractmethod
     async def query_memories(

@@ -10,7 +10,7 @@ Layout (see docs/backends.md, "Pinecone"):
   the reserved namespace cannot collide with a mapped one): `adapters.pinecone.namespace_records`.
   So `get_namespaces` (and a search's look-up of its namespaces) is one fetch.
 - Memory ids are the vector ids; upsert is native, so a retried commit updates in
-  place (`adapters.pinecone.writes`).
+  place (`upsert_memory` here; many at once: `adapters.pinecone.writes`).
 - Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone.vector_metadata`.
 - The optional parts (adapters/parts.py): `transfer` (`adapters.pinecone.writes`),
   `store_meta` (`adapters.pinecone.store_meta`), `keyword_index` (`adapters.pinecone.keywords`).
@@ -31,17 +31,18 @@ from datetime import datetime
 from pinecone import AsyncIndex
 
 from adapters.base import DEFAULT_PREFIX, VectorBackend
-from adapters.pinecone import vector_metadata
+from adapters.errors import NamespaceGone
+from adapters.pinecone import transfer, vector_metadata
 from adapters.pinecone.calls import PineconeMissing, call
 from adapters.pinecone.connection import PineconeConnection
 from adapters.pinecone.expiry import ExpirySweep
-from adapters.pinecone.keywords import PineconeKeywordIndex
+from adapters.pinecone.keywords import PineconeKeywordIndex, stored_sparse
 from adapters.pinecone.namespace_records import NamespaceRecords
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.shared import Shared
 from adapters.pinecone.store_meta import PineconeStoreMeta
-from adapters.pinecone.writes import MemoryWrites
+from adapters.pinecone.writes import PineconeTransfer
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
@@ -91,7 +92,7 @@ class PineconeBackend(VectorBackend):
         self._reads = MemoryReads(shared)
         self._expiry = ExpirySweep(shared, self._records, self._reads)
         self._keywords = PineconeKeywordIndex(self._connection)
-        self._writes = MemoryWrites(shared, self._connection, self._records)
+        self._transfer = PineconeTransfer(shared, self._connection, self._records)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -112,9 +113,9 @@ class PineconeBackend(VectorBackend):
     # -- the optional parts (adapters/parts.py) ----------------------------------------
 
     @property
-    def transfer(self) -> MemoryWrites:
+    def transfer(self) -> PineconeTransfer:
         """Batched upserts, and every memory of a namespace listed and fetched."""
-        return self._writes
+        return self._transfer
 
     @property
     def store_meta(self) -> PineconeStoreMeta:
@@ -198,7 +199,21 @@ class PineconeBackend(VectorBackend):
     async def upsert_memory(
         self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
     ) -> None:
-        await self._writes.upsert_memory(memory, vector, keywords)
+        state = await self._records.state(memory.namespace)
+        if state is None:
+            raise NamespaceGone(f"namespace {memory.namespace} was deleted")
+        epoch = state[1]
+        # Refuses oversize metadata: then nothing is written.
+        metadata = vector_metadata.memory_to_metadata(memory, epoch)
+        index = await self._ready()
+        sparse = stored_sparse(self._connection.metric, keywords)
+        item = transfer.upsert_item(memory.id, vector, metadata, sparse)
+        await call(
+            "upsert memory",
+            lambda t: index.upsert(vectors=[item], namespace=self._ns(memory.namespace), timeout=t),
+            self._budget_s,
+        )
+        self.overlay.memory_written(memory, vector, epoch, keywords)
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int

@@ -41,6 +41,11 @@ def sparse_values(vector: SparseVector | None, scale: float = 1.0) -> dict[str, 
     return {"indices": list(vector.indices), "values": [scale * v for v in vector.values]}
 
 
+def stored_sparse(metric: str | None, keywords: SparseVector | None) -> dict[str, Any] | None:
+    """The sparse values to store with a memory: only a dotproduct index takes them."""
+    return sparse_values(keywords) if metric == "dotproduct" else None
+
+
 def keyword_score(query: SparseVector | None, stored: SparseVector | None) -> float:
     """What the sparse half of a Pinecone query adds to a memory's score (for the overlay)."""
     if query is None or stored is None:

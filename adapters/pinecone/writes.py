@@ -1,11 +1,10 @@
-"""Writes of memories to Pinecone: one upsert, or many in batches of up to 100 vectors.
+"""Pinecone's bulk transfer (adapters/parts.py), which `PineconeBackend` hands out.
 
-Also the bulk transfer part (adapters/parts.py) that `PineconeBackend` hands out:
-batched writes, and every memory of a namespace read back (transfer.py).
-
-Each write carries its namespace's epoch in its metadata (vector_metadata.py)
-and is recorded in the overlay, so the writer reads it back at once
-(overlay.py). Keyword vectors go with a memory only on a dotproduct index.
+Writes go in batches of up to 100 vectors; every memory of a namespace is read
+back by listing and fetching (transfer.py). Each write (and the backend's own
+single `upsert_memory`) carries its namespace's epoch in its metadata
+(vector_metadata.py) and is recorded in the overlay, so the writer reads it back
+at once (overlay.py). Keyword vectors go with a memory only on a dotproduct index.
 """
 
 from __future__ import annotations
@@ -19,14 +18,14 @@ from adapters.errors import NamespaceGone
 from adapters.pinecone import transfer, vector_metadata
 from adapters.pinecone.calls import call
 from adapters.pinecone.connection import PineconeConnection
-from adapters.pinecone.keywords import sparse_values
+from adapters.pinecone.keywords import stored_sparse
 from adapters.pinecone.namespace_records import NamespaceRecords
 from adapters.pinecone.shared import Shared
 from adapters.values import MemoryRecord, SparseVector, StoredMemory, with_keywords
 
 
-class MemoryWrites:
-    """`upsert_memory` of `PineconeBackend` (backend.py), and its `transfer` part."""
+class PineconeTransfer:
+    """The `transfer` part of `PineconeBackend` (backend.py)."""
 
     def __init__(
         self, shared: Shared, connection: PineconeConnection, records: NamespaceRecords
@@ -34,29 +33,6 @@ class MemoryWrites:
         self._shared = shared
         self._connection = connection
         self._records = records
-
-    def _sparse(self, keywords: SparseVector | None) -> dict[str, object] | None:
-        """The sparse values to store with a memory: only a dotproduct index takes them."""
-        return sparse_values(keywords) if self._connection.metric == "dotproduct" else None
-
-    async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
-    ) -> None:
-        state = await self._records.state(memory.namespace)
-        if state is None:
-            raise NamespaceGone(f"namespace {memory.namespace} was deleted")
-        epoch = state[1]
-        # Refuses oversize metadata: then nothing is written.
-        metadata = vector_metadata.memory_to_metadata(memory, epoch)
-        index = await self._connection.index()
-        target = self._shared.pinecone_namespace(memory.namespace)
-        item = transfer.upsert_item(memory.id, vector, metadata, self._sparse(keywords))
-        await call(
-            "upsert memory",
-            lambda t: index.upsert(vectors=[item], namespace=target, timeout=t),
-            self._shared.budget_s,
-        )
-        self._shared.overlay.memory_written(memory, vector, epoch, keywords)
 
     async def upsert_memories(
         self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
@@ -78,7 +54,12 @@ class MemoryWrites:
         for name, items in groups.items():
             epoch = states[name][1]
             vectors = [
-                transfer.upsert_item(memory.id, vector, metadata, self._sparse(row_keywords))
+                transfer.upsert_item(
+                    memory.id,
+                    vector,
+                    metadata,
+                    stored_sparse(self._connection.metric, row_keywords),
+                )
                 for memory, vector, metadata, row_keywords in items
             ]
             for chunk in transfer.batches(vectors, self._connection.dimension):

@@ -7,14 +7,10 @@ qdrant-client's local mode needs: each local client is a store of its own).
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Sequence
-
 from adapters.base import DEFAULT_PREFIX, VectorBackend
-from adapters.parts import BulkTransfer
 from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
-from adapters.values import MemoryRecord, SearchMode, SparseVector
+from adapters.values import SearchMode
 
 
 class QdrantServerBase(VectorBackend):
@@ -44,21 +40,9 @@ class QdrantServerBase(VectorBackend):
         self._prefix = prefix
 
     @property
-    @abc.abstractmethod
-    def transfer(self) -> BulkTransfer:
-        """Every layout has one: `upsert_memory` writes through it."""
-
-    @property
     def search_modes(self) -> frozenset[SearchMode]:
         return ranking.QDRANT_SEARCH_MODES
 
     async def close(self) -> None:
         if self._owns_connection:
             await self.connection.close()
-
-    async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
-    ) -> None:
-        """One memory, as the bulk transfer's `upsert_memories` writes many."""
-        stored = [(memory, [float(x) for x in vector])]
-        await self.transfer.upsert_memories(stored, None if keywords is None else [keywords])
