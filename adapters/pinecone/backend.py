@@ -169,10 +169,6 @@ class PineconeBackend(VectorBackend):
 
     # -- memories ----------------------------------------------------------------------
 
-    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
-        found = await self.get_stored_memory(namespace, memory_id)
-        return None if found is None else found[0]
-
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         """The overlay's entry if recent (None if recently deleted), else one fetch."""
         state = await self._records.state(namespace)

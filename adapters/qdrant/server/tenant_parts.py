@@ -18,7 +18,7 @@ from adapters.errors import NamespaceGone
 from adapters.qdrant import filters, layout
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server.client_requests import DIALECT
-from adapters.qdrant.server.namespace_records import NamespaceRecords, epoch_of
+from adapters.qdrant.server.namespace_records import TenantNamespaces, epoch_of
 from adapters.qdrant.server.tenant_collections import TenantCollections, stored_vector
 from adapters.values import MemoryFilter, SparseVector, StoredMemory, with_keywords
 
@@ -28,7 +28,7 @@ class TenantTransfer:
     """`iter_memories` by scrolling a tenant partition; `upsert_memories` in one request."""
 
     collections: TenantCollections
-    records: NamespaceRecords
+    records: TenantNamespaces
 
     async def iter_memories(
         self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True

@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import TypeVar
 
-from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
 from adapters.errors import BackendError, BackendMisconfigured
 from adapters.merge import merge_listed, merge_scored
 from adapters.qdrant import filters, layout
-from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.client_requests import (
     DENSE,
     DIALECT,
@@ -40,15 +38,15 @@ from adapters.qdrant.server.client_requests import (
     side_requests,
 )
 from adapters.qdrant.server.namespace_records import (
-    RECORD_INDEXES,
-    NamespaceRecords,
+    TenantNamespaces,
+    TenantStoreMeta,
     epoch_of,
     purge_id,
     record_id,
 )
 from adapters.qdrant.server.tenant_collections import (
     MEMORY_STORE_INDEXES,
-    TenantCollections,
+    RECORD_INDEXES,
     legacy_layout_line,
     owner,
     stored_vector,
@@ -57,7 +55,6 @@ from adapters.qdrant.server.tenant_parts import TenantKeywordIndex, TenantTransf
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
-    NamespaceRecord,
     ScoredMemory,
     SearchQuery,
     StoredMemory,
@@ -75,31 +72,23 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class QdrantServerBackend(QdrantServerBase):
+class QdrantServerBackend(TenantNamespaces):
     """Memories of every namespace in one Qdrant collection, partitioned by tenant."""
 
     name = "qdrant"
-
-    @cached_property
-    def _collections(self) -> TenantCollections:
-        return TenantCollections(self.connection, self._prefix, self.dimension)
 
     @cached_property
     def _memories(self) -> str:
         return self._collections.memories
 
     @cached_property
-    def _records(self) -> NamespaceRecords:
-        return NamespaceRecords(self.connection, self._collections.records, self._call)
-
-    @cached_property
-    def store_meta(self) -> NamespaceRecords:
+    def store_meta(self) -> TenantStoreMeta:
         """Points of their own in the records collection (namespace_records.py)."""
-        return self._records
+        return TenantStoreMeta(self)
 
     @cached_property
     def transfer(self) -> TenantTransfer:
-        return TenantTransfer(self._collections, self._records)
+        return TenantTransfer(self._collections, self)
 
     @cached_property
     def keyword_index(self) -> TenantKeywordIndex:
@@ -121,7 +110,7 @@ class QdrantServerBackend(QdrantServerBase):
 
     async def maintain(self) -> None:
         """Finish namespace deletes whose memories were not purged (a crash, an outage)."""
-        async for dead in self._records.dead():
+        async for dead in self.dead():
             if dead:
                 await self._purge(list(dead.values()), list(dead))
 
@@ -129,19 +118,10 @@ class QdrantServerBackend(QdrantServerBase):
         await self._ready()
         await self.connection.ping()
 
-    # -- namespaces ------------------------------------------------------------------
-
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return (await self.get_namespaces([name])).get(name)
-
-    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        return {name: record for name, (record, _) in (await self._records.live(names)).items()}
-
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self._records.save(record)
+    # -- namespaces (the rest: namespace_records.py) --------------------------------
 
     async def delete_namespace(self, name: str) -> bool:
-        epoch = await self._records.bury(name)
+        epoch = await self.bury(name)
         if epoch is None:
             return False
         try:
@@ -150,17 +130,7 @@ class QdrantServerBackend(QdrantServerBase):
             log.warning("namespace %s deleted, its memories are purged later: %s", name, exc)
         return True
 
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        return await self._records.listed()
-
-    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
-        return await self._records.expired(now)
-
     # -- memories --------------------------------------------------------------------
-
-    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
-        found = await self.get_stored_memory(namespace, memory_id)
-        return None if found is None else found[0]
 
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         point = await self._visible_point(namespace, memory_id)
@@ -190,16 +160,16 @@ class QdrantServerBackend(QdrantServerBase):
         if point is None:
             return False
         selector = models.PointIdsList(points=[point.id])
-        await self._call(lambda c: c.delete(self._memories, selector, wait=True))
+        await self.call(lambda c: c.delete(self._memories, selector, wait=True))
         return True
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(DIALECT, now)
-        found = await self._call(lambda c: c.count(self._memories, expired, exact=True))
+        found = await self.call(lambda c: c.count(self._memories, expired, exact=True))
         if found.count == 0:
             return 0
         selector = models.FilterSelector(filter=expired)
-        await self._call(lambda c: c.delete(self._memories, selector, wait=True))
+        await self.call(lambda c: c.delete(self._memories, selector, wait=True))
         return found.count
 
     # -- internals -------------------------------------------------------------------
@@ -207,21 +177,18 @@ class QdrantServerBackend(QdrantServerBase):
     async def _ready(self) -> None:
         await self._collections.ready()
 
-    async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
-        return await self._collections.call(op)
-
     async def _purge(self, epochs: list[str], purge_ids: list[models.ExtendedPointId]) -> None:
         """Delete the memories of dead incarnations, then their purge points."""
         dead = models.FilterSelector(filter=filters.incarnations(DIALECT, epochs))
-        await self._call(lambda c: c.delete(self._memories, dead, wait=True))
-        await self._records.forget(purge_ids)
+        await self.call(lambda c: c.delete(self._memories, dead, wait=True))
+        await self.forget(purge_ids)
 
     async def _visible_point(self, namespace: str, memory_id: str) -> models.Record | None:
         """The memory's point if it belongs to the namespace's current incarnation."""
         ids: list[models.ExtendedPointId] = [layout.point_id(namespace, memory_id)]
         live, points = await asyncio.gather(
-            self._records.live([namespace]),
-            self._call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
+            self.live([namespace]),
+            self.call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
         )
         current = (namespace, epoch_of(live, namespace))
         found = [p for p in points if owner(p) == current]
@@ -235,10 +202,10 @@ class QdrantServerBackend(QdrantServerBase):
         query: Query,
     ) -> list[list[models.ScoredPoint]]:
         """Each pin side's best `limit` over `namespaces`: one query_batch_points request."""
-        live = await self._records.live(namespaces)
+        live = await self.live(namespaces)
         if not live or limit <= 0:
             return []
         scope = layout.Scope(tuple(live), tuple(epoch for _, epoch in live.values()))
         requests = side_requests(memory_filter, limit, query, scope)
-        responses = await self._call(lambda c: c.query_batch_points(self._memories, requests))
+        responses = await self.call(lambda c: c.query_batch_points(self._memories, requests))
         return [response.points for response in responses]
