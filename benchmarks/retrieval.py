@@ -66,7 +66,8 @@ async def _bounded(calls: list[Any], limit: int) -> list[Any]:
     return await asyncio.gather(*(one(call) for call in calls))
 
 
-async def write_all(base: str, conversations: list[locomo.Conversation]) -> None:
+async def write_all(base: str, conversations: list[locomo.Conversation]) -> int:
+    """Commit every memory of every conversation; how many."""
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         calls = []
         for conversation in conversations:
@@ -83,6 +84,7 @@ async def write_all(base: str, conversations: list[locomo.Conversation]) -> None
         await _bounded(calls, IN_FLIGHT)
         took = time.perf_counter() - started
         print(f"wrote {len(calls)} memories in {took:.1f} s ({len(calls) / took:.0f}/s)")
+        return len(calls)
 
 
 async def recall(

@@ -95,7 +95,8 @@ class SentenceTransformerEncoder:
             hidden = row["token_embeddings"].float().cpu().numpy()
             vector = row["sentence_embedding"].float().cpu().numpy()
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)  # not done for dicts
-            tokens = token_rows(hidden[None], keep[None])[0]
+            same = hidden.shape[1] == self.dimension  # not when pooled in several modes
+            tokens = token_rows(hidden[None], keep[None])[0] if same else None
             found.append(Embedding(vector.tolist(), tokens))
         return found
 

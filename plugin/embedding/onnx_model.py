@@ -238,9 +238,11 @@ class OnnxEncoder:
             self._give(session)
         pooled = pool(hidden, mask, self._modes)
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        vectors = (pooled / norms).tolist()
+        if hidden.shape[2] != self.dimension:  # pooled in several modes: no token vectors
+            return [Embedding(vector) for vector in vectors]
         special = np.array([e.special_tokens_mask for e in encoded], dtype=np.int64)
         tokens = token_rows(hidden, mask * (1 - special))
-        vectors = (pooled / norms).tolist()
         return [Embedding(vector, rows) for vector, rows in zip(vectors, tokens, strict=True)]
 
     def _take(self, count: int) -> Any:

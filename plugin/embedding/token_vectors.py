@@ -5,7 +5,9 @@ kept, normalised and without the special tokens ([CLS], [SEP], padding), they le
 store rerank by late interaction (MaxSim, docs/backends.md "Reranking by token
 vectors") at no second model call. An `Embedding` is the sentence vector itself (a
 list of floats, so the batcher and every caller of the sentence vector are unchanged)
-carrying its token vectors beside it.
+carrying its token vectors beside it. A model whose sentence vector is not a token
+vector's size (several pooling modes concatenated) keeps none: the store's multivector
+has the sentence vector's size.
 """
 
 from __future__ import annotations

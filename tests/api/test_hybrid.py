@@ -67,11 +67,11 @@ async def test_each_mode_ranks_as_documented(
         assert [m["score"] for m in listing.body["memories"]] == [None] * 9
 
 
-async def test_the_default_is_hybrid_on_the_embedded_store(
+async def test_the_default_is_rerank_on_the_embedded_store(
     make_app: AppFactory, clock: WallClock
 ) -> None:
     async for api in served(make_app, clock):
-        assert api.app[SERVICE].search_mode is SearchMode.HYBRID
+        assert api.app[SERVICE].search_mode is SearchMode.RERANK
 
 
 async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(

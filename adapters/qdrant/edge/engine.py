@@ -197,15 +197,19 @@ def add_token_vector(shard: Any, dimension: int) -> None:
     (plugin/embedding/token_index.py then fills them in). The engine adds the vector
     with its storage type; its int8 copy and placement are the created store's only.
     """
-    shard.update(
-        qe.UpdateOperation.create_dense_vector(
-            TOKENS_VECTOR,
-            dimension,
-            qe.Distance.Cosine,
-            multivector_config=_MAX_SIM,
-            datatype=qe.VectorStorageDatatype.Float16,
+    try:
+        shard.update(
+            qe.UpdateOperation.create_dense_vector(
+                TOKENS_VECTOR,
+                dimension,
+                qe.Distance.Cosine,
+                multivector_config=_MAX_SIM,
+                datatype=qe.VectorStorageDatatype.Float16,
+            )
         )
-    )
+    except Exception as error:  # a created store's has its int8 copy too: "other parameters"
+        if "already exists" not in str(error):
+            raise
 
 
 def drop_keyword_vector(shard: Any) -> None:
