@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from plugin.embedding.encoders import Encoder, Vector
 from plugin.embedding.length_groups import encode_by_length
 from plugin.scheduling.fair_queue import FairQueue
+from plugin.scheduling.thread_priority import low_priority_pool
 from plugin.scheduling.work import UNATTRIBUTED, Priority, Work
 
 # Called after each batch the model embedded: (texts in the batch, seconds it took).
@@ -121,7 +122,7 @@ class BatchingEmbedder:
 
     async def start(self) -> None:
         count = max(1, self.encoder.parallelism)
-        self._executor = ThreadPoolExecutor(count, thread_name_prefix="embedder")
+        self._executor = low_priority_pool(count, "embedder")
         self._idle = count
         self._workers = [
             asyncio.create_task(self._run(), name=f"embedder {n}") for n in range(count)

@@ -3,7 +3,8 @@
 Start-up order (each step's cleanup runs in reverse at shutdown): load the model
 and start the batcher, open the backend and check its embedding fingerprint,
 choose the search mode, then start the janitor and the keyword indexer
-(plugin/embedding/keyword_index.py). The backend need not be reachable for start-up to
+(plugin/embedding/keyword_index.py), and last freeze the heap built so far
+(`_frozen_heap`). The backend need not be reachable for start-up to
 finish: the server boots during an outage, answers 503, and recovers by itself.
 
 Metrics live in a registry of this app's own (`METRICS`); the service talks to
@@ -13,6 +14,7 @@ the backend through `InstrumentedBackend`, so every backend is timed alike.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -49,6 +51,7 @@ from plugin.http.middleware import envelope, request_context
 from plugin.observability.instrumented import InstrumentedBackend
 from plugin.observability.metrics import Metrics
 from plugin.scheduling.admission import Admission, Shares
+from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -56,7 +59,7 @@ log = logging.getLogger(__name__)
 
 async def _embedder(app: web.Application) -> AsyncIterator[None]:
     if ENCODER not in app:
-        app[ENCODER] = await asyncio.to_thread(load_encoder, app[SETTINGS])
+        app[ENCODER] = await at_low_priority(load_encoder, app[SETTINGS])
     metrics = app[METRICS]
     embedder = BatchingEmbedder(
         app[ENCODER],
@@ -150,6 +153,22 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
     return context
 
 
+async def _frozen_heap(app: web.Application) -> AsyncIterator[None]:
+    """Leave what start-up built (the model, its sessions, the libraries) out of the
+    garbage collector's full passes.
+
+    Why: a full pass walks every tracked object, and the event loop runs none of its
+    requests meanwhile; with the model's objects in the heap a pass took tens of ms,
+    often enough under load to delay refusals past their 50 ms (benchmarks/README.md,
+    "Fair sharing"). Frozen objects are never collected while the app runs, garbage
+    among them included: no collection first, which would cost each test's app a full
+    pass for the little start-up leaves behind.
+    """
+    gc.freeze()
+    yield
+    gc.unfreeze()  # several apps in one process (tests): let this one's objects go
+
+
 def create_app(
     settings: Settings,
     *,
@@ -176,7 +195,7 @@ def create_app(
         app[ENCODER] = encoder
     if backend is not None:
         app[BACKEND] = backend
-    app.cleanup_ctx.extend([_embedder, _backend, _service(clock)])
+    app.cleanup_ctx.extend([_embedder, _backend, _service(clock), _frozen_heap])
     app.add_routes(routes)
     app.add_routes(admin_routes)  # GET /admin/export, outside the contract
     return app

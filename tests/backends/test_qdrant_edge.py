@@ -16,6 +16,7 @@ from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import open_shard, point_vectors
 from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.edge.shards import SHARD_COUNT
+from adapters.qdrant.edge.upkeep import DEADLINE_S, QUIET_S
 from adapters.qdrant.layout import memory_to_payload, new_epoch, point_id
 from plugin.embedding.keywords import KeywordEncoder
 from tests.backends.suite import BackendSuite
@@ -115,21 +116,126 @@ async def test_a_write_racing_a_delete_leaves_no_orphan(
     await store.close()
 
 
-async def test_maintain_vacuums_after_many_changes(tmp_path: Path) -> None:
+class CountingShard:
+    """A shard that counts the janitor's calls and passes everything on."""
+
+    def __init__(self, shard: object) -> None:
+        self.shard = shard
+        self.flushes = 0
+        self.vacuums = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        self.shard.flush()  # type: ignore[attr-defined]
+
+    def optimize(self) -> None:
+        self.vacuums += 1
+        self.shard.optimize()  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.shard, name)
+
+
+class EngineClock:
+    """The engine calls' clock (dispatch.py), moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def counted_store(
+    tmp_path: Path, names: list[str], clock: EngineClock
+) -> tuple[QdrantEdgeBackend, list[CountingShard | None]]:
+    """`QdrantEdgeBackend` with `names` saved, each in a shard of its own, every shard counted."""
     store = QdrantEdgeBackend(DIM, tmp_path)
+    store._store.calls.clock = clock
     await store.start()
-    await store.save_namespace(NamespaceRecord(name="org:busy", kind="org", created_at=T0))
+    for name in names:
+        await store.save_namespace(NamespaceRecord(name=name, kind="org", created_at=T0))
+    assert len({store._shards.index_of(name) for name in names}) == len(names)
+    shards = store._shards.shards
+    counted = [None if shard is None else CountingShard(shard) for shard in shards]
+    shards[:] = counted
+    return store, counted
+
+
+def flushes(shards: list[CountingShard | None]) -> dict[int, int]:
+    return {i: s.flushes for i, s in enumerate(shards) if s is not None and s.flushes}
+
+
+def vacuums(shards: list[CountingShard | None]) -> dict[int, int]:
+    return {i: s.vacuums for i, s in enumerate(shards) if s is not None and s.vacuums}
+
+
+async def test_a_sweep_flushes_only_the_shards_written_since_the_last(tmp_path: Path) -> None:
+    """The engine holds the GIL through a flush: a shard nobody wrote is not flushed."""
+    clock = EngineClock()
+    store, shards = await counted_store(tmp_path, ["org:busy", "org:idle"], clock)
+    busy = store._shards.index_of("org:busy")
+    await store.upsert_memory(memory("org:busy"), unit(1))
+    clock.now += QUIET_S
+    await store.maintain()
+    assert flushes(shards) == {busy: 1}
+    await store.maintain()  # nothing written since
+    assert flushes(shards) == {busy: 1}
+    await store.upsert_memory(memory("org:busy"), unit(2))
+    clock.now += QUIET_S
+    await store.maintain()
+    assert flushes(shards) == {busy: 2}
+    await store.close()
+
+
+async def test_a_flush_waits_for_a_quiet_moment_or_its_deadline(tmp_path: Path) -> None:
+    """The engine holds the GIL through a flush: while requests reach the engine it waits,
+    at most DEADLINE_S after the shard's first write since its last flush."""
+    clock = EngineClock()
+    store, shards = await counted_store(tmp_path, ["org:busy"], clock)
+    busy = store._shards.index_of("org:busy")
+    await store.upsert_memory(memory("org:busy"), unit(1))
+    written = clock.now
+    clock.now += QUIET_S / 2
+    await store.maintain()
+    assert flushes(shards) == {}  # a request's call ended QUIET_S / 2 ago
+    while clock.now < written + DEADLINE_S - 20:
+        clock.now += 10
+        await store.get_memory("org:busy", "someone-reading")  # a request's engine call
+        clock.now += QUIET_S / 2
+        await store.maintain()
+    assert flushes(shards) == {}
+    clock.now = written + DEADLINE_S
+    await store.get_memory("org:busy", "someone-reading")
+    await store.maintain()
+    assert flushes(shards) == {busy: 1}
+    await store.close()
+
+
+async def test_maintain_vacuums_the_written_shards_after_many_changes(tmp_path: Path) -> None:
+    """One shard rewritten a sweep (the GIL is held through it), only shards written since
+    their last vacuum, and the round ends when none is left."""
+    names = ["org:busy", "org:calm", "org:idle"]
+    clock = EngineClock()
+    store, shards = await counted_store(tmp_path, names, clock)
     written = memory("org:busy")
     store._changes = 19_990
     for index in range(20):
         await store.upsert_memory(
             memory("org:busy", id=written.id, content=f"v{index}"), unit(1, index)
         )
-    shards = len(store._shards.shards)
-    for sweep in range(shards):  # one shard rewritten a sweep: the GIL is held through it
-        assert store._changes >= 20_000, sweep
-        await store.maintain()
+    await store.upsert_memory(memory("org:calm"), unit(2))
+    index_of = store._shards.index_of
+    await store.maintain()
+    assert vacuums(shards) == {}  # the engine was busy a moment ago
+    clock.now += QUIET_S
+    await store.maintain()
+    await store.maintain()
+    assert vacuums(shards) == {index_of("org:busy"): 1, index_of("org:calm"): 1}
+    assert store._changes >= 20_000  # the round ends at the sweep that finds none left
+    await store.maintain()
     assert store._changes == 0
+    assert vacuums(shards) == {index_of("org:busy"): 1, index_of("org:calm"): 1}
     assert [m.content for m in await store.list_memories(["org:busy"], everything(), 5)] == ["v19"]
     await store.close()
 

@@ -55,7 +55,7 @@ from adapters.base import (
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.checks import EdgeChecks
-from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES, allocated_bytes
+from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
 from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
 from adapters.qdrant.edge.keyword_index import EdgeKeywordIndex
 from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
@@ -64,13 +64,12 @@ from adapters.qdrant.edge.reads import EdgeReads
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.token_index import EdgeTokenIndex
 from adapters.qdrant.edge.transfer import EdgeTransfer
+from adapters.qdrant.edge.upkeep import EdgeUpkeep
 from adapters.qdrant.edge.writes import EdgeWrites
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
 STORE_DIR = "store"
-# Vacuum once this many points were replaced or deleted since the last time.
-OPTIMIZE_AFTER_CHANGES = 20_000
 # How often the janitor compares the records with the engine (integrity.py).
 VERIFY_EVERY_S = 600.0
 
@@ -100,7 +99,7 @@ class QdrantEdgeBackend(VectorBackend):
         self._keywords = EdgeKeywordIndex(self._store)
         self._tokens = EdgeTokenIndex(self._store, dimension)
         self._checks = EdgeChecks(self._store)
-        self._next_vacuum = 0  # the shard the next due vacuum rewrites
+        self._upkeep = EdgeUpkeep(self._store)
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
@@ -168,38 +167,9 @@ class QdrantEdgeBackend(VectorBackend):
 
     async def maintain(self) -> None:
         await self._namespaces.purge_pending()
-        calls = self._store.calls
-        await calls.worker(self._vacuum_one)
-        # One shard a call: the engine holds the GIL through a flush, and every shard's
-        # in one call stalled every request for the sum of them.
-        for index in range(len(self._shards.shards)):
-            await calls.worker(self._flush, index)
+        await self._upkeep.run()
         if time.monotonic() - self._checks.verified_at >= VERIFY_EVERY_S:
             await self.verify()
-
-    def _vacuum_one(self) -> None:
-        """When a vacuum is due, rewrite one shard per sweep, in turn.
-
-        The engine holds the GIL through `optimize`: every shard at once stalled every
-        request for the sum of them (benchmarks/README.md, "Fair sharing"); one a
-        sweep stalls them for one shard's, and the round ends after the last shard.
-        """
-        store = self._store
-        if store.changes < OPTIMIZE_AFTER_CHANGES:
-            return
-        path = self._shards.paths[self._next_vacuum]
-        shard = self._shards.shards[self._next_vacuum]
-        if shard is not None:  # rewrites the segment: only with room for a second copy
-            store.disk.check(extra_bytes=allocated_bytes(path))
-            shard.optimize()
-        self._next_vacuum = (self._next_vacuum + 1) % len(self._shards.shards)
-        if self._next_vacuum == 0:
-            store.changes = 0
-
-    def _flush(self, index: int) -> None:
-        shard = self._shards.shards[index]
-        if shard is not None:
-            shard.flush()
 
     async def ping(self) -> None:
         await self._store.calls.worker(self._check_writable)

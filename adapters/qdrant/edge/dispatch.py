@@ -15,11 +15,15 @@ the shard's lock for another thread (qdrant-edge has no threads of its own that
 take it). `worker()` is for what is long or does I/O that releases the GIL:
 opening, SQLite commits, purges, maintenance, health's disk check, bulk
 transfer. Both translate failures alike (engine.translate).
+
+`idle_for` tells the janitor how long no call but its own has been in flight: a
+flush or a vacuum holds the GIL, so it waits for a quiet moment (upkeep.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -38,6 +42,9 @@ class EngineCalls:
         self._workers = workers
         self._executor: ThreadPoolExecutor | None = None
         self._in_workers = 0  # calls submitted to the pool and not yet returned
+        self._in_flight = 0  # calls not marked background, running or queued
+        self.clock: Callable[[], float] = time.monotonic
+        self._last_active = self.clock()
 
     @property
     def started(self) -> bool:
@@ -51,18 +58,26 @@ class EngineCalls:
             self._executor.shutdown(wait=True)
             self._executor = None
 
-    async def worker(self, func: Callable[..., T], *args: Any) -> T:
-        """`func(*args)` on a worker thread."""
+    def idle_for(self) -> float:
+        """Seconds since the last call not marked background ended (0 while one runs)."""
+        return 0.0 if self._in_flight else max(0.0, self.clock() - self._last_active)
+
+    async def worker(self, func: Callable[..., T], *args: Any, background: bool = False) -> T:
+        """`func(*args)` on a worker thread; `background`: the janitor's, not a request's."""
         if self._executor is None:
             raise BackendUnavailable("embedded store is not open")
         loop = asyncio.get_running_loop()
         self._in_workers += 1
+        self._in_flight += not background
         try:
             return await loop.run_in_executor(self._executor, partial(func, *args))
         except BaseException as error:  # a Rust panic is a BaseException
             _raise_translated(error)
         finally:
             self._in_workers -= 1
+            if not background:
+                self._in_flight -= 1
+                self._last_active = self.clock()
 
     async def here(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` on the event loop when no worker call is in flight, else `worker`."""
@@ -74,6 +89,8 @@ class EngineCalls:
             return func(*args)
         except BaseException as error:
             _raise_translated(error)
+        finally:
+            self._last_active = self.clock()
 
 
 def _raise_translated(error: BaseException) -> NoReturn:

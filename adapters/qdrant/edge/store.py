@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import qdrant_edge as qe
 
@@ -24,6 +24,8 @@ from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
 
 T = TypeVar("T")
+# What the janitor did to a shard since its last write (upkeep.py).
+Upkeep = Literal["flush", "vacuum"]
 RECORDS_FILE = "namespaces.sqlite3"
 
 
@@ -38,6 +40,9 @@ class EdgeStore:
         self.shards = ShardSet(root, dimension, self.disk)
         self.lost = LostRecords(self.records, self.shards)
         self.changes = 0  # points replaced or deleted since the last vacuum
+        # By id() of the shard: when it was first written since its last flush, and
+        # since its last vacuum (on `calls.clock`).
+        self._unsettled: dict[Upkeep, dict[int, float]] = {"flush": {}, "vacuum": {}}
         # Incarnations holding fewer memories than counted: searches answer 503, not a
         # partial list; writes go on, so that an import can restore them (integrity.py).
         self.short: frozenset[str] = frozenset()
@@ -45,8 +50,23 @@ class EdgeStore:
 
     def _update(self, shard: Any, operation: Any) -> None:
         self.disk.check()
-        shard.update(operation)
-        self.changes += 1
+        try:
+            shard.update(operation)
+        finally:  # a failed write may have written part: settle it as well
+            self.changes += 1
+            now = self.calls.clock()
+            for shards in self._unsettled.values():
+                shards.setdefault(id(shard), now)
+
+    def written_at(self, index: int, *, since: Upkeep) -> float | None:
+        """When shard `index` was first written since its last `since`; None: not since."""
+        shard = self.shards.shards[index]
+        return None if shard is None else self._unsettled[since].get(id(shard))
+
+    def settled(self, index: int, *, since: Upkeep) -> None:
+        shard = self.shards.shards[index]
+        if shard is not None:
+            self._unsettled[since].pop(id(shard), None)
 
     def guarded(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` once the disk guard allows a write."""

@@ -1,0 +1,58 @@
+"""The model's threads give way to the event loop and the engine when cores are short.
+
+Why: with more runnable threads than cores, the kernel time-slices the event loop
+with the model's threads. The loop, and a qdrant-edge call on a worker thread, hold
+the GIL while they run; one preempted in the middle keeps the GIL, and every request
+waits until the kernel lets it finish. Under a flood on two cores, the engine's flush
+of one shard took ten times as long as alone, with every request stalled behind it
+(benchmarks/README.md, "Fair sharing"). The model's threads release the GIL for the
+whole model call, so they lose nothing by waiting for a free core: they run at a
+lower priority (a higher nice value), and still get every cycle the loop leaves idle.
+
+Linux only, and only ever lowered: raising a thread's priority needs a privilege the
+plugin does not have. Elsewhere, or where the kernel refuses, threads keep the
+default scheduling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Added to the nice value of the thread that calls `lower_this_thread` (the kernel caps it at 19).
+MODEL_NICE_INCREMENT = 10
+
+
+def lower_this_thread() -> None:
+    """Give the calling thread (and the threads it starts later) a lower CPU priority."""
+    if sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    try:  # on Linux, PRIO_PROCESS with a thread id sets that one thread's nice value
+        current = os.getpriority(os.PRIO_PROCESS, tid)
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, current + MODEL_NICE_INCREMENT))
+    except OSError as error:
+        log.debug("model thread keeps its priority: %s", error)
+
+
+def low_priority_pool(workers: int, name: str) -> ThreadPoolExecutor:
+    """A thread pool whose threads run at the model's lower priority."""
+    return ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=lower_this_thread)
+
+
+async def at_low_priority(func: Callable[..., T], *args: Any) -> T:
+    """`func(*args)` on a thread of its own at the lower priority: threads it starts
+    (ONNX Runtime's own pool) inherit it."""
+    loop = asyncio.get_running_loop()
+    with low_priority_pool(1, "model-load") as pool:
+        return await loop.run_in_executor(pool, partial(func, *args))
