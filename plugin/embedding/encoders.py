@@ -87,7 +87,8 @@ class SentenceTransformerEncoder:
             output_value=None,  # every output: the token vectors too, from the same call
             show_progress_bar=False,
         )
-        special = list(self._model.tokenizer.all_special_ids)
+        tokenizer = self._model.tokenizer  # [UNK] stands for text: kept, as on ONNX
+        special = [i for i in tokenizer.all_special_ids if i != tokenizer.unk_token_id]
         found: list[Vector] = []
         for row in rows:
             ids = row["input_ids"].cpu().numpy()
