@@ -35,7 +35,7 @@ import abc
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from adapters.values import (
     JsonObject,
@@ -48,8 +48,12 @@ from adapters.values import (
     SparseVector,
     StoreCondition,
     StoredMemory,
+    TokenVectors,
     with_keywords,
 )
+
+if TYPE_CHECKING:
+    from adapters.token_index import TokenIndex
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -63,6 +67,7 @@ __all__ = [
     "SparseVector",
     "StoreCondition",
     "StoredMemory",
+    "TokenVectors",
     "VectorBackend",
     "with_keywords",
 ]
@@ -159,12 +164,17 @@ class VectorBackend(abc.ABC):
 
     @abc.abstractmethod
     async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
     ) -> None:
         """Insert or replace the memory with `memory.id`; durable when it returns.
 
-        `keywords` is its keyword vector; a backend that keeps none ignores it, and a
-        memory written without one is indexed later (`unindexed_memories`).
+        `keywords` is its keyword vector, `tokens` its token vectors; a backend that keeps
+        none ignores them, and a memory written without them is indexed later
+        (`unindexed_memories`, `token_index`).
         Raises `NamespaceGone` when the namespace has no storage (deleted meanwhile).
         """
 
@@ -202,6 +212,11 @@ class VectorBackend(abc.ABC):
         The janitor's hot loop: its cost should not grow with the number of
         namespaces that have nothing to expire.
         """
+
+    def token_index(self) -> TokenIndex | None:
+        """The part filling in token vectors (adapters/token_index.py); None: this
+        backend keeps none, and ranks without them."""
+        return None
 
     # -- store metadata -------------------------------------------------------------
 

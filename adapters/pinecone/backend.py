@@ -38,6 +38,7 @@ from adapters.base import (
     SearchQuery,
     SparseVector,
     StoredMemory,
+    TokenVectors,
     VectorBackend,
 )
 from adapters.pinecone import transfer, vector_metadata
@@ -205,9 +206,13 @@ class PineconeBackend(VectorBackend):
         return memory, [float(x) for x in vector.values]
 
     async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
     ) -> None:
-        await self._writes.upsert_memory(memory, vector, keywords)
+        await self._writes.upsert_memory(memory, vector, keywords, tokens)
 
     async def query_memories(
         self,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from pinecone import AsyncIndex
 
-from adapters.base import MemoryRecord, SparseVector, StoredMemory, with_keywords
+from adapters.base import MemoryRecord, SparseVector, StoredMemory, TokenVectors, with_keywords
 from adapters.errors import NamespaceGone
 from adapters.pinecone import transfer, vector_metadata
 from adapters.pinecone.calls import call
@@ -45,8 +45,13 @@ class MemoryWrites:
         return sparse_values(keywords) if self._connection.metric == "dotproduct" else None
 
     async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
     ) -> None:
+        """Pinecone keeps no token vectors (no multivectors): `tokens` is ignored."""
         state = await self._records.state(memory.namespace)
         if state is None:
             raise NamespaceGone(f"namespace {memory.namespace} was deleted")

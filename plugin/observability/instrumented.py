@@ -24,6 +24,7 @@ from adapters.base import (
     SparseVector,
     StoreCondition,
     StoredMemory,
+    TokenVectors,
     VectorBackend,
 )
 from adapters.errors import (
@@ -34,6 +35,7 @@ from adapters.errors import (
     StorageDamaged,
     StorageFull,
 )
+from adapters.token_index import TokenIndex
 
 OperationObserver = Callable[[str, str, float], None]
 
@@ -124,6 +126,10 @@ class InstrumentedBackend(VectorBackend):
     def search_modes(self) -> frozenset[SearchMode]:
         return self.inner.search_modes
 
+    def token_index(self) -> TokenIndex | None:
+        """The inner backend's part, untimed: the background upgrade is its one caller."""
+        return self.inner.token_index()
+
     async def prepare_keywords(self, *, reset: bool = False) -> None:
         with self._timed("prepare_keywords"):
             await self.inner.prepare_keywords(reset=reset)
@@ -205,10 +211,14 @@ class InstrumentedBackend(VectorBackend):
             return await self.inner.get_stored_memory(namespace, memory_id)
 
     async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
     ) -> None:
         with self._timed("upsert_memory"):
-            await self.inner.upsert_memory(memory, vector, keywords)
+            await self.inner.upsert_memory(memory, vector, keywords, tokens)
 
     async def query_memories(
         self,

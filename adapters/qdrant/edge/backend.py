@@ -49,6 +49,7 @@ from adapters.base import (
     SparseVector,
     StoreCondition,
     StoredMemory,
+    TokenVectors,
     VectorBackend,
 )
 from adapters.errors import BackendUnavailable
@@ -61,6 +62,7 @@ from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge.namespaces import EdgeNamespaces
 from adapters.qdrant.edge.reads import EdgeReads
 from adapters.qdrant.edge.store import EdgeStore
+from adapters.qdrant.edge.token_index import EdgeTokenIndex
 from adapters.qdrant.edge.transfer import EdgeTransfer
 from adapters.qdrant.edge.upkeep import EdgeUpkeep
 from adapters.qdrant.edge.writes import EdgeWrites
@@ -95,6 +97,7 @@ class QdrantEdgeBackend(VectorBackend):
         self._writes = EdgeWrites(self._store, self._reads)
         self._transfer = EdgeTransfer(self._store, self._writes)
         self._keywords = EdgeKeywordIndex(self._store)
+        self._tokens = EdgeTokenIndex(self._store, dimension)
         self._checks = EdgeChecks(self._store)
         self._upkeep = EdgeUpkeep(self._store)
 
@@ -231,9 +234,13 @@ class QdrantEdgeBackend(VectorBackend):
         return await self._reads.list_memories(namespaces, memory_filter, limit)
 
     async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
     ) -> None:
-        await self._writes.upsert_memory(memory, vector, keywords)
+        await self._writes.upsert_memory(memory, vector, keywords, tokens)
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         return await self._writes.delete_memory(namespace, memory_id)
@@ -260,6 +267,9 @@ class QdrantEdgeBackend(VectorBackend):
 
     async def write_store_meta(self, key: str, value: str) -> None:
         await self._transfer.write_store_meta(key, value)
+
+    def token_index(self) -> EdgeTokenIndex:
+        return self._tokens
 
     # -- keyword index (keyword_index.py) --------------------------------------------
 

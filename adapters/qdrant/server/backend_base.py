@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adapters.base import DEFAULT_PREFIX, MemoryRecord, SearchMode, SparseVector, VectorBackend
+from adapters.base import (
+    DEFAULT_PREFIX,
+    MemoryRecord,
+    SearchMode,
+    SparseVector,
+    TokenVectors,
+    VectorBackend,
+)
 from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
 
@@ -42,14 +49,18 @@ class QdrantServerBase(VectorBackend):
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
-        return ranking.QDRANT_SEARCH_MODES
+        return ranking.QDRANT_SEARCH_MODES - {SearchMode.RERANK}  # no token vectors yet
 
     async def close(self) -> None:
         if self._owns_connection:
             await self.connection.close()
 
     async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
     ) -> None:
         """One memory, as `upsert_memories` writes many."""
         stored = [(memory, [float(x) for x in vector])]
