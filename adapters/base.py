@@ -29,6 +29,7 @@ from adapters.values import (
     SparseVector,
     StoreCondition,
     StoredMemory,
+    TokenVectors,
 )
 
 # What every backend puts before its own names (collections, Pinecone namespaces).
@@ -105,11 +106,15 @@ class VectorBackend(OptionalParts, abc.ABC):
         return None if found is None else found[0]
 
     async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
     ) -> None:
-        """Insert or replace the memory with `memory.id`, durably, with its keyword vector
-        where the backend keeps one; `NamespaceGone` when the namespace has no storage.
-        Default: through the `transfer` part, as one of many."""
+        """Insert or replace the memory with `memory.id`, durably, with its keyword and
+        token vectors where the backend keeps them; `NamespaceGone` when the namespace has
+        no storage. Default: through the `transfer` part, as one of many (no tokens)."""
         if self.transfer is None:
             raise NotImplementedError(f"the {self.name} backend writes no memories")
         keyed = None if keywords is None else [keywords]

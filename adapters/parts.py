@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from adapters.values import SparseVector, StoredMemory
+from adapters.values import SparseVector, StoredMemory, TokenVectors
 
 # The attributes of `VectorBackend` that hand out a part (or None): `OptionalParts`.
-PARTS = ("keyword_index", "transfer", "store_meta")
+PARTS = ("keyword_index", "token_index", "transfer", "store_meta")
 
 
 class KeywordIndex(Protocol):
@@ -50,6 +50,27 @@ class KeywordIndex(Protocol):
         "Unless it has one by now": a memory rewritten since it was listed carries the
         keyword vector of its new content, which must not be replaced by the old one's.
         """
+
+
+class TokenIndex(Protocol):
+    """Filling in token vectors, in place."""
+
+    async def prepare_tokens(self) -> None:
+        """Make every memory able to hold token vectors (a store written before them
+        gains the multivector); idempotent."""
+        ...
+
+    async def untokenized_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """A page of memories with no token vectors, as (key, content), and the next
+        cursor: walks the whole store once from None until the cursor returned is None."""
+        ...
+
+    async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
+        """Give each keyed memory its token vectors, unless it has some by now (a memory
+        rewritten since it was listed carries its new content's); how many."""
+        ...
 
 
 class BulkTransfer(Protocol):
@@ -100,6 +121,10 @@ class OptionalParts:
 
     @property
     def keyword_index(self) -> KeywordIndex | None:
+        return None
+
+    @property
+    def token_index(self) -> TokenIndex | None:
         return None
 
     @property

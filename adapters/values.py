@@ -19,6 +19,8 @@ JsonObject = dict[str, Any]
 # A memory with the vector the store keeps for it (export, import, migrations);
 # on Qdrant that vector is normalised, for cosine.
 StoredMemory = tuple["MemoryRecord", list[float]]
+# A text's token vectors, one unit-length row per token (plugin/embedding/token_vectors.py).
+TokenVectors = Sequence[Sequence[float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,7 @@ class SparseVector:
 class SearchMode(enum.StrEnum):
     """How a search with a query ranks: MEMORY_PLUGIN_SEARCH."""
 
+    RERANK = "rerank"  # hybrid, its candidates reranked by token vectors (MaxSim)
     HYBRID = "hybrid"  # dense and keyword candidates, fused by the store
     DENSE = "dense"  # cosine over the embeddings only
     KEYWORD = "keyword"  # BM25 over the keyword vectors only
@@ -110,12 +113,14 @@ class SearchMode(enum.StrEnum):
 class SearchQuery:
     """What a search with a query sends the store: a dense vector, a keyword vector, or both.
 
-    Both is a hybrid search. The plugin computes only what the mode needs (a keyword
-    search costs no model call).
+    Both is a hybrid search; with `tokens` too (the query's token vectors, from the
+    same model call as `dense`), its candidates are reranked by them (MaxSim). The
+    plugin computes only what the mode needs (a keyword search costs no model call).
     """
 
     dense: Sequence[float] | None = None
     keywords: SparseVector | None = None
+    tokens: TokenVectors | None = None
 
     def __post_init__(self) -> None:
         if self.dense is None and self.keywords is None:

@@ -82,8 +82,10 @@ class Settings(BaseModel):
     embedding_sessions: int | None = Field(
         None, ge=1, le=64, alias="MEMORY_PLUGIN_EMBEDDING_SESSIONS"
     )
-    # docs/backends.md, "Hybrid search": unset means the backend's best (hybrid where it can).
-    search: Literal["hybrid", "dense", "keyword"] | None = Field(None, alias="MEMORY_PLUGIN_SEARCH")
+    # docs/backends.md, "Hybrid search": unset means the backend's best (rerank where it can).
+    search: Literal["rerank", "hybrid", "dense", "keyword"] | None = Field(
+        None, alias="MEMORY_PLUGIN_SEARCH"
+    )
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
     max_body_bytes: int = Field(MIB, ge=1024, alias="MEMORY_PLUGIN_MAX_BODY_BYTES")
     backend_timeout_s: float = Field(1.5, gt=0, le=10, alias="MEMORY_PLUGIN_BACKEND_TIMEOUT")

@@ -52,6 +52,7 @@ from adapters.values import (
     SearchQuery,
     SparseVector,
     StoredMemory,
+    TokenVectors,
 )
 
 
@@ -193,8 +194,13 @@ class PineconeBackend(VectorBackend):
         return memory, [float(x) for x in vector.values]
 
     async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
     ) -> None:
+        """Pinecone keeps no token vectors (no multivectors): `tokens` is ignored."""
         state = await self._records.state(memory.namespace)
         if state is None:
             raise NamespaceGone(f"namespace {memory.namespace} was deleted")

@@ -21,6 +21,19 @@ Why (measured on LoCoMo's development half, benchmarks/README.md):
   much deeper for it, doubling its time and missing the search latency target.
   Not worth it.
 
+Rerank (`SearchMode.RERANK`, issue 30): the fused ranking's top RERANK_DEPTH,
+reranked in the same request by late interaction over the model's token vectors
+(the multivector `TOKENS_VECTOR`, compared by MaxSim):
+
+    score = fused + RERANK_WEIGHT * MaxSim / (the query's token count)
+
+Qdrant's MaxSim sums the best cosine of each query token; dividing by the count
+makes it the mean the weight was chosen for, so a long query weighs no more than
+a short one. The fused stage is stated twice (once for its score, once as the
+candidates MaxSim scores): a formula sees only its own prefetches' scores. A
+memory without token vectors yet (a store being upgraded) scores MaxSim 0.
+Why this depth and weight: benchmarks/README.md, "Reranking by token vectors".
+
 A score is comparable within one answer only: BM25 grows with the store's term
 statistics, so a fused score's scale depends on the store.
 
@@ -33,12 +46,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
-from adapters.values import SearchMode, SearchQuery, SparseVector
+from adapters.values import SearchMode, SearchQuery, SparseVector, TokenVectors
 
 # The named sparse vector holding each memory's keyword vector.
 KEYWORDS_VECTOR = "keywords"
 KEYWORD_WEIGHT = 0.03
 CANDIDATES = 100
+# The named multivector holding each memory's token vectors, and the rerank stage.
+TOKENS_VECTOR = "tokens"
+RERANK_DEPTH = 50
+RERANK_WEIGHT = 1.5
 QDRANT_SEARCH_MODES = frozenset(SearchMode)
 
 Q = TypeVar("Q")  # a query vector, as the engine takes it
@@ -63,8 +80,14 @@ class RankingDialect(Protocol, Generic[Q, P, R, F, E]):
         """The best by BM25 among what `where` admits (only memories sharing a word)."""
         ...
 
+    def token_query(self, vectors: TokenVectors) -> Q: ...
+
     def rescore(self, query: Q, candidates: list[P], limit: int) -> P:
-        """The candidates of `candidates`, scored by the dense `query`."""
+        """The candidates of `candidates`, scored by `query` (dense, or token vectors)."""
+        ...
+
+    def formula(self, stages: list[P], formula: E, defaults: dict[str, float], limit: int) -> P:
+        """A stage scoring `stages`' candidates by `formula`."""
         ...
 
     def alone(self, stage: P) -> R:
@@ -95,14 +118,31 @@ def requests(
         return [dialect.alone(dialect.keywords(keywords, limit, where)) for where in wheres]
     pool = max(limit, CANDIDATES)
     # $score[0]: the cosine of every candidate; $score[1]: BM25 in the keyword list.
-    formula = dialect.add(
-        [dialect.score(0), dialect.multiply([dialect.constant(KEYWORD_WEIGHT), dialect.score(1)])]
-    )
+    formula = _weighted(dialect, KEYWORD_WEIGHT)
     defaults = {"$score[0]": -1.0, "$score[1]": 0.0}
     fused = []
     for where in wheres:
         by_keywords = dialect.keywords(keywords, pool, where)
         candidates = [dialect.dense(dense, pool, where), by_keywords]
         stages = [dialect.rescore(dense, candidates, 2 * pool), by_keywords]
-        fused.append(dialect.fused(stages, formula, defaults, limit))
+        if not query.tokens:
+            fused.append(dialect.fused(stages, formula, defaults, limit))
+            continue
+        depth = max(limit, RERANK_DEPTH)
+        first = dialect.formula(stages, formula, defaults, depth)
+        by_tokens = dialect.rescore(
+            dialect.token_query(query.tokens),
+            [dialect.formula(stages, formula, defaults, depth)],
+            depth,
+        )
+        # $score[0]: the fused score; $score[1]: MaxSim (0 without token vectors).
+        weight = RERANK_WEIGHT / len(query.tokens)
+        fused.append(dialect.fused([first, by_tokens], _weighted(dialect, weight), defaults, limit))
     return fused
+
+
+def _weighted(dialect: RankingDialect[Q, P, R, F, E], weight: float) -> E:
+    """$score[0] + weight * $score[1]."""
+    return dialect.add(
+        [dialect.score(0), dialect.multiply([dialect.constant(weight), dialect.score(1)])]
+    )

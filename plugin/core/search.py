@@ -24,6 +24,7 @@ from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored
 from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
 from plugin.core.fields import SearchFields
+from plugin.embedding.token_vectors import tokens_of
 from plugin.scheduling.work import Priority, Work, search_tenant
 
 if TYPE_CHECKING:
@@ -74,11 +75,13 @@ class MemorySearch:
             return [hit for hit in hits if not hit.memory.is_expired(now)][:limit]
 
     async def _search_query(self, text: str, work: Work) -> SearchQuery:
-        """What `search_mode` ranks by; a keyword search costs no model call."""
+        """What `search_mode` ranks by; a keyword search costs no model call, a rerank no
+        second one (the token vectors come with the sentence vector)."""
         mode = self.search_mode
         keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
         dense = None if mode is SearchMode.KEYWORD else await self._embed(text, work)
-        return SearchQuery(dense, keywords)
+        tokens = tokens_of(dense) if mode is SearchMode.RERANK and dense is not None else None
+        return SearchQuery(dense, keywords, tokens)
 
     async def _read(
         self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int

@@ -1,8 +1,9 @@
 """Which ranking a search with a query uses: MEMORY_PLUGIN_SEARCH against what the store answers.
 
-Unset means the best the backend answers: hybrid on both Qdrant backends (the
-measured default, docs/backends.md "Hybrid search"), dense where keyword vectors cannot
-be kept. A mode the backend cannot answer stops start-up with one line instead
+Unset means the best the backend answers: rerank on Qdrant (hybrid, its candidates
+reranked by token vectors: the measured default, docs/backends.md "Reranking by
+token vectors"), hybrid on a dotproduct Pinecone index, dense where keyword vectors
+cannot be kept. A mode the backend cannot answer stops start-up with one line instead
 of silently ranking another way.
 """
 
@@ -12,7 +13,7 @@ from adapters.base import VectorBackend
 from adapters.errors import BackendMisconfigured
 from adapters.values import SearchMode
 
-PREFERENCE = (SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD)
+PREFERENCE = (SearchMode.RERANK, SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD)
 
 
 def choose_search_mode(configured: str | None, backend: VectorBackend) -> SearchMode:

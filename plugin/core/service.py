@@ -47,6 +47,7 @@ from plugin.core.keyed_lock import KeyedLock
 from plugin.core.search import MemorySearch
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.keywords import KeywordEncoder
+from plugin.embedding.token_vectors import tokens_of
 from plugin.scheduling.work import Priority, Work
 
 Clock = Callable[[], datetime]
@@ -238,7 +239,11 @@ class MemoryService(MemorySearch):
             )
             if reused and memory == existing:
                 return memory  # stored exactly so, vector included: nothing to write
-            await self.backend.upsert_memory(memory, vector, self.keywords.document(body.content))
+            keywords = self.keywords.document(body.content)
+            # The token vectors came with the sentence vector (none when it was reused: the
+            # token index fills them in); stored apart, so the vector is a plain list again.
+            tokens = tokens_of(vector)
+            await self.backend.upsert_memory(memory, list(vector), keywords, tokens)
             return memory
 
     async def _stored(

@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from plugin.embedding.model_files import (
     DEFAULT_MODEL,
     check_onnx_modules,
@@ -24,6 +26,7 @@ from plugin.embedding.model_files import (
     model_name,
     resolve_model_dir,
 )
+from plugin.embedding.token_vectors import Embedding, token_rows
 
 if TYPE_CHECKING:
     from plugin.settings import Settings
@@ -76,14 +79,27 @@ class SentenceTransformerEncoder:
         return cls(model, name)
 
     def encode(self, texts: list[str]) -> list[Vector]:
-        vectors = self._model.encode(
+        """Each text's sentence vector, an `Embedding` carrying its token vectors."""
+        rows = self._model.encode(
             texts,
             batch_size=max(1, len(texts)),
             normalize_embeddings=True,
-            convert_to_numpy=True,
+            output_value=None,  # every output: the token vectors too, from the same call
             show_progress_bar=False,
         )
-        return [row.tolist() for row in vectors]
+        tokenizer = self._model.tokenizer  # [UNK] stands for text: kept, as on ONNX
+        special = [i for i in tokenizer.all_special_ids if i != tokenizer.unk_token_id]
+        found: list[Vector] = []
+        for row in rows:
+            ids = row["input_ids"].cpu().numpy()
+            keep = row["attention_mask"].cpu().numpy() * ~np.isin(ids, special)
+            hidden = row["token_embeddings"].float().cpu().numpy()
+            vector = row["sentence_embedding"].float().cpu().numpy()
+            vector = vector / max(float(np.linalg.norm(vector)), 1e-12)  # not done for dicts
+            same = hidden.shape[1] == self.dimension  # not when pooled in several modes
+            tokens = token_rows(hidden[None], keep[None])[0] if same else None
+            found.append(Embedding(vector.tolist(), tokens))
+        return found
 
 
 def require_torch(why: str) -> None:

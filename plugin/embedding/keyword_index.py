@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from adapters.base import VectorBackend
-from adapters.errors import BackendError, BackendMisconfigured
+from plugin.embedding.background import retried
 from plugin.embedding.keywords import KeywordEncoder
 
 META_ENCODER = "keyword_encoder"
@@ -132,14 +132,9 @@ async def maintain_in_background(
     backend: VectorBackend, encoder: KeywordEncoder, progress: Progress = _nobody
 ) -> None:
     """`index_store`, retried while the store is unavailable; never stops the server."""
-    while True:
-        try:
-            if await index_store(backend, encoder, progress) is None:
-                log.info("this backend keeps no keyword vectors: dense search only")
-            return
-        except BackendMisconfigured as error:  # retrying cannot help; the log says why
-            log.error("keyword index not built: %s", error)
-            return
-        except BackendError as error:
-            log.warning("keyword index not built yet, store unavailable: %s", error)
-        await asyncio.sleep(RETRY_S)
+
+    async def index() -> None:
+        if await index_store(backend, encoder, progress) is None:
+            log.info("this backend keeps no keyword vectors: dense search only")
+
+    await retried(index, "keyword index not built", log, RETRY_S)

@@ -48,6 +48,7 @@ from plugin.embedding.model_files import (
 )
 from plugin.embedding.onnx_weights import read_initializers
 from plugin.embedding.pooling import pool
+from plugin.embedding.token_vectors import Embedding, token_rows
 
 # The ONNX files per embedding backend, named as sentence-transformers names them.
 ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model_quint8_avx2.onnx"}
@@ -221,6 +222,7 @@ class OnnxEncoder:
         return encoder
 
     def encode(self, texts: list[str]) -> list[list[float]]:
+        """Each text's sentence vector, an `Embedding` carrying its token vectors."""
         if self.prompt:
             texts = [self.prompt + text for text in texts]
         encoded = self._tokenizer.encode_batch(texts)
@@ -236,8 +238,12 @@ class OnnxEncoder:
             self._give(session)
         pooled = pool(hidden, mask, self._modes)
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        vectors: list[list[float]] = (pooled / norms).tolist()
-        return vectors
+        vectors = (pooled / norms).tolist()
+        if hidden.shape[2] != self.dimension:  # pooled in several modes: no token vectors
+            return [Embedding(vector) for vector in vectors]
+        special = np.array([e.special_tokens_mask for e in encoded], dtype=np.int64)
+        tokens = token_rows(hidden, mask * (1 - special))
+        return [Embedding(vector, rows) for vector, rows in zip(vectors, tokens, strict=True)]
 
     def _take(self, count: int) -> Any:
         with self._lock:

@@ -27,6 +27,7 @@ from plugin.core.fingerprint import FingerprintMismatch, check_at_start
 from plugin.core.janitor import run_janitor
 from plugin.core.search_mode import choose_search_mode
 from plugin.core.service import Clock, MemoryService, utc_now
+from plugin.embedding import token_index
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder, load_encoder
 from plugin.embedding.keyword_index import maintain_in_background
@@ -133,6 +134,15 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
                     app[BACKEND], app[KEYWORDS], metrics.observe_keywords_indexed
                 ),
                 name="keyword index",
+            ),
+            asyncio.create_task(
+                token_index.maintain_in_background(
+                    app[BACKEND],
+                    app[SERVICE].embedder.embed,
+                    app[VECTORS_VERIFIED].is_set,
+                    metrics.observe_tokens_indexed,
+                ),
+                name="token index",
             ),
         ]
         yield

@@ -80,6 +80,12 @@ class Metrics:
             "Stored memories given their keyword vector after the fact"
             " (plugin/embedding/keyword_index.py).",
         )
+        self.tokens_indexed = Counter(
+            f"{PREFIX}_token_vectors_indexed",
+            "Stored memories given their token vectors after the fact"
+            " (plugin/embedding/token_index.py).",
+            registry=self.registry,
+        )
         self.sharing = SharingMetrics(self.registry)
         # Labelled children by label values: `labels()` costs a lock and a tuple build on
         # every call, and these are looked up several times per request.
@@ -143,6 +149,9 @@ class Metrics:
 
     def observe_keywords_indexed(self, count: int) -> None:
         self.keywords_indexed.inc(count)
+
+    def observe_tokens_indexed(self, count: int) -> None:
+        self.tokens_indexed.inc(count)
 
     def observe_sweep(self, report: SweepReport | None) -> None:
         """Count one sweep; `None` means it failed."""

@@ -1,4 +1,4 @@
-"""Search modes through the whole app with the real model: hybrid, dense and keyword.
+"""Search modes through the whole app with the real model: rerank, hybrid, dense, keyword.
 
 The memories are a support team's, and the question names a ticket by its number:
 the words find it where the sentence model, reading a long memory about a weekend,
@@ -43,7 +43,7 @@ async def seeded(api: ContractClient) -> None:
         assert (await api.commit(NS, content)).status == 201
 
 
-@pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword"])
+@pytest.mark.parametrize("mode", ["rerank", "hybrid", "dense", "keyword"])
 async def test_each_mode_ranks_as_documented(
     make_app: AppFactory, clock: WallClock, mode: str
 ) -> None:
@@ -63,15 +63,17 @@ async def test_each_mode_ranks_as_documented(
         if mode == "keyword":  # only what shares a word with the question, BM25 > 0
             assert set(found) == {TARGET, OTHERS[2], OTHERS[6]}
             assert all(s > 0 for s in scores)
+        if mode == "rerank":  # the fused score plus 1.5 x a mean MaxSim in [-1, 1]
+            assert scores[0] > 1.0
         listing = await api.search(NS, limit=100)  # no query: newest first, as ever
         assert [m["score"] for m in listing.body["memories"]] == [None] * 9
 
 
-async def test_the_default_is_hybrid_on_the_embedded_store(
+async def test_the_default_is_rerank_on_the_embedded_store(
     make_app: AppFactory, clock: WallClock
 ) -> None:
     async for api in served(make_app, clock):
-        assert api.app[SERVICE].search_mode is SearchMode.HYBRID
+        assert api.app[SERVICE].search_mode is SearchMode.RERANK
 
 
 async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(
@@ -97,7 +99,7 @@ async def test_pinecone_defaults_to_dense_and_refuses_other_modes(
 
         async for api in served(make_app, clock, backend=pinecone()):
             assert api.app[SERVICE].search_mode is SearchMode.DENSE
-        for mode in ("hybrid", "keyword"):
+        for mode in ("rerank", "hybrid", "keyword"):  # no multivectors: never rerank
             server = TestServer(make_app(backend=pinecone(), search=mode))
             with pytest.raises(BackendMisconfigured) as refused:
                 await server.start_server()

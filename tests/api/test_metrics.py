@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import VectorBackend
-from adapters.parts import BulkTransfer, KeywordIndex, StoreMeta
+from adapters.parts import BulkTransfer, KeywordIndex, StoreMeta, TokenIndex
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import NamespaceRecord, SearchQuery
@@ -220,13 +220,14 @@ OPERATIONS = {
     *("delete_memory", "delete_expired_memories"),
     *("iter_memories", "upsert_memories", "read_store_meta", "write_store_meta"),
     *("prepare_keywords", "unindexed_memories", "index_keywords"),
+    *("prepare_tokens", "untokenized_memories", "index_tokens"),  # issue 30's part
 }
 
 
 def interface_operations() -> set[str]:
     """The coroutines of `VectorBackend` and of its parts: what a backend can be asked."""
     found = set()
-    for kind in (VectorBackend, KeywordIndex, BulkTransfer, StoreMeta):
+    for kind in (VectorBackend, KeywordIndex, TokenIndex, BulkTransfer, StoreMeta):
         for name, member in inspect.getmembers(kind, inspect.isfunction):
             returns = str(inspect.signature(member).return_annotation)
             if not name.startswith("_") and (
@@ -245,9 +246,11 @@ async def test_instrumented_backend_times_every_operation(tmp_path: Path) -> Non
     )
     ns, query = "workspace:timed", SearchQuery(unit(1))
     transfer, meta, index = backend.transfer, backend.store_meta, backend.keyword_index
+    tokens = backend.token_index
     assert transfer is not None
     assert meta is not None
     assert index is not None
+    assert tokens is not None
     await backend.start()
     try:
         await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
@@ -267,6 +270,9 @@ async def test_instrumented_backend_times_every_operation(tmp_path: Path) -> Non
         await index.prepare_keywords()
         await index.unindexed_memories(None, 5)
         await index.index_keywords([])
+        await tokens.prepare_tokens()
+        await tokens.untokenized_memories(None, 5)
+        await tokens.index_tokens([])
         await backend.delete_memory(ns, MEMORY_ID)
         await backend.delete_expired_memories(T0)
         await backend.delete_namespace(ns)

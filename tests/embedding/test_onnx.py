@@ -29,6 +29,7 @@ from plugin.embedding.encoders import (
 )
 from plugin.embedding.model_files import resolve_model_dir
 from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, check_export
+from plugin.embedding.token_vectors import tokens_of
 from plugin.settings import Settings, SettingsError
 from tests.support.server_process import REPO_ROOT, clean_env
 
@@ -82,6 +83,25 @@ def test_onnx_gives_torchs_vectors(
     assert cosines(batched, reference).min() > 0.99999
     assert cosines(alone, reference).min() > 0.99999
     assert np.allclose(np.linalg.norm(np.array(batched), axis=1), 1.0, atol=1e-5)
+
+
+def test_token_vectors_come_with_the_sentence_vector_alike_on_onnx_and_torch(
+    encoder: SentenceTransformerEncoder, onnx_encoder: Encoder
+) -> None:
+    """Issue 30: the same call's token vectors, unit length, [CLS] and [SEP] left out, at
+    most the model's 256 tokens, the same on both runtimes, batched or alone."""
+    reference = [tokens_of(vector) for vector in encoder.encode(TEXTS)]
+    batched = [tokens_of(vector) for vector in onnx_encoder.encode(TEXTS)]
+    alone = [tokens_of(onnx_encoder.encode([text])[0]) for text in TEXTS]
+    for expected, *found in zip(reference, batched, alone, strict=True):
+        assert expected is not None
+        for rows in found:
+            assert rows is not None
+            assert np.array(rows).shape == np.array(expected).shape
+            assert cosines(rows, expected).min() > 0.9999
+    assert len(reference[2] or []) == 1  # "x": one token between [CLS] and [SEP]
+    assert len(reference[4] or []) == 254  # truncated at 256, less [CLS] and [SEP]
+    assert np.allclose(np.linalg.norm(np.array(reference[0]), axis=1), 1.0, atol=1e-5)
 
 
 def test_a_pool_of_sessions_gives_torchs_vectors_side_by_side(

@@ -12,12 +12,13 @@ import pytest
 import qdrant_edge as qe
 
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import edge_config
+from adapters.qdrant.edge.engine import edge_config, point_vectors
 from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.values import NamespaceRecord
 from plugin.core.fingerprint import META_KEY
+from plugin.embedding.keyword_index import COMPLETE, META_ENCODER, META_STATE
 from tests.support.records import DIM, T0, memory, unit
 
 NAMES = ["workspace:one", "team:two"]
@@ -31,16 +32,32 @@ def contents(name: str) -> list[str]:
     return rows
 
 
-def write_previous_version(data: Path, vectors: Any = None) -> None:
+def write_previous_version(data: Path, vectors: Any = None, keywords: Any = None) -> None:
     """A data directory as the version before keyword vectors left it: a shard without a
-    sparse vector, namespace records, and store metadata naming only the embedding."""
+    sparse vector, namespace records, and store metadata naming only the embedding.
+
+    With a keyword encoder `keywords`: as the version before token vectors left it
+    (issue 30): every memory with its keyword vector, the keyword index complete, no
+    token vectors."""
     root = data / "store"
     root.mkdir(parents=True)
     records = RecordStore(root / "namespaces.sqlite3")
     records.open()
-    old = edge_config(DIM if vectors is None else vectors.dimension)
-    config = qe.EdgeConfig(vectors=old.vectors, max_search_threads=1, optimizers=old.optimizers)
+    dimension = DIM if vectors is None else vectors.dimension
+    old = edge_config(dimension)
+    dense = qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)
+    sparse = {KEYWORDS_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
+    config = qe.EdgeConfig(
+        vectors=dense,
+        sparse_vectors=None if keywords is None else sparse,
+        max_search_threads=1,
+        optimizers=old.optimizers,
+    )
     shard = qe.EdgeShard.create(str(root / "memories"), config)
+
+    def keyword_vector(text: str) -> Any:
+        return None if keywords is None else keywords.document(text)
+
     for name in NAMES:
         epoch = records.save(NamespaceRecord(name=name, kind="workspace", created_at=T0))
         texts = contents(name)
@@ -50,13 +67,17 @@ def write_previous_version(data: Path, vectors: Any = None) -> None:
             else (vectors.encode(texts))
         )
         points = [
-            qe.Point(point_id(name, m.id), vector, memory_to_payload(m, epoch))
+            qe.Point(point_id(name, m.id), point_vectors(vector, keyword_vector(text)), payload)
             for text, vector in zip(texts, dense, strict=True)
             for m in [memory(name, content=text)]
+            for payload in [memory_to_payload(m, epoch)]
         ]
         shard.update(qe.UpdateOperation.upsert_points(points))
     fingerprint = "all-MiniLM-L6-v2/torch" if vectors is not None else "test/synthetic"
     records.set_meta(META_KEY, fingerprint)
+    if keywords is not None:
+        records.set_meta(META_ENCODER, keywords.identity)
+        records.set_meta(META_STATE, COMPLETE)
     shard.flush()
     shard.close()
     records.close()

@@ -50,10 +50,14 @@ from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
 from adapters.qdrant.edge.keyword_index import EdgeKeywordIndex
 from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge.store import EdgeStore
+from adapters.qdrant.edge.token_index import EdgeTokenIndex
 from adapters.qdrant.edge.transfer import EdgeStoreMeta, EdgeTransfer
 from adapters.qdrant.edge.upkeep import EdgeUpkeep
 from adapters.qdrant.edge.writes import EdgeWrites
-from adapters.values import SearchMode, StoreCondition
+from adapters.values import (
+    SearchMode,
+    StoreCondition,
+)
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
@@ -98,6 +102,10 @@ class QdrantEdgeBackend(EdgeWrites):
     @cached_property
     def keyword_index(self) -> EdgeKeywordIndex:
         return EdgeKeywordIndex(self._store)
+
+    @cached_property
+    def token_index(self) -> EdgeTokenIndex:
+        return EdgeTokenIndex(self._store, self.dimension)
 
     # -- what tests reach for: the write path and the vacuum's change count ----------
 

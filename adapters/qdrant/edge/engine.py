@@ -18,8 +18,8 @@ import qdrant_edge as qe
 
 from adapters.errors import BackendError, BackendUnavailable, StorageDamaged, StorageFull
 from adapters.qdrant.layout import MEMORY_INDEXES, TENANT_INDEXES, IndexKind, memory_from_shared
-from adapters.qdrant.ranking import KEYWORDS_VECTOR
-from adapters.values import MemoryRecord, SparseVector
+from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
+from adapters.values import MemoryRecord, SparseVector, TokenVectors
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,18 @@ class EdgeRanking:
     def keywords(self, query: Any, limit: int, where: Any) -> Any:
         return qe.Prefetch(limit=limit, query=query, filter=where)
 
+    def token_query(self, vectors: TokenVectors) -> Any:
+        return qe.Query.Nearest([list(row) for row in vectors], using=TOKENS_VECTOR)
+
     def rescore(self, query: Any, candidates: list[Any], limit: int) -> Any:
         return qe.Prefetch(limit=limit, query=query, prefetches=candidates)
+
+    def formula(
+        self, stages: list[Any], formula: Any, defaults: dict[str, float], limit: int
+    ) -> Any:
+        return qe.Prefetch(
+            limit=limit, prefetches=stages, query=qe.Formula(formula, defaults=defaults)
+        )
 
     def alone(self, stage: Any) -> Any:
         return qe.QueryRequest(
@@ -120,18 +130,29 @@ def dense_vector(point: Any) -> list[float]:
     return [float(x) for x in vector]
 
 
-def point_vectors(dense: Sequence[float], keywords: SparseVector | None) -> Any:
-    """A point's vectors: the unnamed dense one and, when computed, the keyword vector."""
-    if keywords is None:
+def point_vectors(
+    dense: Sequence[float], keywords: SparseVector | None, tokens: TokenVectors | None = None
+) -> Any:
+    """A point's vectors: the unnamed dense one and, when computed, the keyword vector and
+    the token vectors."""
+    if keywords is None and tokens is None:
         return list(dense)
-    return {DENSE_VECTOR: list(dense), KEYWORDS_VECTOR: sparse(keywords)}
+    vectors: dict[str, Any] = {DENSE_VECTOR: list(dense)}
+    if keywords is not None:
+        vectors[KEYWORDS_VECTOR] = sparse(keywords)
+    if tokens is not None:
+        vectors[TOKENS_VECTOR] = [list(row) for row in tokens]
+    return vectors
 
 
 def edge_config(dimension: int) -> Any:
     """Cosine, one search thread per query, HNSW indexing off (see the module docstring);
-    keyword vectors with the engine's IDF."""
+    keyword vectors with the engine's IDF; token vectors (`token_params`)."""
     return qe.EdgeConfig(
-        vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
+        vectors={
+            DENSE_VECTOR: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
+            TOKENS_VECTOR: token_params(dimension),
+        },
         sparse_vectors={KEYWORDS_VECTOR: _KEYWORD_PARAMS},
         max_search_threads=1,
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=0),
@@ -150,6 +171,47 @@ def add_keyword_vector(shard: Any) -> None:
     shard.update(qe.UpdateOperation.create_sparse_vector(KEYWORDS_VECTOR, modifier=qe.Modifier.Idf))
 
 
+_MAX_SIM = qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
+# Token vectors are only ever read to rescore a few candidates: no index of their own.
+_NO_INDEX = qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10000)
+
+
+def token_params(dimension: int) -> Any:
+    """The multivector of token vectors: MaxSim, no index, stored as float16 on disk
+    with an int8 copy for scoring (int8 recalled as float32 did: benchmarks/README.md)."""
+    return qe.EdgeVectorParams(
+        size=dimension,
+        distance=qe.Distance.Cosine,
+        multivector_config=_MAX_SIM,
+        datatype=qe.VectorStorageDatatype.Float16,
+        quantization_config=qe.ScalarQuantizationConfig(qe.ScalarType.Int8, always_ram=False),
+        hnsw_config=_NO_INDEX,
+        memory=qe.Memory.Cold,
+    )
+
+
+def add_token_vector(shard: Any, dimension: int) -> None:
+    """Give the shard its token vectors' multivector; a no-op when it has it.
+
+    Why: a store written before token vectors existed gains them in place
+    (plugin/embedding/token_index.py then fills them in). The engine adds the vector
+    with its storage type; its int8 copy and placement are the created store's only.
+    """
+    try:
+        shard.update(
+            qe.UpdateOperation.create_dense_vector(
+                TOKENS_VECTOR,
+                dimension,
+                qe.Distance.Cosine,
+                multivector_config=_MAX_SIM,
+                datatype=qe.VectorStorageDatatype.Float16,
+            )
+        )
+    except Exception as error:  # a created store's has its int8 copy too: "other parameters"
+        if "already exists" not in str(error):
+            raise
+
+
 def drop_keyword_vector(shard: Any) -> None:
     """Drop every stored keyword vector (they came from another encoder) and make room again."""
     shard.update(qe.UpdateOperation.delete_vector_name(KEYWORDS_VECTOR))
@@ -163,6 +225,7 @@ def open_shard(path: Path, dimension: int) -> Any:
     if segments.is_dir() and any(segments.iterdir()):
         shard = qe.EdgeShard.load(str(path))
         add_keyword_vector(shard)
+        add_token_vector(shard, dimension)
     else:
         shard = qe.EdgeShard.create(str(path), edge_config(dimension))
     present = set(shard.info().payload_schema)

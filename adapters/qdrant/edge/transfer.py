@@ -15,7 +15,13 @@ import qdrant_edge as qe
 
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
-from adapters.qdrant.edge.engine import EDGE, dense_vector, parsed_memory, point_vectors
+from adapters.qdrant.edge.engine import (
+    DENSE_VECTOR,
+    EDGE,
+    dense_vector,
+    parsed_memory,
+    point_vectors,
+)
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.writes import EdgeWrites
 from adapters.qdrant.layout import Scope, memory_to_payload, point_id
@@ -62,7 +68,11 @@ class EdgeTransfer:
         self, namespace: str, wanted: Any, offset: Any, limit: int, with_vectors: bool
     ) -> tuple[list[Any], Any]:
         request = qe.ScrollRequest(
-            offset=offset, limit=limit, filter=wanted, with_payload=True, with_vector=with_vectors
+            offset=offset,
+            limit=limit,
+            filter=wanted,
+            with_payload=True,
+            with_vector=[DENSE_VECTOR] if with_vectors else False,  # not the token vectors
         )
         page, next_offset = self._store.shards.of(namespace).scroll(request)
         return list(page), next_offset

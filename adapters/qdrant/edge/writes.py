@@ -25,10 +25,10 @@ from adapters.qdrant.edge.integrity import engine_counts
 from adapters.qdrant.edge.reads import EdgeReads
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_EPOCH, memory_to_payload, point_id
-from adapters.values import MemoryRecord, SparseVector
+from adapters.values import MemoryRecord, SparseVector, TokenVectors
 
 # One memory on its way into a shard: its vectors and its namespace's epoch.
-PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, str]
+PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, TokenVectors | None, str]
 
 
 class EdgeWrites(EdgeReads):
@@ -43,12 +43,16 @@ class EdgeWrites(EdgeReads):
         await super().drain()
 
     async def upsert_memory(
-        self, memory: MemoryRecord, vector: Sequence[float], keywords: SparseVector | None = None
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
     ) -> None:
         live = self._store.records.live.get(memory.namespace)
         if live is None:
             raise NamespaceGone(f"namespace {memory.namespace} not found")
-        await self._upserts.submit((memory, vector, keywords, live.epoch))
+        await self._upserts.submit((memory, vector, keywords, tokens, live.epoch))
         current = self._store.records.live.get(memory.namespace)
         if current is None or current.epoch != live.epoch:
             # The namespace was deleted (maybe re-created) while we wrote, and its purge
@@ -66,13 +70,13 @@ class EdgeWrites(EdgeReads):
             (
                 qe.Point(
                     point_id(memory.namespace, memory.id),
-                    point_vectors(vector, keywords),
+                    point_vectors(vector, keywords, tokens),
                     memory_to_payload(memory, epoch),
                 ),
                 memory.namespace,
                 epoch,
             )
-            for memory, vector, keywords, epoch in items
+            for memory, vector, keywords, tokens, epoch in items
         ]
         self.counted_upsert(points)
 

@@ -41,7 +41,7 @@ class QdrantServerBase(VectorBackend):
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
-        return ranking.QDRANT_SEARCH_MODES
+        return ranking.QDRANT_SEARCH_MODES - {SearchMode.RERANK}  # no token vectors yet
 
     async def close(self) -> None:
         if self._owns_connection:

@@ -10,14 +10,14 @@ from typing import NamedTuple
 
 from qdrant_client.http import models
 
-from adapters.qdrant.ranking import KEYWORDS_VECTOR
-from adapters.values import SparseVector
+from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
+from adapters.values import SparseVector, TokenVectors
 
 
 class Query(NamedTuple):
     """A query vector and the vector it searches (None: the unnamed dense one)."""
 
-    vector: list[float] | models.SparseVector
+    vector: list[float] | list[list[float]] | models.SparseVector
     using: str | None
 
 
@@ -31,6 +31,9 @@ class ClientRanking:
     def keyword_query(self, vector: SparseVector) -> Query:
         return Query(sparse(vector), KEYWORDS_VECTOR)
 
+    def token_query(self, vectors: TokenVectors) -> Query:
+        return Query([[float(x) for x in row] for row in vectors], TOKENS_VECTOR)
+
     def dense(self, query: Query, limit: int, where: models.Filter | None) -> models.Prefetch:
         return models.Prefetch(query=query.vector, using=query.using, filter=where, limit=limit)
 
@@ -43,6 +46,16 @@ class ClientRanking:
         return models.Prefetch(
             query=query.vector, using=query.using, prefetch=candidates, limit=limit
         )
+
+    def formula(
+        self,
+        stages: list[models.Prefetch],
+        formula: models.Expression,
+        defaults: dict[str, float],
+        limit: int,
+    ) -> models.Prefetch:
+        query = models.FormulaQuery(formula=formula, defaults=dict(defaults))
+        return models.Prefetch(prefetch=stages, query=query, limit=limit)
 
     def alone(self, stage: models.Prefetch) -> models.QueryRequest:
         return models.QueryRequest(

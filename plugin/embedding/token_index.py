@@ -1,0 +1,88 @@
+"""Token vectors for memories stored without them: the upgrade of an older store (issue 30).
+
+Every memory written by this version carries its token vectors (the same model call
+as its sentence vector). Those that do not (a store written before token vectors
+existed, an import, a layout migration that copied the sentence vectors only, a
+re-commit whose unchanged content reused its stored vector) are given them here,
+from their stored content, in the background: a page at a time through the shared
+embedder, as writes of a tenant of their own (`TENANT`), so the platform's searches
+and commits go first and a big store takes the model's idle time. The sentence vector
+and payload stay as they are. Meanwhile a search ranks a memory without token vectors
+by the fused score alone (MaxSim counts 0); nothing else changes. The progress survives
+`kill -9`: it is the stored vectors themselves.
+
+Unlike keyword vectors these cost a model call each, so they are only ever made by
+the store's own encoder: the fingerprint check (plugin/core/fingerprint.py) has
+already refused a store of another vector space when this runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from adapters.base import VectorBackend
+from adapters.parts import TokenIndex
+from plugin.embedding.background import retried
+from plugin.embedding.embedder import clip_for_model
+from plugin.embedding.token_vectors import TokenVectors, tokens_of
+from plugin.scheduling.work import Priority, Work
+
+PAGE = 64
+RETRY_S = 2.0
+TENANT = "~token-index"  # the fair queues' tenant of the upgrade: one share, never more
+log = logging.getLogger(__name__)
+Embed = Callable[[str, Work], Awaitable[Sequence[float]]]
+Progress = Callable[[int], None]
+
+
+def _nobody(_: int) -> None:
+    """The progress callback when nobody counts."""
+
+
+async def fill(part: TokenIndex, embed: Embed, progress: Progress = _nobody) -> int:
+    """Give every memory without token vectors its own; how many were given them."""
+    await part.prepare_tokens()
+    work = Work(TENANT, Priority.WRITE)
+    indexed = 0
+    cursor: str | None = None
+    while True:
+        found, cursor = await part.untokenized_memories(cursor, PAGE)
+        if found:
+            vectors = await asyncio.gather(*(embed(clip_for_model(c), work) for _, c in found))
+            items: list[tuple[str, TokenVectors]] = [
+                (key, tokens)
+                for (key, _), vector in zip(found, vectors, strict=True)
+                if (tokens := tokens_of(vector)) is not None
+            ]
+            if not items:  # this encoder computes none (a model of another shape)
+                return indexed
+            indexed += await part.index_tokens(items)
+            progress(len(items))
+        if cursor is None:
+            return indexed
+
+
+async def maintain_in_background(
+    backend: VectorBackend,
+    embed: Embed,
+    ready: Callable[[], bool],
+    progress: Progress = _nobody,
+) -> None:
+    """`fill` once `ready` (the store's vector space verified), retried while the store is
+    unavailable; never stops the server. Nothing to do where the backend keeps none."""
+    part = backend.token_index
+    if part is None:
+        return
+    while not ready():  # noqa: ASYNC110 - set by the fingerprint check, a threading.Event
+        await asyncio.sleep(0.5)
+
+    async def filled() -> None:
+        started = time.monotonic()
+        if indexed := await fill(part, embed, progress):
+            seconds = round(time.monotonic() - started, 2)
+            log.info("token vectors filled in", extra={"memories": indexed, "seconds": seconds})
+
+    await retried(filled, "token vectors not filled in", log, RETRY_S)

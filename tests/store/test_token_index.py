@@ -1,0 +1,113 @@
+"""Token vectors across versions (plugin/embedding/token_index.py, issue 30).
+
+A store written by the version before token vectors (every memory with its dense and
+keyword vectors, the keyword index complete) is upgraded in place: its memories get
+the token vectors of their stored content, from the real model, and nothing else
+changes. Meanwhile a rerank search answers as hybrid did (MaxSim counts 0 for a memory
+without token vectors). An import (dense vectors only) is filled in the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import qdrant_edge as qe
+
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.values import NamespaceRecord, SearchQuery
+from plugin.embedding import token_index
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.embedding.token_vectors import tokens_of
+from plugin.scheduling.work import Work
+from tests.support.keyword_store import NAMES, PER_NAMESPACE, RARE, write_previous_version
+from tests.support.records import T0, everything, memory
+
+QUESTION = "what was escalated to finance?"
+
+
+def stored_tokens(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
+    """Every point's content with its stored token vectors (None when it has none)."""
+    found: dict[str, tuple[str, Any]] = {}
+    for shard in store._shards.open_shards():
+        offset = None
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset, limit=256, with_payload=True, with_vector=[TOKENS_VECTOR]
+            )
+            page, offset = shard.scroll(request)
+            for point in page:
+                vectors = point.vector if isinstance(point.vector, dict) else {}
+                found[str(point.id)] = (point.payload["content"], vectors.get(TOKENS_VECTOR))
+            if offset is None:
+                return found
+
+
+@pytest.fixture
+def embed(encoder: SentenceTransformerEncoder) -> token_index.Embed:
+    async def one(text: str, work: Work) -> list[float]:
+        return encoder.encode([text])[0]
+
+    return one
+
+
+async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_index.Embed
+) -> None:
+    keywords = KeywordEncoder()
+    write_previous_version(tmp_path, encoder, keywords)
+    store = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    await store.start()
+    try:
+        query = encoder.encode([QUESTION])[0]
+        hybrid = SearchQuery(list(query), keywords.query(QUESTION))
+        rerank = SearchQuery(list(query), keywords.query(QUESTION), tokens_of(query))
+        before = await store.query_memories(NAMES, hybrid, everything(), 20)
+        assert all(rows is None for _, rows in stored_tokens(store).values())
+        meanwhile = await store.query_memories(NAMES, rerank, everything(), 20)
+        assert meanwhile == before  # searches are right while the fill has not run
+
+        part = store.token_index
+        assert await token_index.fill(part, embed) == len(NAMES) * PER_NAMESPACE
+        for content, rows in stored_tokens(store).values():
+            expected = tokens_of(encoder.encode([content])[0])
+            assert expected is not None
+            assert rows is not None
+            assert len(rows) == len(expected)
+            assert rows[0] == pytest.approx(expected[0], abs=2e-3)  # stored as float16
+        assert await store.query_memories(NAMES, hybrid, everything(), 20) == before
+        reranked = await store.query_memories(NAMES, rerank, everything(), 20)
+        assert [hit.memory.content for hit in reranked[:2]] == [RARE, RARE]
+        assert [hit.score for hit in reranked] != [hit.score for hit in before]
+        assert await token_index.fill(part, embed) == 0  # the next start: nothing to do
+    finally:
+        await store.close()
+
+
+async def test_a_store_reopened_keeps_its_token_vectors(
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_index.Embed
+) -> None:
+    store = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    await store.start()
+    record = memory(NAMES[0], content=RARE)
+    try:
+        await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="workspace", created_at=T0))
+        vector = encoder.encode([RARE])[0]
+        await store.upsert_memory(record, list(vector), None, tokens_of(vector))
+        imported = memory(NAMES[0], content="an imported note")
+        await store.transfer.upsert_memories([(imported, encoder.encode([imported.content])[0])])
+    finally:
+        await store.close()
+    store = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    await store.start()
+    try:
+        held = {content: rows for content, rows in stored_tokens(store).values()}
+        assert held[RARE] is not None
+        assert held["an imported note"] is None
+        assert await token_index.fill(store.token_index, embed) == 1  # the import's
+        assert all(rows is not None for _, rows in stored_tokens(store).values())
+    finally:
+        await store.close()
