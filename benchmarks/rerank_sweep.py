@@ -36,6 +36,7 @@ BATCH = 32
 
 async def sweep(conversations: list[locomo.Conversation], data: Path) -> None:
     encoder, keywords = load_encoder(Settings.from_env({})), KeywordEncoder()
+    encoder.keep_tokens = True  # as the rerank mode's server sets it
     store = QdrantEdgeBackend(encoder.dimension, data)
     await store.start()
     now = datetime.now(UTC)

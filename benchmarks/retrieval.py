@@ -3,9 +3,10 @@
     python -m benchmarks.retrieval [--data ../shared/data/locomo/locomo-dev.json]
                                    [--turns speaker|dated]
 
-1. One server process writes every conversation over HTTP, as the platform's agents
-   would: a namespace per conversation and memory mode (dialog turns, observations),
-   every memory committed with an explicit id, 8 requests in flight. A dialog turn
+1. One server process (in the rerank mode, which keeps token vectors) writes every
+   conversation over HTTP, as the platform's agents would: a namespace per
+   conversation and memory mode (dialog turns, observations), every memory
+   committed with an explicit id, 8 requests in flight. A dialog turn
    is "Speaker: text [shares <photo caption>]" (issue 17's construction), or with
    `--turns dated` LoCoMo's own, which adds the session's date (benchmarks/locomo.py).
 2. The store is copied once per search mode (MEMORY_PLUGIN_SEARCH = dense, keyword,
@@ -223,7 +224,9 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as tmp_name:
         tmp = Path(tmp_name)
-        with ServerProcess(tmp / "written", tmp / "writer.log", env=PATIENT) as writer:
+        # rerank: the mode that keeps token vectors; the other modes' copies ignore them
+        writer_env = {"MEMORY_PLUGIN_SEARCH": "rerank", **PATIENT}
+        with ServerProcess(tmp / "written", tmp / "writer.log", env=writer_env) as writer:
             writer.start()
             writer.wait_healthy()
             asyncio.run(write_all(writer.base_url, conversations))

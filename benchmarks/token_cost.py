@@ -48,7 +48,9 @@ def one_round(
 ) -> tuple[float, int]:
     """Commits a second and bytes on disk for one write of every memory."""
     data = work / "data"
-    with ServerProcess(data, work / "server.log", command=serve_from(root)) as server:
+    # This checkout keeps token vectors in the rerank mode only; the baseline has none.
+    env = {"MEMORY_PLUGIN_SEARCH": "rerank"} if root == REPO_ROOT else {}
+    with ServerProcess(data, work / "server.log", command=serve_from(root), env=env) as server:
         server.start()
         server.wait_healthy()
         started = time.perf_counter()

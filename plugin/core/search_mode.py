@@ -1,10 +1,13 @@
 """Which ranking a search with a query uses: MEMORY_PLUGIN_SEARCH against what the store answers.
 
-Unset means the best the backend answers: rerank on Qdrant (hybrid, its candidates
-reranked by token vectors: the measured default, docs/backends.md "Reranking by
-token vectors"), hybrid on a dotproduct Pinecone index, dense where keyword vectors
-cannot be kept. A mode the backend cannot answer stops start-up with one line instead
-of silently ranking another way.
+Unset means the best the backend answers at today's cost: hybrid on Qdrant and on a
+dotproduct Pinecone index (the measured default, docs/backends.md "Hybrid search"),
+dense where keyword vectors cannot be kept. `rerank` (hybrid reranked by token
+vectors, the embedded store only) recalls more but is never chosen by itself: it
+costs a search about three times the engine time and a memory about twelve times
+the disk (docs/backends.md, "Reranking by token vectors"), so token vectors are
+computed and kept only in that mode. A mode the backend cannot answer stops
+start-up with one line instead of silently ranking another way.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from adapters.base import VectorBackend
 from adapters.errors import BackendMisconfigured
 from adapters.values import SearchMode
 
-PREFERENCE = (SearchMode.RERANK, SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD)
+PREFERENCE = (SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD)
 
 
 def choose_search_mode(configured: str | None, backend: VectorBackend) -> SearchMode:

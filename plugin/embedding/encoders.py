@@ -49,6 +49,10 @@ class Encoder(Protocol):
     parallelism: int
     # Whether a lone text may be embedded on the event loop (module docstring).
     inline_lone_text: bool
+    # Whether `encode` returns each vector with its token vectors (an `Embedding`): set
+    # once at start-up, only for the rerank search mode; computing them costs every
+    # batch time under the GIL that no other mode would use.
+    keep_tokens: bool
 
     def encode(self, texts: list[str]) -> list[Vector]: ...
 
@@ -58,6 +62,7 @@ class SentenceTransformerEncoder:
 
     parallelism = 1  # torch uses every core for one batch already
     inline_lone_text = False  # one text takes several ONNX times: keep the loop free
+    keep_tokens = False
 
     def __init__(self, model: Any, model_name: str = DEFAULT_MODEL) -> None:
         self._model = model
@@ -79,7 +84,17 @@ class SentenceTransformerEncoder:
         return cls(model, name)
 
     def encode(self, texts: list[str]) -> list[Vector]:
-        """Each text's sentence vector, an `Embedding` carrying its token vectors."""
+        """Each text's sentence vector; with `keep_tokens`, an `Embedding` carrying its
+        token vectors."""
+        if not self.keep_tokens:
+            vectors = self._model.encode(
+                texts,
+                batch_size=max(1, len(texts)),
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            return [row.tolist() for row in vectors]
         rows = self._model.encode(
             texts,
             batch_size=max(1, len(texts)),

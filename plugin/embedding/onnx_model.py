@@ -168,6 +168,7 @@ class OnnxEncoder:
     """
 
     inline_lone_text = True  # one text is quick: the event loop may wait for it
+    keep_tokens = False  # Encoder.keep_tokens
     prompt = ""  # put before every text, as sentence-transformers does (model_files.py)
 
     def __init__(
@@ -222,7 +223,8 @@ class OnnxEncoder:
         return encoder
 
     def encode(self, texts: list[str]) -> list[list[float]]:
-        """Each text's sentence vector, an `Embedding` carrying its token vectors."""
+        """Each text's sentence vector; with `keep_tokens`, an `Embedding` carrying its
+        token vectors."""
         if self.prompt:
             texts = [self.prompt + text for text in texts]
         encoded = self._tokenizer.encode_batch(texts)
@@ -238,7 +240,9 @@ class OnnxEncoder:
             self._give(session)
         pooled = pool(hidden, mask, self._modes)
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        vectors = (pooled / norms).tolist()
+        vectors: list[list[float]] = (pooled / norms).tolist()
+        if not self.keep_tokens:
+            return vectors
         if hidden.shape[2] != self.dimension:  # pooled in several modes: no token vectors
             return [Embedding(vector) for vector in vectors]
         special = np.array([e.special_tokens_mask for e in encoded], dtype=np.int64)

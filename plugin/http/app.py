@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from adapters.base import VectorBackend
+from adapters.values import SearchMode
 from plugin.backends import build_backend
 from plugin.core.fingerprint import FingerprintMismatch, check_at_start
 from plugin.core.janitor import run_janitor
@@ -86,6 +87,7 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
             app[BACKEND], app[ENCODER].fingerprint, app[SETTINGS].backend_timeout_s, verified.set
         )
         app[SEARCH_MODE] = choose_search_mode(app[SETTINGS].search, app[BACKEND])
+        app[ENCODER].keep_tokens = app[SEARCH_MODE] is SearchMode.RERANK
     except BaseException:
         await app[BACKEND].close()
         raise
@@ -135,16 +137,19 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
                 ),
                 name="keyword index",
             ),
-            asyncio.create_task(
-                token_index.maintain_in_background(
-                    app[BACKEND],
-                    app[SERVICE].embedder.embed,
-                    app[VECTORS_VERIFIED].is_set,
-                    metrics.observe_tokens_indexed,
-                ),
-                name="token index",
-            ),
         ]
+        if app[SEARCH_MODE] is SearchMode.RERANK:  # no other mode reads token vectors
+            tasks.append(
+                asyncio.create_task(
+                    token_index.maintain_in_background(
+                        app[BACKEND],
+                        app[SERVICE].embedder.embed,
+                        app[VECTORS_VERIFIED].is_set,
+                        metrics.observe_tokens_indexed,
+                    ),
+                    name="token index",
+                )
+            )
         yield
         for task in tasks:
             task.cancel()

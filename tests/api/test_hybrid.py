@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestServer
 from adapters.errors import BackendMisconfigured
 from adapters.pinecone import PineconeBackend
 from adapters.values import SearchMode
-from plugin.http.keys import SERVICE
+from plugin.http.keys import ENCODER, SERVICE
 from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import WallClock
 from tests.support.pinecone import pinecone_backend
@@ -69,11 +69,16 @@ async def test_each_mode_ranks_as_documented(
         assert [m["score"] for m in listing.body["memories"]] == [None] * 9
 
 
-async def test_the_default_is_rerank_on_the_embedded_store(
+async def test_the_default_is_hybrid_on_the_embedded_store_and_rerank_is_asked_for(
     make_app: AppFactory, clock: WallClock
 ) -> None:
+    """rerank costs a search about three times the engine time: only when configured."""
     async for api in served(make_app, clock):
+        assert api.app[SERVICE].search_mode is SearchMode.HYBRID
+        assert api.app[ENCODER].keep_tokens is False  # no token vectors computed or kept
+    async for api in served(make_app, clock, search="rerank"):
         assert api.app[SERVICE].search_mode is SearchMode.RERANK
+        assert api.app[ENCODER].keep_tokens is True
 
 
 async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(

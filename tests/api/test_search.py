@@ -174,8 +174,7 @@ async def test_whole_memory_object(api: ContractClient, two: tuple[str, str]) ->
         "created_at": memory["created_at"],
         "score": memory["score"],
     }
-    # Cosine at most 1, plus on the embedded store's rerank 1.5 x a mean MaxSim (at most 1).
-    assert 0.5 < memory["score"] <= 2.5 + 1e-6
+    assert 0.5 < memory["score"] <= 1.0 + 1e-6
 
 
 async def test_expired_memories_never_returned(api: ContractClient, two: tuple[str, str]) -> None:

@@ -53,6 +53,7 @@ class FailingEncoder:
     fingerprint = "failing/test"
     parallelism = 1
     inline_lone_text = False
+    keep_tokens = False
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         if "bad" in texts:

@@ -83,13 +83,16 @@ def test_onnx_gives_torchs_vectors(
     assert cosines(batched, reference).min() > 0.99999
     assert cosines(alone, reference).min() > 0.99999
     assert np.allclose(np.linalg.norm(np.array(batched), axis=1), 1.0, atol=1e-5)
+    assert all(tokens_of(vector) is None for vector in batched + reference)  # not kept
 
 
 def test_token_vectors_come_with_the_sentence_vector_alike_on_onnx_and_torch(
-    encoder: SentenceTransformerEncoder, onnx_encoder: Encoder
+    encoder: SentenceTransformerEncoder, onnx_encoder: Encoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 30: the same call's token vectors, unit length, [CLS] and [SEP] left out, at
     most the model's 256 tokens, the same on both runtimes, batched or alone."""
+    monkeypatch.setattr(encoder, "keep_tokens", True)  # the rerank mode's encoders
+    monkeypatch.setattr(onnx_encoder, "keep_tokens", True)
     reference = [tokens_of(vector) for vector in encoder.encode(TEXTS)]
     batched = [tokens_of(vector) for vector in onnx_encoder.encode(TEXTS)]
     alone = [tokens_of(onnx_encoder.encode([text])[0]) for text in TEXTS]

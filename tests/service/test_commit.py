@@ -82,6 +82,7 @@ class WordsEncoder:
     fingerprint = "words/test"
     parallelism = 1
     inline_lone_text = False  # it blocks: never on the event loop
+    keep_tokens = False
 
     def __init__(self) -> None:
         self.texts: list[str] = []

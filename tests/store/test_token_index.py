@@ -46,6 +46,12 @@ def stored_tokens(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
                 return found
 
 
+@pytest.fixture(autouse=True)
+def tokens_kept(encoder: SentenceTransformerEncoder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Token vectors are computed for the rerank mode only (Encoder.keep_tokens)."""
+    monkeypatch.setattr(encoder, "keep_tokens", True)
+
+
 @pytest.fixture
 def embed(encoder: SentenceTransformerEncoder) -> token_index.Embed:
     async def one(text: str, work: Work) -> list[float]:

@@ -11,6 +11,7 @@ class GatedEncoder:
     dimension = 3
     fingerprint = "gated/test"
     inline_lone_text = False  # it blocks: never on the event loop
+    keep_tokens = False
 
     def __init__(self, parallelism: int = 1) -> None:
         self.parallelism = parallelism
