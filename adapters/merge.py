@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory
+from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory
 
 
 def pin_sides(memory_filter: MemoryFilter) -> list[MemoryFilter]:

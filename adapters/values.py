@@ -1,7 +1,7 @@
 """The values backends take and return: plain dataclasses, never SDK objects.
 
-Kept apart from the interface (`adapters.base`, which re-exports them all) so
-that each reads on its own.
+Kept apart from the interface (`adapters.base`) and its optional parts
+(`adapters.parts`), so that each reads on its own; import them from here.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import MemoryRecord, NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin.core.service import MemoryService
@@ -72,7 +72,7 @@ async def measure(backend_name: str, tmp: Path) -> None:
                 (MemoryRecord(str(uuid.uuid4()), NAMESPACE, t, "fact", "agent", now), v)
                 for t, v in zip(chunk, vectors, strict=True)
             ]
-            await store.upsert_memories(memories)
+            await store.transfer.upsert_memories(memories)
         fresh = texts[PRELOAD:]
         bodies = [
             json.dumps({"content": t, "kind": "fact", "source": "agent", "id": str(uuid.uuid4())})

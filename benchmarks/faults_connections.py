@@ -10,15 +10,15 @@ every wait is bounded, so the figures of a checkout without these limits read
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import resource
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+
+from tests.support.raw_http import half_open
 
 Outcome = tuple[str, bool]
 HOST = "127.0.0.1"
@@ -175,13 +175,7 @@ async def descriptors_exhausted(server: Any, _: aiohttp.ClientSession, __: Path)
     if soft < FLOOD + 100:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(FLOOD + 100, hard), hard))
     started = time.monotonic()
-    socks = []
-    for _ in range(FLOOD):
-        sock = socket.socket()
-        sock.setblocking(False)
-        with contextlib.suppress(BlockingIOError):
-            sock.connect((HOST, server.port))
-        socks.append(sock)
+    socks = half_open(server.port, FLOOD)
     await asyncio.sleep(5)
     for sock in socks:
         sock.close()

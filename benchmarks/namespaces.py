@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -91,27 +93,19 @@ async def measure_namespaces(
         await work_list(session, put_new, puts)
         await work_list(session, put_same, puts)
         await traffic.warm_up(session, names)
-        await closed_loop(
-            session,
-            [commit_all],
-            duration,
-            lambda rng: (commit_all, traffic.commit(rng.choice(names), rng)),
-            seed + 1,
-        )
-        await closed_loop(
-            session,
-            [commit_hot],
-            duration,
-            lambda rng: (commit_hot, traffic.commit(rng.choice(hot), rng)),
-            seed + 2,
-        )
-        await closed_loop(
-            session,
-            [search],
-            duration,
-            lambda rng: (search, traffic.search(names, rng)),
-            seed + 3,
-        )
+        loops: list[tuple[Phase, Callable[[random.Random], Request]]] = [
+            (commit_all, lambda rng: traffic.commit(rng.choice(names), rng)),
+            (commit_hot, lambda rng: traffic.commit(rng.choice(hot), rng)),
+            (search, lambda rng: traffic.search(names, rng)),
+        ]
+        for offset, (phase, request) in enumerate(loops, start=1):
+            await closed_loop(
+                session,
+                [phase],
+                duration,
+                lambda rng, phase=phase, request=request: (phase, request(rng)),
+                seed + offset,
+            )
     return [put_new, put_same, commit_all, commit_hot, search]
 
 

@@ -21,24 +21,10 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import MemoryRecord, NamespaceRecord
+from benchmarks import load
 from benchmarks.common import percentile
-from benchmarks.load import (
-    CALLERS,
-    SEARCH_LIMIT,
-    SEARCH_NAMESPACES,
-    SLOW_P99_MS,
-    TIMEOUT,
-    Phase,
-    Request,
-    Traffic,
-    closed_loop,
-    namespace_names,
-    print_phases,
-    server_rss,
-    slow_p99,
-)
 from benchmarks.sentences import sentences
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.server_process import ServerProcess
@@ -166,25 +152,27 @@ async def store_start(data: Path, dimension: int) -> tuple[float, int]:
         await backend.close()
 
 
-async def mixed_load(server: ServerProcess, names: list[str], duration: float) -> list[Phase]:
-    traffic = Traffic(server.base_url, seed=77)
-    commit = Phase("commit, random of all", 201)
-    search = Phase(f"search {SEARCH_NAMESPACES} random ns, limit {SEARCH_LIMIT}", 200)
+async def mixed_load(server: ServerProcess, names: list[str], duration: float) -> list[load.Phase]:
+    traffic = load.Traffic(server.base_url, seed=77)
+    commit = load.Phase("commit, random of all", 201)
+    search = load.Phase(
+        f"search {load.SEARCH_NAMESPACES} random ns, limit {load.SEARCH_LIMIT}", 200
+    )
 
-    def make(rng: random.Random) -> tuple[Phase, Request]:
+    def make(rng: random.Random) -> tuple[load.Phase, load.Request]:
         if rng.random() < 0.5:
             return commit, traffic.commit(rng.choice(names), rng)
         return search, traffic.search(names, rng)
 
-    connector = aiohttp.TCPConnector(limit=CALLERS * 2)
-    async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
+    connector = aiohttp.TCPConnector(limit=load.CALLERS * 2)
+    async with aiohttp.ClientSession(timeout=load.TIMEOUT, connector=connector) as session:
         await traffic.warm_up(session, names)
-        await closed_loop(session, [commit, search], duration, make, seed=78)
+        await load.closed_loop(session, [commit, search], duration, make, seed=78)
     return [commit, search]
 
 
 def run_store_scale(args: argparse.Namespace, model: Model, empty_cold: list[float]) -> None:
-    names = namespace_names(args.store_namespaces, seed=1234)
+    names = load.namespace_names(args.store_namespaces, seed=1234)
     total = len(names) * args.per_namespace
     print()
     print(
@@ -217,17 +205,21 @@ def run_store_scale(args: argparse.Namespace, model: Model, empty_cold: list[flo
                 f"minus that: {min(first, second) - model.load_s:.2f} s (interpreter, imports, "
                 "store)"
             )
-            print(f"  server RSS after start: {server_rss(server)}")
+            print(f"  server RSS after start: {load.server_rss(server)}")
             try:
                 phases = asyncio.run(mixed_load(server, names, args.mixed))
             except BaseException:
                 print("server log tail:\n" + server.log_tail())
                 raise
-            after = server_rss(server)
+            after = load.server_rss(server)
             code = server.terminate()
-        print(f"  {args.mixed:g} s mixed load, {CALLERS} callers, half commits, half searches:")
-        print_phases(phases)
+        print(
+            f"  {args.mixed:g} s mixed load, {load.CALLERS} callers, half commits, half searches:"
+        )
+        load.print_phases(phases)
         print(f"  server RSS after the mixed load: {after}")
-        print(f"  p99 > {SLOW_P99_MS:.0f} ms: {slow_p99(phases)}; SIGTERM exit code {code}")
+        print(
+            f"  p99 > {load.SLOW_P99_MS:.0f} ms: {load.slow_p99(phases)}; SIGTERM exit code {code}"
+        )
         if code != 0 or any(p.bad for p in phases):
             print("  server log tail:\n" + server.log_tail(2000))

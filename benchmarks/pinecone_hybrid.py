@@ -19,7 +19,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
+from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
@@ -55,7 +55,9 @@ async def measure(conversations: list[locomo.Conversation]) -> None:
                     for (memory_id, _, _), text in zip(rows, texts, strict=True)
                 ]
                 stored = list(zip(memories, embed(encoder, texts), strict=True))
-                await store.upsert_memories(stored, [words.document(text) for text in texts])
+                await store.transfer.upsert_memories(
+                    stored, [words.document(text) for text in texts]
+                )
         fake.reconcile_all()
         questions = [q for c in conversations for q in c.questions]
         asked = dict(zip(questions, embed(encoder, [q.text for q in questions]), strict=True))

@@ -21,11 +21,11 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from adapters.base import JsonObject, MemoryFilter, MemoryRecord, SearchQuery
 from adapters.pinecone.listing import newest_memories
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.vector_metadata import F_CREATED_US, memory_filter
 from adapters.times import to_micros
+from adapters.values import JsonObject, MemoryFilter, MemoryRecord, SearchQuery
 
 DIM = 384
 T0 = datetime(2026, 11, 22, tzinfo=UTC)

@@ -18,9 +18,9 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA, LIMIT

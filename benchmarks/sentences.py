@@ -226,30 +226,22 @@ TEMPLATES = [
 ]
 
 
+# Placeholders filled with two different words, then those filled with one, in the
+# order the generator draws them (the same seed gives the same sentences).
+PAIRED = {"tool": TOOLS, "style": STYLES, "person": PEOPLE}
+SINGLE = {
+    "service": SERVICES, "day": DAYS, "time": TIMES, "env": ENVIRONMENTS, "role": ROLES,
+    "problem": PROBLEMS, "cause": CAUSES, "n": NUMBERS, "topic": TOPICS, "lang": LANGS,
+    "food": FOODS, "format": FORMATS,
+}  # fmt: skip
+
+
 def _fill(template: str, rng: random.Random) -> str:
-    tool, tool2 = rng.sample(TOOLS, 2)
-    style, style2 = rng.sample(STYLES, 2)
-    person, person2 = rng.sample(PEOPLE, 2)
-    return template.format(
-        tool=tool,
-        tool2=tool2,
-        style=style,
-        style2=style2,
-        person=person,
-        person2=person2,
-        service=rng.choice(SERVICES),
-        day=rng.choice(DAYS),
-        time=rng.choice(TIMES),
-        env=rng.choice(ENVIRONMENTS),
-        role=rng.choice(ROLES),
-        problem=rng.choice(PROBLEMS),
-        cause=rng.choice(CAUSES),
-        n=rng.choice(NUMBERS),
-        topic=rng.choice(TOPICS),
-        lang=rng.choice(LANGS),
-        food=rng.choice(FOODS),
-        format=rng.choice(FORMATS),
-    )
+    words: dict[str, str] = {}
+    for name, choices in PAIRED.items():
+        words[name], words[f"{name}2"] = rng.sample(choices, 2)
+    words |= {name: rng.choice(choices) for name, choices in SINGLE.items()}
+    return template.format(**words)
 
 
 def sentences(count: int, *, seed: int = 7, exclude: set[str] | None = None) -> list[str]:

@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import MemoryRecord, NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin.commands import export_import, import_postgres
@@ -78,7 +78,7 @@ async def build_source(root: Path, encoder: SentenceTransformerEncoder, count: i
         chunk = list(
             zip(memories[start : start + 1000], vectors[start : start + 1000], strict=True)
         )
-        await store.upsert_memories(chunk)
+        await store.transfer.upsert_memories(chunk)
     await store.close()
 
 

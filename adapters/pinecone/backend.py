@@ -10,8 +10,10 @@ Layout (see docs/backends.md, "Pinecone"):
   the reserved namespace cannot collide with a mapped one): `adapters.pinecone.namespace_records`.
   So `get_namespaces` (and a search's look-up of its namespaces) is one fetch.
 - Memory ids are the vector ids; upsert is native, so a retried commit updates in
-  place (`adapters.pinecone.writes`).
+  place (`upsert_memory` here; many at once: `adapters.pinecone.writes`).
 - Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone.vector_metadata`.
+- The optional parts (adapters/parts.py): `transfer` (`adapters.pinecone.writes`),
+  `store_meta` (`adapters.pinecone.store_meta`), `keyword_index` (`adapters.pinecone.keywords`).
 - Read-your-writes: `adapters.pinecone.overlay`. Retries and errors: `adapters.pinecone.calls`.
 - Searches over several namespaces: `adapters.pinecone.reads`; listing without a
   query: `adapters.pinecone.listing`.
@@ -23,13 +25,25 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from pinecone import AsyncIndex
 
-from adapters.base import (
-    DEFAULT_PREFIX,
+from adapters.base import DEFAULT_PREFIX, VectorBackend
+from adapters.errors import NamespaceGone
+from adapters.pinecone import transfer, vector_metadata
+from adapters.pinecone.calls import PineconeMissing, call
+from adapters.pinecone.connection import PineconeConnection
+from adapters.pinecone.expiry import ExpirySweep
+from adapters.pinecone.keywords import PineconeKeywordIndex, stored_sparse
+from adapters.pinecone.namespace_records import NamespaceRecords
+from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.reads import MemoryReads
+from adapters.pinecone.shared import Shared
+from adapters.pinecone.store_meta import PineconeStoreMeta
+from adapters.pinecone.writes import PineconeTransfer
+from adapters.values import (
     MemoryFilter,
     MemoryRecord,
     NamespaceRecord,
@@ -39,18 +53,7 @@ from adapters.base import (
     SparseVector,
     StoredMemory,
     TokenVectors,
-    VectorBackend,
 )
-from adapters.pinecone import transfer, vector_metadata
-from adapters.pinecone.calls import PineconeMissing, call
-from adapters.pinecone.connection import PineconeConnection
-from adapters.pinecone.expiry import ExpirySweep
-from adapters.pinecone.keywords import PineconeKeywordIndex
-from adapters.pinecone.namespace_records import NamespaceRecords
-from adapters.pinecone.overlay import FreshnessOverlay
-from adapters.pinecone.reads import MemoryReads
-from adapters.pinecone.store_meta import StoreMeta
-from adapters.pinecone.writes import MemoryWrites
 
 
 class PineconeBackend(VectorBackend):
@@ -83,31 +86,14 @@ class PineconeBackend(VectorBackend):
         self._budget_s = timeout_s
         self._unit = vector_metadata.fixed_unit_vector(dimension)
         self.overlay = FreshnessOverlay(freshness_window_s, overlay_max_entries, clock)
-        self._records = NamespaceRecords(
-            prefix=prefix,
-            unit_vector=self._unit,
-            overlay=self.overlay,
-            ready=self._ready,
-            budget_s=timeout_s,
-            clock=clock,
-        )
-        self._meta = StoreMeta(
-            prefix=prefix, unit_vector=self._unit, ready=self._ready, budget_s=timeout_s
-        )
-        self._reads = MemoryReads(
-            prefix=prefix,
-            unit_vector=self._unit,
-            overlay=self.overlay,
-            ready=self._ready,
-            budget_s=timeout_s,
-        )
-        self._expiry = ExpirySweep(
-            self._records, self._reads, self.overlay, ready=self._ready, budget_s=timeout_s
-        )
+        shared = Shared(prefix, self._unit, self.overlay, self._ready, timeout_s)
+        self._ns = shared.pinecone_namespace
+        self._records = NamespaceRecords(shared, clock)
+        self._meta = PineconeStoreMeta(shared)
+        self._reads = MemoryReads(shared)
+        self._expiry = ExpirySweep(shared, self._records, self._reads)
         self._keywords = PineconeKeywordIndex(self._connection)
-        self._writes = MemoryWrites(
-            self._connection, self._records, self._reads, self.overlay, budget_s=timeout_s
-        )
+        self._transfer = PineconeTransfer(shared, self._connection, self._records)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -125,13 +111,25 @@ class PineconeBackend(VectorBackend):
             return frozenset({SearchMode.DENSE, SearchMode.HYBRID})
         return frozenset({SearchMode.DENSE})
 
+    # -- the optional parts (adapters/parts.py) ----------------------------------------
+
+    @property
+    def transfer(self) -> PineconeTransfer:
+        """Batched upserts, and every memory of a namespace listed and fetched."""
+        return self._transfer
+
+    @property
+    def store_meta(self) -> PineconeStoreMeta:
+        return self._meta
+
+    @property
+    def keyword_index(self) -> PineconeKeywordIndex:
+        return self._keywords
+
     async def _ready(self) -> AsyncIndex:
         return await self._connection.index()
 
     # -- namespaces --------------------------------------------------------------------
-
-    def _ns(self, name: str) -> str:
-        return self._reads.pinecone_namespace(name)
 
     async def ping(self) -> None:
         index = await self._ready()
@@ -172,16 +170,6 @@ class PineconeBackend(VectorBackend):
 
     # -- memories ----------------------------------------------------------------------
 
-    async def read_store_meta(self) -> Mapping[str, str]:
-        return await self._meta.read()
-
-    async def write_store_meta(self, key: str, value: str) -> None:
-        await self._meta.write(key, value)
-
-    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
-        found = await self.get_stored_memory(namespace, memory_id)
-        return None if found is None else found[0]
-
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         """The overlay's entry if recent (None if recently deleted), else one fetch."""
         state = await self._records.state(namespace)
@@ -212,14 +200,25 @@ class PineconeBackend(VectorBackend):
         keywords: SparseVector | None = None,
         tokens: TokenVectors | None = None,
     ) -> None:
-        await self._writes.upsert_memory(memory, vector, keywords, tokens)
+        """Pinecone keeps no token vectors (no multivectors): `tokens` is ignored."""
+        state = await self._records.state(memory.namespace)
+        if state is None:
+            raise NamespaceGone(f"namespace {memory.namespace} was deleted")
+        epoch = state[1]
+        # Refuses oversize metadata: then nothing is written.
+        metadata = vector_metadata.memory_to_metadata(memory, epoch)
+        index = await self._ready()
+        sparse = stored_sparse(self._connection.metric, keywords)
+        item = transfer.upsert_item(memory.id, vector, metadata, sparse)
+        await call(
+            "upsert memory",
+            lambda t: index.upsert(vectors=[item], namespace=self._ns(memory.namespace), timeout=t),
+            self._budget_s,
+        )
+        self.overlay.memory_written(memory, vector, epoch, keywords)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         epochs = await self._epochs(namespaces)
         return await self._reads.query(epochs, query, memory_filter, limit)
@@ -250,46 +249,3 @@ class PineconeBackend(VectorBackend):
 
     async def delete_expired_memories(self, now: datetime) -> int:
         return await self._expiry.sweep(now)
-
-    # -- bulk transfer (export, import) ------------------------------------------------
-
-    async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = transfer.PAGE,
-        with_vectors: bool = True,
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """List the namespace's ids and fetch them 100 at a time (`adapters.pinecone.transfer`):
-        two requests per 100 memories, Pinecone's only way to visit a whole namespace."""
-        state = await self._records.state(namespace)
-        if state is None:
-            return
-        pages = transfer.scan(
-            self._ready,
-            (namespace, self._ns(namespace)),
-            state[1],
-            now,
-            self.overlay,
-            self._budget_s,
-            page_size=page_size,
-            with_vectors=with_vectors,
-        )
-        async for page in pages:
-            yield page
-
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        return await self._writes.upsert_memories(memories, keywords)
-
-    # -- keyword index (keywords.py) ---------------------------------------------------
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        await self._keywords.prepare_keywords(reset=reset)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return await self._keywords.unindexed_memories(cursor, limit)

@@ -12,8 +12,9 @@ answers 503, and checks again on the next request, at most once a second.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from pinecone import AsyncIndex, AsyncPinecone
 from pinecone._internal.config import RetryConfig
@@ -86,18 +87,12 @@ class PineconeConnection:
         if self._index is None:
             self._index = open_index(self.host, self._api_key, self._budget_s)
         index = self._index
-        try:
+        with _refused(f"no Pinecone index answers at {self.host} (check PINECONE_HOST)"):
             stats = await call(
                 "describe_index_stats",
                 lambda t: index.describe_index_stats(timeout=t),
                 self._budget_s,
             )
-        except PineconeAuthFailed as error:
-            raise BackendMisconfigured(f"{error} (check PINECONE_API_KEY)") from None
-        except PineconeMissing:
-            raise BackendMisconfigured(
-                f"no Pinecone index answers at {self.host} (check PINECONE_HOST)"
-            ) from None
         metric = stats.metric or metric
         if stats.dimension is not None and stats.dimension != self.dimension:
             raise BackendMisconfigured(
@@ -123,18 +118,24 @@ class PineconeConnection:
             api_key=self._api_key, timeout=self._budget_s, retry_config=RetryConfig(max_retries=0)
         )
         try:
-            model = await call(
-                "describe_index", lambda t: client.indexes.describe(name), self._budget_s
-            )
-        except PineconeAuthFailed as error:
-            raise BackendMisconfigured(f"{error} (check PINECONE_API_KEY)") from None
-        except PineconeMissing:
-            raise BackendMisconfigured(
-                f"Pinecone index {name!r} does not exist (check PINECONE_INDEX)"
-            ) from None
+            with _refused(f"Pinecone index {name!r} does not exist (check PINECONE_INDEX)"):
+                model = await call(
+                    "describe_index", lambda t: client.indexes.describe(name), self._budget_s
+                )
         finally:
             await client.close()
         if not model.host or not model.status.ready:
             raise BackendUnavailable(f"Pinecone index {name!r} is not ready yet")
         dense = [f for f in model.schema.fields.values() if hasattr(f, "metric")]
         return model.host, (dense[0].metric if len(dense) == 1 else None)
+
+
+@contextlib.contextmanager
+def _refused(missing: str) -> Iterator[None]:
+    """A wrong key, or no such index (`missing` says what to check), ends start-up."""
+    try:
+        yield
+    except PineconeAuthFailed as error:
+        raise BackendMisconfigured(f"{error} (check PINECONE_API_KEY)") from None
+    except PineconeMissing:
+        raise BackendMisconfigured(missing) from None

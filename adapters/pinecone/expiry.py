@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
 from datetime import datetime
-
-from pinecone import AsyncIndex
 
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import PineconeMissing, call
 from adapters.pinecone.namespace_records import NamespaceRecords
-from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
+from adapters.pinecone.shared import Shared
 from adapters.times import to_micros
 
 # Namespaces the janitor sweeps at once: enough to hide latency, few enough not to be throttled.
@@ -29,20 +26,10 @@ EXPIRY_CONCURRENCY = 8
 class ExpirySweep:
     """`delete_expired_memories` of `PineconeBackend` (backend.py)."""
 
-    def __init__(
-        self,
-        records: NamespaceRecords,
-        reads: MemoryReads,
-        overlay: FreshnessOverlay,
-        *,
-        ready: Callable[[], Awaitable[AsyncIndex]],
-        budget_s: float,
-    ) -> None:
+    def __init__(self, shared: Shared, records: NamespaceRecords, reads: MemoryReads) -> None:
+        self._shared = shared
         self._records = records
         self._reads = reads
-        self._overlay = overlay
-        self._ready = ready
-        self._budget_s = budget_s
 
     async def sweep(self, now: datetime) -> int:
         """Every namespace, `EXPIRY_CONCURRENCY` at a time."""
@@ -68,24 +55,24 @@ class ExpirySweep:
             ]
         }
         gone: set[str] = set()
-        recent = self._overlay.ids_in(namespace)  # for these, the overlay knows better
+        recent = self._shared.overlay.ids_in(namespace)  # for these, the overlay knows better
         with contextlib.suppress(PineconeMissing):  # no vector was ever written there
             matches = await self._reads.unranked(
                 namespace, expired, "find expired", with_metadata=False
             )
             gone = {match.id for match in matches if match.id not in recent}
-        live = self._overlay.live_memories(namespace, epoch)
+        live = self._shared.overlay.live_memories(namespace, epoch)
         gone |= {memory.id for memory, _ in live if memory.is_expired(now)}
         if not gone:
             return 0
-        index = await self._ready()
-        target = self._reads.pinecone_namespace(namespace)
+        index = await self._shared.ready()
+        target = self._shared.pinecone_namespace(namespace)
         with contextlib.suppress(PineconeMissing):  # the namespace was deleted meanwhile
             await call(
                 "delete expired",
                 lambda t: index.delete(filter=expired, namespace=target, timeout=t),
-                self._budget_s,
+                self._shared.budget_s,
             )
         for memory_id in gone:
-            self._overlay.memory_deleted(namespace, memory_id, epoch)
+            self._shared.overlay.memory_deleted(namespace, memory_id, epoch)
         return len(gone)

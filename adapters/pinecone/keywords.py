@@ -22,10 +22,11 @@ so a dotproduct index filled by another writer is completed by export and import
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import SparseVector
 from adapters.errors import BackendMisconfigured
+from adapters.values import SparseVector
 
 if TYPE_CHECKING:
     from adapters.pinecone.connection import PineconeConnection
@@ -38,6 +39,11 @@ def sparse_values(vector: SparseVector | None, scale: float = 1.0) -> dict[str, 
     if vector is None or not vector.indices:
         return None
     return {"indices": list(vector.indices), "values": [scale * v for v in vector.values]}
+
+
+def stored_sparse(metric: str | None, keywords: SparseVector | None) -> dict[str, Any] | None:
+    """The sparse values to store with a memory: only a dotproduct index takes them."""
+    return sparse_values(keywords) if metric == "dotproduct" else None
 
 
 def keyword_score(query: SparseVector | None, stored: SparseVector | None) -> float:
@@ -73,3 +79,7 @@ class PineconeKeywordIndex:
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
         return [], None  # not findable on Pinecone (module docstring)
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        """Never asked: `unindexed_memories` finds nothing to index."""
+        raise NotImplementedError("the pinecone backend indexes keyword vectors as it writes")

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from adapters.base import JsonObject, MemoryRecord
 from adapters.pinecone.vector_metadata import newer_than
 from adapters.times import to_micros
+from adapters.values import JsonObject, MemoryRecord
 
 MAX_ROUNDS = 6
 

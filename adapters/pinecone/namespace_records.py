@@ -14,14 +14,12 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from pinecone import AsyncIndex
-
-from adapters.base import NamespaceRecord
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call
-from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.shared import Shared
+from adapters.values import NamespaceRecord
 
 RECORDS_SUFFIX = "~namespaces"
 PAGE = 100  # ids per list page and per fetch (fetch ids travel in the URL)
@@ -32,21 +30,9 @@ NamespaceState = tuple[NamespaceRecord, str] | None
 
 
 class NamespaceRecords:
-    def __init__(
-        self,
-        *,
-        prefix: str,
-        unit_vector: list[float],
-        overlay: FreshnessOverlay,
-        ready: Callable[[], Awaitable[AsyncIndex]],
-        budget_s: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.namespace = prefix + RECORDS_SUFFIX
-        self._unit = unit_vector
-        self._overlay = overlay
-        self._ready = ready
-        self._budget_s = budget_s
+    def __init__(self, shared: Shared, clock: Callable[[], float] = time.monotonic) -> None:
+        self.namespace = shared.prefix + RECORDS_SUFFIX
+        self._shared = shared
         self._clock = clock
         self._states: OrderedDict[str, tuple[float, NamespaceState]] = OrderedDict()
 
@@ -63,7 +49,7 @@ class NamespaceRecords:
         known: dict[str, NamespaceState] = {}
         missing: list[str] = []
         for name in dict.fromkeys(names):
-            entry = self._overlay.namespace(name)
+            entry = self._shared.overlay.namespace(name)
             cached = self._states.get(name)
             if entry is not None:
                 known[name] = (entry.record, entry.epoch) if entry.record and entry.epoch else None
@@ -79,11 +65,11 @@ class NamespaceRecords:
 
     async def _fetch(self, names: list[str]) -> dict[str, NamespaceState]:
         """Read `names` from Pinecone (one request) and remember the answers briefly."""
-        index = await self._ready()
+        index = await self._shared.ready()
         found = await call(
             "fetch namespace records",
             lambda t: index.fetch(ids=names, namespace=self.namespace, timeout=t),
-            self._budget_s,
+            self._shared.budget_s,
         )
         fetched: dict[str, NamespaceState] = {}
         for name in names:
@@ -103,26 +89,26 @@ class NamespaceRecords:
         epoch = state[1] if state else uuid.uuid4().hex
         item = {
             "id": record.name,
-            "values": self._unit,
+            "values": self._shared.unit_vector,
             "metadata": vector_metadata.namespace_to_metadata(record, epoch),
         }
-        index = await self._ready()
+        index = await self._shared.ready()
         await call(
             "upsert namespace record",
             lambda t: index.upsert(vectors=[item], namespace=self.namespace, timeout=t),
-            self._budget_s,
+            self._shared.budget_s,
         )
-        self._overlay.namespace_saved(record, epoch)
+        self._shared.overlay.namespace_saved(record, epoch)
         self._states.pop(record.name, None)
 
     async def delete(self, name: str) -> None:
-        index = await self._ready()
+        index = await self._shared.ready()
         await call(
             "delete namespace record",
             lambda t: index.delete(ids=[name], namespace=self.namespace, timeout=t),
-            self._budget_s,
+            self._shared.budget_s,
         )
-        self._overlay.namespace_deleted(name)
+        self._shared.overlay.namespace_deleted(name)
         self._states.pop(name, None)
 
     async def all(self) -> dict[str, tuple[NamespaceRecord, str]]:
@@ -131,7 +117,7 @@ class NamespaceRecords:
 
         Used by the janitor only; its cost grows with the number of namespaces.
         """
-        index = await self._ready()
+        index = await self._shared.ready()
 
         async def page_after(token: str | None) -> tuple[list[str], str | None]:
             page = await call(
@@ -139,7 +125,7 @@ class NamespaceRecords:
                 lambda t: index.list_paginated(
                     namespace=self.namespace, limit=PAGE, pagination_token=token, timeout=t
                 ),
-                self._budget_s,
+                self._shared.budget_s,
             )
             ids = [item.id for item in page.vectors if item.id]
             return ids, page.pagination.next if page.pagination else None
@@ -152,7 +138,7 @@ class NamespaceRecords:
         for start in range(0, len(names), PAGE):
             fetched = await self._fetch(names[start : start + PAGE])
             states.update((name, state) for name, state in fetched.items() if state is not None)
-        for entry in self._overlay.namespaces():
+        for entry in self._shared.overlay.namespaces():
             if entry.record is None or entry.epoch is None:
                 states.pop(entry.name, None)
             else:

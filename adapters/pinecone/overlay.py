@@ -33,7 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from adapters.base import (
+from adapters.pinecone.keywords import keyword_score
+from adapters.pinecone.vector_metadata import matches
+from adapters.values import (
     MemoryFilter,
     MemoryRecord,
     NamespaceRecord,
@@ -41,8 +43,6 @@ from adapters.base import (
     SearchQuery,
     SparseVector,
 )
-from adapters.pinecone.keywords import keyword_score
-from adapters.pinecone.vector_metadata import matches
 
 Vector = npt.NDArray[np.float32]
 

@@ -13,19 +13,18 @@ holds its true `limit` best and the merge of the parts is exact.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from pinecone import AsyncIndex
 from pinecone.models.vectors.vector import ScoredVector
 
-from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call
 from adapters.pinecone.keywords import KEYWORD_WEIGHT, sparse_values
 from adapters.pinecone.listing import newest_memories
-from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.shared import Shared
+from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
 
 QUERY_TOP_K_WITH_METADATA = 1000
 
@@ -34,23 +33,8 @@ Epochs = Mapping[str, str]
 
 
 class MemoryReads:
-    def __init__(
-        self,
-        *,
-        prefix: str,
-        unit_vector: list[float],
-        overlay: FreshnessOverlay,
-        ready: Callable[[], Awaitable[AsyncIndex]],
-        budget_s: float,
-    ) -> None:
-        self._prefix = prefix
-        self._unit = unit_vector
-        self._overlay = overlay
-        self._ready = ready
-        self._budget_s = budget_s
-
-    def pinecone_namespace(self, name: str) -> str:
-        return self._prefix + name
+    def __init__(self, shared: Shared) -> None:
+        self._shared = shared
 
     async def query(
         self, epochs: Epochs, query: SearchQuery, memory_filter: MemoryFilter, limit: int
@@ -95,20 +79,20 @@ class MemoryReads:
             raise ValueError("a Pinecone query needs the dense vector")
         vector = [float(x) for x in query.dense]
         keywords = sparse_values(query.keywords, KEYWORD_WEIGHT)
-        top_k = min(limit + len(self._overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
-        index = await self._ready()
+        top_k = min(limit + len(self._shared.overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
+        index = await self._shared.ready()
         found = await call(
             "query",
             lambda t: index.query(
                 top_k=top_k,
                 vector=vector,
                 sparse_vector=keywords,
-                namespace=self.pinecone_namespace(namespace),
+                namespace=self._shared.pinecone_namespace(namespace),
                 filter=vector_metadata.memory_filter(epoch, memory_filter),
                 include_metadata=True,
                 timeout=t,
             ),
-            self._budget_s,
+            self._shared.budget_s,
         )
         hits = [
             ScoredMemory(
@@ -116,7 +100,7 @@ class MemoryReads:
             )
             for m in found.matches
         ]
-        return self._overlay.merge_query(namespace, epoch, query, memory_filter, hits, limit)
+        return self._shared.overlay.merge_query(namespace, epoch, query, memory_filter, hits, limit)
 
     async def _list_one(
         self, namespace: str, epoch: str, memory_filter: MemoryFilter, limit: int
@@ -128,26 +112,26 @@ class MemoryReads:
                 for m in matches
             ]
 
-        want = min(limit + len(self._overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
+        want = min(limit + len(self._shared.overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
         base = vector_metadata.memory_filter(epoch, memory_filter)
         listed = await newest_memories(scan, base, want, QUERY_TOP_K_WITH_METADATA)
-        return self._overlay.merge_listing(namespace, epoch, memory_filter, listed, limit)
+        return self._shared.overlay.merge_listing(namespace, epoch, memory_filter, listed, limit)
 
     async def unranked(
         self, namespace: str, flt: dict[str, Any], operation: str, *, with_metadata: bool
     ) -> list[ScoredVector]:
         """Up to 1000 memories matching `flt`, in no useful order (a query by a fixed vector)."""
-        index = await self._ready()
+        index = await self._shared.ready()
         found = await call(
             operation,
             lambda t: index.query(
                 top_k=QUERY_TOP_K_WITH_METADATA,
-                vector=self._unit,
-                namespace=self.pinecone_namespace(namespace),
+                vector=self._shared.unit_vector,
+                namespace=self._shared.pinecone_namespace(namespace),
                 filter=flt,
                 include_metadata=with_metadata,
                 timeout=t,
             ),
-            self._budget_s,
+            self._shared.budget_s,
         )
         return list(found.matches)

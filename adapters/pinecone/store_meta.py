@@ -8,49 +8,39 @@ process wrote is kept and laid over what a fetch returns.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-from pinecone import AsyncIndex
-
 from adapters.pinecone.calls import call
+from adapters.pinecone.shared import Shared
 
 STORE_SUFFIX = "~store"
 VECTOR_ID = "store"
 
 
-class StoreMeta:
-    def __init__(
-        self,
-        *,
-        prefix: str,
-        unit_vector: list[float],
-        ready: Callable[[], Awaitable[AsyncIndex]],
-        budget_s: float,
-    ) -> None:
-        self.namespace = prefix + STORE_SUFFIX
-        self._unit = unit_vector
-        self._ready = ready
-        self._budget_s = budget_s
+class PineconeStoreMeta:
+    """The `store_meta` part of `PineconeBackend` (adapters/parts.py)."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.namespace = shared.prefix + STORE_SUFFIX
+        self._shared = shared
         self._written: dict[str, str] = {}
 
-    async def read(self) -> dict[str, str]:
-        index = await self._ready()
+    async def read_store_meta(self) -> dict[str, str]:
+        index = await self._shared.ready()
         found = await call(
             "fetch store metadata",
             lambda t: index.fetch(ids=[VECTOR_ID], namespace=self.namespace, timeout=t),
-            self._budget_s,
+            self._shared.budget_s,
         )
         vector = found.vectors.get(VECTOR_ID)
         stored = {str(k): str(v) for k, v in ((vector.metadata or {}) if vector else {}).items()}
         return stored | self._written
 
-    async def write(self, key: str, value: str) -> None:
-        facts = await self.read() | {key: value}
-        item = {"id": VECTOR_ID, "values": self._unit, "metadata": facts}
-        index = await self._ready()
+    async def write_store_meta(self, key: str, value: str) -> None:
+        facts = await self.read_store_meta() | {key: value}
+        item = {"id": VECTOR_ID, "values": self._shared.unit_vector, "metadata": facts}
+        index = await self._shared.ready()
         await call(
             "upsert store metadata",
             lambda t: index.upsert(vectors=[item], namespace=self.namespace, timeout=t),
-            self._budget_s,
+            self._shared.budget_s,
         )
         self._written[key] = value

@@ -16,10 +16,10 @@ from typing import Any
 
 from pinecone import AsyncIndex
 
-from adapters.base import StoredMemory
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import PineconeMissing, call
 from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.values import StoredMemory
 
 PAGE = 100  # ids per list page and per fetch; vectors per upsert
 UPSERT_MAX_BYTES = 1_500_000  # estimated JSON bytes per upsert, under Pinecone's 2 MB

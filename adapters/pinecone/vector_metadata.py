@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adapters.base import JsonObject, MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.errors import BackendRejected
 from adapters.times import format_optional_time, format_time, parse_time, to_micros
+from adapters.values import JsonObject, MemoryFilter, MemoryRecord, NamespaceRecord
 
 METADATA_LIMIT_BYTES = 40 * 1024
 NEVER_US = 2**53 - 1

@@ -1,72 +1,38 @@
-"""Writes of memories to Pinecone: one upsert, or many in batches of up to 100 vectors.
+"""Pinecone's bulk transfer (adapters/parts.py), which `PineconeBackend` hands out.
 
-Each write carries its namespace's epoch in its metadata (vector_metadata.py)
-and is recorded in the overlay, so the writer reads it back at once
-(overlay.py). Keyword vectors go with a memory only on a dotproduct index.
+Writes go in batches of up to 100 vectors; every memory of a namespace is read
+back by listing and fetching (transfer.py). Each write (and the backend's own
+single `upsert_memory`) carries its namespace's epoch in its metadata
+(vector_metadata.py) and is recorded in the overlay, so the writer reads it back
+at once (overlay.py). Keyword vectors go with a memory only on a dotproduct index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 
 from pinecone import AsyncIndex
 
-from adapters.base import MemoryRecord, SparseVector, StoredMemory, TokenVectors, with_keywords
 from adapters.errors import NamespaceGone
 from adapters.pinecone import transfer, vector_metadata
 from adapters.pinecone.calls import call
 from adapters.pinecone.connection import PineconeConnection
-from adapters.pinecone.keywords import sparse_values
+from adapters.pinecone.keywords import stored_sparse
 from adapters.pinecone.namespace_records import NamespaceRecords
-from adapters.pinecone.overlay import FreshnessOverlay
-from adapters.pinecone.reads import MemoryReads
+from adapters.pinecone.shared import Shared
+from adapters.values import MemoryRecord, SparseVector, StoredMemory, with_keywords
 
 
-class MemoryWrites:
-    """`upsert_memory` and `upsert_memories` of `PineconeBackend` (backend.py)."""
+class PineconeTransfer:
+    """The `transfer` part of `PineconeBackend` (backend.py)."""
 
     def __init__(
-        self,
-        connection: PineconeConnection,
-        records: NamespaceRecords,
-        reads: MemoryReads,
-        overlay: FreshnessOverlay,
-        *,
-        budget_s: float,
+        self, shared: Shared, connection: PineconeConnection, records: NamespaceRecords
     ) -> None:
+        self._shared = shared
         self._connection = connection
         self._records = records
-        self._reads = reads
-        self._overlay = overlay
-        self._budget_s = budget_s
-
-    def _sparse(self, keywords: SparseVector | None) -> dict[str, object] | None:
-        """The sparse values to store with a memory: only a dotproduct index takes them."""
-        return sparse_values(keywords) if self._connection.metric == "dotproduct" else None
-
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        """Pinecone keeps no token vectors (no multivectors): `tokens` is ignored."""
-        state = await self._records.state(memory.namespace)
-        if state is None:
-            raise NamespaceGone(f"namespace {memory.namespace} was deleted")
-        epoch = state[1]
-        # Refuses oversize metadata: then nothing is written.
-        metadata = vector_metadata.memory_to_metadata(memory, epoch)
-        index = await self._connection.index()
-        target = self._reads.pinecone_namespace(memory.namespace)
-        item = transfer.upsert_item(memory.id, vector, metadata, self._sparse(keywords))
-        await call(
-            "upsert memory",
-            lambda t: index.upsert(vectors=[item], namespace=target, timeout=t),
-            self._budget_s,
-        )
-        self._overlay.memory_written(memory, vector, epoch, keywords)
 
     async def upsert_memories(
         self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
@@ -88,21 +54,52 @@ class MemoryWrites:
         for name, items in groups.items():
             epoch = states[name][1]
             vectors = [
-                transfer.upsert_item(memory.id, vector, metadata, self._sparse(row_keywords))
+                transfer.upsert_item(
+                    memory.id,
+                    vector,
+                    metadata,
+                    stored_sparse(self._connection.metric, row_keywords),
+                )
                 for memory, vector, metadata, row_keywords in items
             ]
             for chunk in transfer.batches(vectors, self._connection.dimension):
                 await self._upsert_chunk(index, name, chunk)
             for memory, vector, _, row_keywords in items:
-                self._overlay.memory_written(memory, vector, epoch, row_keywords)
+                self._shared.overlay.memory_written(memory, vector, epoch, row_keywords)
         return sum(len(items) for items in groups.values())
+
+    async def iter_memories(
+        self,
+        namespace: str,
+        now: datetime,
+        *,
+        page_size: int = transfer.PAGE,
+        with_vectors: bool = True,
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """List the namespace's ids and fetch them 100 at a time (transfer.py): two
+        requests per 100 memories, Pinecone's only way to visit a whole namespace."""
+        state = await self._records.state(namespace)
+        if state is None:
+            return
+        pages = transfer.scan(
+            self._connection.index,
+            (namespace, self._shared.pinecone_namespace(namespace)),
+            state[1],
+            now,
+            self._shared.overlay,
+            self._shared.budget_s,
+            page_size=page_size,
+            with_vectors=with_vectors,
+        )
+        async for page in pages:
+            yield page
 
     async def _upsert_chunk(
         self, index: AsyncIndex, namespace: str, chunk: list[transfer.Item]
     ) -> None:
-        target = self._reads.pinecone_namespace(namespace)
+        target = self._shared.pinecone_namespace(namespace)
         await call(
             "upsert memories",
             lambda t: index.upsert(vectors=chunk, namespace=target, timeout=t),
-            self._budget_s,
+            self._shared.budget_s,
         )

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
-from adapters.base import MemoryFilter
 from adapters.qdrant.layout import (
     FIELD_EPOCH,
     FIELD_EXPIRES_US,
@@ -21,6 +20,7 @@ from adapters.qdrant.layout import (
     Scope,
 )
 from adapters.times import to_micros
+from adapters.values import MemoryFilter
 
 F = TypeVar("F", covariant=True)
 C = TypeVar("C")

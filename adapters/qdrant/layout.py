@@ -27,13 +27,13 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from adapters.base import JsonObject, MemoryRecord, NamespaceRecord
 from adapters.times import (
     format_time,
     parse_optional_time,
     parse_time,
     to_micros,
 )
+from adapters.values import JsonObject, MemoryRecord, NamespaceRecord
 
 FIELD_NAMESPACE = "ns"
 FIELD_EPOCH = "epoch"

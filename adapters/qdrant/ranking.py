@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
-from adapters.base import SearchMode, SearchQuery, SparseVector, TokenVectors
+from adapters.values import SearchMode, SearchQuery, SparseVector, TokenVectors
 
 # The named sparse vector holding each memory's keyword vector.
 KEYWORDS_VECTOR = "keywords"

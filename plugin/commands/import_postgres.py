@@ -22,7 +22,8 @@ from typing import Any
 
 import psycopg
 
-from adapters.base import MemoryRecord, NamespaceRecord, VectorBackend
+from adapters.base import VectorBackend
+from adapters.values import MemoryRecord, NamespaceRecord
 from plugin.commands import Print, export_import
 from plugin.commands.export_import import ProgressBar, embedder, opened_backend, rate
 from plugin.core.fingerprint import check_store

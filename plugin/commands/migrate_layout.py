@@ -56,7 +56,7 @@ async def copy_collections_to_shared(
     for record in live:
         await writer.namespace(record)
         copied = 0
-        async for page in source.iter_memories(record.name, now, page_size=batch_size):
+        async for page in source.transfer.iter_memories(record.name, now, page_size=batch_size):
             for memory, vector in page:
                 await writer.memory(memory, vector)
             copied += len(page)

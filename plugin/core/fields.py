@@ -11,18 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from adapters.base import JsonObject
-
-
-class NamespaceFields(Protocol):
-    """A namespace as PUT: `kind` and the optional fields."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def expires_at(self) -> datetime | None: ...
-    @property
-    def metadata(self) -> JsonObject | None: ...
+from adapters.values import JsonObject
 
 
 class NamespaceChanges(Protocol):
@@ -32,6 +21,13 @@ class NamespaceChanges(Protocol):
     def expires_at(self) -> datetime | None: ...
     @property
     def metadata(self) -> JsonObject | None: ...
+
+
+class NamespaceFields(NamespaceChanges, Protocol):
+    """A namespace as PUT: `kind` and the optional fields."""
+
+    @property
+    def kind(self) -> str: ...
 
 
 class MemoryFields(Protocol):

@@ -66,10 +66,13 @@ async def check_store(backend: VectorBackend, fingerprint: str) -> str:
 
     Returns what the store records (which may be a fingerprint of the same space).
     """
-    recorded = (await backend.read_store_meta()).get(META_KEY)
+    meta = backend.store_meta
+    if meta is None:
+        raise NotImplementedError(f"the {backend.name} backend keeps no store metadata")
+    recorded = (await meta.read_store_meta()).get(META_KEY)
     if recorded is None:
         recorded = LEGACY_FINGERPRINT if await backend.list_namespaces() else fingerprint
-        await backend.write_store_meta(META_KEY, recorded)
+        await meta.write_store_meta(META_KEY, recorded)
         log.info("embedding fingerprint recorded", extra={"fingerprint": recorded})
     if not same_vector_space(recorded, fingerprint):
         raise FingerprintMismatch(mismatch_line(recorded, fingerprint))

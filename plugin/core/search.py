@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored
+from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
 from plugin.core.fields import SearchFields
 from plugin.embedding.token_vectors import tokens_of
 from plugin.scheduling.work import Priority, Work, search_tenant
@@ -84,30 +84,22 @@ class MemorySearch:
         return SearchQuery(dense, keywords, tokens)
 
     async def _read(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery | None,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int
     ) -> list[Hit]:
         if query is None:
-            listed = await self.backend.list_memories(namespaces, memory_filter, limit)
+            listed = await self.backend.list_memories(namespaces, wanted, limit)
             return [Hit(memory, None) for memory in listed]
-        found = await self.backend.query_memories(namespaces, query, memory_filter, limit)
+        found = await self.backend.query_memories(namespaces, query, wanted, limit)
         return [Hit(scored.memory, scored.score) for scored in found]
 
     async def _read_around_damage(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery | None,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int
     ) -> list[Hit]:
         """Read each namespace alone; leave out (and remember) those that fail; 503 if all do."""
         parts: list[list[Hit]] = []
         for name in namespaces:
             try:
-                parts.append(await self._read([name], query, memory_filter, limit))
+                parts.append(await self._read([name], query, wanted, limit))
             except StorageDamaged as error:
                 if name not in self._unreadable:
                     log.error("namespace unreadable, left out of searches: %s (%s)", name, error)

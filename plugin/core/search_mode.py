@@ -12,8 +12,9 @@ start-up with one line instead of silently ranking another way.
 
 from __future__ import annotations
 
-from adapters.base import SearchMode, VectorBackend
+from adapters.base import VectorBackend
 from adapters.errors import BackendMisconfigured
+from adapters.values import SearchMode
 
 PREFERENCE = (SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD)
 

@@ -38,14 +38,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
-from adapters.base import (
-    MemoryRecord,
-    NamespaceRecord,
-    SearchMode,
-    StoreCondition,
-    VectorBackend,
-)
+from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable, StorageDamaged
+from adapters.values import MemoryRecord, NamespaceRecord, SearchMode, StoreCondition
 from plugin.core.errors import InvalidRequest, NotFound
 from plugin.core.fields import MemoryFields, NamespaceChanges, NamespaceFields
 from plugin.core.keyed_lock import KeyedLock

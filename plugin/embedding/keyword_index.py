@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from adapters.base import VectorBackend
-from adapters.errors import BackendError, BackendMisconfigured
+from plugin.embedding.background import retried
 from plugin.embedding.keywords import KeywordEncoder
 
 META_ENCODER = "keyword_encoder"
@@ -60,27 +60,27 @@ class FillReport:
 async def prepare(backend: VectorBackend, encoder: KeywordEncoder) -> bool:
     """Record `encoder` with the store, dropping another encoder's vectors; False when the
     backend keeps no keyword vectors (nothing to do). Idempotent; safe to repeat after a crash."""
-    try:
-        meta = await backend.read_store_meta()
-    except NotImplementedError:
+    index, meta = backend.keyword_index, backend.store_meta
+    if index is None or meta is None:
         return False
-    recorded, state = meta.get(META_ENCODER), meta.get(META_STATE)
+    facts = await meta.read_store_meta()
+    recorded, state = facts.get(META_ENCODER), facts.get(META_STATE)
     if recorded is not None and recorded != encoder.identity:
         log.warning(
             "keyword vectors were made by another encoder: re-indexing the store",
             extra={"recorded": recorded, "configured": encoder.identity},
         )
-        await backend.write_store_meta(META_STATE, RESETTING)
-        await backend.write_store_meta(META_ENCODER, encoder.identity)
+        await meta.write_store_meta(META_STATE, RESETTING)
+        await meta.write_store_meta(META_ENCODER, encoder.identity)
         state = RESETTING
     try:
-        await backend.prepare_keywords(reset=state == RESETTING)
-    except NotImplementedError:
+        await index.prepare_keywords(reset=state == RESETTING)
+    except NotImplementedError:  # known only once the store answers (a cosine Pinecone index)
         return False
     if recorded is None:
-        await backend.write_store_meta(META_ENCODER, encoder.identity)
+        await meta.write_store_meta(META_ENCODER, encoder.identity)
     if state != BUILDING:
-        await backend.write_store_meta(META_STATE, BUILDING)
+        await meta.write_store_meta(META_STATE, BUILDING)
     return True
 
 
@@ -91,20 +91,25 @@ async def fill(
     page: int = PAGE,
     progress: Progress = _nobody,
 ) -> FillReport:
-    """Give every memory without a keyword vector its own, then record the index complete."""
+    """Give every memory without a keyword vector its own, then record the index complete.
+
+    After a `prepare` that returned True (the backend has both parts)."""
+    index, meta = backend.keyword_index, backend.store_meta
+    assert index is not None, "fill follows a successful prepare"
+    assert meta is not None, "fill follows a successful prepare"
     started = time.monotonic()
     indexed = 0
     cursor: str | None = None
     while True:
-        found, cursor = await backend.unindexed_memories(cursor, page)
+        found, cursor = await index.unindexed_memories(cursor, page)
         if found:
             items = [(key, encoder.document(content)) for key, content in found]
-            indexed += await backend.index_keywords(items)
+            indexed += await index.index_keywords(items)
             progress(len(items))
         if cursor is None:
             break
         await asyncio.sleep(0)  # requests queued meanwhile go first
-    await backend.write_store_meta(META_STATE, COMPLETE)
+    await meta.write_store_meta(META_STATE, COMPLETE)
     return FillReport(indexed, time.monotonic() - started)
 
 
@@ -127,14 +132,9 @@ async def maintain_in_background(
     backend: VectorBackend, encoder: KeywordEncoder, progress: Progress = _nobody
 ) -> None:
     """`index_store`, retried while the store is unavailable; never stops the server."""
-    while True:
-        try:
-            if await index_store(backend, encoder, progress) is None:
-                log.info("this backend keeps no keyword vectors: dense search only")
-            return
-        except BackendMisconfigured as error:  # retrying cannot help; the log says why
-            log.error("keyword index not built: %s", error)
-            return
-        except BackendError as error:
-            log.warning("keyword index not built yet, store unavailable: %s", error)
-        await asyncio.sleep(RETRY_S)
+
+    async def index() -> None:
+        if await index_store(backend, encoder, progress) is None:
+            log.info("this backend keeps no keyword vectors: dense search only")
+
+    await retried(index, "keyword index not built", log, RETRY_S)

@@ -28,7 +28,7 @@ from importlib import metadata
 
 import qdrant_edge as qe
 
-from adapters.base import SparseVector
+from adapters.values import SparseVector
 
 K1 = 1.2
 B = 0.75

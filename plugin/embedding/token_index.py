@@ -24,8 +24,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from adapters.base import VectorBackend
-from adapters.errors import BackendError, BackendMisconfigured
-from adapters.token_index import TokenIndex
+from adapters.parts import TokenIndex
+from plugin.embedding.background import retried
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.token_vectors import TokenVectors, tokens_of
 from plugin.scheduling.work import Priority, Work
@@ -73,23 +73,16 @@ async def maintain_in_background(
 ) -> None:
     """`fill` once `ready` (the store's vector space verified), retried while the store is
     unavailable; never stops the server. Nothing to do where the backend keeps none."""
-    part = backend.token_index()
+    part = backend.token_index
     if part is None:
         return
     while not ready():  # noqa: ASYNC110 - set by the fingerprint check, a threading.Event
         await asyncio.sleep(0.5)
-    while True:
+
+    async def filled() -> None:
         started = time.monotonic()
-        try:
-            indexed = await fill(part, embed, progress)
-        except BackendMisconfigured as error:  # retrying cannot help; the log says why
-            log.error("token vectors not filled in: %s", error)
-            return
-        except BackendError as error:
-            log.warning("token vectors not filled in yet, store unavailable: %s", error)
-            await asyncio.sleep(RETRY_S)
-            continue
-        if indexed:
+        if indexed := await fill(part, embed, progress):
             seconds = round(time.monotonic() - started, 2)
             log.info("token vectors filled in", extra={"memories": indexed, "seconds": seconds})
-        return
+
+    await retried(filled, "token vectors not filled in", log, RETRY_S)

@@ -8,7 +8,7 @@ choose the search mode, then start the janitor and the keyword indexer
 finish: the server boots during an outage, answers 503, and recovers by itself.
 
 Metrics live in a registry of this app's own (`METRICS`); the service talks to
-the backend through `InstrumentedBackend`, so every backend is timed alike.
+the backend through `instrumented`, so every backend is timed alike.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from adapters.base import SearchMode, VectorBackend
+from adapters.base import VectorBackend
+from adapters.values import SearchMode
 from plugin.backends import build_backend
 from plugin.core.fingerprint import FingerprintMismatch, check_at_start
 from plugin.core.janitor import run_janitor
@@ -48,7 +49,7 @@ from plugin.http.keys import (
     VECTORS_VERIFIED,
 )
 from plugin.http.middleware import envelope, request_context
-from plugin.observability.instrumented import InstrumentedBackend
+from plugin.observability.instrumented import instrumented
 from plugin.observability.metrics import Metrics
 from plugin.scheduling.admission import Admission, Shares
 from plugin.scheduling.thread_priority import at_low_priority
@@ -113,7 +114,7 @@ def _unstoppable(reason: str) -> None:
 def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
     async def context(app: web.Application) -> AsyncIterator[None]:
         settings, metrics = app[SETTINGS], app[METRICS]
-        backend = InstrumentedBackend(app[BACKEND], metrics.observe_backend)
+        backend = instrumented(app[BACKEND], metrics.observe_backend)
         app[SERVICE] = MemoryService(
             backend,
             app[EMBEDDER],

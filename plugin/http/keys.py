@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from adapters.base import SearchMode, VectorBackend
+from adapters.base import VectorBackend
+from adapters.values import SearchMode
 from plugin.core.service import MemoryService
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder

@@ -33,8 +33,8 @@ from pydantic import (
     Field,
 )
 
-from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.times import format_optional_time, format_time
+from adapters.values import MemoryRecord, NamespaceRecord
 from plugin.core.names import canonical_uuid, check_namespace_name
 
 RFC3339 = re.compile(

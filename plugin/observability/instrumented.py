@@ -1,32 +1,24 @@
-"""A `VectorBackend` that times every call of the one it wraps.
+"""A `VectorBackend` that times every call of the one it wraps, and of its parts.
 
 The adapters stay free of metrics: the app wraps whichever backend it has
-(built from settings, or handed in by a test) in this proxy, which delegates
-every method and reports (operation, outcome, seconds) to an observer.
+(built from settings, or handed in by a test) in this proxy, which reports
+(operation, outcome, seconds) to an observer for every coroutine method it is
+asked for, named after the method, and for each page of an async generator
+(`iter_memories`). Why one proxy over names and not a method per operation: the
+interface and its parts (adapters/parts.py) grow without a wrapper to keep in
+step; a part asked for through the proxy is proxied alike.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import ClassVar
+from typing import Any, cast
 
-from adapters.base import (
-    MemoryFilter,
-    MemoryRecord,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    SearchQuery,
-    SparseVector,
-    StoreCondition,
-    StoredMemory,
-    TokenVectors,
-    VectorBackend,
-)
+from adapters.base import VectorBackend
 from adapters.errors import (
     BackendRejected,
     BackendUnavailable,
@@ -35,7 +27,7 @@ from adapters.errors import (
     StorageDamaged,
     StorageFull,
 )
-from adapters.token_index import TokenIndex
+from adapters.parts import PARTS
 
 OperationObserver = Callable[[str, str, float], None]
 
@@ -86,160 +78,52 @@ class _Timing:
         self._observe(self._operation, outcome, time.perf_counter() - self._started)
 
 
-class InstrumentedBackend(VectorBackend):
-    """Delegates every call to `inner`, observing its duration and outcome."""
+class _Timed:
+    """Times every coroutine method of `inner` by its name; anything else passes through.
 
-    name: ClassVar[str] = "instrumented"
+    A timed method is made on first use and kept, and looks its target up at each
+    call, so a method replaced on `inner` later (a test's fault) is the one timed.
+    """
 
-    def __init__(self, inner: VectorBackend, observe: OperationObserver) -> None:
-        super().__init__(inner.dimension)
-        self.inner = inner
+    def __init__(self, inner: object, observe: OperationObserver) -> None:
+        self._inner = inner
         self._observe = observe
 
-    def _timed(self, operation: str) -> _Timing:
-        return _Timing(self._observe, operation)
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._inner, name)
+        if name in PARTS:
+            return None if found is None else _Timed(found, self._observe)
+        if inspect.iscoroutinefunction(found):
+            timed: Callable[..., Any] = self._coroutine(name)
+        elif inspect.isasyncgenfunction(found):
+            timed = self._pages(name)
+        else:
+            return found
+        setattr(self, name, timed)
+        return timed
 
-    async def start(self) -> None:
-        with self._timed("start"):
-            await self.inner.start()
+    def _coroutine(self, name: str) -> Callable[..., Awaitable[Any]]:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            with _Timing(self._observe, name):
+                return await getattr(self._inner, name)(*args, **kwargs)
 
-    async def close(self) -> None:
-        with self._timed("close"):
-            await self.inner.close()
+        return timed
 
-    async def maintain(self) -> None:
-        with self._timed("maintain"):
-            await self.inner.maintain()
+    def _pages(self, name: str) -> Callable[..., AsyncIterator[Any]]:
+        async def timed(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            """Pages as the inner part gives them; each page's read is timed."""
+            pages = getattr(self._inner, name)(*args, **kwargs).__aiter__()
+            while True:
+                with _Timing(self._observe, name):
+                    try:
+                        page = await pages.__anext__()
+                    except StopAsyncIteration:
+                        return
+                yield page
 
-    async def ping(self) -> None:
-        with self._timed("ping"):
-            await self.inner.ping()
+        return timed
 
-    async def verify(self) -> tuple[str, ...]:
-        with self._timed("verify"):
-            return await self.inner.verify()
 
-    def condition(self) -> StoreCondition:
-        return self.inner.condition()
-
-    @property
-    def search_modes(self) -> frozenset[SearchMode]:
-        return self.inner.search_modes
-
-    def token_index(self) -> TokenIndex | None:
-        """The inner backend's part, untimed: the background upgrade is its one caller."""
-        return self.inner.token_index()
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        with self._timed("prepare_keywords"):
-            await self.inner.prepare_keywords(reset=reset)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        with self._timed("unindexed_memories"):
-            return await self.inner.unindexed_memories(cursor, limit)
-
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        with self._timed("index_keywords"):
-            return await self.inner.index_keywords(items)
-
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        with self._timed("get_namespace"):
-            return await self.inner.get_namespace(name)
-
-    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        with self._timed("get_namespaces"):
-            return await self.inner.get_namespaces(names)
-
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        with self._timed("save_namespace"):
-            await self.inner.save_namespace(record)
-
-    async def delete_namespace(self, name: str) -> bool:
-        with self._timed("delete_namespace"):
-            return await self.inner.delete_namespace(name)
-
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        with self._timed("list_namespaces"):
-            return await self.inner.list_namespaces()
-
-    async def read_store_meta(self) -> Mapping[str, str]:
-        with self._timed("read_store_meta"):
-            return await self.inner.read_store_meta()
-
-    async def write_store_meta(self, key: str, value: str) -> None:
-        with self._timed("write_store_meta"):
-            await self.inner.write_store_meta(key, value)
-
-    async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """Pages as the inner backend gives them; each page's read is timed."""
-        pages = self.inner.iter_memories(
-            namespace, now, page_size=page_size, with_vectors=with_vectors
-        ).__aiter__()
-        while True:
-            with self._timed("iter_memories"):
-                try:
-                    page = await pages.__anext__()
-                except StopAsyncIteration:
-                    return
-            yield page
-
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        with self._timed("upsert_memories"):
-            return await self.inner.upsert_memories(memories, keywords)
-
-    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
-        with self._timed("expired_namespaces"):
-            return await self.inner.expired_namespaces(now)
-
-    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
-        with self._timed("get_memory"):
-            return await self.inner.get_memory(namespace, memory_id)
-
-    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
-        with self._timed("get_stored_memory"):
-            return await self.inner.get_stored_memory(namespace, memory_id)
-
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        with self._timed("upsert_memory"):
-            await self.inner.upsert_memory(memory, vector, keywords, tokens)
-
-    async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-    ) -> list[ScoredMemory]:
-        with self._timed("query_memories"):
-            return await self.inner.query_memories(namespaces, query, memory_filter, limit)
-
-    async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
-    ) -> list[MemoryRecord]:
-        with self._timed("list_memories"):
-            return await self.inner.list_memories(namespaces, memory_filter, limit)
-
-    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
-        with self._timed("delete_memory"):
-            return await self.inner.delete_memory(namespace, memory_id)
-
-    async def delete_expired_memories(self, now: datetime) -> int:
-        with self._timed("delete_expired_memories"):
-            return await self.inner.delete_expired_memories(now)
+def instrumented(backend: VectorBackend, observe: OperationObserver) -> VectorBackend:
+    """`backend`, each of its calls (and of its parts' calls) timed and reported to `observe`."""
+    return cast(VectorBackend, _Timed(backend, observe))

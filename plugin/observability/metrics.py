@@ -8,13 +8,13 @@ method names and outcomes; never a namespace, an id or anything a caller chose.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from adapters.base import StoreCondition
+from adapters.values import StoreCondition
 from plugin.core.service import SweepReport
 from plugin.observability.sharing_metrics import SharingMetrics
 
@@ -35,61 +35,50 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter(
-            f"{PREFIX}_http_requests",
+        self.requests = self._counter(
+            "http_requests",
             "HTTP requests answered, by route template, method and status.",
             ["route", "method", "status"],
-            registry=self.registry,
         )
-        self.request_seconds = Histogram(
-            f"{PREFIX}_http_request_duration_seconds",
+        self.request_seconds = self._histogram(
+            "http_request_duration_seconds",
             "Time from receiving a request to having its response, by route and method.",
+            REQUEST_BUCKETS,
             ["route", "method"],
-            buckets=REQUEST_BUCKETS,
-            registry=self.registry,
         )
-        self.backend_seconds = Histogram(
-            f"{PREFIX}_backend_operation_duration_seconds",
+        self.backend_seconds = self._histogram(
+            "backend_operation_duration_seconds",
             "Duration of one VectorBackend call, by operation and outcome.",
+            BACKEND_BUCKETS,
             ["operation", "outcome"],
-            buckets=BACKEND_BUCKETS,
-            registry=self.registry,
         )
-        self.embedding_seconds = Histogram(
-            f"{PREFIX}_embedding_batch_duration_seconds",
+        self.embedding_seconds = self._histogram(
+            "embedding_batch_duration_seconds",
             "Time the model took to embed one batch of texts.",
-            buckets=EMBEDDING_BUCKETS,
-            registry=self.registry,
+            EMBEDDING_BUCKETS,
         )
-        self.embedding_batch_size = Histogram(
-            f"{PREFIX}_embedding_batch_size",
+        self.embedding_batch_size = self._histogram(
+            "embedding_batch_size",
             "Texts per embedding batch (concurrent requests are merged).",
-            buckets=BATCH_SIZE_BUCKETS,
-            registry=self.registry,
+            BATCH_SIZE_BUCKETS,
         )
-        self.janitor_deleted = Counter(
-            f"{PREFIX}_janitor_deleted",
+        self.janitor_deleted = self._counter(
+            "janitor_deleted",
             "Expired namespaces and memories the janitor deleted, by kind.",
-            ["kind"],
-            registry=self.registry,
+            ("kind",),
         )
-        self.janitor_sweeps = Counter(
-            f"{PREFIX}_janitor_sweeps",
-            "Janitor sweeps, by outcome (ok or failed).",
-            ["outcome"],
-            registry=self.registry,
+        self.janitor_sweeps = self._counter(
+            "janitor_sweeps", "Janitor sweeps, by outcome (ok or failed).", ["outcome"]
         )
-        self.vectors_reused = Counter(
-            f"{PREFIX}_embeddings_avoided",
+        self.vectors_reused = self._counter(
+            "embeddings_avoided",
             "Commits whose content was already stored as is: its vector was reused, the model"
             " not asked.",
-            registry=self.registry,
         )
-        self.keywords_indexed = Counter(
-            f"{PREFIX}_keyword_vectors_indexed",
+        self.keywords_indexed = self._counter(
+            "keyword_vectors_indexed",
             "Stored memories given their keyword vector after the fact"
             " (plugin/embedding/keyword_index.py).",
-            registry=self.registry,
         )
         self.tokens_indexed = Counter(
             f"{PREFIX}_token_vectors_indexed",
@@ -107,6 +96,14 @@ class Metrics:
             self.janitor_deleted.labels(kind)
         for outcome in ("ok", "failed"):
             self.janitor_sweeps.labels(outcome)
+
+    def _counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
+        return Counter(f"{PREFIX}_{name}", doc, labels, registry=self.registry)
+
+    def _histogram(
+        self, name: str, doc: str, buckets: Sequence[float], labels: Sequence[str] = ()
+    ) -> Histogram:
+        return Histogram(f"{PREFIX}_{name}", doc, labels, buckets=buckets, registry=self.registry)
 
     def watch_condition(self, condition: Callable[[], StoreCondition]) -> None:
         """Gauges read from the store's condition at scrape time (no I/O: it is cached)."""

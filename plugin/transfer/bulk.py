@@ -1,7 +1,7 @@
 """Export a store to JSON Lines and import one, on any backend (`export`, `import`).
 
 Export: namespace records are listed once at the start, then each namespace's
-memories are streamed page by page (`VectorBackend.iter_memories`). What that
+memories are streamed page by page (the backend's `transfer` part). What that
 guarantees on a store that keeps taking writes (docs/export-format.md):
 - every namespace that exists, and every memory that is live, for the whole
   export is in the file exactly once, with all its fields and its vector;
@@ -32,7 +32,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from adapters.base import MemoryRecord, NamespaceRecord, StoredMemory, VectorBackend
+from adapters.base import VectorBackend
+from adapters.parts import BulkTransfer
+from adapters.values import MemoryRecord, NamespaceRecord, StoredMemory
 from plugin.core.names import canonical_uuid, check_namespace_name
 from plugin.core.service import unexpired_namespace
 from plugin.embedding.embedder import clip_for_model
@@ -47,6 +49,13 @@ WRITE_BATCH = 256
 
 def _nothing(_: int) -> None:
     """The progress callback when nobody watches."""
+
+
+def transfer_of(backend: VectorBackend) -> BulkTransfer:
+    """The backend's bulk transfer part (every backend here has one)."""
+    if backend.transfer is None:
+        raise NotImplementedError(f"the {backend.name} backend cannot stream its memories")
+    return backend.transfer
 
 
 @dataclass
@@ -73,8 +82,9 @@ async def stream_export(
     live = [record for record in records if not record.is_expired(now)]
     await write(b"".join(jsonl.dumps(jsonl.namespace_line(record)) for record in live))
     counts.namespaces = len(live)
+    transfer = transfer_of(backend)
     for record in live:
-        async for page in backend.iter_memories(record.name, now):
+        async for page in transfer.iter_memories(record.name, now):
             await write(b"".join(jsonl.dumps(jsonl.memory_line(m, v)) for m, v in page))
             counts.memories += len(page)
             progress(len(page))
@@ -127,6 +137,7 @@ class StoreWriter:
         progress: Progress = _nothing,
     ) -> None:
         self.backend = backend
+        self._transfer = transfer_of(backend)
         self.now = now
         self.report = ImportReport()
         self._embed = embed
@@ -192,7 +203,7 @@ class StoreWriter:
             await self.flush()  # so the store holds everything queued before
             self._stored = {
                 memory.id: memory
-                async for page in self.backend.iter_memories(
+                async for page in self._transfer.iter_memories(
                     namespace, self.now, with_vectors=False
                 )
                 for memory, _ in page
@@ -216,7 +227,7 @@ class StoreWriter:
         keywords = None  # without an encoder, left to the keyword index (migrate-layout)
         if self._keywords is not None:
             keywords = [self._keywords.document(memory.content) for memory, _ in pending]
-        await self.backend.upsert_memories(batch, keywords)
+        await self._transfer.upsert_memories(batch, keywords)
         self.report.written += len(pending)
         self._progress(len(pending))
 

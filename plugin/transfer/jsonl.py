@@ -27,8 +27,8 @@ from typing import IO, cast
 
 import numpy as np
 
-from adapters.base import JsonObject, MemoryRecord, NamespaceRecord
 from adapters.times import format_optional_time, format_time, parse_optional_time, parse_time
+from adapters.values import JsonObject, MemoryRecord, NamespaceRecord
 
 FORMAT = "memory-plugin-vector-export"
 VERSION = 1

@@ -4,7 +4,7 @@ Modelled on the platform's `memory-backfill -verify`: sample namespaces at
 random, and for each compare the contents of its live memories as multisets
 (duplicates count, order does not) between postgres and the plugin. Two reads
 of the plugin per namespace:
-- the whole namespace from the store (`iter_memories`), so a namespace with
+- the whole namespace from the store (`transfer.iter_memories`), so a namespace with
   more than 100 memories is compared in full;
 - the listing the platform's verifier itself uses (no query, limit 100),
   which must return every live memory up to that limit.
@@ -22,7 +22,9 @@ from typing import Any
 
 import psycopg
 
-from adapters.base import MemoryFilter, VectorBackend
+from adapters.base import VectorBackend
+from adapters.values import MemoryFilter
+from plugin.transfer.bulk import transfer_of
 
 LISTING_LIMIT = 100  # what the platform's verifier asks for
 SHOWN = 3  # contents quoted per mismatch
@@ -104,7 +106,7 @@ async def verify(
         stored = Counter(
             [
                 memory.content
-                async for page in backend.iter_memories(name, now, with_vectors=False)
+                async for page in transfer_of(backend).iter_memories(name, now, with_vectors=False)
                 for memory, _ in page
             ]
         )

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from aiohttp.test_utils import TestServer
 
-from adapters.base import SearchMode
 from adapters.errors import BackendMisconfigured
 from adapters.pinecone import PineconeBackend
+from adapters.values import SearchMode
 from plugin.http.keys import ENCODER, SERVICE
 from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import WallClock

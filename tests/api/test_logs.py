@@ -56,6 +56,11 @@ def access_log() -> Iterator[AccessLog]:
     logger.setLevel(previous)
 
 
+def traced(request_id: str) -> dict[str, str]:
+    """The headers of a request sent with its own id."""
+    return {"X-Request-ID": request_id}
+
+
 def request_line(line: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """The whole expected line; time and latency are taken from the line itself."""
     assert isinstance(line["latency_ms"], float)
@@ -75,59 +80,31 @@ def request_line(line: dict[str, Any], **fields: Any) -> dict[str, Any]:
 async def test_commit_search_forget_lines(api: ContractClient, access_log: AccessLog) -> None:
     assert (await api.put_ns(NS)).status == 200
     assert (await api.put_ns(OTHER, "team")).status == 200
-    commit = await api.call(
-        "POST",
-        f"/v1/namespaces/{NS}/memories",
-        {"content": CONTENT, "kind": "fact", "source": "agent"},
-        headers={"X-Request-ID": "trace-commit"},
-    )
+    note = {"content": CONTENT, "kind": "fact", "source": "agent"}
+    commit = await api.call("POST", MEMORIES.format(name=NS), note, headers=traced("trace-commit"))
     assert commit.status == 201
     memory_id = commit.body["id"]
-    search = await api.call(
-        "POST",
-        "/v1/search",
-        {"namespaces": [NS, OTHER, NS], "query": QUERY},
-        headers={"X-Request-ID": "trace-search"},
-    )
+    asked = {"namespaces": [NS, OTHER, NS], "query": QUERY}
+    search = await api.call("POST", "/v1/search", asked, headers=traced("trace-search"))
     assert (search.status, [m["content"] for m in search.body["memories"]]) == (200, [CONTENT])
     forget = await api.call(
         "DELETE",
         f"/v1/memories/{memory_id.upper()}",
         {"requested_by_namespace": NS},
-        headers={"X-Request-ID": "trace-forget"},
+        headers=traced("trace-forget"),
     )
     assert forget.status == 204
 
-    line = access_log.for_request("trace-commit")
-    assert line == request_line(
-        line,
-        request_id="trace-commit",
-        method="POST",
-        route=MEMORIES,
-        namespace=NS,
-        memory_id=memory_id,
-        status=201,
-    )
-    line = access_log.for_request("trace-search")
-    assert line == request_line(
-        line,
-        request_id="trace-search",
-        method="POST",
-        route="/v1/search",
-        status=200,
-        namespaces=[NS, OTHER],
-        namespaces_count=2,
-    )
-    line = access_log.for_request("trace-forget")
-    assert line == request_line(
-        line,
-        request_id="trace-forget",
-        method="DELETE",
-        route="/v1/memories/{id}",
-        namespace=NS,
-        memory_id=memory_id,
-        status=204,
-    )
+    memory = {"namespace": NS, "memory_id": memory_id}
+    expected: dict[str, dict[str, Any]] = {
+        "trace-commit": {"method": "POST", "route": MEMORIES, "status": 201, **memory},
+        "trace-search": {"method": "POST", "route": "/v1/search", "status": 200}
+        | {"namespaces": [NS, OTHER], "namespaces_count": 2},
+        "trace-forget": {"method": "DELETE", "route": "/v1/memories/{id}", "status": 204, **memory},
+    }
+    for request_id, fields in expected.items():
+        line = access_log.for_request(request_id)
+        assert line == request_line(line, request_id=request_id, **fields)
     assert len(access_log.lines()) == 5  # two PUTs, commit, search, forget
     assert CONTENT not in access_log.text()
     assert QUERY not in access_log.text()

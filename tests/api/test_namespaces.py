@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.base import NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import NamespaceRecord
 from tests.support.app import AppFactory, ContractClient
 from tests.support.clocks import WallClock
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from adapters.base import MemoryFilter, SearchMode
+from adapters.values import MemoryFilter, SearchMode
 from plugin.http.keys import SERVICE
 from tests.support.app import ContractClient
 

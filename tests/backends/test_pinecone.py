@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from adapters.base import MemoryRecord, VectorBackend
+from adapters.base import VectorBackend
 from adapters.pinecone import PineconeBackend
 from adapters.pinecone.keywords import KEYWORD_WEIGHT
+from adapters.values import MemoryRecord
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import FAR, KEYWORDS, QUERY_VECTOR, HybridSuite
 from tests.support.backends import started

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.base import NamespaceRecord, SearchQuery, StoreCondition
 from adapters.errors import NamespaceGone
 from adapters.qdrant.edge import namespace_records as edge_records
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
@@ -18,6 +17,7 @@ from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.upkeep import DEADLINE_S, QUIET_S
 from adapters.qdrant.layout import memory_to_payload, new_epoch, point_id
+from adapters.values import NamespaceRecord, SearchQuery, StoreCondition
 from plugin.embedding.keywords import KeywordEncoder
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite

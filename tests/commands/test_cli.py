@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import PROG, one_line, run_cli
+from tests.support.cli import PROG, one_line, run_cli, serve_env
 from tests.support.server_process import HOST, clean_env
 
 FAST_S = 5.0
@@ -120,11 +120,7 @@ def test_console_script_without_arguments_exits_2() -> None:
 
 @pytest.mark.slow
 def test_port_in_use_exits_1_with_one_line(held_port: int, tmp_path: Path) -> None:
-    env = {
-        "MEMORY_PLUGIN_LISTEN_ADDR": f"{HOST}:{held_port}",
-        "MEMORY_PLUGIN_DATA_DIR": str(tmp_path / "data"),
-        "MEMORY_PLUGIN_LOG_LEVEL": "WARNING",
-    }
+    env = serve_env(f"{HOST}:{held_port}", tmp_path / "data")
     result, _ = run_cli(["serve"], env, timeout_s=120.0)
     assert result.returncode == 1, result.stderr
     line = one_line(result.stderr)

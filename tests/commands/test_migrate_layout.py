@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.base import NamespaceRecord
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.values import NamespaceRecord
 from plugin.cli import main
 from plugin.commands.migrate_layout import migrate
 from tests.support.records import DIM, T0, everything, memory, unit

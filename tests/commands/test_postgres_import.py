@@ -174,7 +174,9 @@ def test_parity_mismatch_exits_non_zero(
         store = QdrantEdgeBackend(384, tmp_path / "data")
         await store.start()
         try:
-            listed = [m async for page in store.iter_memories("custom:d", NOW) for m, _ in page]
+            listed = [
+                m async for page in store.transfer.iter_memories("custom:d", NOW) for m, _ in page
+            ]
             assert await store.delete_memory("custom:d", listed[0].id)
             lines: list[str] = []
             found = await import_postgres.verify_against(

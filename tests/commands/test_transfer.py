@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from adapters.base import MemoryRecord, NamespaceRecord, SearchMode
 from adapters.pinecone import PineconeBackend
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.values import MemoryRecord, NamespaceRecord, SearchMode
 from plugin.cli import main
 from plugin.commands import export_import
 from plugin.embedding.encoders import SentenceTransformerEncoder
@@ -227,7 +227,7 @@ def test_cli_export_and_import_round_trip(
             for record in records:
                 await source.save_namespace(record)
             vectors = [[1.0 if j == i % 384 else 0.0 for j in range(384)] for i in range(121)]
-            await source.upsert_memories(list(zip(memories, vectors, strict=True)))
+            await source.transfer.upsert_memories(list(zip(memories, vectors, strict=True)))
 
     asyncio.run(prepare())
     monkeypatch.setattr(export_import, "load_encoder", _no_model)

@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from adapters.base import MemoryRecord, NamespaceRecord
+from adapters.values import MemoryRecord, NamespaceRecord
 from plugin.commands.export_import import ProgressBar, export_remote
 from plugin.http.keys import BACKEND
 from tests.support.app import ContractClient
@@ -37,7 +37,7 @@ async def test_export_of_a_running_server_while_it_takes_writes(api: ContractCli
             )
             for i in range(300)
         ]
-        await backend.upsert_memories([(m, [1.0] + [0.0] * 383) for m in batch])
+        await backend.transfer.upsert_memories([(m, [1.0] + [0.0] * 383) for m in batch])
         seeded += batch
 
     async def keep_writing() -> int:

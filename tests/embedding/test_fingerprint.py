@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.base import NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import NamespaceRecord
 from plugin.core.fingerprint import (
     LEGACY_FINGERPRINT,
     META_KEY,
@@ -21,7 +21,7 @@ from plugin.core.fingerprint import (
 )
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.app import AppFactory
-from tests.support.cli import PROG, one_line, run_cli
+from tests.support.cli import PROG, one_line, run_cli, serve_env
 from tests.support.server_process import free_port
 
 TORCH, ONNX, INT8 = (f"all-MiniLM-L6-v2/{b}" for b in ("torch", "onnx", "onnx-int8"))
@@ -43,7 +43,7 @@ async def store_with(data_dir: Path, *, namespace: bool, recorded: str | None) -
             now = datetime.now(UTC)
             await store.save_namespace(NamespaceRecord("workspace:old", "workspace", now))
         if recorded is not None:
-            await store.write_store_meta(META_KEY, recorded)
+            await store.store_meta.write_store_meta(META_KEY, recorded)
     finally:
         await store.close()
 
@@ -52,7 +52,7 @@ async def recorded_in(data_dir: Path) -> str | None:
     store = QdrantEdgeBackend(384, data_dir)
     await store.start()
     try:
-        return (await store.read_store_meta()).get(META_KEY)
+        return (await store.store_meta.read_store_meta()).get(META_KEY)
     finally:
         await store.close()
 
@@ -113,11 +113,7 @@ async def test_the_app_records_on_first_start(make_app: AppFactory, tmp_path: Pa
 @pytest.mark.slow
 async def test_serve_stops_with_one_line_and_exit_1(tmp_path: Path) -> None:
     await store_with(tmp_path / "data", namespace=True, recorded=INT8)
-    env = {
-        "MEMORY_PLUGIN_LISTEN_ADDR": f"127.0.0.1:{free_port()}",
-        "MEMORY_PLUGIN_DATA_DIR": str(tmp_path / "data"),
-        "MEMORY_PLUGIN_LOG_LEVEL": "WARNING",
-    }
+    env = serve_env(f"127.0.0.1:{free_port()}", tmp_path / "data")
     result, _ = run_cli(["serve"], env, timeout_s=120.0)
     assert result.returncode == 1, result.stderr
     line = one_line(result.stderr)
@@ -142,7 +138,7 @@ async def test_a_mismatch_found_when_a_late_store_answers_stops_serve_with_statu
     await store_with(data_dir, namespace=True, recorded=INT8)
     monkeypatch.setattr(fingerprint, "RETRY_S", 0.05)
     backend = QdrantEdgeBackend(encoder.dimension, data_dir)
-    read_store_meta, reads = backend.read_store_meta, []
+    read_store_meta, reads = backend.store_meta.read_store_meta, []
 
     async def late_store() -> Mapping[str, str]:
         reads.append(1)
@@ -150,7 +146,7 @@ async def test_a_mismatch_found_when_a_late_store_answers_stops_serve_with_statu
             raise BackendUnavailable("not answering yet")
         return await read_store_meta()
 
-    monkeypatch.setattr(backend, "read_store_meta", late_store)
+    monkeypatch.setattr(backend.store_meta, "read_store_meta", late_store)
     settings = Settings(data_dir=data_dir, listen_addr=f"127.0.0.1:{free_port()}")
     app = create_app(settings, encoder=encoder, backend=backend)
     status = await asyncio.wait_for(run_app(app, "127.0.0.1", free_port()), timeout=30)

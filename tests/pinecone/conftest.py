@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.base import NamespaceRecord
 from adapters.pinecone import PineconeBackend
+from adapters.values import NamespaceRecord
 from tests.support.clocks import ManualClock
 from tests.support.pinecone import NS, adapter_backend
 from tests.support.pinecone_fake import FakePinecone

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.pinecone import PineconeBackend
+from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
 from tests.support.clocks import ManualClock
 from tests.support.pinecone import (
     DELETE,

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from adapters.base import NamespaceRecord
 from adapters.errors import BackendMisconfigured, BackendRejected, BackendUnavailable
 from adapters.pinecone import PineconeBackend
+from adapters.values import NamespaceRecord
 from tests.support.clocks import ManualClock
 from tests.support.pinecone import (
     NS,

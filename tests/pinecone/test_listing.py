@@ -11,10 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.base import JsonObject, MemoryFilter, MemoryRecord
 from adapters.pinecone.listing import newest_memories
 from adapters.pinecone.vector_metadata import F_CREATED_US, memory_filter
 from adapters.times import to_micros
+from adapters.values import JsonObject, MemoryFilter, MemoryRecord
 from tests.support.records import T0, memory
 
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.base import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
 from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.values import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
 from tests.support.clocks import ManualClock
 from tests.support.records import T0, cosine, memory, unit
 

@@ -52,8 +52,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 # -- item 7: what aiohttp answers itself is the envelope, and echoes nothing -------------
 
-TOO_LONG = {"code": "bad_request", "message": "request line or header longer than 8190 bytes"}
-MALFORMED = {"code": "bad_request", "message": "malformed HTTP request"}
+
+def refused(message: str) -> dict[str, str]:
+    """The envelope's error object for a request the server cannot parse."""
+    return {"code": "bad_request", "message": message}
+
+
+TOO_LONG = refused("request line or header longer than 8190 bytes")
+MALFORMED = refused("malformed HTTP request")
 
 
 @pytest.mark.parametrize(
@@ -81,28 +87,22 @@ MALFORMED = {"code": "bad_request", "message": "malformed HTTP request"}
         ),
         pytest.param(
             f"GET /{SECRET} HTTP/9.9\r\nHost: x\r\n\r\n".encode(),
-            {"code": "bad_request", "message": "malformed request line"},
+            refused("malformed request line"),
             id="unknown HTTP version",
         ),
         pytest.param(
             f"{SECRET} hello\r\n\r\n".encode(),
-            {
-                "code": "bad_request",
-                "message": "malformed HTTP request: unknown method, or not HTTP at all",
-            },
+            refused("malformed HTTP request: unknown method, or not HTTP at all"),
             id="not HTTP",
         ),
         pytest.param(
             f"GET http://[::1/{SECRET} HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
-            {"code": "bad_request", "message": "malformed request target"},
+            refused("malformed request target"),
             id="bad request target",
         ),
         pytest.param(
             f"GET /v1/health HTTP/1.1\r\nHost: x\r\nExpect: {SECRET}\r\n\r\n".encode(),
-            {
-                "code": "bad_request",
-                "message": "unsupported Expect header (only 100-continue is understood)",
-            },
+            refused("unsupported Expect header (only 100-continue is understood)"),
             id="unknown Expect",
         ),
     ],

@@ -8,7 +8,6 @@ how many it left out.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import resource
 import socket
@@ -18,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.raw_http import HEALTH, connect, log_lines, one_response, serve
-from tests.support.server_process import HOST
+from tests.support.raw_http import HEALTH, connect, half_open, log_lines, one_response, serve
 
 CONNECTIONS = 1000
 SERVER_OPEN_FILES = 256
@@ -40,12 +38,7 @@ def test_descriptors_running_out_log_a_few_lines_and_a_count(tmp_path: Path) -> 
     socks: list[socket.socket] = []
     try:
         started = time.monotonic()
-        for _ in range(CONNECTIONS):
-            sock = socket.socket()
-            sock.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                sock.connect((HOST, server.port))
-            socks.append(sock)
+        socks = half_open(server.port, CONNECTIONS)
         time.sleep(4)
         for sock in socks:
             sock.close()

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import MemoryRecord, NamespaceRecord
 from plugin.core.service import MemoryService
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.keywords import KeywordEncoder

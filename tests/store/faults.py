@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from adapters.base import NamespaceRecord
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
+from adapters.values import NamespaceRecord
 from tests.support.records import DIM, T0, everything, memory, unit
 
 NAMES = [f"workspace:n{i:02d}" for i in range(24)]
@@ -73,6 +73,13 @@ async def answers(store: QdrantEdgeBackend) -> dict[str, str]:
         except StorageDamaged:
             found[name] = "503"
     return found
+
+
+async def only_the_bad_shard_answers_503(store: QdrantEdgeBackend) -> None:
+    """The broken shard's namespaces answer 503; every other one is whole."""
+    found = await answers(store)
+    assert {n for n, a in found.items() if a == "503"} == BAD_SHARD_NAMES
+    assert {n for n, a in found.items() if a == "whole"} == set(NAMES) - BAD_SHARD_NAMES
 
 
 def lose_counts(data_dir: Path) -> None:

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import NamespaceRecord
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.disk import free_bytes
+from adapters.values import NamespaceRecord
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.store import faults
 from tests.support.app import AppFactory, served
+from tests.support.backends import started
 from tests.support.clocks import WallClock
 from tests.support.records import DIM, T0, everything
 
@@ -34,25 +35,15 @@ async def test_lost_records_and_a_shard_that_does_not_open(seeded_store: Path) -
     faults.lose_records(seeded_store)
     manifest, text = faults.break_manifest(seeded_store, faults.BAD)
     down = faults.BAD_SHARD_NAMES
-    store = QdrantEdgeBackend(DIM, seeded_store)
-    await store.start()
-    try:
-        answers = await faults.answers(store)
-        assert {n for n, a in answers.items() if a == "503"} == down
-        assert {n for n, a in answers.items() if a == "whole"} == set(faults.NAMES) - down
+    async with started(QdrantEdgeBackend(DIM, seeded_store)) as store:
+        await faults.only_the_bad_shard_answers_503(store)
         assert set(store.condition().unreadable_namespaces) == down
         with pytest.raises(StorageDamaged, match=f"namespace {faults.BAD} is unreadable: its part"):
             await store.list_memories([faults.BAD], everything(), 50)
-    finally:
-        await store.close()
     manifest.write_text(text)
-    store = QdrantEdgeBackend(DIM, seeded_store)
-    await store.start()
-    try:
+    async with started(QdrantEdgeBackend(DIM, seeded_store)) as store:
         assert set((await faults.answers(store)).values()) == {"whole"}
         assert store.condition().unreadable_namespaces == ()
-    finally:
-        await store.close()
 
 
 async def test_records_and_counts_lost_and_a_shard_that_does_not_open(seeded_store: Path) -> None:
@@ -62,12 +53,8 @@ async def test_records_and_counts_lost_and_a_shard_that_does_not_open(seeded_sto
     faults.lose_counts(seeded_store)
     manifest, text = faults.break_manifest(seeded_store, faults.BAD)
     down = faults.BAD_SHARD_NAMES
-    store = QdrantEdgeBackend(DIM, seeded_store)
-    await store.start()
-    try:
-        answers = await faults.answers(store)
-        assert {n for n, a in answers.items() if a == "503"} == down
-        assert {n for n, a in answers.items() if a == "whole"} == set(faults.NAMES) - down
+    async with started(QdrantEdgeBackend(DIM, seeded_store)) as store:
+        await faults.only_the_bad_shard_answers_503(store)
         condition = store.condition()
         assert set(condition.unreadable_namespaces) == down  # the names asked for
         assert any(
@@ -82,24 +69,14 @@ async def test_records_and_counts_lost_and_a_shard_that_does_not_open(seeded_sto
             await store.save_namespace(NamespaceRecord(faults.BAD, "workspace", T0))
         with pytest.raises(StorageDamaged, match="is unknown for now"):
             await store.delete_namespace(faults.BAD)  # not a 404: it may exist
-    finally:
-        await store.close()
     # Still unknown after another start; repaired, the next start rebuilds what it holds.
-    store = QdrantEdgeBackend(DIM, seeded_store)
-    await store.start()
-    try:
+    async with started(QdrantEdgeBackend(DIM, seeded_store)) as store:
         assert {n for n, a in (await faults.answers(store)).items() if a == "503"} == down
-    finally:
-        await store.close()
     manifest.write_text(text)
-    store = QdrantEdgeBackend(DIM, seeded_store)
-    await store.start()
-    try:
+    async with started(QdrantEdgeBackend(DIM, seeded_store)) as store:
         assert set((await faults.answers(store)).values()) == {"whole"}
         assert store._records.lost_shards == set()
         assert store.condition().unreadable_namespaces == ()
-    finally:
-        await store.close()
 
 
 async def test_a_shard_moved_aside_is_forgotten(seeded_store: Path) -> None:
@@ -112,14 +89,10 @@ async def test_a_shard_moved_aside_is_forgotten(seeded_store: Path) -> None:
     await store.start()
     await store.close()
     shutil.move(faults.shard_dir(seeded_store, faults.BAD), seeded_store / "aside")
-    store = QdrantEdgeBackend(DIM, seeded_store)
-    await store.start()
-    try:
+    async with started(QdrantEdgeBackend(DIM, seeded_store)) as store:
         assert await store.get_namespace(faults.BAD) is None
         assert store._records.lost_shards == set()
         await store.save_namespace(NamespaceRecord(faults.BAD, "workspace", T0))
-    finally:
-        await store.close()
 
 
 async def test_lost_records_and_a_garbled_payload_page(seeded_store: Path) -> None:
@@ -130,16 +103,12 @@ async def test_lost_records_and_a_garbled_payload_page(seeded_store: Path) -> No
     faults.lose_records(seeded_store)
     segment = next((faults.shard_dir(seeded_store, faults.BAD) / "segments").iterdir())
     faults.garble(segment / "payload_storage" / "page_0.dat")
-    store = QdrantEdgeBackend(DIM, seeded_store)
-    await store.start()
-    try:
+    async with started(QdrantEdgeBackend(DIM, seeded_store)) as store:
         unreadable = set(store.condition().unreadable_namespaces)
         answers = await faults.answers(store)
         assert {n for n, a in answers.items() if a != "whole"} == unreadable
         assert unreadable, "the garbled page hid nothing: the test damages nothing"
         assert set(answers.values()) == {"whole", "503"}
-    finally:
-        await store.close()
 
 
 async def test_lost_records_on_a_volume_too_full_to_open_the_shards(seeded_store: Path) -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.base import NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend, edge_config
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json
+from adapters.values import NamespaceRecord
 from tests.support.records import DIM, T0, dense, everything, memory, unit
 from tests.support.server_process import REPO_ROOT
 

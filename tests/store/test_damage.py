@@ -17,10 +17,10 @@ import pytest
 import qdrant_edge as qe
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
+from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.support.app import AppFactory, ContractClient, served
@@ -28,6 +28,15 @@ from tests.support.clocks import WallClock
 
 GOOD, BAD = "workspace:good", "workspace:bad"
 CAPABILITIES = ["embedding", "ttl", "pin"]
+# Health while one namespace is unreadable.
+ONE_UNREADABLE = {
+    "status": "degraded",
+    "version": "1.0.0",
+    "capabilities": CAPABILITIES,
+    "message": "1 namespace(s) unreadable and left out of searches (named in the "
+    "log; docs/repair.md#unreadable-namespace)",
+    "unreadable_namespaces": 1,
+}
 
 
 @pytest.fixture
@@ -61,17 +70,7 @@ async def test_damaged_record_skips_one_namespace_and_serves_the_rest(
     _damage_record(seeded)
     async for api in served(make_app, clock):
         health = await api.call("GET", "/v1/health")
-        assert (health.status, health.body) == (
-            200,
-            {
-                "status": "degraded",
-                "version": "1.0.0",
-                "capabilities": CAPABILITIES,
-                "message": "1 namespace(s) unreadable and left out of searches (named in the "
-                "log; docs/repair.md#unreadable-namespace)",
-                "unreadable_namespaces": 1,
-            },
-        )
+        assert (health.status, health.body) == (200, ONE_UNREADABLE)
         found = await api.search(GOOD, BAD, limit=100)
         assert found.status == 200
         assert {m["namespace"] for m in found.body["memories"]} == {GOOD}
@@ -131,17 +130,7 @@ async def test_damaged_segment_manifest_takes_down_one_shard_only(
     (_segment_of(seeded, BAD) / "segment.json").write_text("{damaged")
     async for api in served(make_app, clock):
         health = await api.call("GET", "/v1/health")
-        assert (health.status, health.body) == (
-            200,
-            {
-                "status": "degraded",
-                "version": "1.0.0",
-                "capabilities": CAPABILITIES,
-                "message": "1 namespace(s) unreadable and left out of searches (named in the "
-                "log; docs/repair.md#unreadable-namespace)",
-                "unreadable_namespaces": 1,
-            },
-        )
+        assert (health.status, health.body) == (200, ONE_UNREADABLE)
         assert len((await api.search(GOOD, query="memory", limit=50)).body["memories"]) == 20
         assert (await api.commit(GOOD, "x")).status == 201
         down = {

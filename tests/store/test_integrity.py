@@ -20,10 +20,10 @@ import pytest
 import qdrant_edge as qe
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.integrity import kind_of
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
+from adapters.values import MemoryRecord, NamespaceRecord
 from plugin import cli
 from plugin.http.keys import SERVICE
 from plugin.settings import Settings
@@ -222,7 +222,7 @@ async def test_counts_follow_every_kind_of_write(tmp_path: Path) -> None:
         batch: list[tuple[MemoryRecord, list[float]]] = [
             (memory(name, content=f"imported {i}"), unit(1, 2 + i)) for i in range(3)
         ]
-        assert await store.upsert_memories(batch + batch[:1]) == 4
+        assert await store.transfer.upsert_memories(batch + batch[:1]) == 4
         assert store._records.counts[epoch] == 5
         assert await store.delete_memory(name, first.id)
         assert await store.delete_expired_memories(T0 + timedelta(hours=2)) == 1
@@ -249,15 +249,20 @@ def test_kind_comes_from_the_name_prefix() -> None:
     ]
 
 
-async def test_a_truncated_id_tracker_is_reported(tmp_path: Path) -> None:
-    """Real damage to an engine file: the id tracker cut in half hides memories."""
-    store = QdrantEdgeBackend(DIM, tmp_path)
+async def _stored(data_dir: Path, name: str, count: int) -> None:
+    """A stopped store holding `count` memories of `name`."""
+    store = QdrantEdgeBackend(DIM, data_dir)
     await store.start()
-    name = "org:tracked"
     await store.save_namespace(NamespaceRecord(name, "org", T0))
-    for i in range(5):
+    for i in range(count):
         await store.upsert_memory(memory(name, content=f"memory {i}"), unit(1, i))
     await store.close()
+
+
+async def test_a_truncated_id_tracker_is_reported(tmp_path: Path) -> None:
+    """Real damage to an engine file: the id tracker cut in half hides memories."""
+    name = "org:tracked"
+    await _stored(tmp_path, name, 5)
     segment = next((_shard_dir(tmp_path, name) / "segments").iterdir())
     tracker = segment / "mutable_id_tracker.mappings"
     os.truncate(tracker, tracker.stat().st_size // 2)
@@ -275,13 +280,8 @@ async def test_a_truncated_id_tracker_is_reported(tmp_path: Path) -> None:
 async def test_verify_store_checks_a_stopped_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = QdrantEdgeBackend(DIM, tmp_path)
-    await store.start()
     name = "org:checked"
-    await store.save_namespace(NamespaceRecord(name, "org", T0))
-    for i in range(4):
-        await store.upsert_memory(memory(name, content=f"memory {i}"), unit(1, i))
-    await store.close()
+    await _stored(tmp_path, name, 4)
     monkeypatch.setenv("MEMORY_PLUGIN_DATA_DIR", str(tmp_path))
     assert await asyncio.to_thread(cli.main, ["verify-store"]) == 0
     assert capsys.readouterr().out == (

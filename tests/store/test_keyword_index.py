@@ -10,14 +10,16 @@ re-indexed, never mixed. The previous version's store: tests/support/keyword_sto
 from __future__ import annotations
 
 import asyncio
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from adapters.base import NamespaceRecord, SearchQuery
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.transfer import EdgeStoreMeta
+from adapters.values import NamespaceRecord, SearchQuery
 from plugin.core.fingerprint import META_KEY
 from plugin.embedding import keyword_index
 from plugin.embedding.keyword_index import COMPLETE, META_ENCODER, META_STATE
@@ -45,7 +47,7 @@ async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> 
         report = await keyword_index.index_store(store, encoder)
         assert report is not None
         assert report.indexed == len(NAMES) * PER_NAMESPACE
-        meta = await store.read_store_meta()
+        meta = await store.store_meta.read_store_meta()
         assert (meta[META_ENCODER], meta[META_STATE]) == (encoder.identity, COMPLETE)
         assert meta[META_KEY] == "test/synthetic"  # the embedding record is untouched
         for content, stored in stored_keywords(store).values():
@@ -76,7 +78,7 @@ async def test_another_encoder_configuration_is_reindexed_never_mixed(tmp_path: 
         report = await keyword_index.index_store(store, second)
         assert report is not None
         assert report.indexed == 50
-        meta = await store.read_store_meta()
+        meta = await store.store_meta.read_store_meta()
         assert (meta[META_ENCODER], meta[META_STATE]) == (second.identity, COMPLETE)
         for content, vector in stored_keywords(store).values():
             assert matches(vector, second.document(content)), content
@@ -94,8 +96,8 @@ async def test_a_reset_cut_short_is_repeated(tmp_path: Path) -> None:
         await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="org", created_at=T0))
         for text in contents(NAMES[0])[:20]:
             await store.upsert_memory(memory(NAMES[0], content=text), unit(1), old.document(text))
-        await store.write_store_meta(META_STATE, keyword_index.RESETTING)
-        await store.write_store_meta(META_ENCODER, new.identity)
+        await store.store_meta.write_store_meta(META_STATE, keyword_index.RESETTING)
+        await store.store_meta.write_store_meta(META_ENCODER, new.identity)
         await keyword_index.index_store(store, new)
         for content, vector in stored_keywords(store).values():
             assert matches(vector, new.document(content)), content
@@ -103,8 +105,8 @@ async def test_a_reset_cut_short_is_repeated(tmp_path: Path) -> None:
         await store.close()
 
 
-class FlakyStore(QdrantEdgeBackend):
-    """Unavailable for the first `failures` reads of its metadata."""
+class FlakyMeta(EdgeStoreMeta):
+    """Unavailable for the first `failures` reads of the store's metadata."""
 
     failures = 2
 
@@ -113,6 +115,14 @@ class FlakyStore(QdrantEdgeBackend):
             self.failures -= 1
             raise BackendUnavailable("not yet")
         return await super().read_store_meta()
+
+
+class FlakyStore(QdrantEdgeBackend):
+    """A store whose metadata is unavailable at first."""
+
+    @cached_property
+    def store_meta(self) -> EdgeStoreMeta:
+        return FlakyMeta(self._store)
 
 
 async def test_the_background_indexer_waits_for_the_store(
@@ -127,7 +137,7 @@ async def test_the_background_indexer_waits_for_the_store(
             keyword_index.maintain_in_background(store, KeywordEncoder(), counted.append), 30
         )
         assert sum(counted) == len(NAMES) * PER_NAMESPACE
-        assert (await store.read_store_meta())[META_STATE] == COMPLETE
+        assert (await store.store_meta.read_store_meta())[META_STATE] == COMPLETE
     finally:
         await store.close()
 
@@ -138,6 +148,6 @@ async def test_a_backend_without_keyword_vectors_is_left_alone() -> None:
         await backend.start()
         try:
             assert await keyword_index.index_store(backend, KeywordEncoder()) is None
-            assert META_ENCODER not in await backend.read_store_meta()
+            assert META_ENCODER not in await backend.store_meta.read_store_meta()
         finally:
             await backend.close()

@@ -70,7 +70,7 @@ async def test_kill_9_in_the_middle_of_the_upgrade(old_store: Path) -> None:
     await store.start()
     try:
         encoder = KeywordEncoder()
-        meta = await store.read_store_meta()
+        meta = await store.store_meta.read_store_meta()
         assert (meta[META_ENCODER], meta[META_STATE]) == (encoder.identity, BUILDING)
         stored = stored_keywords(store)
         done = [v for _, v in stored.values() if v is not None]
@@ -81,7 +81,7 @@ async def test_kill_9_in_the_middle_of_the_upgrade(old_store: Path) -> None:
         report = await keyword_index.index_store(store, encoder)
         assert report is not None
         assert report.indexed == len(stored) - len(done)
-        assert (await store.read_store_meta())[META_STATE] == COMPLETE
+        assert (await store.store_meta.read_store_meta())[META_STATE] == COMPLETE
         for content, vector in stored_keywords(store).values():
             assert matches(vector, encoder.document(content)), content
     finally:
@@ -139,7 +139,7 @@ def test_the_server_upgrades_a_previous_version_store_killed_midway(
         await store.start()
         try:
             assert all(v is not None for _, v in stored_keywords(store).values())
-            return dict(await store.read_store_meta())
+            return dict(await store.store_meta.read_store_meta())
         finally:
             await store.close()
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.base import NamespaceRecord
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
+from adapters.values import NamespaceRecord
 from plugin import cli
 from tests.store import faults
 from tests.support.records import DIM, T0, everything, memory, unit
@@ -50,7 +50,7 @@ async def test_a_cut_id_tracker_refuses_reads_until_restored_and_accepted(
             await store.list_memories([NAME], everything(), 50)
         # Restore what was written (as `import` of the last export does): writes go on.
         batch = [(item, unit(1, i)) for i, item in enumerate(written)]
-        await store.upsert_memories(batch)
+        await store.transfer.upsert_memories(batch)
         assert store.condition().problems  # still short of its count until accepted
     finally:
         await store.close()

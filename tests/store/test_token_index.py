@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import qdrant_edge as qe
 
-from adapters.base import NamespaceRecord, SearchQuery
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.values import NamespaceRecord, SearchQuery
 from plugin.embedding import token_index
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.embedding.keywords import KeywordEncoder
@@ -76,7 +76,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         meanwhile = await store.query_memories(NAMES, rerank, everything(), 20)
         assert meanwhile == before  # searches are right while the fill has not run
 
-        part = store.token_index()
+        part = store.token_index
         assert await token_index.fill(part, embed) == len(NAMES) * PER_NAMESPACE
         for content, rows in stored_tokens(store).values():
             expected = tokens_of(encoder.encode([content])[0])
@@ -104,7 +104,7 @@ async def test_a_store_reopened_keeps_its_token_vectors(
         vector = encoder.encode([RARE])[0]
         await store.upsert_memory(record, list(vector), None, tokens_of(vector))
         imported = memory(NAMES[0], content="an imported note")
-        await store.upsert_memories([(imported, encoder.encode([imported.content])[0])])
+        await store.transfer.upsert_memories([(imported, encoder.encode([imported.content])[0])])
     finally:
         await store.close()
     store = QdrantEdgeBackend(encoder.dimension, tmp_path)
@@ -113,7 +113,7 @@ async def test_a_store_reopened_keeps_its_token_vectors(
         held = {content: rows for content, rows in stored_tokens(store).values()}
         assert held[RARE] is not None
         assert held["an imported note"] is None
-        assert await token_index.fill(store.token_index(), embed) == 1  # the import's
+        assert await token_index.fill(store.token_index, embed) == 1  # the import's
         assert all(rows is not None for _, rows in stored_tokens(store).values())
     finally:
         await store.close()

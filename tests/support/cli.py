@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.support.server_process import REPO_ROOT, clean_env
 
@@ -26,6 +27,15 @@ def run_cli(
         check=False,
     )
     return result, time.monotonic() - started
+
+
+def serve_env(listen_addr: str, data_dir: Path) -> dict[str, str]:
+    """What `serve` is started with in a test: an address, a data directory, warnings only."""
+    return {
+        "MEMORY_PLUGIN_LISTEN_ADDR": listen_addr,
+        "MEMORY_PLUGIN_DATA_DIR": str(data_dir),
+        "MEMORY_PLUGIN_LOG_LEVEL": "WARNING",
+    }
 
 
 def one_line(stderr: str) -> str:

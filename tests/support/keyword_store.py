@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import qdrant_edge as qe
 
-from adapters.base import NamespaceRecord
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import edge_config, point_vectors
 from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.values import NamespaceRecord
 from plugin.core.fingerprint import META_KEY
 from plugin.embedding.keyword_index import COMPLETE, META_ENCODER, META_STATE
 from tests.support.records import DIM, T0, memory, unit

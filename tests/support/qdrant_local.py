@@ -14,8 +14,8 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.base import NamespaceRecord
 from adapters.qdrant.server.connection import QdrantConnection
+from adapters.values import NamespaceRecord
 from tests.support.records import T0
 
 MEMORIES, RECORDS = "memory-memories", "memory-namespaces"

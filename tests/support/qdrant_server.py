@@ -12,9 +12,9 @@ from typing import Any
 import respx
 from qdrant_client.http import models
 
-from adapters.base import MemoryRecord, NamespaceRecord
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json, point_id
 from adapters.qdrant.server.tenants import record_id
+from adapters.values import MemoryRecord, NamespaceRecord
 from tests.support.qdrant_rest import (
     ok,
 )

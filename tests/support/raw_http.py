@@ -8,6 +8,7 @@ until the server closes the connection, within a bound.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -31,6 +32,18 @@ def serve(tmp: Path, env: dict[str, str], command: list[str] | None = None) -> S
 
 def connect(server: ServerProcess) -> socket.socket:
     return socket.create_connection((HOST, server.port), timeout=30)
+
+
+def half_open(port: int, count: int) -> list[socket.socket]:
+    """`count` connections started without waiting for them: a flood of accepts."""
+    socks = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            sock.connect((HOST, port))
+        socks.append(sock)
+    return socks
 
 
 def until_closed(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:

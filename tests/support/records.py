@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from adapters.base import MemoryFilter, MemoryRecord, SearchQuery
+from adapters.values import MemoryFilter, MemoryRecord, SearchQuery
 
 DIM = 8
 T0 = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)

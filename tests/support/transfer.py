@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.base import MemoryRecord, NamespaceRecord, SearchMode, VectorBackend
+from adapters.base import VectorBackend
+from adapters.values import MemoryRecord, NamespaceRecord, SearchMode
 from plugin.commands import export_import
 from plugin.core.search_mode import choose_search_mode
 from plugin.core.service import MemoryService
@@ -87,7 +88,7 @@ async def seed(backend: VectorBackend, encoder: SentenceTransformerEncoder) -> N
         await backend.save_namespace(record)
     vectors = encoder.encode([memory.content for memory in memories])
     keywords = [KeywordEncoder().document(memory.content) for memory in memories]
-    await backend.upsert_memories(list(zip(memories, vectors, strict=True)), keywords)
+    await backend.transfer.upsert_memories(list(zip(memories, vectors, strict=True)), keywords)
     embedder = BatchingEmbedder(encoder)
     await MemoryService(backend, embedder, KeywordEncoder(), clock=lambda: NOW).sweep()
 

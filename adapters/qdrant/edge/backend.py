@@ -26,32 +26,22 @@ write survives `kill -9` (tests/store/test_durability.py). Where each engine cal
 (event loop or worker thread) is dispatch.py's. One plugin process per data
 directory.
 
-This class is a facade: each concern is a part (namespaces.py, reads.py, checks.py,
-writes.py, transfer.py, keyword_index.py) over one shared `EdgeStore` (store.py).
+The request surface comes in layers, each the backend's own methods: namespaces.py,
+then reads.py, then writes.py; this class adds the lifecycle and health. The
+optional parts (adapters/parts.py) are handed out as they are: `transfer` and
+`store_meta` (transfer.py), `keyword_index` (keyword_index.py); checks.py runs the
+integrity checks. All of them share one `EdgeStore` (store.py).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from adapters.base import (
-    MemoryFilter,
-    MemoryRecord,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    SearchQuery,
-    SparseVector,
-    StoreCondition,
-    StoredMemory,
-    TokenVectors,
-    VectorBackend,
-)
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.checks import EdgeChecks
@@ -59,13 +49,15 @@ from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
 from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
 from adapters.qdrant.edge.keyword_index import EdgeKeywordIndex
 from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
-from adapters.qdrant.edge.namespaces import EdgeNamespaces
-from adapters.qdrant.edge.reads import EdgeReads
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.token_index import EdgeTokenIndex
-from adapters.qdrant.edge.transfer import EdgeTransfer
+from adapters.qdrant.edge.transfer import EdgeStoreMeta, EdgeTransfer
 from adapters.qdrant.edge.upkeep import EdgeUpkeep
 from adapters.qdrant.edge.writes import EdgeWrites
+from adapters.values import (
+    SearchMode,
+    StoreCondition,
+)
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
@@ -74,7 +66,7 @@ STORE_DIR = "store"
 VERIFY_EVERY_S = 600.0
 
 
-class QdrantEdgeBackend(VectorBackend):
+class QdrantEdgeBackend(EdgeWrites):
     """Every namespace as a tenant partition of one of a few qdrant-edge shards."""
 
     name = "qdrant-edge"
@@ -87,23 +79,33 @@ class QdrantEdgeBackend(VectorBackend):
         workers: int = 4,
         disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
     ) -> None:
-        super().__init__(dimension)
         self._data_dir = Path(data_dir)
-        self._store = EdgeStore(self._data_dir / STORE_DIR, dimension, workers, disk_headroom_bytes)
-        self._records = self._store.records
-        self._shards = self._store.shards
-        self._namespaces = EdgeNamespaces(self._store)
-        self._reads = EdgeReads(self._store)
-        self._writes = EdgeWrites(self._store, self._reads)
-        self._transfer = EdgeTransfer(self._store, self._writes)
-        self._keywords = EdgeKeywordIndex(self._store)
-        self._tokens = EdgeTokenIndex(self._store, dimension)
-        self._checks = EdgeChecks(self._store)
-        self._upkeep = EdgeUpkeep(self._store)
+        store = EdgeStore(self._data_dir / STORE_DIR, dimension, workers, disk_headroom_bytes)
+        super().__init__(dimension, store)
+        self._records = store.records
+        self._shards = store.shards
+        self._checks = EdgeChecks(store)
+        self._upkeep = EdgeUpkeep(store)
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
         return ranking.QDRANT_SEARCH_MODES
+
+    @cached_property
+    def transfer(self) -> EdgeTransfer:
+        return EdgeTransfer(self._store, self)
+
+    @cached_property
+    def store_meta(self) -> EdgeStoreMeta:
+        return EdgeStoreMeta(self._store)
+
+    @cached_property
+    def keyword_index(self) -> EdgeKeywordIndex:
+        return EdgeKeywordIndex(self._store)
+
+    @cached_property
+    def token_index(self) -> EdgeTokenIndex:
+        return EdgeTokenIndex(self._store, self.dimension)
 
     # -- what tests reach for: the write path and the vacuum's change count ----------
 
@@ -155,9 +157,7 @@ class QdrantEdgeBackend(VectorBackend):
         calls = self._store.calls
         if not calls.started:
             return
-        await self._writes.drain()
-        await self._reads.drain()
-        await self._namespaces.drain()
+        await self.drain()  # writes, lookups, then purges (the layers, top down)
         await calls.worker(self._close)
         calls.stop()
 
@@ -166,7 +166,7 @@ class QdrantEdgeBackend(VectorBackend):
         self._records.close()
 
     async def maintain(self) -> None:
-        await self._namespaces.purge_pending()
+        await self.purge_pending()
         await self._upkeep.run()
         if time.monotonic() - self._checks.verified_at >= VERIFY_EVERY_S:
             await self.verify()
@@ -193,93 +193,3 @@ class QdrantEdgeBackend(VectorBackend):
         unreadable = set(self._records.damaged) | set(self._shards.down(self._records.live))
         unreadable |= self._checks.unreadable()
         return StoreCondition(tuple(sorted(unreadable)), problems)
-
-    # -- namespaces (namespaces.py) --------------------------------------------------
-
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return await self._namespaces.get_namespace(name)
-
-    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        return await self._namespaces.get_namespaces(names)
-
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self._namespaces.save_namespace(record)
-
-    async def delete_namespace(self, name: str) -> bool:
-        return await self._namespaces.delete_namespace(name)
-
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        return await self._namespaces.list_namespaces()
-
-    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
-        return await self._namespaces.expired_namespaces(now)
-
-    # -- memories (reads.py, writes.py) ----------------------------------------------
-
-    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
-        found = await self._reads.get_stored_memory(namespace, memory_id)
-        return None if found is None else found[0]
-
-    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
-        return await self._reads.get_stored_memory(namespace, memory_id)
-
-    async def query_memories(
-        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
-    ) -> list[ScoredMemory]:
-        return await self._reads.query_memories(namespaces, query, memory_filter, limit)
-
-    async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
-    ) -> list[MemoryRecord]:
-        return await self._reads.list_memories(namespaces, memory_filter, limit)
-
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        await self._writes.upsert_memory(memory, vector, keywords, tokens)
-
-    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
-        return await self._writes.delete_memory(namespace, memory_id)
-
-    async def delete_expired_memories(self, now: datetime) -> int:
-        return await self._writes.delete_expired_memories(now)
-
-    # -- bulk transfer and store metadata (transfer.py) ------------------------------
-
-    def iter_memories(
-        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
-    ) -> AsyncIterator[list[StoredMemory]]:
-        return self._transfer.iter_memories(
-            namespace, now, page_size=page_size, with_vectors=with_vectors
-        )
-
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        return await self._transfer.upsert_memories(memories, keywords)
-
-    async def read_store_meta(self) -> Mapping[str, str]:
-        return await self._transfer.read_store_meta()
-
-    async def write_store_meta(self, key: str, value: str) -> None:
-        await self._transfer.write_store_meta(key, value)
-
-    def token_index(self) -> EdgeTokenIndex:
-        return self._tokens
-
-    # -- keyword index (keyword_index.py) --------------------------------------------
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        await self._keywords.prepare_keywords(reset=reset)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return await self._keywords.unindexed_memories(cursor, limit)
-
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        return await self._keywords.index_keywords(items)

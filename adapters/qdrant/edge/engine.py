@@ -16,10 +16,10 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.base import MemoryRecord, SparseVector, TokenVectors
 from adapters.errors import BackendError, BackendUnavailable, StorageDamaged, StorageFull
 from adapters.qdrant.layout import MEMORY_INDEXES, TENANT_INDEXES, IndexKind, memory_from_shared
 from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
+from adapters.values import MemoryRecord, SparseVector, TokenVectors
 
 log = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.base import NamespaceRecord
 from adapters.qdrant.edge.engine import fatal, parsed_memory
 from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, FIELD_NAMESPACE
+from adapters.values import NamespaceRecord
 
 log = logging.getLogger(__name__)
 

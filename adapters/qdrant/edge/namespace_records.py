@@ -52,10 +52,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.base import NamespaceRecord
 from adapters.qdrant.edge.memory_counts import CountStore
 from adapters.qdrant.edge.sqlite_file import connect, move_aside
 from adapters.qdrant.layout import namespace_from_json, namespace_to_json, new_epoch
+from adapters.values import NamespaceRecord
 
 log = logging.getLogger(__name__)
 

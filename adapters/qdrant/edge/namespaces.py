@@ -1,11 +1,12 @@
 """Namespaces of the embedded store: their records, and the purge of a deleted one's memories.
 
-A part of `QdrantEdgeBackend` (backend.py), over the shared `EdgeStore`
-(store.py). Each namespace incarnation has an epoch, carried by its memories
-and required by every read, so a deleted namespace vanishes with its memories
-the moment its record is buried, and one re-created under the same name starts
-empty. The memories are then removed by a filtered delete in the background;
-the janitor (`purge_pending`) finishes any purge a crash interrupted.
+The first layer of `QdrantEdgeBackend` (backend.py: namespaces, then reads.py,
+writes.py), over the shared `EdgeStore` (store.py). Each namespace incarnation
+has an epoch, carried by its memories and required by every read, so a deleted
+namespace vanishes with its memories the moment its record is buried, and one
+re-created under the same name starts empty. The memories are then removed by a
+filtered delete in the background; the janitor (`purge_pending`) finishes any
+purge a crash interrupted.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from adapters.base import NamespaceRecord
+from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.store import EdgeStore
+from adapters.values import NamespaceRecord
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +32,19 @@ def unreadable(name: str) -> StorageDamaged:
     )
 
 
-class EdgeNamespaces:
-    """The namespace half of `VectorBackend`, and the purges a delete leaves behind."""
+class EdgeNamespaces(VectorBackend):
+    """The namespace half of `VectorBackend`, and the purges a delete leaves behind.
 
-    def __init__(self, store: EdgeStore) -> None:
+    Why layers and not parts the backend forwards to: each layer's methods are the
+    backend's own, so no method of the facade only passes a call on."""
+
+    def __init__(self, dimension: int, store: EdgeStore) -> None:
+        super().__init__(dimension)
         self._store = store
         self._purging: set[asyncio.Task[None]] = set()
 
     async def drain(self) -> None:
+        """Wait for what is under way; each layer adds its own (at close)."""
         await asyncio.gather(*self._purging, return_exceptions=True)
 
     async def purge_pending(self) -> None:

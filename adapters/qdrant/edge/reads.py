@@ -1,11 +1,12 @@
 """Reads of the embedded store: lookups by id, searches and listings across shards.
 
-A part of `QdrantEdgeBackend` (backend.py), over the shared `EdgeStore`
-(store.py). Every read names namespaces, and each namespace lives in one shard
-(shards.py): a read asks each shard concerned once, with the namespaces it
-holds, and merges the answers (pinned first, then by score or newest first, as
-one shard orders them). A read touching a damaged shard raises `StorageDamaged`
-naming the namespaces asked for; the service then reads around it.
+A layer of `QdrantEdgeBackend` (backend.py), on its namespaces (namespaces.py)
+over the shared `EdgeStore` (store.py). Every read names namespaces, and each
+namespace lives in one shard (shards.py): a read asks each shard concerned once,
+with the namespaces it holds, and merges the answers (pinned first, then by
+score or newest first, as one shard orders them). A read touching a damaged
+shard raises `StorageDamaged` naming the namespaces asked for; the service then
+reads around it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.base import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery, StoredMemory
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.qdrant import filters, ranking
@@ -28,15 +28,17 @@ from adapters.qdrant.edge.engine import (
     parsed_memory,
 )
 from adapters.qdrant.edge.namespace_records import LiveNamespace
+from adapters.qdrant.edge.namespaces import EdgeNamespaces
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, Scope, point_id
+from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery, StoredMemory
 
 
-class EdgeReads:
+class EdgeReads(EdgeNamespaces):
     """`query_memories`, `list_memories` and the batched lookups by id."""
 
-    def __init__(self, store: EdgeStore) -> None:
-        self._store = store
+    def __init__(self, dimension: int, store: EdgeStore) -> None:
+        super().__init__(dimension, store)
         self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
 
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
@@ -54,6 +56,7 @@ class EdgeReads:
 
     async def drain(self) -> None:
         await self._lookups.drain()
+        await super().drain()
 
     def _scopes(self, namespaces: Sequence[str]) -> list[tuple[Any, Scope]]:
         """The live namespaces asked for, grouped by shard: (shard, their scope) each."""
@@ -121,11 +124,7 @@ class EdgeReads:
         return await self._store.calls.here(self._ask, asks)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         def build(scope: Scope) -> list[Any]:
             wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]

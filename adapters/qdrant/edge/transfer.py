@@ -1,8 +1,8 @@
-"""Bulk transfer for the embedded store: every memory with its vector, many written at once.
+"""Bulk transfer and store metadata for the embedded store (`adapters.parts`).
 
-A part of `QdrantEdgeBackend` (backend.py), apart so that the adapter reads as
-namespace and memory semantics; it works through the shared `EdgeStore`
-(store.py) and the counted upsert of `EdgeWrites` (writes.py).
+Parts that `QdrantEdgeBackend` (backend.py) hands out as `transfer` and
+`store_meta`; they work through the shared `EdgeStore` (store.py) and the
+counted upsert of `EdgeWrites` (writes.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.base import MemoryFilter, SparseVector, StoredMemory, with_keywords
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
 from adapters.qdrant.edge.engine import (
@@ -26,22 +25,18 @@ from adapters.qdrant.edge.engine import (
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.writes import EdgeWrites
 from adapters.qdrant.layout import Scope, memory_to_payload, point_id
+from adapters.values import MemoryFilter, SparseVector, StoredMemory, with_keywords
 
 
 class EdgeTransfer:
-    """`iter_memories`, `upsert_memories` and the store metadata, for export and import."""
+    """`iter_memories` and `upsert_memories`, for export and import."""
 
     def __init__(self, store: EdgeStore, writes: EdgeWrites) -> None:
         self._store = store
         self._writes = writes
 
     async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
     ) -> AsyncIterator[list[StoredMemory]]:
         """Scroll the namespace's incarnation, one page per worker-thread call, so a long
         export never holds a worker (or the event loop) for more than a page. Stops when
@@ -109,7 +104,12 @@ class EdgeTransfer:
                 raise NamespaceGone(f"namespace {name} was deleted during the write")
         return len(points)
 
-    # -- store metadata (the embedding fingerprint) ----------------------------------
+
+class EdgeStoreMeta:
+    """Store-wide facts (the embedding fingerprint), in the records' SQLite file."""
+
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
 
     async def read_store_meta(self) -> Mapping[str, str]:
         return await self._store.calls.worker(self._store.records.meta)

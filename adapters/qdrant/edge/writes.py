@@ -1,7 +1,7 @@
 """Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep.
 
-A part of `QdrantEdgeBackend` (backend.py), over the shared `EdgeStore`
-(store.py). Every write counts: a memory new to its namespace's incarnation is
+A layer of `QdrantEdgeBackend` (backend.py), on its reads (reads.py) over the
+shared `EdgeStore` (store.py). Every write counts: a memory new to its namespace's incarnation is
 counted after the engine has it, one deleted is uncounted before the engine
 deletes it (namespace_records.py), so the integrity check (integrity.py) can
 tell a crash's harmless drift from a loss. Upserts from concurrent callers are
@@ -17,7 +17,6 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.base import MemoryRecord, SparseVector, TokenVectors
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
 from adapters.qdrant.edge.batching import CallBatcher
@@ -26,21 +25,22 @@ from adapters.qdrant.edge.integrity import engine_counts
 from adapters.qdrant.edge.reads import EdgeReads
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_EPOCH, memory_to_payload, point_id
+from adapters.values import MemoryRecord, SparseVector, TokenVectors
 
 # One memory on its way into a shard: its vectors and its namespace's epoch.
 PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, TokenVectors | None, str]
 
 
-class EdgeWrites:
+class EdgeWrites(EdgeReads):
     """`upsert_memory`, `delete_memory`, `delete_expired_memories` and the counted upsert."""
 
-    def __init__(self, store: EdgeStore, reads: EdgeReads) -> None:
-        self._store = store
-        self._reads = reads
+    def __init__(self, dimension: int, store: EdgeStore) -> None:
+        super().__init__(dimension, store)
         self._upserts: CallBatcher[PendingUpsert, None] = CallBatcher(self._write_upserts)
 
     async def drain(self) -> None:
         await self._upserts.drain()
+        await super().drain()
 
     async def upsert_memory(
         self,
@@ -103,7 +103,7 @@ class EdgeWrites:
             return False
 
         def delete() -> bool:
-            point = self._reads.retrieve(live, memory_id)
+            point = self.retrieve(live, memory_id)
             if point is None:
                 return False
             self._store.disk.check()

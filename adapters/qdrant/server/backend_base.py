@@ -7,18 +7,10 @@ qdrant-client's local mode needs: each local client is a store of its own).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from adapters.base import (
-    DEFAULT_PREFIX,
-    MemoryRecord,
-    SearchMode,
-    SparseVector,
-    TokenVectors,
-    VectorBackend,
-)
+from adapters.base import DEFAULT_PREFIX, VectorBackend
 from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
+from adapters.values import SearchMode
 
 
 class QdrantServerBase(VectorBackend):
@@ -54,14 +46,3 @@ class QdrantServerBase(VectorBackend):
     async def close(self) -> None:
         if self._owns_connection:
             await self.connection.close()
-
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        """One memory, as `upsert_memories` writes many."""
-        stored = [(memory, [float(x) for x in vector])]
-        await self.upsert_memories(stored, None if keywords is None else [keywords])

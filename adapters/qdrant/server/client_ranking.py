@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 from qdrant_client.http import models
 
-from adapters.base import SparseVector, TokenVectors
 from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
+from adapters.values import SparseVector, TokenVectors
 
 
 class Query(NamedTuple):

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 from qdrant_client.http import models
 
-from adapters.base import MemoryFilter, SearchQuery
 from adapters.merge import pin_sides
 from adapters.qdrant import filters, ranking
 from adapters.qdrant.layout import FIELD_CREATED_US, IndexKind, Scope
 from adapters.qdrant.server.client_ranking import CLIENT_RANKING
+from adapters.values import MemoryFilter, SearchQuery
 
 IndexParams = models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
 

@@ -2,9 +2,10 @@
 
 Finding a namespace's collection and reading or replacing the record kept in
 that collection's `metadata` under a single key (one atomic PATCH: Qdrant merges
-metadata keys, it never drops them). `QdrantCollectionsBackend`
-(namespace_collections.py) and its keyword index (namespace_collections_keywords.py)
-reach every collection through one `CollectionRecords`.
+metadata keys, it never drops them). `CollectionNamespaces` is the first layer of
+`QdrantCollectionsBackend` (namespace_collections.py: its namespace methods are the
+backend's own); its parts (the keyword index, transfer, `CollectionStoreMeta`) reach
+every collection through it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import Any, TypeVar
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.base import NamespaceRecord
 from adapters.errors import BackendError, NamespaceConflict
 from adapters.qdrant import layout, names
 from adapters.qdrant.server import keyword_vectors
-from adapters.qdrant.server.connection import CollectionMissing, QdrantConnection
+from adapters.qdrant.server.backend_base import QdrantServerBase
+from adapters.qdrant.server.connection import CollectionMissing
+from adapters.values import NamespaceRecord
 
 T = TypeVar("T")
 
@@ -29,13 +31,8 @@ RECORD_KEY = "memory_plugin_namespace"
 STORE_META_SUFFIX = "store"
 
 
-class CollectionRecords:
+class CollectionNamespaces(QdrantServerBase):
     """The namespace collections of one prefix, and the record each one keeps."""
-
-    def __init__(self, connection: QdrantConnection, prefix: str, dimension: int) -> None:
-        self.connection = connection
-        self._prefix = prefix
-        self._dimension = dimension
 
     async def call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
         return await self.connection.call(op)
@@ -75,17 +72,17 @@ class CollectionRecords:
         found = (d.name for d in listing.collections)
         return sorted(name for name in found if names.is_namespace_collection(name, self._prefix))
 
-    async def get(self, name: str) -> NamespaceRecord | None:
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
         collection = self.collection(name)
         info = await self.info(collection)
         return None if info is None else self.record(info, name, collection)
 
-    async def save(self, record: NamespaceRecord) -> None:
+    async def save_namespace(self, record: NamespaceRecord) -> None:
         collection = self.collection(record.name)
         metadata: dict[str, Any] = {RECORD_KEY: layout.namespace_to_json(record)}
         info = await self.info(collection)
         if info is None:
-            vectors = models.VectorParams(size=self._dimension, distance=models.Distance.COSINE)
+            vectors = models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)
             if await self.connection.create_collection(
                 collection, vectors, sparse=keyword_vectors.KEYWORD_VECTORS, metadata=metadata
             ):
@@ -100,7 +97,7 @@ class CollectionRecords:
             await keyword_vectors.add_keyword_vector(self.call, collection)
         await self.call(lambda c: c.update_collection(collection, metadata=metadata))
 
-    async def delete(self, name: str) -> bool:
+    async def delete_namespace(self, name: str) -> bool:
         collection = self.collection(name)
         info = await self.info(collection)
         if info is None:
@@ -108,7 +105,7 @@ class CollectionRecords:
         self.record(info, name, collection)
         return await self.read(lambda c: c.delete_collection(collection), False)
 
-    async def listed(self) -> list[NamespaceRecord]:
+    async def list_namespaces(self) -> list[NamespaceRecord]:
         records: list[NamespaceRecord] = []
         for collection in await self.namespace_collections():
             info = await self.info(collection)
@@ -117,15 +114,24 @@ class CollectionRecords:
                 records.append(record)
         return records
 
-    async def read_meta(self) -> dict[str, str]:
-        info = await self.info(self._prefix + STORE_META_SUFFIX)
+
+class CollectionStoreMeta:
+    """The layout's `store_meta` part: the metadata of a collection of its own."""
+
+    def __init__(self, collections: CollectionNamespaces, prefix: str) -> None:
+        self._collections = collections
+        self._name = prefix + STORE_META_SUFFIX
+
+    async def read_store_meta(self) -> dict[str, str]:
+        info = await self._collections.info(self._name)
         found = {} if info is None else info.config.metadata or {}
         return {str(key): str(value) for key, value in found.items()}
 
-    async def write_meta(self, key: str, value: str) -> None:
-        collection, metadata = self._prefix + STORE_META_SUFFIX, {key: value}
-        if await self.info(collection) is None and await self.connection.create_collection(
+    async def write_store_meta(self, key: str, value: str) -> None:
+        collection, metadata = self._name, {key: value}
+        connection = self._collections.connection
+        if await self._collections.info(collection) is None and await connection.create_collection(
             collection, {}, metadata=dict(metadata)
         ):
             return
-        await self.call(lambda c: c.update_collection(collection, metadata=metadata))
+        await connection.call(lambda c: c.update_collection(collection, metadata=metadata))

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 
 from qdrant_client.http import models
 
-from adapters.base import SparseVector
 from adapters.errors import BackendError, BackendMisconfigured
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.server.client_ranking import sparse
 from adapters.qdrant.server.connection import Call, CollectionMissing
+from adapters.values import SparseVector
 
 KEYWORD_VECTORS = {KEYWORDS_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
 UNINDEXED = models.Filter(must_not=[models.HasVectorCondition(has_vector=KEYWORDS_VECTOR)])

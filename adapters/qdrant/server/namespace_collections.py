@@ -7,7 +7,10 @@ hard isolation and have few namespaces; the default is the shared layout
 (`adapters.qdrant.server.tenants`), and `migrate-layout`
 (plugin/commands/migrate_layout.py) copies this one into it.
 
-The namespace record lives in the collection's metadata (collection_records.py).
+The namespace record lives in the collection's metadata: the namespace methods are
+the first layer, `CollectionNamespaces` (collection_records.py), which the backend
+inherits; its parts are the keyword index (namespace_collections_keywords.py),
+transfer (namespace_collections_transfer.py) and `CollectionStoreMeta`.
 Reads over several namespaces ask each collection once (both pin
 sides in one `query_batch_points`) and merge with `adapters.merge`; the
 expired-memory sweep visits every collection. Calls go through
@@ -17,33 +20,15 @@ expired-memory sweep visits every collection. Calls go through
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import TypeVar
 
 from qdrant_client.http import models
 
-from adapters.base import (
-    MemoryFilter,
-    MemoryRecord,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchQuery,
-    SparseVector,
-    StoredMemory,
-    with_keywords,
-)
-from adapters.errors import (
-    BackendError,
-    BackendRejected,
-    NamespaceGone,
-)
 from adapters.merge import merge_listed, merge_scored
-from adapters.qdrant import filters, layout
-from adapters.qdrant.server import keyword_vectors
-from adapters.qdrant.server.backend_base import QdrantServerBase
+from adapters.qdrant import filters
 from adapters.qdrant.server.client_requests import (
     DENSE,
     DIALECT,
@@ -51,46 +36,41 @@ from adapters.qdrant.server.client_requests import (
     Query,
     side_requests,
 )
-from adapters.qdrant.server.collection_records import (
-    CollectionRecords,
-)
-from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.server.collection_records import CollectionNamespaces, CollectionStoreMeta
 from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
+from adapters.qdrant.server.namespace_collections_transfer import (
+    CollectionsTransfer,
+    memory_of,
+    point_id_of,
+    stored_of,
+)
+from adapters.values import (
+    MemoryFilter,
+    MemoryRecord,
+    ScoredMemory,
+    SearchQuery,
+    StoredMemory,
+)
 
 T = TypeVar("T")
 
 
-def _point_id(memory_id: str) -> str | None:
-    """Canonical UUID text, or None: a server answers 400 to a non-UUID id."""
-    try:
-        return str(uuid.UUID(memory_id))
-    except ValueError:
-        return None
-
-
-def _memory(namespace: str, point: models.Record | models.ScoredPoint) -> MemoryRecord:
-    return layout.memory_from_payload(str(point.id), namespace, point.payload or {})
-
-
-def _stored(namespace: str, point: models.Record) -> StoredMemory:
-    vector = keyword_vectors.dense_of(point)
-    if vector is None:
-        raise BackendError(f"point {point.id} of {namespace} has no plain dense vector")
-    return _memory(namespace, point), vector
-
-
-class QdrantCollectionsBackend(QdrantServerBase):
+class QdrantCollectionsBackend(CollectionNamespaces):
     """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
 
     name = "qdrant-collections"
 
     @cached_property
-    def _collections(self) -> CollectionRecords:
-        return CollectionRecords(self.connection, self._prefix, self.dimension)
+    def store_meta(self) -> CollectionStoreMeta:
+        return CollectionStoreMeta(self, self._prefix)
 
     @cached_property
-    def _keywords(self) -> CollectionsKeywordIndex:
-        return CollectionsKeywordIndex(self._collections)
+    def keyword_index(self) -> CollectionsKeywordIndex:
+        return CollectionsKeywordIndex(self)
+
+    @cached_property
+    def transfer(self) -> CollectionsTransfer:
+        return CollectionsTransfer(self)
 
     async def start(self) -> None:
         """Build the client without I/O: the plugin must boot while Qdrant is down."""
@@ -99,59 +79,26 @@ class QdrantCollectionsBackend(QdrantServerBase):
     async def ping(self) -> None:
         await self.connection.ping()
 
-    # -- namespaces (collection_records.py) -----------------------------------------
-
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return await self._collections.get(name)
-
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self._collections.save(record)
-
-    async def delete_namespace(self, name: str) -> bool:
-        return await self._collections.delete(name)
-
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        return await self._collections.listed()
-
-    async def read_store_meta(self) -> dict[str, str]:
-        return await self._collections.read_meta()
-
-    async def write_store_meta(self, key: str, value: str) -> None:
-        await self._collections.write_meta(key, value)
-
-    # -- keyword index (namespace_collections_keywords.py) ---------------------------
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        await self._keywords.prepare_keywords(reset=reset)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return await self._keywords.unindexed_memories(cursor, limit)
-
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        return await self._keywords.index_keywords(items)
-
     # -- memories --------------------------------------------------------------------
 
     async def _retrieve(self, namespace: str, memory_id: str) -> models.Record | None:
-        point_id = _point_id(memory_id)
+        point_id = point_id_of(memory_id)
         if point_id is None:
             return None
-        collection = self._collections.collection(namespace)
+        collection = self.collection(namespace)
         none: list[models.Record] = []
-        found = await self._collections.read(
+        found = await self.read(
             lambda c: c.retrieve(collection, [point_id], with_vectors=[DENSE]), none
         )
         return found[0] if found else None
 
     async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         point = await self._retrieve(namespace, memory_id)
-        return None if point is None else _memory(namespace, point)
+        return None if point is None else memory_of(namespace, point)
 
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         point = await self._retrieve(namespace, memory_id)
-        return None if point is None else _stored(namespace, point)
+        return None if point is None else stored_of(namespace, point)
 
     async def _sides(
         self,
@@ -161,12 +108,10 @@ class QdrantCollectionsBackend(QdrantServerBase):
         query: Query,
     ) -> list[list[models.ScoredPoint]]:
         """Each pin side's best `limit` in one namespace: one query_batch_points request."""
-        collection = self._collections.collection(namespace)
+        collection = self.collection(namespace)
         requests = side_requests(memory_filter, limit, query)
         none: list[models.QueryResponse] = []
-        responses = await self._collections.read(
-            lambda c: c.query_batch_points(collection, requests), none
-        )
+        responses = await self.read(lambda c: c.query_batch_points(collection, requests), none)
         return [response.points for response in responses]
 
     async def _each(
@@ -185,17 +130,13 @@ class QdrantCollectionsBackend(QdrantServerBase):
         return [(name, side) for name, sides in zip(wanted, found, strict=True) for side in sides]
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         """Each namespace asked on its own, merged by score: with keywords, BM25's IDF is
         each collection's own, so scores of two namespaces compare only roughly."""
         parts = await self._each(namespaces, memory_filter, limit, query)
         return merge_scored(
-            ([ScoredMemory(_memory(name, p), p.score) for p in side] for name, side in parts),
+            ([ScoredMemory(memory_of(name, p), p.score) for p in side] for name, side in parts),
             limit,
         )
 
@@ -203,108 +144,31 @@ class QdrantCollectionsBackend(QdrantServerBase):
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         parts = await self._each(namespaces, memory_filter, limit, NEWEST_FIRST)
-        return merge_listed(([_memory(name, p) for p in side] for name, side in parts), limit)
+        return merge_listed(([memory_of(name, p) for p in side] for name, side in parts), limit)
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         point = await self._retrieve(namespace, memory_id)
         if point is None:
             return False
         collection, selector = (
-            self._collections.collection(namespace),
+            self.collection(namespace),
             models.PointIdsList(points=[point.id]),
         )
-        deleted = await self._collections.read(
-            lambda c: c.delete(collection, selector, wait=True), None
-        )
+        deleted = await self.read(lambda c: c.delete(collection, selector, wait=True), None)
         return deleted is not None
 
     async def delete_expired_memories(self, now: datetime) -> int:
         """One count and delete per namespace collection: this layout's cost."""
         expired = filters.expired(DIALECT, now)
-        swept = [
-            await self._sweep(name, expired)
-            for name in await self._collections.namespace_collections()
-        ]
+        swept = [await self._sweep(name, expired) for name in await self.namespace_collections()]
         return sum(swept)
 
     async def _sweep(self, collection: str, expired: models.Filter) -> int:
-        found = await self._collections.read(
+        found = await self.read(
             lambda c: c.count(collection, expired, exact=True), models.CountResult(count=0)
         )
         if found.count == 0:
             return 0
         selector = models.FilterSelector(filter=expired)
-        deleted = await self._collections.read(
-            lambda c: c.delete(collection, selector, wait=True), None
-        )
+        deleted = await self.read(lambda c: c.delete(collection, selector, wait=True), None)
         return 0 if deleted is None else found.count
-
-    # -- bulk transfer (export, import) ----------------------------------------------
-
-    async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """Scroll the namespace's own collection, live memories only, a page per request."""
-        if await self.get_namespace(namespace) is None:
-            return
-        wanted = filters.memories(DIALECT, MemoryFilter(now=now))
-        pages = self.connection.pages(
-            self._collections.collection(namespace),
-            wanted,
-            with_vectors=with_vectors,
-            size=page_size,
-        )
-        try:
-            async for points in pages:
-                if with_vectors:
-                    found = [_stored(namespace, point) for point in points]
-                else:
-                    found = [(_memory(namespace, point), []) for point in points]
-                if found:
-                    yield found
-        except CollectionMissing:  # deleted meanwhile: its memories vanish, as for reads
-            return
-
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        """One upsert request per namespace (collection) in the batch."""
-        by_collection: dict[str, list[models.PointStruct]] = {}
-        names: dict[str, str] = {}
-        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
-            point_id = _point_id(memory.id)
-            if point_id is None:
-                raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
-            collection = self._collections.collection(memory.namespace)
-            names[collection] = memory.namespace
-            by_collection.setdefault(collection, []).append(
-                models.PointStruct(
-                    id=point_id,
-                    vector=keyword_vectors.point_vector(vector, memory_keywords),
-                    payload=layout.memory_to_payload(memory),
-                )
-            )
-        for collection, points in by_collection.items():
-            try:
-                await self._upsert(collection, points)
-            except CollectionMissing as exc:
-                raise NamespaceGone(f"namespace {names[collection]} not found") from exc
-        return sum(len(points) for points in by_collection.values())
-
-    async def _upsert(self, collection: str, points: list[models.PointStruct]) -> None:
-        """Upsert; a collection made before keyword vectors existed gains its keyword
-        vector on the first write that carries one (and the write is sent again)."""
-        try:
-            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))
-        except CollectionMissing:
-            raise
-        except BackendError as exc:
-            if "Not existing vector name" not in str(exc):
-                raise
-            await keyword_vectors.add_keyword_vector(self._collections.call, collection)
-            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))

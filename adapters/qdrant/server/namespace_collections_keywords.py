@@ -2,7 +2,7 @@
 
 A part of `QdrantCollectionsBackend` (namespace_collections.py), apart so that the
 adapter reads as namespace and memory semantics; it reaches the collections
-through `CollectionRecords` (collection_records.py). Each collection gains its
+through `CollectionNamespaces` (collection_records.py). Each collection gains its
 keyword vector in place (keyword_vectors.py); the walk for memories without one
 goes collection by collection in name order, with cursors and keys that name the
 collection, and skips a collection deleted meanwhile.
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from adapters.base import SparseVector
 from adapters.qdrant.server import keyword_vectors
-from adapters.qdrant.server.collection_records import CollectionRecords
+from adapters.qdrant.server.collection_records import CollectionNamespaces
 from adapters.qdrant.server.connection import CollectionMissing
+from adapters.values import SparseVector
 
 T = TypeVar("T")
 
@@ -24,7 +24,7 @@ T = TypeVar("T")
 class CollectionsKeywordIndex:
     """`prepare_keywords`, `unindexed_memories` and `index_keywords` per collection."""
 
-    def __init__(self, collections: CollectionRecords) -> None:
+    def __init__(self, collections: CollectionNamespaces) -> None:
         self._collections = collections
 
     async def prepare_keywords(self, *, reset: bool = False) -> None:

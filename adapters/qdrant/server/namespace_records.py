@@ -1,4 +1,4 @@
-"""The shared layout's namespace records, kept apart from its memories.
+"""The shared layout's namespace records, kept apart from its memories: its first layer.
 
 `<prefix>namespaces` is a collection without vectors: one point per namespace
 (record and current epoch), one "purge" point per unfinished delete, and one
@@ -15,27 +15,29 @@ re-created namespace still gets a new epoch and never shows old memories.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
+from functools import cached_property
 from typing import Any, TypeVar
 
+from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.base import NamespaceRecord
 from adapters.errors import BackendError
 from adapters.qdrant import filters, layout
-from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US, IndexKind
+from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US
+from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.client_requests import DIALECT
-from adapters.qdrant.server.connection import Call, QdrantConnection
+from adapters.qdrant.server.tenant_collections import FIELD_TYPE, TenantCollections
 from adapters.times import to_micros
+from adapters.values import NamespaceRecord
 
 T = TypeVar("T")
 
 # Never change: every stored record and purge point id depends on it.
 _RECORD_IDS = uuid.UUID("2b7d5c1e-8a4f-4c3b-9e6d-0f1a2b3c4d5e")
-FIELD_TYPE, RECORD, PURGE, GENERATION = "type", "record", "purge", "generation"
+RECORD, PURGE, GENERATION = "record", "purge", "generation"
 META = "meta"  # one point per store-wide fact (the embedding fingerprint)
-RECORD_INDEXES = {FIELD_TYPE: IndexKind.KEYWORD, FIELD_EXPIRES_US: IndexKind.RANGE_INTEGER}
 _RECORDS = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, RECORD)], [])
 _PURGES = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, PURGE)], [])
 _METAS = DIALECT.filter([DIALECT.match_value(FIELD_TYPE, META)], [])
@@ -86,13 +88,28 @@ def _decode(point: models.Record) -> tuple[NamespaceRecord, str] | None:
         raise BackendError(f"namespace record point {point.id} is corrupt") from exc
 
 
-class NamespaceRecords:
-    """Record and purge points of `collection`, read and written through `call`."""
+class TenantNamespaces(QdrantServerBase):
+    """The namespace half of the shared layout: record and purge points of the records
+    collection; `QdrantServerBackend` (tenants.py) inherits it."""
 
-    def __init__(self, connection: QdrantConnection, collection: str, call: Call) -> None:
-        self.connection = connection
-        self.collection = collection
-        self._call = call
+    @cached_property
+    def _collections(self) -> TenantCollections:
+        return TenantCollections(self.connection, self._prefix, self.dimension)
+
+    @cached_property
+    def collection(self) -> str:
+        """The records collection's name."""
+        return self._collections.records
+
+    async def call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
+        """One SDK call once both collections are set up (tenant_collections.py)."""
+        return await self._collections.call(op)
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        return (await self.get_namespaces([name])).get(name)
+
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        return {name: record for name, (record, _) in (await self.live(names)).items()}
 
     async def live(self, asked: Sequence[str]) -> Live:
         """(record, epoch) of the namespaces `asked` that exist: one retrieve."""
@@ -100,14 +117,14 @@ class NamespaceRecords:
         if not wanted:
             return {}
         ids: list[models.ExtendedPointId] = [record_id(name) for name in wanted]
-        points = await self._call(lambda c: c.retrieve(self.collection, ids))
+        points = await self.call(lambda c: c.retrieve(self.collection, ids))
         decoded = (_decode(point) for point in points)
         return {d[0].name: d for d in decoded if d is not None and d[0].name in wanted}
 
     async def _generation(self, name: str) -> int:
         """How many times `name` was deleted: a new incarnation's epoch derives from it."""
         ids: list[models.ExtendedPointId] = [generation_id(name)]
-        found = await self._call(lambda c: c.retrieve(self.collection, ids))
+        found = await self.call(lambda c: c.retrieve(self.collection, ids))
         return int((found[0].payload or {}).get(GENERATION, 0)) if found else 0
 
     async def _fresh_epoch(self, name: str) -> str:
@@ -116,17 +133,17 @@ class NamespaceRecords:
         # lands in an epoch that a concurrent PUT then replaces.
         return incarnation_epoch(name, await self._generation(name))
 
-    async def save(self, record: NamespaceRecord) -> None:
+    async def save_namespace(self, record: NamespaceRecord) -> None:
         epoch = epoch_of(await self.live([record.name]), record.name)
         point = _record_point(record, epoch or await self._fresh_epoch(record.name))
-        await self._call(lambda c: c.upsert(self.collection, [point], wait=True))
+        await self.call(lambda c: c.upsert(self.collection, [point], wait=True))
         if epoch is None:
             return
         purge = [purge_id(epoch)]
-        if await self._call(lambda c: c.retrieve(self.collection, purge, with_payload=False)):
+        if await self.call(lambda c: c.retrieve(self.collection, purge, with_payload=False)):
             # Deleted while we saved: what we wrote is a new namespace, not the old revived.
             fresh = _record_point(record, await self._fresh_epoch(record.name))
-            await self._call(lambda c: c.upsert(self.collection, [fresh], wait=True))
+            await self.call(lambda c: c.upsert(self.collection, [fresh], wait=True))
 
     async def bury(self, name: str) -> str | None:
         """Write the purge point and remove the record in one request; the dead epoch."""
@@ -142,17 +159,17 @@ class NamespaceRecords:
             models.UpsertOperation(upsert=models.PointsList(points=[purge, bumped])),
             models.DeleteOperation(delete=models.PointIdsList(points=[record_id(name)])),
         ]
-        await self._call(lambda c: c.batch_update_points(self.collection, operations, wait=True))
+        await self.call(lambda c: c.batch_update_points(self.collection, operations, wait=True))
         return epoch
 
     async def forget(self, purge_ids: list[models.ExtendedPointId]) -> None:
         """Drop purge points whose memories are gone."""
         done = models.PointIdsList(points=purge_ids)
-        await self._call(lambda c: c.delete(self.collection, done, wait=True))
+        await self.call(lambda c: c.delete(self.collection, done, wait=True))
 
     async def dead(self) -> AsyncIterator[dict[models.ExtendedPointId, str]]:
         """Per page of purge points, those whose epoch no live namespace holds (id -> epoch)."""
-        async for points in self.connection.pages(self.collection, _PURGES, call=self._call):
+        async for points in self.connection.pages(self.collection, _PURGES, call=self.call):
             pending = {point.id: point.payload or {} for point in points}
             live = await self.live([str(payload.get("name")) for payload in pending.values()])
             yield {  # never an epoch that is some live namespace's current one
@@ -161,25 +178,34 @@ class NamespaceRecords:
                 if epoch_of(live, str(payload.get("name"))) != payload.get(FIELD_EPOCH)
             }
 
-    async def listed(self) -> list[NamespaceRecord]:
+    async def list_namespaces(self) -> list[NamespaceRecord]:
         return await self._scan(_RECORDS)
 
-    async def expired(self, now: datetime) -> list[NamespaceRecord]:
+    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
         # Only records carry expires_us: the cost follows expired namespaces, not live ones.
         return await self._scan(filters.expired(DIALECT, now))
 
     async def _scan(self, scan_filter: models.Filter) -> list[NamespaceRecord]:
-        pages = self.connection.pages(self.collection, scan_filter, call=self._call)
+        pages = self.connection.pages(self.collection, scan_filter, call=self.call)
         decoded = [_decode(point) async for page in pages for point in page]
         return sorted((d[0] for d in decoded if d is not None), key=lambda r: r.name)
 
-    async def meta(self) -> dict[str, str]:
+
+class TenantStoreMeta:
+    """The shared layout's `store_meta` part: `meta` points of the records collection."""
+
+    def __init__(self, records: TenantNamespaces) -> None:
+        self._records = records
+
+    async def read_store_meta(self) -> dict[str, str]:
         """Store-wide facts: the payloads of the `meta` points."""
-        pages = self.connection.pages(self.collection, _METAS, call=self._call)
+        records = self._records
+        pages = records.connection.pages(records.collection, _METAS, call=records.call)
         found = [point.payload or {} async for page in pages for point in page]
         return {str(p["key"]): str(p["value"]) for p in found if "key" in p and "value" in p}
 
-    async def set_meta(self, key: str, value: str) -> None:
+    async def write_store_meta(self, key: str, value: str) -> None:
         payload = {FIELD_TYPE: META, "key": key, "value": value}
         point = models.PointStruct(id=meta_id(key), vector={}, payload=payload)
-        await self._call(lambda c: c.upsert(self.collection, [point], wait=True))
+        collection = self._records.collection
+        await self._records.call(lambda c: c.upsert(collection, [point], wait=True))

@@ -19,14 +19,16 @@ from qdrant_client.http import models
 
 from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable
 from adapters.qdrant import layout, names
-from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US, IndexKind
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server.connection import CollectionMissing, QdrantConnection
-from adapters.qdrant.server.namespace_records import RECORD_INDEXES
 
 T = TypeVar("T")
 
 MEMORY_STORE_INDEXES = {**layout.TENANT_INDEXES, **layout.MEMORY_INDEXES}
+# The records collection's points have a `type` (namespace_records.py); records expire.
+FIELD_TYPE = "type"
+RECORD_INDEXES = {FIELD_TYPE: IndexKind.KEYWORD, FIELD_EXPIRES_US: IndexKind.RANGE_INTEGER}
 # HNSW per tenant only, no graph across namespaces (Qdrant's multitenancy guide).
 TENANT_HNSW = models.HnswConfigDiff(m=0, payload_m=16)
 

@@ -12,36 +12,24 @@ Reads see only memories of the namespaces' current epochs, so a delete (purge
 point written and record removed in one request) is immediate for every caller
 while the physical delete by epoch may finish later (`maintain`). The plugin
 boots while Qdrant is down. The one-collection-per-namespace layout is
-namespace_collections.py.
+namespace_collections.py. The optional parts (adapters/parts.py): `transfer` and
+`keyword_index` from tenant_parts.py, `store_meta` the namespace records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import TypeVar
 
-from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.base import (
-    MemoryFilter,
-    MemoryRecord,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchQuery,
-    SparseVector,
-    StoredMemory,
-    with_keywords,
-)
-from adapters.errors import BackendError, BackendMisconfigured, NamespaceGone
+from adapters.errors import BackendError, BackendMisconfigured
 from adapters.merge import merge_listed, merge_scored
 from adapters.qdrant import filters, layout
-from adapters.qdrant.server import keyword_vectors
-from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.client_requests import (
     DENSE,
     DIALECT,
@@ -50,18 +38,26 @@ from adapters.qdrant.server.client_requests import (
     side_requests,
 )
 from adapters.qdrant.server.namespace_records import (
-    RECORD_INDEXES,
-    NamespaceRecords,
+    TenantNamespaces,
+    TenantStoreMeta,
     epoch_of,
     purge_id,
     record_id,
 )
 from adapters.qdrant.server.tenant_collections import (
     MEMORY_STORE_INDEXES,
-    TenantCollections,
+    RECORD_INDEXES,
     legacy_layout_line,
     owner,
     stored_vector,
+)
+from adapters.qdrant.server.tenant_parts import TenantKeywordIndex, TenantTransfer
+from adapters.values import (
+    MemoryFilter,
+    MemoryRecord,
+    ScoredMemory,
+    SearchQuery,
+    StoredMemory,
 )
 
 __all__ = [
@@ -76,22 +72,27 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class QdrantServerBackend(QdrantServerBase):
+class QdrantServerBackend(TenantNamespaces):
     """Memories of every namespace in one Qdrant collection, partitioned by tenant."""
 
     name = "qdrant"
-
-    @cached_property
-    def _collections(self) -> TenantCollections:
-        return TenantCollections(self.connection, self._prefix, self.dimension)
 
     @cached_property
     def _memories(self) -> str:
         return self._collections.memories
 
     @cached_property
-    def _records(self) -> NamespaceRecords:
-        return NamespaceRecords(self.connection, self._collections.records, self._call)
+    def store_meta(self) -> TenantStoreMeta:
+        """Points of their own in the records collection (namespace_records.py)."""
+        return TenantStoreMeta(self)
+
+    @cached_property
+    def transfer(self) -> TenantTransfer:
+        return TenantTransfer(self._collections, self)
+
+    @cached_property
+    def keyword_index(self) -> TenantKeywordIndex:
+        return TenantKeywordIndex(self._collections)
 
     async def start(self) -> None:
         """Contact Qdrant if it answers; only a store it cannot serve fails the boot."""
@@ -109,7 +110,7 @@ class QdrantServerBackend(QdrantServerBase):
 
     async def maintain(self) -> None:
         """Finish namespace deletes whose memories were not purged (a crash, an outage)."""
-        async for dead in self._records.dead():
+        async for dead in self.dead():
             if dead:
                 await self._purge(list(dead.values()), list(dead))
 
@@ -117,19 +118,10 @@ class QdrantServerBackend(QdrantServerBase):
         await self._ready()
         await self.connection.ping()
 
-    # -- namespaces ------------------------------------------------------------------
-
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return (await self.get_namespaces([name])).get(name)
-
-    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        return {name: record for name, (record, _) in (await self._records.live(names)).items()}
-
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self._records.save(record)
+    # -- namespaces (the rest: namespace_records.py) --------------------------------
 
     async def delete_namespace(self, name: str) -> bool:
-        epoch = await self._records.bury(name)
+        epoch = await self.bury(name)
         if epoch is None:
             return False
         try:
@@ -138,23 +130,7 @@ class QdrantServerBackend(QdrantServerBase):
             log.warning("namespace %s deleted, its memories are purged later: %s", name, exc)
         return True
 
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        return await self._records.listed()
-
-    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
-        return await self._records.expired(now)
-
-    async def read_store_meta(self) -> Mapping[str, str]:
-        return await self._records.meta()  # points of their own in the records collection
-
-    async def write_store_meta(self, key: str, value: str) -> None:
-        await self._records.set_meta(key, value)
-
     # -- memories --------------------------------------------------------------------
-
-    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
-        found = await self.get_stored_memory(namespace, memory_id)
-        return None if found is None else found[0]
 
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         point = await self._visible_point(namespace, memory_id)
@@ -162,31 +138,8 @@ class QdrantServerBackend(QdrantServerBase):
             return None
         return layout.memory_from_shared(point.payload or {}), stored_vector(point)
 
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        """Write many memories in one request, as `upsert_memory`; how many were written."""
-        live = await self._records.live([memory.namespace for memory, _ in memories])
-        points: dict[str, models.PointStruct] = {}
-        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
-            epoch = epoch_of(live, memory.namespace)
-            if epoch is None:
-                raise NamespaceGone(f"namespace {memory.namespace} not found")
-            point_id = layout.point_id(memory.namespace, memory.id)
-            payload = layout.memory_to_payload(memory, epoch)
-            stored = keyword_vectors.point_vector(vector, memory_keywords)
-            points[point_id] = models.PointStruct(id=point_id, vector=stored, payload=payload)
-        if points:
-            writes = list(points.values())
-            await self._call(lambda c: c.upsert(self._memories, writes, wait=True))
-        return len(points)
-
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         sides = await self._batch(namespaces, memory_filter, limit, query)
         parts = (
@@ -207,55 +160,35 @@ class QdrantServerBackend(QdrantServerBase):
         if point is None:
             return False
         selector = models.PointIdsList(points=[point.id])
-        await self._call(lambda c: c.delete(self._memories, selector, wait=True))
+        await self.call(lambda c: c.delete(self._memories, selector, wait=True))
         return True
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(DIALECT, now)
-        found = await self._call(lambda c: c.count(self._memories, expired, exact=True))
+        found = await self.call(lambda c: c.count(self._memories, expired, exact=True))
         if found.count == 0:
             return 0
         selector = models.FilterSelector(filter=expired)
-        await self._call(lambda c: c.delete(self._memories, selector, wait=True))
+        await self.call(lambda c: c.delete(self._memories, selector, wait=True))
         return found.count
-
-    # -- the keyword index -----------------------------------------------------------
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        """`prepare()` gives the collection its keyword vector; `reset` drops and re-adds it."""
-        await self._ready()
-        if reset:
-            await keyword_vectors.drop_keyword_vector(self._call, self._memories)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return await keyword_vectors.unindexed_page(self._call, self._memories, cursor, limit)
-
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        await keyword_vectors.index_page(self._call, self._memories, items)
-        return len(items)
 
     # -- internals -------------------------------------------------------------------
 
     async def _ready(self) -> None:
         await self._collections.ready()
 
-    async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
-        return await self._collections.call(op)
-
     async def _purge(self, epochs: list[str], purge_ids: list[models.ExtendedPointId]) -> None:
         """Delete the memories of dead incarnations, then their purge points."""
         dead = models.FilterSelector(filter=filters.incarnations(DIALECT, epochs))
-        await self._call(lambda c: c.delete(self._memories, dead, wait=True))
-        await self._records.forget(purge_ids)
+        await self.call(lambda c: c.delete(self._memories, dead, wait=True))
+        await self.forget(purge_ids)
 
     async def _visible_point(self, namespace: str, memory_id: str) -> models.Record | None:
         """The memory's point if it belongs to the namespace's current incarnation."""
         ids: list[models.ExtendedPointId] = [layout.point_id(namespace, memory_id)]
         live, points = await asyncio.gather(
-            self._records.live([namespace]),
-            self._call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
+            self.live([namespace]),
+            self.call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
         )
         current = (namespace, epoch_of(live, namespace))
         found = [p for p in points if owner(p) == current]
@@ -269,41 +202,10 @@ class QdrantServerBackend(QdrantServerBase):
         query: Query,
     ) -> list[list[models.ScoredPoint]]:
         """Each pin side's best `limit` over `namespaces`: one query_batch_points request."""
-        live = await self._records.live(namespaces)
+        live = await self.live(namespaces)
         if not live or limit <= 0:
             return []
         scope = layout.Scope(tuple(live), tuple(epoch for _, epoch in live.values()))
         requests = side_requests(memory_filter, limit, query, scope)
-        responses = await self._call(lambda c: c.query_batch_points(self._memories, requests))
+        responses = await self.call(lambda c: c.query_batch_points(self._memories, requests))
         return [response.points for response in responses]
-
-    # -- bulk transfer (export, import) ----------------------------------------------
-
-    async def iter_memories(
-        self,
-        namespace: str,
-        now: datetime,
-        *,
-        page_size: int = 256,
-        with_vectors: bool = True,
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """Scroll the tenant partition of the namespace's current epoch, a page per request."""
-        live = await self._records.live([namespace])
-        epoch = epoch_of(live, namespace)
-        if epoch is None:
-            return
-        scope = layout.Scope((namespace,), (epoch,))
-        wanted = filters.memories(DIALECT, MemoryFilter(now=now), scope)
-        pages = self.connection.pages(
-            self._memories, wanted, with_vectors=with_vectors, size=page_size, call=self._call
-        )
-        async for points in pages:
-            found = [
-                (
-                    layout.memory_from_shared(p.payload or {}),
-                    stored_vector(p) if with_vectors else [],
-                )
-                for p in points
-            ]
-            if found:
-                yield found

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.base import NamespaceRecord, VectorBackend
+from adapters.base import VectorBackend
+from adapters.values import NamespaceRecord
 from tests.support.records import T0
 
 

@@ -6,8 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.base import NamespaceRecord, VectorBackend
+from adapters.base import VectorBackend
 from adapters.errors import NamespaceGone
+from adapters.values import NamespaceRecord
 from tests.backends.suite.base import BackendCase
 from tests.support.records import T0, dense, everything, memory, new_id, unit
 
@@ -90,13 +91,13 @@ class CommitSuite(BackendCase):
         await backend.save_namespace(NamespaceRecord(name=other, kind="org", created_at=T0))
         first = memory(ns, content="first")
         elsewhere = memory(other, id=first.id, content="same id elsewhere")
-        assert await backend.upsert_memories([(first, unit(1)), (elsewhere, unit(1))]) == 2
+        assert await backend.transfer.upsert_memories([(first, unit(1)), (elsewhere, unit(1))]) == 2
         second = memory(ns, id=first.id, content="second", pin=True)
-        assert await backend.upsert_memories([(second, unit(0, 1))]) == 1
+        assert await backend.transfer.upsert_memories([(second, unit(0, 1))]) == 1
         assert await backend.list_memories([ns], everything(), 10) == [second]
         assert await backend.get_memory(other, first.id) == elsewhere
         hits = await backend.query_memories([ns], dense(0, 1), everything(), 10)
         assert [(h.memory, round(h.score, 4)) for h in hits] == [(second, 1.0)]
-        assert await backend.upsert_memories([]) == 0
+        assert await backend.transfer.upsert_memories([]) == 0
         with pytest.raises(NamespaceGone):
-            await backend.upsert_memories([(memory("org:never-created"), unit(1))])
+            await backend.transfer.upsert_memories([(memory("org:never-created"), unit(1))])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from adapters.base import NamespaceRecord, VectorBackend
+from adapters.base import VectorBackend
+from adapters.values import NamespaceRecord
 from tests.backends.suite.base import BackendCase
 from tests.support.records import T0, dense, everything, memory, unit
 

@@ -12,15 +12,9 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.base import (
-    MemoryFilter,
-    MemoryRecord,
-    NamespaceRecord,
-    SearchMode,
-    SearchQuery,
-    VectorBackend,
-)
+from adapters.base import VectorBackend
 from adapters.qdrant.ranking import KEYWORD_WEIGHT
+from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchMode, SearchQuery
 from plugin.embedding.keywords import KeywordEncoder
 from tests.support.records import T0, cosine, everything, memory, unit
 
@@ -176,16 +170,16 @@ class KeywordIndexSuite:
     vector, give them one, and never overwrite the vector of a memory rewritten meanwhile."""
 
     async def unindexed(self, backend: VectorBackend, page: int = 3) -> list[tuple[str, str]]:
-        found, cursor = await backend.unindexed_memories(None, page)
+        found, cursor = await backend.keyword_index.unindexed_memories(None, page)
         while cursor is not None:
-            more, cursor = await backend.unindexed_memories(cursor, page)
+            more, cursor = await backend.keyword_index.unindexed_memories(cursor, page)
             found += more
         return found
 
     async def test_memories_written_without_keywords_are_found_and_indexed(
         self, backend: VectorBackend
     ) -> None:
-        await backend.prepare_keywords()
+        await backend.keyword_index.prepare_keywords()
         names = ["team:a", "team:b"]
         contents = {}
         for name in names:
@@ -199,7 +193,7 @@ class KeywordIndexSuite:
         assert sorted(content for _, content in pending) == sorted(contents)
         assert await backend.query_memories(names, keyword("charlie"), everything(), 10) == []
         items = [(key, KEYWORDS.document(content)) for key, content in pending]
-        assert await backend.index_keywords(items) == len(items)
+        assert await backend.keyword_index.index_keywords(items) == len(items)
         assert await self.unindexed(backend) == []
         found = await backend.query_memories(names, keyword("charlie"), everything(), 10)
         assert {h.memory.content for h in found} == {"team:a order charlie", "team:b order charlie"}
@@ -207,7 +201,7 @@ class KeywordIndexSuite:
     async def test_a_memory_rewritten_meanwhile_keeps_its_new_keywords(
         self, backend: VectorBackend
     ) -> None:
-        await backend.prepare_keywords()
+        await backend.keyword_index.prepare_keywords()
         name = "team:race"
         await backend.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
         old = memory(name, content="ticket alpha")
@@ -218,22 +212,26 @@ class KeywordIndexSuite:
         rewritten = memory(name, id=old.id, content="ticket charlie")
         await backend.upsert_memory(rewritten, NEAR, KEYWORDS.document(rewritten.content))
         assert await backend.delete_memory(name, gone.id) is True
-        await backend.index_keywords([(key, KEYWORDS.document(text)) for key, text in listed])
+        await backend.keyword_index.index_keywords(
+            [(key, KEYWORDS.document(text)) for key, text in listed]
+        )
         assert await backend.query_memories([name], keyword("alpha"), everything(), 10) == []
         found = await backend.query_memories([name], keyword("charlie"), everything(), 10)
         assert [h.memory for h in found] == [rewritten]
 
     async def test_reset_drops_every_keyword_vector(self, backend: VectorBackend) -> None:
-        await backend.prepare_keywords()
+        await backend.keyword_index.prepare_keywords()
         name = "team:reset"
         await backend.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
         written = await write(backend, name, "ticket XJ-4471", NEAR)
-        await backend.prepare_keywords(reset=True)
+        await backend.keyword_index.prepare_keywords(reset=True)
         assert await backend.query_memories([name], keyword("XJ-4471"), everything(), 10) == []
         pending = await self.unindexed(backend)
         assert [content for _, content in pending] == ["ticket XJ-4471"]
-        await backend.prepare_keywords()  # idempotent: drops nothing
+        await backend.keyword_index.prepare_keywords()  # idempotent: drops nothing
         assert await self.unindexed(backend) == pending
-        await backend.index_keywords([(key, KEYWORDS.document(text)) for key, text in pending])
+        await backend.keyword_index.index_keywords(
+            [(key, KEYWORDS.document(text)) for key, text in pending]
+        )
         found = await backend.query_memories([name], keyword("XJ-4471"), everything(), 10)
         assert [h.memory for h in found] == [written]

@@ -6,8 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.base import NamespaceRecord, VectorBackend
+from adapters.base import VectorBackend
 from adapters.errors import NamespaceGone
+from adapters.values import NamespaceRecord
 from tests.backends.suite.base import BackendCase
 from tests.support.records import T0, dense, everything, memory, new_id, unit
 
@@ -114,11 +115,11 @@ class NamespaceSuite(BackendCase):
 
     async def test_store_meta_round_trip(self, backend: VectorBackend, ns: str) -> None:
         """The store-wide facts (the embedding fingerprint) are kept apart from namespaces."""
-        assert dict(await backend.read_store_meta()) == {}
-        await backend.write_store_meta("embedding", "all-MiniLM-L6-v2/torch")
-        await backend.write_store_meta("other", "value")
-        await backend.write_store_meta("embedding", "all-MiniLM-L6-v2/onnx-int8")
-        assert dict(await backend.read_store_meta()) == {
+        assert dict(await backend.store_meta.read_store_meta()) == {}
+        await backend.store_meta.write_store_meta("embedding", "all-MiniLM-L6-v2/torch")
+        await backend.store_meta.write_store_meta("other", "value")
+        await backend.store_meta.write_store_meta("embedding", "all-MiniLM-L6-v2/onnx-int8")
+        assert dict(await backend.store_meta.read_store_meta()) == {
             "embedding": "all-MiniLM-L6-v2/onnx-int8",
             "other": "value",
         }

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.base import MemoryFilter, NamespaceRecord, SearchQuery, VectorBackend
+from adapters.base import VectorBackend
+from adapters.values import MemoryFilter, NamespaceRecord, SearchQuery
 from tests.backends.suite.base import BackendCase
 from tests.support.records import T0, cosine, dense, everything, memory, unit
 

@@ -10,7 +10,6 @@ import pytest
 import respx
 from qdrant_client.http import models
 
-from adapters.base import MemoryFilter, MemoryRecord, NamespaceRecord
 from adapters.errors import (
     NamespaceConflict,
     NamespaceGone,
@@ -21,6 +20,7 @@ from adapters.qdrant.server.collection_records import RECORD_KEY
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.times import to_micros
+from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
 from tests.support.qdrant_rest import (
     collection_info,
     collections,

@@ -10,13 +10,14 @@ import httpx
 import pytest
 import respx
 
-from adapters.base import MemoryFilter, VectorBackend
+from adapters.base import VectorBackend
 from adapters.errors import (
     BackendError,
     BackendUnavailable,
 )
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.values import MemoryFilter
 from tests.support.qdrant_rest import (
     error,
     mock_shared_ready,

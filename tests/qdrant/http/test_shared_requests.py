@@ -15,7 +15,6 @@ import pytest
 import respx
 from qdrant_client.http import models
 
-from adapters.base import MemoryFilter
 from adapters.errors import (
     BackendUnavailable,
     NamespaceGone,
@@ -24,6 +23,7 @@ from adapters.qdrant.layout import memory_to_payload, namespace_to_json, point_i
 from adapters.qdrant.server.namespace_records import generation_id, incarnation_epoch
 from adapters.qdrant.server.tenants import QdrantServerBackend, purge_id, record_id
 from adapters.times import to_micros
+from adapters.values import MemoryFilter
 from tests.support.qdrant_rest import (
     completed,
     error,

@@ -9,15 +9,16 @@ tests/qdrant/http/.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 from qdrant_client.http import models
 
-from adapters.base import MemoryFilter, NamespaceRecord
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
 from tests.support.qdrant_local import (
     MEMORIES,
     RECORDS,
@@ -30,11 +31,21 @@ from tests.support.qdrant_local import (
 from tests.support.records import DIM, T0, dense, everything, memory, unit
 
 
+async def seed(
+    shared: QdrantServerBackend, names: list[str], *builds: Callable[[str], MemoryRecord]
+) -> None:
+    """Each of `names` saved, with a memory from each of `builds` (at `unit(1)`)."""
+    for name in names:
+        await shared.save_namespace(ns_record(name))
+        for build in builds:
+            await shared.upsert_memory(build(name), unit(1))
+
+
 async def test_thousands_of_namespaces(shared: QdrantServerBackend) -> None:
     names = [f"workspace:w{i:04d}" for i in range(2000)]
     for name in names:
         await shared.save_namespace(ns_record(name))
-    await shared.upsert_memories([(memory(name, content=name), unit(1)) for name in names])
+    await shared.transfer.upsert_memories([(memory(name, content=name), unit(1)) for name in names])
     asked = ["workspace:w0007", "workspace:w1234", "workspace:w1999"]
     hits = await shared.query_memories(asked, dense(1), everything(), 100)
     assert sorted(h.memory.content for h in hits) == asked
@@ -96,9 +107,7 @@ async def test_purge_points_survive_a_failure_and_maintain_finishes_them(
     shared: QdrantServerBackend, connection: QdrantConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = [f"team:t{i}" for i in range(3)]
-    for name in names:
-        await shared.save_namespace(ns_record(name))
-        await shared.upsert_memory(memory(name), unit(1))
+    await seed(shared, names, memory)
     with monkeypatch.context() as patched:
         fail_filter_deletes(patched, connection)
         for name in names[:2]:
@@ -163,10 +172,13 @@ async def test_expired_memories_go_in_one_count_and_one_delete(
     shared: QdrantServerBackend, connection: QdrantConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = [f"workspace:ttl{i}" for i in range(5)]
-    for name in names:
-        await shared.save_namespace(ns_record(name))
-        await shared.upsert_memory(memory(name, expires_at=T0 - timedelta(seconds=1)), unit(1))
-        await shared.upsert_memory(memory(name, content="stays"), unit(1))
+    expired = T0 - timedelta(seconds=1)
+    await seed(
+        shared,
+        names,
+        lambda name: memory(name, expires_at=expired),
+        lambda name: memory(name, content="stays"),
+    )
     counts = spy(monkeypatch, connection, "count")
     deletes = spy(monkeypatch, connection, "delete")
     assert await shared.delete_expired_memories(T0) == 5
@@ -192,7 +204,7 @@ async def test_racing_first_saves_agree_on_one_incarnation(
     await backend.save_namespace(record)
     written = memory(name)
     await backend.upsert_memory(written, unit(1))
-    records = backend._records
+    records = backend  # its namespace records are its own first layer (namespace_records.py)
     seen_before = records.live
 
     async def nothing_yet(asked: object) -> dict[str, object]:

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from adapters.base import NamespaceRecord, SearchQuery
 from adapters.errors import BackendMisconfigured, BackendUnavailable
 from adapters.qdrant import layout
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend, legacy_layout_line
+from adapters.values import NamespaceRecord, SearchQuery
 from plugin.commands.migrate_layout import copy_collections_to_shared
 from tests.support.qdrant_local import (
     MEMORIES,

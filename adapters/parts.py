@@ -1,0 +1,136 @@
+"""The optional parts of a backend: what one or two callers need, and not every backend has.
+
+Why apart from `VectorBackend`: a request needs namespaces, memories and search;
+the keyword index (plugin/embedding/keyword_index.py), bulk transfer
+(plugin/transfer/) and store metadata (plugin/core/fingerprint.py) are each
+asked for by the code that uses them, through `backend.keyword_index`,
+`backend.transfer` and `backend.store_meta`, which are None where the backend
+has no such part. A backend hands out its own part objects, so no facade
+forwards their calls, and plugin/observability/instrumented.py times every
+method of a part by its name (the metric's `operation` label).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from adapters.values import SparseVector, StoredMemory, TokenVectors
+
+# The attributes of `VectorBackend` that hand out a part (or None): `OptionalParts`.
+PARTS = ("keyword_index", "token_index", "transfer", "store_meta")
+
+
+class KeywordIndex(Protocol):
+    """Keyword vectors for memories stored without one, filled in place in the background."""
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        """Make every memory able to hold a keyword vector, in place; idempotent.
+
+        With `reset`, first drop every stored keyword vector (another encoder made
+        them): `unindexed_memories` then lists every memory again. Why here and not
+        at every start: a store written before keyword vectors existed gains them
+        without copying or re-embedding anything. Raises `NotImplementedError` where
+        the store turns out to keep none (a cosine Pinecone index).
+        """
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """A page of memories with no keyword vector, as (key, content), and the next cursor.
+
+        Walks the whole store once from `cursor=None` until the returned cursor is
+        None, in any order, whatever is indexed meanwhile. Keys are opaque to the plugin.
+        """
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        """Give each keyed memory its keyword vector, unless it has one by now; how many.
+
+        "Unless it has one by now": a memory rewritten since it was listed carries the
+        keyword vector of its new content, which must not be replaced by the old one's.
+        """
+
+
+class TokenIndex(Protocol):
+    """Filling in token vectors, in place."""
+
+    async def prepare_tokens(self) -> None:
+        """Make every memory able to hold token vectors (a store written before them
+        gains the multivector); idempotent."""
+        ...
+
+    async def untokenized_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """A page of memories with no token vectors, as (key, content), and the next
+        cursor: walks the whole store once from None until the cursor returned is None."""
+        ...
+
+    async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
+        """Give each keyed memory its token vectors, unless it has some by now (a memory
+        rewritten since it was listed carries its new content's); how many."""
+        ...
+
+
+class BulkTransfer(Protocol):
+    """Whole namespaces out and many memories in: export, import, parity, migrate-layout."""
+
+    def iter_memories(
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Every memory of the namespace's current incarnation live at `now`, a page at a time.
+
+        Why: the contract lists at most 100 memories per search and cannot name every
+        namespace. Each memory comes with its stored vector (an empty list without
+        `with_vectors`), in the store's own order, at most once. A namespace that does
+        not exist yields nothing; memories written while iterating may or may not
+        appear. Implemented as an async generator (the instrumentation times each page).
+        """
+
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
+        """Insert or replace many memories, each as `upsert_memory` would; how many were written.
+
+        `keywords`, when given, holds one keyword vector per memory, in order; one
+        request per batch is what makes an import fast. Raises `NamespaceGone` when a
+        namespace has no storage (earlier items may already be written: retry is safe).
+        """
+
+
+class StoreMeta(Protocol):
+    """Store-wide facts: the embedding fingerprint, the keyword encoder and its state.
+
+    Why: vectors of another vector space must never be mixed in silently
+    (plugin/core/fingerprint.py). Keys and values are short strings.
+    """
+
+    async def read_store_meta(self) -> Mapping[str, str]:
+        """Every fact written by `write_store_meta`; empty when none were."""
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        """Set one fact, durably; visible to every later `read_store_meta`."""
+
+
+class OptionalParts:
+    """The parts `VectorBackend` may hand out; None where the backend has no such part.
+
+    A backend overrides the property with one returning its part (a `cached_property`
+    where the part is built on first use)."""
+
+    @property
+    def keyword_index(self) -> KeywordIndex | None:
+        return None
+
+    @property
+    def token_index(self) -> TokenIndex | None:
+        return None
+
+    @property
+    def transfer(self) -> BulkTransfer | None:
+        return None
+
+    @property
+    def store_meta(self) -> StoreMeta | None:
+        return None

@@ -1,0 +1,98 @@
+"""Memories stored without one of their vectors, found and given it in place, shard by shard.
+
+What the keyword index (keyword_index.py) and the token index (token_index.py) of
+the embedded store share: memories lacking a named vector are listed every open
+shard in turn (a cursor is "<shard>:<point id or nothing>", a key "<shard>/<point
+id>", both opaque to the plugin) and given it with `update_vectors` (everything
+else stays), a page per engine call on a worker thread, so the store keeps
+serving. The write carries the same condition, so a memory rewritten since it
+was listed keeps the vector of its new content. Nothing here is lost to
+`kill -9`: the state is the stored vectors themselves.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import qdrant_edge as qe
+
+from adapters.qdrant.edge.store import EdgeStore
+
+V = TypeVar("V")
+
+
+class MissingVectors:
+    """The memories of the store without the vector `name`."""
+
+    def __init__(self, store: EdgeStore, name: str) -> None:
+        self._store = store
+        self._name = name
+        self._missing = qe.Filter(must_not=[qe.HasVectorCondition(name)])
+
+    async def page(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """Up to `limit` of them as (key, content), and the cursor of the next page."""
+        index, _, after = (cursor or "0:").partition(":")
+        return await self._store.calls.worker(self._page, int(index), after or None, limit)
+
+    def _page(
+        self, index: int, after: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        shards = self._store.shards.shards
+        while index < len(shards) and shards[index] is None:
+            index, after = index + 1, None  # not open (absent, damaged): nothing to fill
+        if index >= len(shards):
+            return [], None
+        offset = None if after is None else uuid.UUID(after)
+        request = qe.ScrollRequest(
+            offset=offset, limit=limit, filter=self._missing, with_payload=["content"]
+        )
+        shard = shards[index]
+        assert shard is not None  # skipped above
+        page, following = shard.scroll(request)
+        found = [
+            (f"{index}/{point.id}", content)
+            for point in page
+            if isinstance(content := (point.payload or {}).get("content"), str)
+        ]
+        if following is not None:
+            return found, f"{index}:{following}"
+        return found, f"{index + 1}:" if index + 1 < len(shards) else None
+
+    async def fill(self, items: Sequence[tuple[str, V]], stored: Callable[[V], Any]) -> int:
+        """Give each keyed memory its vector (`stored` spells it for the engine), unless
+        it has one by now; how many were asked for."""
+        by_shard: dict[int, list[tuple[str, Any]]] = {}
+        for key, vector in items:
+            shard_index, _, point = key.partition("/")
+            by_shard.setdefault(int(shard_index), []).append((point, stored(vector)))
+        for index, found in by_shard.items():
+            await self._store.calls.worker(self._fill, index, found)
+        return len(items)
+
+    def _fill(self, index: int, items: list[tuple[str, Any]]) -> None:
+        """One update for the page. A point deleted since it was listed makes the engine
+        refuse the whole update: then once more without the gone (as a server's, in
+        server/keyword_vectors.index_page)."""
+        shard = self._store.shards.shards[index]
+        if shard is None:
+            return
+        vectors = [qe.PointVectors(key, {self._name: vector}) for key, vector in items]
+        try:
+            self._store.update(
+                shard, qe.UpdateOperation.update_vectors(vectors, condition=self._missing)
+            )
+        except Exception:
+            ids = [key for key, _ in items]
+            found = shard.retrieve(ids, with_payload=False, with_vector=False)
+            present = {str(point.id) for point in found}
+            remaining = [vector for vector in vectors if str(vector.id) in present]
+            if len(remaining) == len(vectors):
+                raise
+            if remaining:
+                self._store.update(
+                    shard, qe.UpdateOperation.update_vectors(remaining, condition=self._missing)
+                )

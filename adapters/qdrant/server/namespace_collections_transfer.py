@@ -1,0 +1,112 @@
+"""The `collections` layout's bulk transfer (adapters/parts.py): a collection per namespace.
+
+`QdrantCollectionsBackend` (namespace_collections.py) hands it out as `transfer`,
+and writes its own single memories through it too; it reaches the collections
+through `CollectionNamespaces` (collection_records.py). Also how a point of a
+namespace collection is read as a memory, for both.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+
+from qdrant_client.http import models
+
+from adapters.errors import BackendError, BackendRejected, NamespaceGone
+from adapters.qdrant import filters, layout
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.client_requests import DIALECT
+from adapters.qdrant.server.collection_records import CollectionNamespaces
+from adapters.qdrant.server.connection import CollectionMissing
+from adapters.values import MemoryFilter, MemoryRecord, SparseVector, StoredMemory, with_keywords
+
+
+def point_id_of(memory_id: str) -> str | None:
+    """Canonical UUID text, or None: a server answers 400 to a non-UUID id."""
+    try:
+        return str(uuid.UUID(memory_id))
+    except ValueError:
+        return None
+
+
+def memory_of(namespace: str, point: models.Record | models.ScoredPoint) -> MemoryRecord:
+    return layout.memory_from_payload(str(point.id), namespace, point.payload or {})
+
+
+def stored_of(namespace: str, point: models.Record) -> StoredMemory:
+    vector = keyword_vectors.dense_of(point)
+    if vector is None:
+        raise BackendError(f"point {point.id} of {namespace} has no plain dense vector")
+    return memory_of(namespace, point), vector
+
+
+class CollectionsTransfer:
+    """`iter_memories` per collection; `upsert_memories`, one request per collection."""
+
+    def __init__(self, collections: CollectionNamespaces) -> None:
+        self._collections = collections
+
+    async def iter_memories(
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Scroll the namespace's own collection, live memories only, a page per request."""
+        if await self._collections.get_namespace(namespace) is None:
+            return
+        wanted = filters.memories(DIALECT, MemoryFilter(now=now))
+        pages = self._collections.connection.pages(
+            self._collections.collection(namespace),
+            wanted,
+            with_vectors=with_vectors,
+            size=page_size,
+        )
+        try:
+            async for points in pages:
+                if with_vectors:
+                    found = [stored_of(namespace, point) for point in points]
+                else:
+                    found = [(memory_of(namespace, point), []) for point in points]
+                if found:
+                    yield found
+        except CollectionMissing:  # deleted meanwhile: its memories vanish, as for reads
+            return
+
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
+        """One upsert request per namespace (collection) in the batch."""
+        by_collection: dict[str, list[models.PointStruct]] = {}
+        names: dict[str, str] = {}
+        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
+            point_id = point_id_of(memory.id)
+            if point_id is None:
+                raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
+            collection = self._collections.collection(memory.namespace)
+            names[collection] = memory.namespace
+            by_collection.setdefault(collection, []).append(
+                models.PointStruct(
+                    id=point_id,
+                    vector=keyword_vectors.point_vector(vector, memory_keywords),
+                    payload=layout.memory_to_payload(memory),
+                )
+            )
+        for collection, points in by_collection.items():
+            try:
+                await self._upsert(collection, points)
+            except CollectionMissing as exc:
+                raise NamespaceGone(f"namespace {names[collection]} not found") from exc
+        return sum(len(points) for points in by_collection.values())
+
+    async def _upsert(self, collection: str, points: list[models.PointStruct]) -> None:
+        """Upsert; a collection made before keyword vectors existed gains its keyword
+        vector on the first write that carries one (and the write is sent again)."""
+        try:
+            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))
+        except CollectionMissing:
+            raise
+        except BackendError as exc:
+            if "Not existing vector name" not in str(exc):
+                raise
+            await keyword_vectors.add_keyword_vector(self._collections.call, collection)
+            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))

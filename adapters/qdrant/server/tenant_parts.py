@@ -1,0 +1,106 @@
+"""The shared layout's optional parts (adapters/parts.py): bulk transfer and the keyword index.
+
+`QdrantServerBackend` (tenants.py) hands them out as `transfer` and
+`keyword_index`. Both work on the one memories collection through
+`TenantCollections` (tenant_collections.py); transfer sees only the current
+incarnation of a namespace, by its epoch in the records (namespace_records.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from qdrant_client.http import models
+
+from adapters.errors import NamespaceGone
+from adapters.qdrant import filters, layout
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.client_requests import DIALECT
+from adapters.qdrant.server.namespace_records import TenantNamespaces, epoch_of
+from adapters.qdrant.server.tenant_collections import TenantCollections, stored_vector
+from adapters.values import MemoryFilter, SparseVector, StoredMemory, with_keywords
+
+
+@dataclass(frozen=True, slots=True)
+class TenantTransfer:
+    """`iter_memories` by scrolling a tenant partition; `upsert_memories` in one request."""
+
+    collections: TenantCollections
+    records: TenantNamespaces
+
+    async def iter_memories(
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Scroll the tenant partition of the namespace's current epoch, a page per request."""
+        live = await self.records.live([namespace])
+        epoch = epoch_of(live, namespace)
+        if epoch is None:
+            return
+        scope = layout.Scope((namespace,), (epoch,))
+        wanted = filters.memories(DIALECT, MemoryFilter(now=now), scope)
+        collections = self.collections
+        pages = collections.connection.pages(
+            collections.memories,
+            wanted,
+            with_vectors=with_vectors,
+            size=page_size,
+            call=collections.call,
+        )
+        async for points in pages:
+            found = [
+                (
+                    layout.memory_from_shared(p.payload or {}),
+                    stored_vector(p) if with_vectors else [],
+                )
+                for p in points
+            ]
+            if found:
+                yield found
+
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
+        """Write many memories in one request, as `upsert_memory`; how many were written."""
+        live = await self.records.live([memory.namespace for memory, _ in memories])
+        points: dict[str, models.PointStruct] = {}
+        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
+            epoch = epoch_of(live, memory.namespace)
+            if epoch is None:
+                raise NamespaceGone(f"namespace {memory.namespace} not found")
+            point_id = layout.point_id(memory.namespace, memory.id)
+            payload = layout.memory_to_payload(memory, epoch)
+            stored = keyword_vectors.point_vector(vector, memory_keywords)
+            points[point_id] = models.PointStruct(id=point_id, vector=stored, payload=payload)
+        if points:
+            writes, collection = list(points.values()), self.collections.memories
+            await self.collections.call(lambda c: c.upsert(collection, writes, wait=True))
+        return len(points)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantKeywordIndex:
+    """The keyword index of the one memories collection (keyword_vectors.py)."""
+
+    collections: TenantCollections
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        """Set-up gives the collection its keyword vector; `reset` drops and re-adds it."""
+        await self.collections.ready()
+        if reset:
+            await keyword_vectors.drop_keyword_vector(
+                self.collections.call, self.collections.memories
+            )
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        collections = self.collections
+        return await keyword_vectors.unindexed_page(
+            collections.call, collections.memories, cursor, limit
+        )
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        await keyword_vectors.index_page(self.collections.call, self.collections.memories, items)
+        return len(items)

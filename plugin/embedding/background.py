@@ -1,0 +1,32 @@
+"""Store upgrades that run beside the serving plugin, retried while the store does not answer.
+
+The keyword index (keyword_index.py) and the token vectors (token_index.py) of a
+store written before them are filled in at every start, in the background. A
+store that is unavailable is asked again every `retry_s`; one that cannot be
+upgraded (`BackendMisconfigured`: retrying cannot help) is left as it is, with
+one line in the log saying why. Neither ever stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from adapters.errors import BackendError, BackendMisconfigured
+
+
+async def retried(
+    job: Callable[[], Awaitable[None]], not_done: str, log: logging.Logger, retry_s: float
+) -> None:
+    """Run `job` until it ends; `not_done` says what is missing meanwhile, in `log`."""
+    while True:
+        try:
+            await job()
+            return
+        except BackendMisconfigured as error:  # retrying cannot help; the log says why
+            log.error("%s: %s", not_done, error)
+            return
+        except BackendError as error:
+            log.warning("%s yet, store unavailable: %s", not_done, error)
+        await asyncio.sleep(retry_s)
