@@ -3,9 +3,9 @@
 Why: with more runnable threads than cores, the kernel time-slices the event loop
 with the model's threads. The loop, and a qdrant-edge call on a worker thread, hold
 the GIL while they run; one preempted in the middle keeps the GIL, and every request
-waits until the kernel lets it finish. Under a flood on two cores, the engine's flush
-of one shard took ten times as long as alone, with every request stalled behind it
-(benchmarks/README.md, "Fair sharing"). The model's threads release the GIL for the
+waits until the kernel lets it finish. Under a flood on two cores, the longest
+refusal was several times longer with the model's threads at the loop's priority
+than below it (benchmarks/README.md, "Fair sharing"). The model's threads release the GIL for the
 whole model call, so they lose nothing by waiting for a free core: they run at a
 lower priority (a higher nice value), and still get every cycle the loop leaves idle.
 
