@@ -5,9 +5,10 @@ with the model's threads. The loop, and a qdrant-edge call on a worker thread, h
 the GIL while they run; one preempted in the middle keeps the GIL, and every request
 waits until the kernel lets it finish. Under a flood on two cores, the longest
 refusal was several times longer with the model's threads at the loop's priority
-than below it (benchmarks/README.md, "Fair sharing"). The model's threads release the GIL for the
-whole model call, so they lose nothing by waiting for a free core: they run at a
-lower priority (a higher nice value), and still get every cycle the loop leaves idle.
+than below it (benchmarks/README.md, "Fair sharing"). The model's threads release
+the GIL for the whole model call, so they lose nothing by waiting for a free core:
+they run at a lower priority (a higher nice value), and still get every cycle the
+loop leaves idle.
 
 Linux only, and only ever lowered: raising a thread's priority needs a privilege the
 plugin does not have. Elsewhere, or where the kernel refuses, threads keep the
