@@ -87,13 +87,15 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
             app[BACKEND], app[ENCODER].fingerprint, app[SETTINGS].backend_timeout_s, verified.set
         )
         app[SEARCH_MODE] = choose_search_mode(app[SETTINGS].search, app[BACKEND])
-        app[ENCODER].keep_tokens = app[SEARCH_MODE] is SearchMode.RERANK
     except BaseException:
         await app[BACKEND].close()
         raise
     if later is not None:  # a mismatch found once the store answers stops the server
         later.add_done_callback(lambda task: _stop_on_mismatch(app, task))
+    encoder, kept_tokens = app[ENCODER], app[ENCODER].keep_tokens
+    encoder.keep_tokens = app[SEARCH_MODE] is SearchMode.RERANK  # only rerank reads them
     yield
+    encoder.keep_tokens = kept_tokens  # a loaded encoder outlives the app (tests share one)
     if later is not None:
         later.cancel()
         await asyncio.gather(later, return_exceptions=True)

@@ -79,6 +79,8 @@ async def test_the_default_is_hybrid_on_the_embedded_store_and_rerank_is_asked_f
     async for api in served(make_app, clock, search="rerank"):
         assert api.app[SERVICE].search_mode is SearchMode.RERANK
         assert api.app[ENCODER].keep_tokens is True
+        encoder = api.app[ENCODER]
+    assert encoder.keep_tokens is False  # the app is gone; the encoder is as it was
 
 
 async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(
