@@ -16,6 +16,10 @@ take it). `worker()` is for what is long or does I/O that releases the GIL:
 opening, SQLite commits, purges, maintenance, health's disk check, bulk
 transfer. Both translate failures alike (engine.translate).
 
+Calls on the loop take turns (turns.py): at most `LOOP_SLICE_S` of engine time
+in one loop iteration, so the loop polls its sockets between them and a refusal
+is not held behind a flood's searches.
+
 `idle_for` tells the janitor how long no call but its own has been in flight: a
 flush or a vacuum holds the GIL, so it waits for a quiet moment (upkeep.py).
 """
@@ -31,8 +35,13 @@ from typing import Any, NoReturn, TypeVar
 
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.engine import fatal, translate
+from adapters.qdrant.edge.turns import LoopTurns
 
 T = TypeVar("T")
+
+# Engine time the event loop may spend in one iteration (a search over 5,000 memories
+# takes one to two milliseconds): a few searches, then the loop polls its sockets.
+LOOP_SLICE_S = 0.002
 
 
 class EngineCalls:
@@ -44,7 +53,9 @@ class EngineCalls:
         self._in_workers = 0  # calls submitted to the pool and not yet returned
         self._in_flight = 0  # calls not marked background, running or queued
         self.clock: Callable[[], float] = time.monotonic
+        self.timer: Callable[[], float] = time.perf_counter  # engine time, for the turns
         self._last_active = self.clock()
+        self.turns = LoopTurns(LOOP_SLICE_S)
 
     @property
     def started(self) -> bool:
@@ -83,14 +94,18 @@ class EngineCalls:
         """`func(*args)` on the event loop when no worker call is in flight, else `worker`."""
         if self._executor is None:
             raise BackendUnavailable("embedded store is not open")
-        if self._in_workers:
+        await self.turns.take()
+        if self._in_workers or self._executor is None:  # closed while it waited: worker says so
+            self.turns.spent(0.0)  # the next caller's turn comes in the next iteration
             return await self.worker(func, *args)
+        started = self.timer()
         try:
             return func(*args)
         except BaseException as error:
             _raise_translated(error)
         finally:
             self._last_active = self.clock()
+            self.turns.spent(self.timer() - started)
 
 
 def _raise_translated(error: BaseException) -> NoReturn:
