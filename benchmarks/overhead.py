@@ -61,6 +61,8 @@ class InstantEncoder:
     def encode(self, texts: list[str]) -> list[list[float]]:
         return [list(self._vector) for _ in texts]
 
+    encode_lone = encode
+
 
 def serve() -> None:
     """The child: `memory-plugin-vector serve`, with the instant encoder handed in."""

@@ -232,7 +232,7 @@ class BatchingEmbedder:
             started = time.perf_counter()
             try:
                 if self._alone(len(texts)):
-                    vectors = encode_by_length(self.encoder.encode, texts)
+                    vectors = encode_by_length(self.encoder.encode_lone, texts)
                 else:
                     vectors = await loop.run_in_executor(
                         self._executor, encode_by_length, self.encoder.encode, texts

@@ -56,6 +56,11 @@ class Encoder(Protocol):
 
     def encode(self, texts: list[str]) -> list[Vector]: ...
 
+    def encode_lone(self, texts: list[str]) -> list[Vector]:
+        """`encode` for a text embedded on the event loop with nothing else running
+        (`inline_lone_text`): it may use every core, where `encode` uses its share."""
+        ...
+
 
 class SentenceTransformerEncoder:
     """sentence-transformers on the CPU, normalised output (cosine = dot product)."""
@@ -82,6 +87,9 @@ class SentenceTransformerEncoder:
         source = str(resolve_model_dir(model_dir))
         model = SentenceTransformer(source, device="cpu", local_files_only=True)
         return cls(model, name)
+
+    def encode_lone(self, texts: list[str]) -> list[Vector]:
+        return self.encode(texts)  # never inline (`inline_lone_text`); torch's own threads
 
     def encode(self, texts: list[str]) -> list[Vector]:
         """Each text's sentence vector; with `keep_tokens`, an `Embedding` carrying its

@@ -16,10 +16,15 @@ directly, with nothing fetched:
 
 Sessions (`OnnxEncoder.load(sessions=N)`): on N > 1 cores, N single-threaded sessions
 that take whole batches side by side, plus one N-threaded session for a lone text
-when nothing else runs. On 2 cores (benchmarks/README.md, "Embedding sessions"), two
-single-threaded sessions embed more texts a second than one two-threaded session,
-each on its own batch (splitting one batch across them gained nothing), but one
-text is faster on two threads. The sessions share the weights: each is given the
+embedded on the event loop (`encode_lone`: callers one at a time, nothing else
+running). A lone text of a load takes a single-threaded session like any batch:
+given the N-threaded one, a batch starting beside it put N + 1 threads on N cores,
+and under a write flood the model embedded about a tenth fewer texts a second
+while a quiet tenant searched (benchmarks/README.md, "Fair sharing"). On 2 cores
+(benchmarks/README.md, "Embedding sessions"), two single-threaded sessions embed
+more texts a second than one two-threaded session, each on its own batch
+(splitting one batch across them gained nothing), but one text is faster on two
+threads. The sessions share the weights: each is given the
 same initializer buffers (`add_initializer`), so a session costs its packed copies
 and arenas, not another copy of the weights.
 
@@ -164,7 +169,7 @@ class OnnxEncoder:
     without torch.
 
     `encode` may be called from `parallelism` threads at once, each call on a session of
-    its own (module docstring); a lone text with nothing else running takes `solo`.
+    its own (module docstring); `encode_lone`, with nothing else running, takes `solo`.
     """
 
     inline_lone_text = True  # one text is quick: the event loop may wait for it
@@ -225,6 +230,13 @@ class OnnxEncoder:
     def encode(self, texts: list[str]) -> list[list[float]]:
         """Each text's sentence vector; with `keep_tokens`, an `Embedding` carrying its
         token vectors."""
+        return self._encode(texts, lone=False)
+
+    def encode_lone(self, texts: list[str]) -> list[list[float]]:
+        """`encode` on the session with every core's threads, when nothing else runs."""
+        return self._encode(texts, lone=True)
+
+    def _encode(self, texts: list[str], *, lone: bool) -> list[list[float]]:
         if self.prompt:
             texts = [self.prompt + text for text in texts]
         encoded = self._tokenizer.encode_batch(texts)
@@ -233,7 +245,7 @@ class OnnxEncoder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.array([e.type_ids for e in encoded], dtype=np.int64)
-        session = self._take(len(texts))
+        session = self._take(lone)
         try:
             hidden = session.run(None, feeds)[0]
         finally:
@@ -249,10 +261,10 @@ class OnnxEncoder:
         tokens = token_rows(hidden, mask * (1 - special))
         return [Embedding(vector, rows) for vector, rows in zip(vectors, tokens, strict=True)]
 
-    def _take(self, count: int) -> Any:
+    def _take(self, lone: bool) -> Any:
         with self._lock:
             self._running += 1
-            if count == 1 and self._running == 1 and self._solo is not None:
+            if lone and self._running == 1 and self._solo is not None:
                 return self._solo
             if not self._idle:  # more callers than `parallelism`: a caller's mistake
                 self._running -= 1

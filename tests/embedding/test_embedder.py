@@ -60,6 +60,8 @@ class FailingEncoder:
             raise RuntimeError("model exploded")
         return [[1.0, 0.0, 0.0] for _ in texts]
 
+    encode_lone = encode
+
 
 async def test_a_failed_batch_does_not_stop_the_worker() -> None:
     embedder = BatchingEmbedder(FailingEncoder())
@@ -170,7 +172,8 @@ async def test_texts_queued_together_are_shared_among_the_sessions() -> None:
 
 
 class ThreadRecordingEncoder:
-    """Records how many texts each encode got, and on which thread it ran."""
+    """Records how many texts each encode got, on which thread it ran, and whether it was
+    `encode_lone` (the session with every core's threads)."""
 
     dimension = 3
     fingerprint = "threads/test"
@@ -179,10 +182,17 @@ class ThreadRecordingEncoder:
     def __init__(self, parallelism: int = 1) -> None:
         self.parallelism = parallelism
         self.calls: list[tuple[int, int]] = []
+        self.lone: list[bool] = []
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         self.calls.append((len(texts), threading.get_ident()))
+        self.lone.append(False)
         return [[1.0, 0.0, 0.0] for _ in texts]
+
+    def encode_lone(self, texts: list[str]) -> list[list[float]]:
+        vectors = self.encode(texts)
+        self.lone[-1] = True
+        return vectors
 
 
 async def test_a_lone_text_is_embedded_on_the_event_loop() -> None:
@@ -195,6 +205,7 @@ async def test_a_lone_text_is_embedded_on_the_event_loop() -> None:
     finally:
         await embedder.close()
     assert encoder.calls == [(1, threading.get_ident())] * 3
+    assert encoder.lone == [True] * 3  # nothing else runs: it may use every core
 
 
 async def test_texts_arriving_together_are_embedded_on_the_threads() -> None:
@@ -207,6 +218,22 @@ async def test_texts_arriving_together_are_embedded_on_the_threads() -> None:
         await embedder.close()
     assert [size for size, _ in encoder.calls] == [4, 4]  # shared between the sessions
     assert threading.get_ident() not in {thread for _, thread in encoder.calls}
+    assert encoder.lone == [False, False]
+
+
+async def test_a_lone_text_of_a_load_takes_its_share_of_the_cores() -> None:
+    """One text left over from a load runs on a worker's session: given every core's
+    threads, a batch starting beside it would put more threads than cores to work."""
+    encoder = ThreadRecordingEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder)
+    await embedder.start()
+    try:
+        await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(9)))
+    finally:
+        await embedder.close()
+    assert sum(size for size, _ in encoder.calls) == 9
+    assert 1 in [size for size, _ in encoder.calls]
+    assert not any(encoder.lone)
 
 
 async def test_a_lone_text_takes_a_thread_unless_the_encoder_allows_otherwise() -> None:

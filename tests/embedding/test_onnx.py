@@ -14,6 +14,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ from plugin.embedding.encoders import (
     onnx_dir,
 )
 from plugin.embedding.model_files import resolve_model_dir
-from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, check_export
+from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, OnnxEncoder, check_export
 from plugin.embedding.token_vectors import tokens_of
 from plugin.settings import Settings, SettingsError
 from tests.support.server_process import REPO_ROOT, clean_env
@@ -118,8 +119,34 @@ def test_a_pool_of_sessions_gives_torchs_vectors_side_by_side(
         halves = list(threads.map(pooled.encode, [TEXTS[:3], TEXTS[3:]] * 3))
     for found in zip(*[iter(halves)] * 2, strict=True):
         assert cosines([v for half in found for v in half], reference).min() > 0.99999
-    alone = [pooled.encode([text])[0] for text in TEXTS]  # the lone-text session
+    alone = [pooled.encode_lone([text])[0] for text in TEXTS]  # the lone-text session
     assert cosines(alone, reference).min() > 0.99999
+
+
+class CountingSession:
+    """A session that counts its runs (ONNX Runtime's own cannot be patched)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self.runs = 0
+
+    def run(self, *args: Any) -> Any:
+        self.runs += 1
+        return self._session.run(*args)
+
+
+def test_only_a_text_embedded_alone_takes_the_session_with_every_cores_threads(
+    tmp_path: Path,
+) -> None:
+    settings = settings_for("onnx", tmp_path).model_copy(update={"embedding_sessions": 2})
+    pooled = load_encoder(settings)
+    assert isinstance(pooled, OnnxEncoder)
+    solo = CountingSession(pooled._solo)
+    pooled._solo = solo
+    pooled.encode([TEXTS[0]])  # one text of a load: a batch may start beside it
+    assert solo.runs == 0
+    pooled.encode_lone([TEXTS[0]])
+    assert solo.runs == 1
 
 
 def test_sessions_default_to_the_usable_cores(tmp_path: Path) -> None:

@@ -95,6 +95,8 @@ class WordsEncoder:
             self.released.wait(5)
         return [vector_of(text) for text in texts]
 
+    encode_lone = encode
+
 
 def write(content: str, **fields: object) -> MemoryWrite:
     body = {"content": content, "kind": "fact", "source": "agent", "id": MEMORY_ID, **fields}
