@@ -23,7 +23,8 @@ much slower).
 Texts wait in fair queues (plugin/scheduling/fair_queue.py), one per priority: a
 batch takes searches first, tenant by tenant in turn, and keeps a quarter of its
 places for writes when writes wait, so a search flood slows writes but never stops
-them; a batch with a search in it carries no more writes than that. The model is
+them; a batch with a search in it carries no more writes than that. A text
+that has waited `overdue_s` goes first among its priority's, oldest first. The model is
 called once per group of texts of about the same length
 (plugin/embedding/length_groups.py). A batch holds at most `MAX_BATCH` texts:
 past a few texts a batch embeds no more texts a second, only longer, and a search
@@ -65,6 +66,9 @@ LINGER_SHARE = 0.5
 MAX_BATCH = 4
 # When writes wait, at least one place in WRITE_SHARE of a full batch is theirs.
 WRITE_SHARE = 4
+# A text waiting this long goes first, oldest first (fair_queue.py): the app passes two
+# thirds of the request deadline, leaving the rest for the model and the store.
+OVERDUE_S = 1.0
 
 
 def _live(item: Pending) -> bool:
@@ -98,6 +102,7 @@ class BatchingEmbedder:
         observer: BatchObserver | None = None,
         max_linger_s: float = 0.004,
         wait_observer: WaitObserver | None = None,
+        overdue_s: float = OVERDUE_S,
     ) -> None:
         self.encoder = encoder
         self.dimension = encoder.dimension
@@ -109,9 +114,13 @@ class BatchingEmbedder:
         self._wait_observer = wait_observer
         self._expected = 1  # callers expected at the next batch (see _gather)
         self._last_s = 0.0  # how long the last batch took
+
         # Texts waiting for the next batch, by priority and tenant. The embedder task
         # sleeps on `_wake` until `_wake_at` of them are queued: one wake-up per batch.
-        self._queues = {priority: FairQueue[Pending]() for priority in Priority}
+        def overdue(item: Pending) -> bool:
+            return time.monotonic() - item[2] > overdue_s  # the loop's clock
+
+        self._queues = {priority: FairQueue[Pending](overdue) for priority in Priority}
         self._wake: asyncio.Future[None] | None = None
         self._wake_at = 1
         # One worker task per encode the encoder runs at once; one gathers at a time.

@@ -66,6 +66,7 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
         app[ENCODER],
         observer=metrics.observe_embedding,
         wait_observer=metrics.sharing.observe_wait,
+        overdue_s=app[SETTINGS].backend_timeout_s * 2 / 3,
     )
     await embedder.start()
     app[EMBEDDER] = embedder

@@ -23,10 +23,12 @@ def search(tenant: str) -> Work:
     return Work(tenant, Priority.SEARCH)
 
 
-async def batches_after_first(queue: list[tuple[str, Work]]) -> list[list[str]]:
+async def batches_after_first(
+    queue: list[tuple[str, Work]], overdue_s: float = 60.0
+) -> list[list[str]]:
     """Hold batch ["w00"] in the model, queue `queue`, open the gate: the batches after it."""
     encoder = GatedEncoder()
-    embedder = BatchingEmbedder(encoder, max_batch=4)
+    embedder = BatchingEmbedder(encoder, max_batch=4, overdue_s=overdue_s)
     await embedder.start()
     try:
         first = embedder.embed("w00", write("workspace:first"))
@@ -55,6 +57,14 @@ async def test_a_tenant_with_one_write_is_in_the_next_batch() -> None:
     flood = [(f"a{n:02d}", write("workspace:a")) for n in range(10)]
     batches = await batches_after_first([*flood, ("b00", write("workspace:b"))])
     assert batches[0] == ["a00", "b00", "a01", "a02"]
+
+
+async def test_texts_waiting_past_their_time_go_oldest_first() -> None:
+    """Overdue (here: at once), a tenant's later writes wait no more rounds: the batch
+    takes them in arrival order, where fair order would have served b00 second."""
+    flood = [(f"a{n:02d}", write("workspace:a")) for n in range(3)]
+    batches = await batches_after_first([*flood, ("b00", write("workspace:b"))], overdue_s=0.0)
+    assert batches[0] == ["a00", "a01", "a02", "b00"]
 
 
 async def test_a_search_flood_leaves_writes_a_place_in_every_batch() -> None:

@@ -51,3 +51,49 @@ def test_counts_and_dead_items() -> None:
     assert queue.take(5, live=lambda item: item != "a0") == ["b0", "a1"]
     assert (len(queue), queue.tenants()) == (0, 0)
     assert list(queue.drain()) == []
+
+
+def test_an_overdue_item_goes_first_oldest_first() -> None:
+    """A tenant's later items wait a round each in fair order; overdue, they go next."""
+    late: set[str] = set()  # the items queued longest, as a clock would make them
+    queue: FairQueue[str] = FairQueue(overdue=lambda item: item in late)
+    fill(queue, "a", 3)
+    for tenant in "bcd":
+        fill(queue, tenant, 1)
+    assert queue.take(2) == ["a0", "b0"]  # fair order while nothing is overdue
+    late.update({"a1", "a2"})
+    assert queue.take(2) == ["a1", "a2"]  # in arrival order, whatever the round
+    assert queue.take(3) == ["c0", "d0"]  # then fair order again
+    assert (len(queue), queue.tenants()) == (0, 0)
+
+
+def test_an_item_taken_in_fair_order_is_not_taken_again_when_it_would_be_overdue() -> None:
+    queue: FairQueue[str] = FairQueue(overdue=lambda item: True)
+    fill(queue, "a", 2)
+    fill(queue, "b", 2)
+    # everything is overdue: arrival order, each item once, none left behind
+    assert queue.take(10) == ["a0", "a1", "b0", "b1"]
+    queue.push("a", "again")
+    assert queue.take(10) == ["again"]
+    assert len(queue) == 0
+
+
+def test_a_tenant_emptied_by_overdue_items_keeps_its_place() -> None:
+    late = {"b0"}
+    queue: FairQueue[str] = FairQueue(overdue=lambda item: item in late)
+    fill(queue, "b", 1)
+    fill(queue, "a", 1)
+    assert queue.pop() == "b0"
+    queue.push("b", "b1")  # b is still first of the new tenants
+    assert queue.take(10) == ["b1", "a0"]
+    assert list(queue.drain()) == []
+
+
+def test_drain_empties_every_tenant() -> None:
+    queue: FairQueue[str] = FairQueue(overdue=lambda item: False)
+    fill(queue, "a", 2)
+    fill(queue, "b", 1)
+    assert sorted(queue.drain()) == ["a0", "a1", "b0"]
+    assert (len(queue), queue.tenants()) == (0, 0)
+    queue.push("c", "c0")
+    assert queue.take(2) == ["c0"]
