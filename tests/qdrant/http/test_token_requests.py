@@ -51,7 +51,7 @@ async def test_an_upsert_carries_token_vectors_only_when_given(
     if layout == "collections":
         backend = await started_collections(mock)
     route = upsert_route(mock, layout)
-    keywords = SparseVector([3], [0.5])
+    keywords = SparseVector((3,), (0.5,))
     await backend.upsert_memory(memory(NS), unit(1), keywords, TOKENS)
     await backend.upsert_memory(memory(NS), unit(1), keywords)
     with_tokens, without = (body(c)["points"][0]["vector"] for c in route.calls)
@@ -71,7 +71,7 @@ async def test_a_rerank_search_is_one_request_with_the_fused_stage_and_max_sim(
     found = memory(NS)
     answers = [models.QueryResponse(points=[stored(found, "e1", 2.5)])]
     batch = mock.post(f"{MEM}/points/query/batch").mock(return_value=ok(answers))
-    query = SearchQuery(unit(1), SparseVector([3], [0.5]), TOKENS)
+    query = SearchQuery(unit(1), SparseVector((3,), (0.5,)), TOKENS)
     hits = await rerank.query_memories([NS], query, MemoryFilter(now=T0, pinned=False), 5)
     assert [(hit.memory, hit.score) for hit in hits] == [(found, 2.5)]
     [search] = body(batch.calls.last)["searches"]
@@ -88,7 +88,7 @@ async def test_the_collections_layout_asks_the_same_per_namespace(
     backend = await started_collections(mock)
     answer = models.QueryResponse(points=[])
     batch = mock.post(f"{COLL}/points/query/batch").mock(return_value=ok([answer]))
-    query = SearchQuery(unit(1), SparseVector([3], [0.5]), TOKENS)
+    query = SearchQuery(unit(1), SparseVector((3,), (0.5,)), TOKENS)
     await backend.query_memories([NS], query, MemoryFilter(now=T0, pinned=True), 7)
     [search] = body(batch.calls.last)["searches"]
     assert search == rerank_search(leaf_filter(search), 7)
@@ -126,7 +126,7 @@ async def test_a_collection_still_without_token_vectors_is_searched_as_fused(
     lacking = error(400, "Wrong input: Not existing vector name error: tokens")
     answer = ok([models.QueryResponse(points=[stored(memory(NS), "e1", 0.9)])])
     batch = mock.post(f"{COLL}/points/query/batch").mock(side_effect=[lacking, answer])
-    query = SearchQuery(unit(1), SparseVector([3], [0.5]), TOKENS)
+    query = SearchQuery(unit(1), SparseVector((3,), (0.5,)), TOKENS)
     hits = await backend.query_memories([NS], query, MemoryFilter(now=T0, pinned=True), 7)
     assert [hit.score for hit in hits] == [0.9]
     [again] = body(batch.calls.last)["searches"]
