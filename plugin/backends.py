@@ -31,8 +31,11 @@ def qdrant_server(
     layout: type[ServerBackend],
     *,
     timeout_s: float | None = None,
+    tokens: bool | None = None,
 ) -> ServerBackend:
-    """A Qdrant server at QDRANT_URL in `layout` (the migration builds both layouts)."""
+    """A Qdrant server at QDRANT_URL in `layout` (the migration builds both layouts). In
+    rerank mode (unless `tokens` says otherwise) an older store gains token vectors in
+    place (adapters/qdrant/server/token_vectors.py)."""
     key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
     return layout(
         dimension,
@@ -40,6 +43,7 @@ def qdrant_server(
         api_key=key,
         prefix=settings.collection_prefix,
         timeout_s=settings.backend_timeout_s if timeout_s is None else timeout_s,
+        tokens=settings.search == "rerank" if tokens is None else tokens,
     )
 
 

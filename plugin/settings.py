@@ -82,7 +82,8 @@ class Settings(BaseModel):
     embedding_sessions: int | None = Field(
         None, ge=1, le=64, alias="MEMORY_PLUGIN_EMBEDDING_SESSIONS"
     )
-    # docs/backends.md, "Hybrid search": unset means the backend's best (rerank where it can).
+    # docs/backends.md, "Hybrid search": unset means the backend's best (hybrid where it can;
+    # rerank, on both Qdrant backends, only when asked: "Reranking by token vectors").
     search: Literal["rerank", "hybrid", "dense", "keyword"] | None = Field(
         None, alias="MEMORY_PLUGIN_SEARCH"
     )

@@ -114,6 +114,8 @@ async def migrate_from_settings(settings: Settings, *, drop_source: bool, out: P
     # The model that `serve` will embed with fixes the new collection's dimension.
     dimension = configured_dimension(settings)
     timeout_s = max(settings.backend_timeout_s, 10.0)  # an offline batch job, not a request
-    source = qdrant_server(settings, dimension, QdrantCollectionsBackend, timeout_s=timeout_s)
+    source = qdrant_server(  # a store being drained gains no token vectors
+        settings, dimension, QdrantCollectionsBackend, timeout_s=timeout_s, tokens=False
+    )
     target = qdrant_server(settings, dimension, QdrantServerBackend, timeout_s=timeout_s)
     return await migrate(source, target, drop_source=drop_source, out=out)

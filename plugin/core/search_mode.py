@@ -3,7 +3,7 @@
 Unset means the best the backend answers at today's cost: hybrid on Qdrant and on a
 dotproduct Pinecone index (the measured default, docs/backends.md "Hybrid search"),
 dense where keyword vectors cannot be kept. `rerank` (hybrid reranked by token
-vectors, the embedded store only) recalls more but is never chosen by itself: it
+vectors, both Qdrant backends) recalls more but is never chosen by itself: it
 costs a search about three times the engine time and a memory about twelve times
 the disk (docs/backends.md, "Reranking by token vectors"), so token vectors are
 computed and kept only in that mode. A mode the backend cannot answer stops

@@ -12,12 +12,17 @@ from aiohttp.test_utils import TestServer
 
 from adapters.errors import BackendMisconfigured
 from adapters.pinecone import PineconeBackend
+from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.qdrant.server.backend_base import QdrantServerBase
+from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import SearchMode
 from plugin.http.keys import ENCODER, SERVICE
 from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import WallClock
 from tests.support.pinecone import pinecone_backend
 from tests.support.pinecone_fake import FakePinecone
+from tests.support.qdrant_local import stored_points
 
 NS = "workspace:helpdesk"
 TARGET = (
@@ -81,6 +86,29 @@ async def test_the_default_is_hybrid_on_the_embedded_store_and_rerank_is_asked_f
         assert api.app[ENCODER].keep_tokens is True
         encoder = api.app[ENCODER]
     assert encoder.keep_tokens is False  # the app is gone; the encoder is as it was
+
+
+@pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])
+async def test_rerank_on_a_qdrant_server_keeps_token_vectors_and_ranks_by_them(
+    make_app: AppFactory, clock: WallClock, layout: type[QdrantServerBase]
+) -> None:
+    """Both server layouts (qdrant-client's local mode): each commit's token vectors come
+    from its one model call, and the search reranks by them."""
+    backend = layout(384, location=":memory:", tokens=True)
+    async for api in served(make_app, clock, backend=backend, search="rerank"):
+        assert api.app[SERVICE].search_mode is SearchMode.RERANK
+        await seeded(api)
+        reply = await api.search(NS, query=QUESTION, limit=5)
+        assert reply.body["memories"][0]["content"] == TARGET
+        assert reply.body["memories"][0]["score"] > 1.0  # fused + 1.5 x a mean MaxSim
+        collections = await backend.connection.call(lambda c: c.get_collections())
+        memories = [c.name for c in collections.collections if c.name.startswith("memory-")]
+        points = {}
+        for name in memories:
+            points.update(await stored_points(backend.connection, name))
+        tokens = [v[TOKENS_VECTOR] for p, v in points.values() if "content" in (p or {})]
+        assert len(tokens) == 9
+        assert all(len(rows) > 3 and len(rows[0]) == 384 for rows in tokens)
 
 
 async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(

@@ -21,11 +21,12 @@ from adapters.values import NamespaceRecord, SearchQuery, StoreCondition
 from plugin.embedding.keywords import KeywordEncoder
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
 from tests.support.records import DIM, T0, dense, everything, memory, unit
 
 
-class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite):
+class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
         async with started(QdrantEdgeBackend(DIM, tmp_path)) as store:

@@ -26,6 +26,7 @@ from adapters.qdrant.server.namespace_collections import QdrantCollectionsBacken
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.backends.suite.rerank import RerankSuite
 from tests.support.records import DIM
 
 pytestmark = pytest.mark.live_qdrant
@@ -81,7 +82,7 @@ async def _live_backend(
     kind: type[QdrantServerBackend | QdrantCollectionsBackend], url: str, api_key: str | None
 ) -> AsyncIterator[VectorBackend]:
     prefix = f"{RUN_PREFIX}{uuid.uuid4().hex[:6]}-"
-    backend = kind(DIM, url=url, api_key=api_key, prefix=prefix, timeout_s=5)
+    backend = kind(DIM, url=url, api_key=api_key, prefix=prefix, timeout_s=5, tokens=True)
     await backend.start()
     try:
         yield backend
@@ -90,7 +91,7 @@ async def _live_backend(
         await _delete_collections(url, api_key, prefix)
 
 
-class TestQdrantServerLive(BackendSuite, HybridSuite, KeywordIndexSuite):
+class TestQdrantServerLive(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     """The shared layout: one memories collection, namespaces as tenants."""
 
     @pytest.fixture
@@ -99,7 +100,7 @@ class TestQdrantServerLive(BackendSuite, HybridSuite, KeywordIndexSuite):
             yield backend
 
 
-class TestQdrantCollectionsLive(BackendSuite, HybridSuite, KeywordIndexSuite):
+class TestQdrantCollectionsLive(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     """The `collections` layout: one collection per namespace."""
 
     @pytest.fixture

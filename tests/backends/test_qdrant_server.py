@@ -16,18 +16,19 @@ from adapters.qdrant.server.namespace_collections import QdrantCollectionsBacken
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
 from tests.support.records import DIM
 
 
-class TestQdrantServerInMemory(BackendSuite, HybridSuite, KeywordIndexSuite):
+class TestQdrantServerInMemory(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[QdrantServerBackend]:
         async with started(QdrantServerBackend(DIM, location=":memory:")) as backend:
             yield backend
 
 
-class TestQdrantCollectionsInMemory(BackendSuite, HybridSuite, KeywordIndexSuite):
+class TestQdrantCollectionsInMemory(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[QdrantCollectionsBackend]:
         async with started(QdrantCollectionsBackend(DIM, location=":memory:")) as backend:

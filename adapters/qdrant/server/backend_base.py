@@ -3,6 +3,9 @@
 The connection is the backend's own, or one it shares with another backend
 (migrate-layout reads one layout and writes the other over one client, which
 qdrant-client's local mode needs: each local client is a store of its own).
+`tokens` (MEMORY_PLUGIN_SEARCH=rerank) makes the set-up give a collection of an
+older version its token vectors' multivector in place (token_vectors.py); new
+collections have it whatever the mode.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ class QdrantServerBase(VectorBackend):
         prefix: str = DEFAULT_PREFIX,
         timeout_s: float = 1.0,
         connection: QdrantConnection | None = None,
+        tokens: bool = False,
     ) -> None:
         super().__init__(dimension)
+        self.keep_tokens = tokens
         self._owns_connection = connection is None
         self.connection = QdrantConnection.of_backend(
             connection,
@@ -41,7 +46,7 @@ class QdrantServerBase(VectorBackend):
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
-        return ranking.QDRANT_SEARCH_MODES - {SearchMode.RERANK}  # no token vectors yet
+        return ranking.QDRANT_SEARCH_MODES
 
     async def close(self) -> None:
         if self._owns_connection:

@@ -18,7 +18,7 @@ from qdrant_client.http import models
 
 from adapters.errors import BackendError, NamespaceConflict
 from adapters.qdrant import layout, names
-from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server import keyword_vectors, token_vectors
 from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.values import NamespaceRecord
@@ -82,7 +82,7 @@ class CollectionNamespaces(QdrantServerBase):
         metadata: dict[str, Any] = {RECORD_KEY: layout.namespace_to_json(record)}
         info = await self.info(collection)
         if info is None:
-            vectors = models.VectorParams(size=self.dimension, distance=models.Distance.COSINE)
+            vectors = token_vectors.collection_vectors(self.dimension)
             if await self.connection.create_collection(
                 collection, vectors, sparse=keyword_vectors.KEYWORD_VECTORS, metadata=metadata
             ):
@@ -95,6 +95,8 @@ class CollectionNamespaces(QdrantServerBase):
         await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, info.payload_schema)
         if not keyword_vectors.has_keyword_vector(info):
             await keyword_vectors.add_keyword_vector(self.call, collection)
+        if self.keep_tokens:
+            await token_vectors.ensure_token_vector(self.call, collection, self.dimension, info)
         await self.call(lambda c: c.update_collection(collection, metadata=metadata))
 
     async def delete_namespace(self, name: str) -> bool:

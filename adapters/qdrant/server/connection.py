@@ -31,6 +31,9 @@ Page = tuple[list[models.Record], models.ExtendedPointId | None]
 Caller = Callable[[Callable[[AsyncQdrantClient], Awaitable[Page]]], Awaitable[Page]]
 
 _UNAVAILABLE_STATUSES = frozenset({408, 429})
+DENSE_NAME = ""  # the unnamed dense vector, among named ones
+# A scroll with vectors reads the embedding only: token vectors are a hundred times its size.
+_DENSE_ONLY = [DENSE_NAME]
 
 
 class Call(Protocol):
@@ -212,13 +215,13 @@ class QdrantConnection:
             await self.ensure_indexes(name, indexes, {})
             return None
         info = await self.call(lambda c: c.get_collection(name))
-        configured = info.config.params.vectors
-        if isinstance(vectors, models.VectorParams) and (
-            not isinstance(configured, models.VectorParams)
-            or (configured.size, configured.distance) != (vectors.size, vectors.distance)
+        wanted, configured = _dense(vectors), _dense(info.config.params.vectors)
+        if wanted is not None and (
+            configured is None
+            or (configured.size, configured.distance) != (wanted.size, wanted.distance)
         ):
             raise BackendMisconfigured(
-                f"qdrant collection {name} holds vectors {configured}, not {vectors}"
+                f"qdrant collection {name} holds vectors {configured}, not {wanted}"
             )
         await self.ensure_indexes(name, indexes, info.payload_schema)
         return info
@@ -244,6 +247,15 @@ class QdrantConnection:
                 return
 
 
+def _dense(
+    vectors: models.VectorParams | Mapping[str, models.VectorParams] | None,
+) -> models.VectorParams | None:
+    """The unnamed dense vector's params, alone or among named vectors (None: none)."""
+    if isinstance(vectors, models.VectorParams):
+        return vectors
+    return None if vectors is None else vectors.get(DENSE_NAME)
+
+
 def _index_creator(
     collection: str, field: str, schema: IndexParams
 ) -> Callable[[AsyncQdrantClient], Awaitable[models.UpdateResult]]:
@@ -257,6 +269,5 @@ def _scroller(
     offset: models.ExtendedPointId | None,
     with_vectors: bool,
 ) -> Callable[[AsyncQdrantClient], Awaitable[Page]]:
-    return lambda c: c.scroll(
-        collection, scroll_filter, size, offset=offset, with_vectors=with_vectors
-    )
+    wanted: list[str] | bool = _DENSE_ONLY if with_vectors else False
+    return lambda c: c.scroll(collection, scroll_filter, size, offset=offset, with_vectors=wanted)

@@ -9,7 +9,8 @@ copied, no point is rewritten, and plugin/embedding/keyword_index.py then fills 
 vectors in with `update_vectors` under a "has no keyword vector" condition, so
 a memory rewritten meanwhile keeps the vector of its new content. A server older
 than 1.18 cannot do this in place; start-up then names the way out (docs/backends.md,
-"Hybrid search").
+"Hybrid search"). The walk and the conditional fill (`missing_page`, `fill_page`) serve
+the token vectors too (token_vectors.py).
 """
 
 from __future__ import annotations
@@ -20,26 +21,36 @@ from collections.abc import Sequence
 from qdrant_client.http import models
 
 from adapters.errors import BackendError, BackendMisconfigured
-from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
 from adapters.qdrant.server.client_ranking import sparse
 from adapters.qdrant.server.connection import Call, CollectionMissing
-from adapters.values import SparseVector
+from adapters.values import SparseVector, TokenVectors
 
 KEYWORD_VECTORS = {KEYWORDS_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
-UNINDEXED = models.Filter(must_not=[models.HasVectorCondition(has_vector=KEYWORDS_VECTOR)])
+
+
+def lacking(name: str) -> models.Filter:
+    """The points without a vector named `name`."""
+    return models.Filter(must_not=[models.HasVectorCondition(has_vector=name)])
+
+
 _NEW_KEYWORDS = models.SparseVectorNameConfig(
     sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF)
 )
 
 
 def point_vector(
-    dense: Sequence[float], keywords: SparseVector | None
-) -> list[float] | dict[str, list[float] | models.SparseVector]:
-    """A point's vectors: the unnamed dense one ("") and, when computed, the keyword vector."""
-    values = [float(x) for x in dense]
-    if keywords is None:
-        return values
-    return {"": values, KEYWORDS_VECTOR: sparse(keywords)}
+    dense: Sequence[float], keywords: SparseVector | None, tokens: TokenVectors | None = None
+) -> dict[str, models.Vector]:
+    """A point's vectors by name: the unnamed dense one ("") and, when computed, the keyword
+    vector and the token vectors. Always by name: a collection with named vectors (the
+    token vectors') refuses a bare list in qdrant-client's local mode."""
+    vectors: dict[str, models.Vector] = {"": [float(x) for x in dense]}
+    if keywords is not None:
+        vectors[KEYWORDS_VECTOR] = sparse(keywords)
+    if tokens is not None:
+        vectors[TOKENS_VECTOR] = [[float(x) for x in row] for row in tokens]
+    return vectors
 
 
 def dense_of(point: models.Record) -> list[float] | None:
@@ -82,8 +93,16 @@ async def unindexed_page(
     limit: int,
 ) -> tuple[list[tuple[str, str]], str | None]:
     """(point id, content) of points without a keyword vector, and the next page's offset."""
+    return await missing_page(call, collection, KEYWORDS_VECTOR, offset, limit)
+
+
+async def missing_page(
+    call: Call, collection: str, name: str, offset: str | None, limit: int
+) -> tuple[list[tuple[str, str]], str | None]:
+    """(point id, content) of points without the vector `name`, and the next page's offset."""
+    wanted = lacking(name)
     points, after = await call(
-        lambda c: c.scroll(collection, UNINDEXED, limit, offset=offset, with_payload=["content"])
+        lambda c: c.scroll(collection, wanted, limit, offset=offset, with_payload=["content"])
     )
     found = [
         (str(point.id), content)
@@ -96,14 +115,21 @@ async def unindexed_page(
 async def index_page(
     call: Call, collection: str, items: Sequence[tuple[str, SparseVector]]
 ) -> None:
-    """Set the keyword vectors still missing, in one request. A point deleted since it was
-    listed makes the server refuse the whole request: then once more without the gone."""
-    vectors = [
-        models.PointVectors(id=point_id, vector={KEYWORDS_VECTOR: sparse(keywords)})
-        for point_id, keywords in items
-    ]
+    """Set the keyword vectors still missing, in one request (`fill_page`)."""
+    vectors = [(point_id, sparse(keywords)) for point_id, keywords in items]
+    await fill_page(call, collection, KEYWORDS_VECTOR, vectors)
+
+
+async def fill_page(
+    call: Call, collection: str, name: str, items: Sequence[tuple[str, models.Vector]]
+) -> None:
+    """Set the vectors `name` of the points still without one, in one request: a point
+    rewritten since it was listed keeps its new content's. A point deleted since makes
+    the server refuse the whole request: then once more without the gone."""
+    vectors = [models.PointVectors(id=point_id, vector={name: value}) for point_id, value in items]
+    unset = lacking(name)
     try:
-        await _update(call, collection, vectors)
+        await _update(call, collection, vectors, unset)
     except BackendError:
         ids: list[models.ExtendedPointId] = [vector.id for vector in vectors]
         found = await call(lambda c: c.retrieve(collection, ids, with_payload=False))
@@ -112,11 +138,13 @@ async def index_page(
         if len(remaining) == len(vectors):
             raise
         if remaining:
-            await _update(call, collection, remaining)
+            await _update(call, collection, remaining, unset)
 
 
-async def _update(call: Call, collection: str, vectors: list[models.PointVectors]) -> None:
-    await call(lambda c: c.update_vectors(collection, vectors, update_filter=UNINDEXED))
+async def _update(
+    call: Call, collection: str, vectors: list[models.PointVectors], unset: models.Filter
+) -> None:
+    await call(lambda c: c.update_vectors(collection, vectors, update_filter=unset))
 
 
 def cursor(collection: str, offset: str | None) -> str:

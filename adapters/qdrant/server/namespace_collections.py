@@ -9,8 +9,9 @@ hard isolation and have few namespaces; the default is the shared layout
 
 The namespace record lives in the collection's metadata: the namespace methods are
 the first layer, `CollectionNamespaces` (collection_records.py), which the backend
-inherits; its parts are the keyword index (namespace_collections_keywords.py),
-transfer (namespace_collections_transfer.py) and `CollectionStoreMeta`.
+inherits; its parts are the keyword and token index
+(namespace_collections_keywords.py), transfer (namespace_collections_transfer.py)
+and `CollectionStoreMeta`.
 Reads over several namespaces ask each collection once (both pin
 sides in one `query_batch_points`) and merge with `adapters.merge`; the
 expired-memory sweep visits every collection. Calls go through
@@ -20,13 +21,16 @@ expired-memory sweep visits every collection. Calls go through
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
 from typing import TypeVar
 
 from qdrant_client.http import models
 
+from adapters.errors import BackendError, BackendMisconfigured
 from adapters.merge import merge_listed, merge_scored
 from adapters.qdrant import filters
 from adapters.qdrant.server.client_requests import (
@@ -37,7 +41,10 @@ from adapters.qdrant.server.client_requests import (
     side_requests,
 )
 from adapters.qdrant.server.collection_records import CollectionNamespaces, CollectionStoreMeta
-from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
+from adapters.qdrant.server.namespace_collections_keywords import (
+    CollectionsKeywordIndex,
+    CollectionsTokenIndex,
+)
 from adapters.qdrant.server.namespace_collections_transfer import (
     CollectionsTransfer,
     memory_of,
@@ -49,10 +56,14 @@ from adapters.values import (
     MemoryRecord,
     ScoredMemory,
     SearchQuery,
+    SparseVector,
     StoredMemory,
+    TokenVectors,
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+_NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
 
 
 class QdrantCollectionsBackend(CollectionNamespaces):
@@ -69,12 +80,26 @@ class QdrantCollectionsBackend(CollectionNamespaces):
         return CollectionsKeywordIndex(self)
 
     @cached_property
+    def token_index(self) -> CollectionsTokenIndex:
+        return CollectionsTokenIndex(self)
+
+    @cached_property
     def transfer(self) -> CollectionsTransfer:
         return CollectionsTransfer(self)
 
     async def start(self) -> None:
-        """Build the client without I/O: the plugin must boot while Qdrant is down."""
+        """Build the client; in rerank mode give older collections their token vectors
+        (token_vectors.py). The plugin boots while Qdrant is down: only a store it
+        cannot serve fails the boot."""
         self.connection.open()
+        if not self.keep_tokens:
+            return
+        try:
+            await self.token_index.prepare_tokens()
+        except BackendMisconfigured:
+            raise
+        except BackendError as exc:  # the fill prepares them again once Qdrant answers
+            log.warning("qdrant not ready at start, token vectors added later: %s", exc)
 
     async def ping(self) -> None:
         await self.connection.ping()
@@ -100,6 +125,17 @@ class QdrantCollectionsBackend(CollectionNamespaces):
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else stored_of(namespace, point)
 
+    async def upsert_memory(
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
+    ) -> None:
+        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
+        keyed = None if keywords is None else [keywords]
+        await self.transfer.upsert_memories([(memory, list(vector))], keyed, [tokens])
+
     async def _sides(
         self,
         namespace: str,
@@ -111,7 +147,14 @@ class QdrantCollectionsBackend(CollectionNamespaces):
         collection = self.collection(namespace)
         requests = side_requests(memory_filter, limit, query)
         none: list[models.QueryResponse] = []
-        responses = await self.read(lambda c: c.query_batch_points(collection, requests), none)
+        try:
+            responses = await self.read(lambda c: c.query_batch_points(collection, requests), none)
+        except BackendError as exc:
+            if not isinstance(query, SearchQuery) or not query.tokens or _NO_VECTOR not in str(exc):
+                raise
+            # No token vectors here yet (made by an older replica meanwhile): MaxSim is 0
+            # for every memory, which ranks and scores as the fused stage alone.
+            return await self._sides(namespace, memory_filter, limit, replace(query, tokens=None))
         return [response.points for response in responses]
 
     async def _each(

@@ -16,11 +16,19 @@ from qdrant_client.http import models
 
 from adapters.errors import BackendError, BackendRejected, NamespaceGone
 from adapters.qdrant import filters, layout
-from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.qdrant.server import keyword_vectors, token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.collection_records import CollectionNamespaces
 from adapters.qdrant.server.connection import CollectionMissing
-from adapters.values import MemoryFilter, MemoryRecord, SparseVector, StoredMemory, with_keywords
+from adapters.values import (
+    MemoryFilter,
+    MemoryRecord,
+    SparseVector,
+    StoredMemory,
+    TokenVectors,
+    with_keywords,
+)
 
 
 def point_id_of(memory_id: str) -> str | None:
@@ -73,12 +81,19 @@ class CollectionsTransfer:
             return
 
     async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+        self,
+        memories: Sequence[StoredMemory],
+        keywords: Sequence[SparseVector] | None = None,
+        tokens: Sequence[TokenVectors | None] | None = None,
     ) -> int:
-        """One upsert request per namespace (collection) in the batch."""
+        """One upsert request per namespace (collection) in the batch; `tokens` (one
+        memory's write in rerank mode): each memory's token vectors, or None."""
         by_collection: dict[str, list[models.PointStruct]] = {}
         names: dict[str, str] = {}
-        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
+        each_tokens = [None] * len(memories) if tokens is None else tokens
+        for ((memory, vector), memory_keywords), memory_tokens in zip(
+            with_keywords(memories, keywords), each_tokens, strict=True
+        ):
             point_id = point_id_of(memory.id)
             if point_id is None:
                 raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
@@ -87,7 +102,7 @@ class CollectionsTransfer:
             by_collection.setdefault(collection, []).append(
                 models.PointStruct(
                     id=point_id,
-                    vector=keyword_vectors.point_vector(vector, memory_keywords),
+                    vector=keyword_vectors.point_vector(vector, memory_keywords, memory_tokens),
                     payload=layout.memory_to_payload(memory),
                 )
             )
@@ -99,14 +114,24 @@ class CollectionsTransfer:
         return sum(len(points) for points in by_collection.values())
 
     async def _upsert(self, collection: str, points: list[models.PointStruct]) -> None:
-        """Upsert; a collection made before keyword vectors existed gains its keyword
+        """Upsert; a collection made before keyword (or token) vectors existed gains the
         vector on the first write that carries one (and the write is sent again)."""
+        call = self._collections.call
         try:
-            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))
+            await call(lambda c: c.upsert(collection, points, wait=True))
         except CollectionMissing:
             raise
         except BackendError as exc:
             if "Not existing vector name" not in str(exc):
                 raise
-            await keyword_vectors.add_keyword_vector(self._collections.call, collection)
-            await self._collections.call(lambda c: c.upsert(collection, points, wait=True))
+            info = await call(lambda c: c.get_collection(collection))
+            if not keyword_vectors.has_keyword_vector(info):
+                await keyword_vectors.add_keyword_vector(call, collection)
+            if any(map(_carries_tokens, points)) and not token_vectors.has_token_vector(info):
+                dimension = self._collections.dimension
+                await token_vectors.add_token_vector(call, collection, dimension)
+            await call(lambda c: c.upsert(collection, points, wait=True))
+
+
+def _carries_tokens(point: models.PointStruct) -> bool:
+    return isinstance(point.vector, dict) and TOKENS_VECTOR in point.vector

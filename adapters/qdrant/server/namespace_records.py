@@ -94,7 +94,9 @@ class TenantNamespaces(QdrantServerBase):
 
     @cached_property
     def _collections(self) -> TenantCollections:
-        return TenantCollections(self.connection, self._prefix, self.dimension)
+        return TenantCollections(
+            self.connection, self._prefix, self.dimension, tokens=self.keep_tokens
+        )
 
     @cached_property
     def collection(self) -> str:

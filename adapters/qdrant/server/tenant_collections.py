@@ -2,7 +2,8 @@
 
 `<prefix>memories` holds every namespace's memories, keyed by the `ns` payload
 field (keyword index, `is_tenant=true`) with HNSW per tenant only
-(`m=0, payload_m=16`, Qdrant's multitenancy guide); `<prefix>namespaces` holds
+(`m=0, payload_m=16`, Qdrant's multitenancy guide), and their keyword and token
+vectors (keyword_vectors.py, token_vectors.py); `<prefix>namespaces` holds
 the records (namespace_records.py). Both are created on first use, and the
 per-namespace layout's collections are refused unless migrate-layout is
 copying them.
@@ -20,7 +21,7 @@ from qdrant_client.http import models
 from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable
 from adapters.qdrant import layout, names
 from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US, IndexKind
-from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server import keyword_vectors, token_vectors
 from adapters.qdrant.server.connection import CollectionMissing, QdrantConnection
 
 T = TypeVar("T")
@@ -45,11 +46,14 @@ class TenantCollections:
     """Both collections of one prefix, set up once per process on first use (and again
     when one vanished); a request only ever sees a 503 for the setup."""
 
-    def __init__(self, connection: QdrantConnection, prefix: str, dimension: int) -> None:
+    def __init__(
+        self, connection: QdrantConnection, prefix: str, dimension: int, *, tokens: bool = False
+    ) -> None:
         self.connection = connection
+        self.dimension = dimension
+        self._tokens = tokens
         self.memories = names.memories_store_name(prefix)
         self.records = names.records_store_name(prefix)
-        self._dimension = dimension
         self._prefix = prefix
         self._ready = False
         self._lock = asyncio.Lock()
@@ -69,18 +73,24 @@ class TenantCollections:
         legacy = sorted(n for n in present if names.is_namespace_collection(n, self._prefix))
         if legacy and not allow_namespace_collections:
             raise BackendMisconfigured(legacy_layout_line(legacy))
-        vectors = models.VectorParams(size=self._dimension, distance=models.Distance.COSINE)
         info = await connection.ensure_collection(
             self.memories,
             present,
-            vectors,
+            token_vectors.collection_vectors(self.dimension),
             MEMORY_STORE_INDEXES,
             sparse=keyword_vectors.KEYWORD_VECTORS,
             hnsw=TENANT_HNSW,
         )
         if info is not None and not keyword_vectors.has_keyword_vector(info):
             await keyword_vectors.add_keyword_vector(connection.call, self.memories)
+        if info is not None and self._tokens:
+            await self.ensure_token_vector(info)
         await connection.ensure_collection(self.records, present, {}, RECORD_INDEXES)
+
+    async def ensure_token_vector(self, info: models.CollectionInfo) -> None:
+        """Give the memories collection its token vectors, placed (token_vectors.py)."""
+        call, memories = self.connection.call, self.memories
+        await token_vectors.ensure_token_vector(call, memories, self.dimension, info)
 
     async def ready(self) -> None:
         if not self._ready:

@@ -1,8 +1,9 @@
-"""The shared layout's optional parts (adapters/parts.py): bulk transfer and the keyword index.
+"""The shared layout's optional parts (adapters/parts.py): transfer, keyword and token index.
 
-`QdrantServerBackend` (tenants.py) hands them out as `transfer` and
-`keyword_index`. Both work on the one memories collection through
-`TenantCollections` (tenant_collections.py); transfer sees only the current
+`QdrantServerBackend` (tenants.py) hands them out as `transfer`, `keyword_index`
+and `token_index`, and writes its single memories through `transfer` too. All work
+on the one memories collection through `TenantCollections`
+(tenant_collections.py); transfer sees only the current
 incarnation of a namespace, by its epoch in the records (namespace_records.py).
 """
 
@@ -16,11 +17,11 @@ from qdrant_client.http import models
 
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters, layout
-from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server import keyword_vectors, token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.namespace_records import TenantNamespaces, epoch_of
 from adapters.qdrant.server.tenant_collections import TenantCollections, stored_vector
-from adapters.values import MemoryFilter, SparseVector, StoredMemory, with_keywords
+from adapters.values import MemoryFilter, SparseVector, StoredMemory, TokenVectors, with_keywords
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,18 +61,25 @@ class TenantTransfer:
                 yield found
 
     async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+        self,
+        memories: Sequence[StoredMemory],
+        keywords: Sequence[SparseVector] | None = None,
+        tokens: Sequence[TokenVectors | None] | None = None,
     ) -> int:
-        """Write many memories in one request, as `upsert_memory`; how many were written."""
+        """Write many memories in one request, as `upsert_memory`; how many were written.
+        `tokens` (one memory's write in rerank mode): each memory's token vectors, or None."""
         live = await self.records.live([memory.namespace for memory, _ in memories])
         points: dict[str, models.PointStruct] = {}
-        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
+        each_tokens = [None] * len(memories) if tokens is None else tokens
+        for ((memory, vector), memory_keywords), memory_tokens in zip(
+            with_keywords(memories, keywords), each_tokens, strict=True
+        ):
             epoch = epoch_of(live, memory.namespace)
             if epoch is None:
                 raise NamespaceGone(f"namespace {memory.namespace} not found")
             point_id = layout.point_id(memory.namespace, memory.id)
             payload = layout.memory_to_payload(memory, epoch)
-            stored = keyword_vectors.point_vector(vector, memory_keywords)
+            stored = keyword_vectors.point_vector(vector, memory_keywords, memory_tokens)
             points[point_id] = models.PointStruct(id=point_id, vector=stored, payload=payload)
         if points:
             writes, collection = list(points.values()), self.collections.memories
@@ -103,4 +111,28 @@ class TenantKeywordIndex:
 
     async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
         await keyword_vectors.index_page(self.collections.call, self.collections.memories, items)
+        return len(items)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantTokenIndex:
+    """The token vectors of the one memories collection (token_vectors.py)."""
+
+    collections: TenantCollections
+
+    async def prepare_tokens(self) -> None:
+        """The memories collection gets its token vectors' multivector, in place."""
+        info = await self.collections.call(lambda c: c.get_collection(self.collections.memories))
+        await self.collections.ensure_token_vector(info)
+
+    async def untokenized_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        collections = self.collections
+        return await token_vectors.untokenized_page(
+            collections.call, collections.memories, cursor, limit
+        )
+
+    async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
+        await token_vectors.index_page(self.collections.call, self.collections.memories, items)
         return len(items)

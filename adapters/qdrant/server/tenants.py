@@ -12,8 +12,9 @@ Reads see only memories of the namespaces' current epochs, so a delete (purge
 point written and record removed in one request) is immediate for every caller
 while the physical delete by epoch may finish later (`maintain`). The plugin
 boots while Qdrant is down. The one-collection-per-namespace layout is
-namespace_collections.py. The optional parts (adapters/parts.py): `transfer` and
-`keyword_index` from tenant_parts.py, `store_meta` the namespace records.
+namespace_collections.py. The optional parts (adapters/parts.py): `transfer`,
+`keyword_index` and `token_index` from tenant_parts.py, `store_meta` the namespace
+records.
 """
 
 from __future__ import annotations
@@ -51,13 +52,19 @@ from adapters.qdrant.server.tenant_collections import (
     owner,
     stored_vector,
 )
-from adapters.qdrant.server.tenant_parts import TenantKeywordIndex, TenantTransfer
+from adapters.qdrant.server.tenant_parts import (
+    TenantKeywordIndex,
+    TenantTokenIndex,
+    TenantTransfer,
+)
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
     ScoredMemory,
     SearchQuery,
+    SparseVector,
     StoredMemory,
+    TokenVectors,
 )
 
 __all__ = [
@@ -93,6 +100,10 @@ class QdrantServerBackend(TenantNamespaces):
     @cached_property
     def keyword_index(self) -> TenantKeywordIndex:
         return TenantKeywordIndex(self._collections)
+
+    @cached_property
+    def token_index(self) -> TenantTokenIndex:
+        return TenantTokenIndex(self._collections)
 
     async def start(self) -> None:
         """Contact Qdrant if it answers; only a store it cannot serve fails the boot."""
@@ -137,6 +148,17 @@ class QdrantServerBackend(TenantNamespaces):
         if point is None:
             return None
         return layout.memory_from_shared(point.payload or {}), stored_vector(point)
+
+    async def upsert_memory(
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
+    ) -> None:
+        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
+        keyed = None if keywords is None else [keywords]
+        await self.transfer.upsert_memories([(memory, list(vector))], keyed, [tokens])
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int

@@ -10,6 +10,7 @@ group, each a class of its own:
 - forget.py: expiry
 - export.py: `iter_memories`
 - hybrid.py: hybrid and keyword search, and the keyword index (backends that have them)
+- rerank.py: the rerank stage and the token index (backends that keep token vectors)
 
 Records and vectors come from tests/support/records.py.
 """

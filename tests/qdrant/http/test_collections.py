@@ -30,6 +30,7 @@ from tests.support.qdrant_rest import (
 )
 from tests.support.qdrant_server import (
     MEMORY_SCHEMAS,
+    MEMORY_VECTORS,
     NS,
     URL,
     VECTORS,
@@ -76,7 +77,8 @@ async def test_collection_creation_sends_cosine_size_record_and_indexes(
     index = mock.put(f"{COLL}/index").mock(return_value=completed())
     await coll.save_namespace(record(metadata={"a": 1}))
     sent = body(create.calls.last)
-    assert sent["vectors"] == {"size": DIM, "distance": "Cosine"}
+    assert sent["vectors"] == MEMORY_VECTORS
+    assert sent["sparse_vectors"] == {"keywords": {"modifier": "idf"}}
     assert "hnsw_config" not in sent
     assert sent["metadata"] == {RECORD_KEY: namespace_to_json(record(metadata={"a": 1}))}
     schemas = {body(c)["field_name"]: body(c)["field_schema"] for c in index.calls}
@@ -133,7 +135,7 @@ async def test_collection_upsert_waits_and_sends_the_payload(
     assert route.calls.last.request.url.params["wait"] == "true"
     [point] = body(route.calls.last)["points"]
     assert (point["id"], point["payload"]) == (written.id, memory_to_payload(written))
-    assert point["vector"] == pytest.approx(unit(1))
+    assert point["vector"] == {"": pytest.approx(unit(1))}
 
 
 async def test_collection_upsert_into_missing_collection_is_namespace_gone(

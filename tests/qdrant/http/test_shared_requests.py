@@ -112,7 +112,7 @@ async def test_upsert_writes_the_current_epoch_and_waits(
     assert route.calls.last.request.url.params["wait"] == "true"
     [point] = body(route.calls.last)["points"]
     assert point["id"] == point_id(NS, written.id)
-    assert point["vector"] == pytest.approx(unit(1))
+    assert point["vector"] == {"": pytest.approx(unit(1))}
     assert point["payload"] == memory_to_payload(written, "e7")
     assert point["payload"]["ns"] == NS
 

@@ -23,6 +23,7 @@ from tests.support.qdrant_rest import (
 from tests.support.qdrant_server import (
     MEM,
     MEMORY_SCHEMAS,
+    MEMORY_VECTORS,
     NS,
     REC,
     RECORD_SCHEMAS,
@@ -65,7 +66,7 @@ async def test_first_use_creates_both_collections_with_tenant_indexes(
     await backend.close()
 
     assert body(create_memories.calls.last) == {
-        "vectors": {"size": DIM, "distance": "Cosine"},
+        "vectors": MEMORY_VECTORS,
         "sparse_vectors": {"keywords": {"modifier": "idf"}},
         "hnsw_config": {"m": 0, "payload_m": 16},
     }

@@ -1,0 +1,143 @@
+"""Token vectors on a Qdrant server, for both layouts: how they are configured, added, filled.
+
+Each memory collection keeps the model's token vectors in the multivector `tokens`
+(`ranking.TOKENS_VECTOR`), as the embedded store does (edge/engine.py, `token_params`):
+MaxSim, no graph of its own (it only rescores the fused top 50: `m=0, payload_m=0`,
+also where the collection builds a graph per tenant), float16 storage, an int8 copy
+for scoring, originals on disk. Multivectors need Qdrant 1.10+, so every collection
+this version creates has the vector, in every mode: unused it costs next to nothing, and
+switching to `rerank` later needs no upgrade.
+
+A collection created before has no `tokens`. In `rerank` mode it gains the vector in
+place (`PUT /collections/{name}/vectors/tokens`, Qdrant 1.18+, as the keyword vector
+does), then the placement the create call cannot say (`PATCH /collections/{name}`:
+no graph, int8, on disk; the server would otherwise infer them from the collection's
+defaults, a per-tenant graph in the shared layout). plugin/embedding/token_index.py
+then fills the vectors in through `untokenized_page` and `index_page`. An older
+server cannot add a vector in place: start-up stops with one line naming the ways
+out (docs/backends.md, "Reranking by token vectors").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from qdrant_client.http import models
+
+from adapters.errors import BackendError, BackendMisconfigured
+from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.connection import Call, CollectionMissing
+from adapters.values import TokenVectors
+
+DENSE = ""  # the unnamed dense vector's name, as a server spells it among named ones
+_MAX_SIM = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
+_NO_GRAPH = models.HnswConfigDiff(m=0, payload_m=0)
+_INT8 = models.ScalarQuantization(
+    scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, always_ram=False)
+)
+# What a created collection's `tokens` has and an added one is given afterwards.
+_PLACEMENT = models.VectorParamsDiff(hnsw_config=_NO_GRAPH, quantization_config=_INT8, on_disk=True)
+
+
+def token_params(dimension: int) -> models.VectorParams:
+    """The multivector of token vectors: MaxSim, no graph, float16 on disk, an int8 copy
+    for scoring (int8 recalled as float32 did: benchmarks/README.md)."""
+    return models.VectorParams(
+        size=dimension,
+        distance=models.Distance.COSINE,
+        multivector_config=_MAX_SIM,
+        hnsw_config=_NO_GRAPH,
+        quantization_config=_INT8,
+        on_disk=True,
+        datatype=models.Datatype.FLOAT16,
+    )
+
+
+def collection_vectors(dimension: int) -> dict[str, models.VectorParams]:
+    """A memory collection's dense vectors: the unnamed embedding and the token vectors."""
+    return {
+        DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+        TOKENS_VECTOR: token_params(dimension),
+    }
+
+
+def _tokens_of(info: models.CollectionInfo) -> models.VectorParams | None:
+    vectors = info.config.params.vectors
+    return vectors.get(TOKENS_VECTOR) if isinstance(vectors, dict) else None
+
+
+def has_token_vector(info: models.CollectionInfo) -> bool:
+    return _tokens_of(info) is not None
+
+
+def misplaced(info: models.CollectionInfo) -> bool:
+    """`tokens` is there with a graph of its own: an upgrade cut short between its two
+    requests (`ensure_token_vector` places it then)."""
+    found = _tokens_of(info)
+    graph = None if found is None else found.hnsw_config
+    return found is not None and (graph is None or graph.m != 0 or graph.payload_m != 0)
+
+
+async def ensure_token_vector(
+    call: Call, collection: str, dimension: int, info: models.CollectionInfo
+) -> None:
+    """Add `tokens` where `info` has none, place it where it is misplaced."""
+    if not has_token_vector(info):
+        await add_token_vector(call, collection, dimension)
+    elif misplaced(info):
+        await _place(call, collection)
+
+
+_NEW_TOKENS_LINE = (
+    "qdrant cannot add the token vectors to collection {} in place (needs Qdrant 1.18 or"
+    " later): upgrade Qdrant, or unset MEMORY_PLUGIN_SEARCH=rerank; without it,"
+    " `memory-plugin-vector export` and `import` into a new MEMORY_PLUGIN_COLLECTION_PREFIX"
+    " make collections that have them"
+)
+
+
+async def add_token_vector(call: Call, collection: str, dimension: int) -> None:
+    """Give an existing collection its token vectors' multivector, in place (Qdrant 1.18+),
+    then their placement: no graph, int8, on disk."""
+    config = models.DenseVectorNameConfig(
+        dense=models.DenseVectorConfig(
+            size=dimension,
+            distance=models.Distance.COSINE,
+            multivector_config=_MAX_SIM,
+            datatype=models.VectorStorageDatatype.FLOAT16,
+        )
+    )
+    try:
+        await call(lambda c: c.create_vector_name(collection, TOKENS_VECTOR, config))
+    except CollectionMissing as exc:  # the route is unknown to a server before 1.18
+        raise BackendMisconfigured(_NEW_TOKENS_LINE.format(collection)) from exc
+    except BackendError as exc:  # added meanwhile by a racing replica
+        if "already exists" not in str(exc):
+            raise
+    await _place(call, collection)
+
+
+async def _place(call: Call, collection: str) -> None:
+    placement = {TOKENS_VECTOR: _PLACEMENT}
+    await call(lambda c: c.update_collection(collection, vectors_config=placement))
+
+
+def rows(tokens: TokenVectors) -> list[list[float]]:
+    """Token vectors as a multivector on the wire."""
+    return [[float(x) for x in row] for row in tokens]
+
+
+async def untokenized_page(
+    call: Call, collection: str, offset: str | None, limit: int
+) -> tuple[list[tuple[str, str]], str | None]:
+    """(point id, content) of points without token vectors, and the next page's offset."""
+    return await keyword_vectors.missing_page(call, collection, TOKENS_VECTOR, offset, limit)
+
+
+async def index_page(
+    call: Call, collection: str, items: Sequence[tuple[str, TokenVectors]]
+) -> None:
+    """Set the token vectors still missing, in one request (keyword_vectors.fill_page)."""
+    vectors = [(point_id, rows(tokens)) for point_id, tokens in items]
+    await keyword_vectors.fill_page(call, collection, TOKENS_VECTOR, vectors)

@@ -1,0 +1,131 @@
+"""Token vectors on a mocked Qdrant server, both layouts: the collections of the version
+before gain them in place, in rerank mode only (docs/backends.md, "Reranking by token
+vectors"). Expected bodies: tests/support/qdrant_tokens.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import respx
+
+from adapters.errors import BackendMisconfigured
+from adapters.qdrant.server.collection_records import RECORD_KEY
+from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
+from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES, QdrantServerBackend
+from tests.support.qdrant_rest import (
+    collection_info,
+    collections,
+    completed,
+    error,
+    memory_vectors,
+    mock_shared_ready,
+    ok,
+)
+from tests.support.qdrant_server import MEM, URL, body, record
+from tests.support.qdrant_tokens import (
+    COLL,
+    NEW_TOKENS,
+    PLACEMENT,
+    old_collection,
+    started_collections,
+    started_shared,
+    upgrade_routes,
+)
+from tests.support.records import DIM
+
+
+async def test_rerank_gives_a_collection_of_the_version_before_its_token_vectors(
+    mock: respx.MockRouter,
+) -> None:
+    mock_shared_ready(mock, DIM, token_vectors=False)
+    add, place = upgrade_routes(mock, MEM)
+    await (await started_shared(mock, tokens=True)).close()
+    assert [body(c) for c in add.calls] == [NEW_TOKENS]
+    assert add.calls.last.request.url.params["wait"] == "true"
+    assert [body(c) for c in place.calls] == [PLACEMENT]
+
+
+async def test_other_modes_leave_a_collection_of_the_version_before_as_it_is(
+    mock: respx.MockRouter,
+) -> None:
+    mock_shared_ready(mock, DIM, token_vectors=False)
+    add, place = upgrade_routes(mock, MEM)
+    await (await started_shared(mock, tokens=False)).close()
+    assert not add.called
+    assert not place.called
+
+
+async def test_a_collection_with_token_vectors_is_not_upgraded(mock: respx.MockRouter) -> None:
+    mock_shared_ready(mock, DIM)
+    add, place = upgrade_routes(mock, MEM)
+    await (await started_shared(mock, tokens=True)).close()
+    assert not add.called
+    assert not place.called
+
+
+async def test_an_upgrade_cut_short_is_placed_at_the_next_start(mock: respx.MockRouter) -> None:
+    """Added, not yet placed (a crash between the two requests): only the placement."""
+    mock_shared_ready(mock, DIM, token_vectors=False)
+    added = memory_vectors(DIM, token_vectors=True)
+    assert isinstance(added, dict)
+    added["tokens"] = added["tokens"].model_copy(
+        update={"hnsw_config": None, "quantization_config": None, "on_disk": None}
+    )
+    keywords = ["ns", "epoch", "kind"]
+    info = collection_info(added, MEMORY_STORE_INDEXES, keyword=keywords, sparse=KEYWORD_VECTORS)
+    mock.get(MEM).mock(return_value=info)
+    add, place = upgrade_routes(mock, MEM)
+    await (await started_shared(mock, tokens=True)).close()
+    assert not add.called
+    assert [body(c) for c in place.calls] == [PLACEMENT]
+
+
+async def test_rerank_on_a_server_before_1_18_stops_the_start_with_one_line(
+    mock: respx.MockRouter,
+) -> None:
+    mock_shared_ready(mock, DIM, token_vectors=False)
+    mock.put(f"{MEM}/vectors/tokens").mock(return_value=error(404, "Not Found"))
+    with pytest.raises(BackendMisconfigured) as refused:
+        await QdrantServerBackend(DIM, url=URL, tokens=True).start()
+    assert str(refused.value) == (
+        "qdrant cannot add the token vectors to collection memory-memories in place (needs"
+        " Qdrant 1.18 or later): upgrade Qdrant, or unset MEMORY_PLUGIN_SEARCH=rerank;"
+        " without it, `memory-plugin-vector export` and `import` into a new"
+        " MEMORY_PLUGIN_COLLECTION_PREFIX make collections that have them"
+    )
+
+
+async def test_a_namespace_collection_of_the_version_before_gains_them_on_save(
+    mock: respx.MockRouter,
+) -> None:
+    mock.get(COLL).mock(return_value=old_collection())
+    add = mock.put(f"{COLL}/vectors/tokens").mock(return_value=completed())
+    patches = mock.patch(COLL).mock(return_value=ok(True))
+    backend = await started_collections(mock)
+    await backend.save_namespace(record())
+    await backend.close()
+    assert [body(c) for c in add.calls] == [NEW_TOKENS]
+    assert body(patches.calls[0]) == PLACEMENT  # then the record, as before
+    assert RECORD_KEY in body(patches.calls[1])["metadata"]
+
+
+async def test_a_rerank_start_upgrades_every_older_namespace_collection(
+    mock: respx.MockRouter,
+) -> None:
+    mock.get(COLL).mock(return_value=old_collection())
+    add, place = upgrade_routes(mock, COLL)
+    backend = await started_collections(mock, "memory-workspace~abc", "other-app")
+    assert [body(c) for c in add.calls] == [NEW_TOKENS]
+    assert [body(c) for c in place.calls] == [PLACEMENT]
+    await backend.close()
+
+
+async def test_a_collections_start_before_1_18_stops_with_one_line(
+    mock: respx.MockRouter,
+) -> None:
+    mock.get("/collections").mock(return_value=collections("memory-workspace~abc"))
+    mock.get(COLL).mock(return_value=old_collection())
+    mock.put(f"{COLL}/vectors/tokens").mock(return_value=error(404, "Not Found"))
+    with pytest.raises(BackendMisconfigured, match=r"memory-workspace~abc in place \(needs"):
+        await QdrantCollectionsBackend(DIM, url=URL, tokens=True).start()
