@@ -41,7 +41,8 @@ class QdrantServerBase(VectorBackend):
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
-        return ranking.QDRANT_SEARCH_MODES - {SearchMode.RERANK}  # no token vectors yet
+        # no token vectors yet, nor keyword feedback (a second pass of the edge's reads)
+        return ranking.QDRANT_SEARCH_MODES - {SearchMode.RERANK, SearchMode.FEEDBACK}
 
     async def close(self) -> None:
         if self._owns_connection:
