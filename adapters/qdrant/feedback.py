@@ -14,8 +14,8 @@ Melanie have?" against "we got another cat named Bailey"), but the memories it
 does match well talk about the same things in the answer's words. The issue's
 probe lent the top 5; on LoCoMo's development half in the store (per-shard IDF)
 the top 2, 3 or 4 recalled more than 5 at R@1 to R@10 and 3 the most, and 5 lost
-observations' R@5 to hybrid; 20 terms at 0.3 were the probe's and stayed best
-(`python -m benchmarks.feedback_sweep`, benchmarks/README.md).
+observations' R@5 to hybrid; 20 terms at 0.3 were the probe's, and no neighbour
+was better at every k (`python -m benchmarks.feedback_sweep`, benchmarks/README.md).
 """
 
 from __future__ import annotations
