@@ -103,7 +103,8 @@ class SparseVector:
 class SearchMode(enum.StrEnum):
     """How a search with a query ranks: MEMORY_PLUGIN_SEARCH."""
 
-    RERANK = "rerank"  # hybrid, its candidates reranked by token vectors (MaxSim)
+    RERANK = "rerank"  # feedback, its candidates reranked by token vectors (MaxSim)
+    FEEDBACK = "feedback"  # hybrid, again with the keyword query widened by its top results
     HYBRID = "hybrid"  # dense and keyword candidates, fused by the store
     DENSE = "dense"  # cosine over the embeddings only
     KEYWORD = "keyword"  # BM25 over the keyword vectors only
@@ -113,18 +114,23 @@ class SearchMode(enum.StrEnum):
 class SearchQuery:
     """What a search with a query sends the store: a dense vector, a keyword vector, or both.
 
-    Both is a hybrid search; with `tokens` too (the query's token vectors, from the
-    same model call as `dense`), its candidates are reranked by them (MaxSim). The
-    plugin computes only what the mode needs (a keyword search costs no model call).
+    Both is a hybrid search; with `feedback`, its keyword vector is first widened by
+    the top results' words (keyword feedback, adapters/qdrant/feedback.py); with
+    `tokens` too (the query's token vectors, from the same model call as `dense`),
+    its candidates are reranked by them (MaxSim). The plugin computes only what the
+    mode needs (a keyword search costs no model call).
     """
 
     dense: Sequence[float] | None = None
     keywords: SparseVector | None = None
     tokens: TokenVectors | None = None
+    feedback: bool = False
 
     def __post_init__(self) -> None:
         if self.dense is None and self.keywords is None:
             raise ValueError("a search query needs a dense vector, a keyword vector or both")
+        if (self.feedback or self.tokens) and (self.dense is None or self.keywords is None):
+            raise ValueError("keyword feedback and token vectors rerank a hybrid search")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,13 +10,14 @@
    is "Speaker: text [shares <photo caption>]" (issue 17's construction), or with
    `--turns dated` LoCoMo's own, which adds the session's date (benchmarks/locomo.py).
 2. The store is copied once per search mode (MEMORY_PLUGIN_SEARCH = dense, keyword,
-   hybrid, rerank) and a server is started on each copy: same data, four rankings.
+   hybrid, feedback, rerank) and a server is started on each copy: same data, five
+   rankings.
 3. Every question is asked as an agent asks it (`query`, its conversation's
    namespace, `limit` 50); recall@1/5/10/20/50 of the evidence turns is printed per
    category, for dialog turns and for observations, mode beside mode.
 4. Search latency: 8 closed-loop callers searching 3 namespaces at once, in windows
-   that alternate dense, hybrid and rerank (each round reversed: drift hits all
-   alike); p50 and p99, and the median over windows of each.
+   that alternate dense, hybrid, feedback and rerank (each round reversed: drift hits
+   all alike); p50 and p99, and the median over windows of each.
 Ends with the checks of issues 17 and 30 (met / NOT met; their targets were set on
 the `speaker` construction). About 5 minutes on 2 cores.
 """
@@ -39,7 +40,9 @@ from benchmarks import locomo
 from benchmarks.common import REPO_ROOT, machine, percentile
 from tests.support.server_process import ServerProcess
 
-SEARCH_MODES = ("dense", "keyword", "hybrid", "rerank")
+SEARCH_MODES = ("dense", "keyword", "hybrid", "feedback", "rerank")
+# The modes timed in alternating windows (keyword, with no model call, after them).
+TIMED = ("dense", "hybrid", "feedback", "rerank")
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 IN_FLIGHT = 8
 CALLERS = 8
@@ -189,25 +192,26 @@ def checks(
         f"  search latency, hybrid / dense: p50 {ratio50:.2f}x, p99 {ratio99:.2f}x"
         f" (within 1.2x): {verdict(ratio50 <= 1.2 and ratio99 <= 1.2)}"
     )
-    print("\nissue 30's checks")
-    rerank = tables["rerank"]["dialog"].mean(locomo.HEADLINE)
-    wanted = {5: 0.615, 10: 0.715, 20: 0.785}
-    for k, floor in wanted.items():
-        found = rerank[locomo.KS.index(k)]
-        print(f"  dialog, rerank R@{k} {found:.3f} >= {floor}: {verdict(found >= floor)}")
-    observed = tables["rerank"]["observations"].mean(locomo.HEADLINE)[locomo.KS.index(5)]
-    print(f"  observations, rerank R@5 {observed:.3f} >= 0.595: {verdict(observed >= 0.595)}")
-    for memory_mode in locomo.MODES:
-        before = tables["hybrid"][memory_mode].mean(locomo.HEADLINE)
-        after = tables["rerank"][memory_mode].mean(locomo.HEADLINE)
-        gaps = [a - b for a, b in zip(after, before, strict=True)]
-        shown = ", ".join(f"@{k} {gap:+.3f}" for k, gap in zip(locomo.KS, gaps, strict=True))
-        print(f"  {memory_mode}: rerank minus hybrid: {shown}: {verdict(min(gaps) >= 0)}")
-    late99 = p99["rerank"] / p99["hybrid"]
-    print(
-        f"  search latency, rerank / hybrid: p50 {p50['rerank'] / p50['hybrid']:.2f}x,"
-        f" p99 {late99:.2f}x (p99 within 1.25x): {verdict(late99 <= 1.25)}"
-    )
+    for mode in ("feedback", "rerank"):
+        print(f"\nissue 30's checks, {mode}")
+        dialog = tables[mode]["dialog"].mean(locomo.HEADLINE)
+        wanted = {5: 0.615, 10: 0.715, 20: 0.785}
+        for k, floor in wanted.items():
+            found = dialog[locomo.KS.index(k)]
+            print(f"  dialog, {mode} R@{k} {found:.3f} >= {floor}: {verdict(found >= floor)}")
+        observed = tables[mode]["observations"].mean(locomo.HEADLINE)[locomo.KS.index(5)]
+        print(f"  observations, {mode} R@5 {observed:.3f} >= 0.595: {verdict(observed >= 0.595)}")
+        for memory_mode in locomo.MODES:
+            before = tables["hybrid"][memory_mode].mean(locomo.HEADLINE)
+            after = tables[mode][memory_mode].mean(locomo.HEADLINE)
+            gaps = [a - b for a, b in zip(after, before, strict=True)]
+            shown = ", ".join(f"@{k} {gap:+.3f}" for k, gap in zip(locomo.KS, gaps, strict=True))
+            print(f"  {memory_mode}: {mode} minus hybrid: {shown}: {verdict(min(gaps) >= 0)}")
+        late99 = p99[mode] / p99["hybrid"]
+        print(
+            f"  search latency, {mode} / hybrid: p50 {p50[mode] / p50['hybrid']:.2f}x,"
+            f" p99 {late99:.2f}x (p99 within 1.25x): {verdict(late99 <= 1.25)}"
+        )
 
 
 def main() -> None:
@@ -250,18 +254,17 @@ def main() -> None:
             latencies: dict[str, list[list[float]]] = {mode: [] for mode in SEARCH_MODES}
             print(
                 f"\nsearch latency: {CALLERS} callers, 3 namespaces, limit 10, windows of"
-                f" {args.latency_seconds:g} s; dense, hybrid and rerank, each round reversed"
+                f" {args.latency_seconds:g} s; {', '.join(TIMED)}, each round reversed"
                 " (drift cancels), keyword last"
             )
-            timed = ("dense", "hybrid", "rerank")
-            order = [m for r in range(args.rounds) for m in timed[:: 1 - 2 * (r % 2)]]
+            order = [m for r in range(args.rounds) for m in TIMED[:: 1 - 2 * (r % 2)]]
             for number, mode in enumerate([*order, "keyword"], 1):
                 window = asyncio.run(
                     latency_window(servers[mode].base_url, bodies, args.latency_seconds)
                 )
                 latencies[mode].append(window)
                 print(
-                    f"  window {number:2} {mode:<8} {len(window) / args.latency_seconds:6.0f}/s"
+                    f"  window {number:2} {mode:<9}{len(window) / args.latency_seconds:6.0f}/s"
                     f"  p50 {percentile(window, 50) * 1000:6.1f} ms"
                     f"  p99 {percentile(window, 99) * 1000:6.1f} ms"
                 )

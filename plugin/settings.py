@@ -82,9 +82,9 @@ class Settings(BaseModel):
     embedding_sessions: int | None = Field(
         None, ge=1, le=64, alias="MEMORY_PLUGIN_EMBEDDING_SESSIONS"
     )
-    # docs/backends.md, "Hybrid search": unset means the backend's best (hybrid where it can;
-    # rerank, on both Qdrant backends, only when asked: "Reranking by token vectors").
-    search: Literal["rerank", "hybrid", "dense", "keyword"] | None = Field(
+    # docs/backends.md, "Hybrid search": unset means the backend's best at hybrid's cost
+    # (hybrid where it can); feedback and rerank only when asked.
+    search: Literal["rerank", "feedback", "hybrid", "dense", "keyword"] | None = Field(
         None, alias="MEMORY_PLUGIN_SEARCH"
     )
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from plugin.embedding.keywords import KeywordEncoder
 
 log = logging.getLogger(__name__)
+# The modes whose keyword query is widened by the first results (docs/backends.md,
+# "Keyword feedback").
+_FEEDBACK = frozenset({SearchMode.FEEDBACK, SearchMode.RERANK})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +79,13 @@ class MemorySearch:
 
     async def _search_query(self, text: str, work: Work) -> SearchQuery:
         """What `search_mode` ranks by; a keyword search costs no model call, a rerank no
-        second one (the token vectors come with the sentence vector)."""
+        second one (the token vectors come with the sentence vector), keyword feedback
+        none at all (the store lends the words)."""
         mode = self.search_mode
         keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
         dense = None if mode is SearchMode.KEYWORD else await self._embed(text, work)
         tokens = tokens_of(dense) if mode is SearchMode.RERANK and dense is not None else None
-        return SearchQuery(dense, keywords, tokens)
+        return SearchQuery(dense, keywords, tokens, feedback=mode in _FEEDBACK)
 
     async def _read(
         self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int

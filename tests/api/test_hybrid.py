@@ -1,4 +1,5 @@
-"""Search modes through the whole app with the real model: rerank, hybrid, dense, keyword.
+"""Search modes through the whole app with the real model: rerank, feedback, hybrid, dense,
+keyword.
 
 The memories are a support team's, and the question names a ticket by its number:
 the words find it where the sentence model, reading a long memory about a weekend,
@@ -48,7 +49,7 @@ async def seeded(api: ContractClient) -> None:
         assert (await api.commit(NS, content)).status == 201
 
 
-@pytest.mark.parametrize("mode", ["rerank", "hybrid", "dense", "keyword"])
+@pytest.mark.parametrize("mode", ["rerank", "feedback", "hybrid", "dense", "keyword"])
 async def test_each_mode_ranks_as_documented(
     make_app: AppFactory, clock: WallClock, mode: str
 ) -> None:
@@ -86,6 +87,9 @@ async def test_the_default_is_hybrid_on_the_embedded_store_and_rerank_is_asked_f
         assert api.app[ENCODER].keep_tokens is True
         encoder = api.app[ENCODER]
     assert encoder.keep_tokens is False  # the app is gone; the encoder is as it was
+    async for api in served(make_app, clock, search="feedback"):  # no token vectors either
+        assert api.app[SERVICE].search_mode is SearchMode.FEEDBACK
+        assert api.app[ENCODER].keep_tokens is False
 
 
 @pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])
@@ -134,7 +138,7 @@ async def test_pinecone_defaults_to_dense_and_refuses_other_modes(
 
         async for api in served(make_app, clock, backend=pinecone()):
             assert api.app[SERVICE].search_mode is SearchMode.DENSE
-        for mode in ("rerank", "hybrid", "keyword"):  # no multivectors: never rerank
+        for mode in ("rerank", "feedback", "hybrid", "keyword"):  # no multivectors, no second pass
             server = TestServer(make_app(backend=pinecone(), search=mode))
             with pytest.raises(BackendMisconfigured) as refused:
                 await server.start_server()

@@ -12,8 +12,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from adapters.errors import BackendMisconfigured
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.values import SearchMode
+from plugin.core.search_mode import choose_search_mode
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
@@ -33,3 +36,17 @@ class TestQdrantCollectionsInMemory(BackendSuite, HybridSuite, KeywordIndexSuite
     async def backend(self) -> AsyncIterator[QdrantCollectionsBackend]:
         async with started(QdrantCollectionsBackend(DIM, location=":memory:")) as backend:
             yield backend
+
+
+@pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])
+async def test_a_server_keeps_todays_ranking_neither_rerank_nor_feedback(
+    layout: type[QdrantServerBackend | QdrantCollectionsBackend],
+) -> None:
+    """No token vectors there yet, and keyword feedback is a second pass of the embedded
+    store's reads: both modes stop start-up with one line (plugin/core/search_mode.py)."""
+    async with started(layout(DIM, location=":memory:")) as backend:
+        modes = backend.search_modes
+        assert {SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD} == modes
+        with pytest.raises(BackendMisconfigured, match="MEMORY_PLUGIN_SEARCH=feedback"):
+            choose_search_mode("feedback", backend)
+        assert choose_search_mode(None, backend) is SearchMode.HYBRID

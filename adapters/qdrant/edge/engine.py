@@ -53,9 +53,15 @@ EDGE = EdgeDialect()
 
 class EdgeRanking:
     """qdrant-edge's spelling of a search (adapters/qdrant/ranking.py). Dense stages are
-    exact: indexing is off (backend.py), and the tenant index bounds what they read."""
+    exact: indexing is off (backend.py), and the tenant index bounds what they read.
+
+    `with_payload` False: answer with ids and scores only (keyword feedback's first
+    pass: edge/feedback.py)."""
 
     _EXACT = qe.SearchParams(exact=True)
+
+    def __init__(self, *, with_payload: bool = True) -> None:
+        self._with_payload = with_payload
 
     def dense_query(self, vector: Sequence[float]) -> Any:
         return qe.Query.Nearest(list(vector))
@@ -88,7 +94,7 @@ class EdgeRanking:
             query=stage.query,
             filter=stage.filter,
             params=stage.params,
-            with_payload=True,
+            with_payload=self._with_payload,
         )
 
     def fused(self, stages: list[Any], formula: Any, defaults: dict[str, float], limit: int) -> Any:
@@ -96,7 +102,7 @@ class EdgeRanking:
             limit=limit,
             prefetches=stages,
             query=qe.Formula(formula, defaults=defaults),
-            with_payload=True,
+            with_payload=self._with_payload,
         )
 
     def score(self, index: int) -> Any:

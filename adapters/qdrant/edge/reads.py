@@ -19,6 +19,7 @@ import qdrant_edge as qe
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.qdrant import filters, ranking
+from adapters.qdrant.edge import feedback
 from adapters.qdrant.edge.batching import CallBatcher
 from adapters.qdrant.edge.engine import (
     DENSE_VECTOR,
@@ -126,13 +127,19 @@ class EdgeReads(EdgeNamespaces):
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
-        def build(scope: Scope) -> list[Any]:
+        def build(scope: Scope, asked: SearchQuery = query) -> list[Any]:
             wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
-            return ranking.requests(EDGE_RANKING, query, wheres, limit)
+            return ranking.requests(EDGE_RANKING, asked, wheres, limit)
 
+        if query.feedback and (scoped := self._scopes(namespaces)):  # two passes, one hop
+            answers = await self._store.calls.here(
+                feedback.search, scoped, query, memory_filter, build, self._ask
+            )
+        else:
+            answers = await self._read(namespaces, build)
         parts = [
             [ScoredMemory(memory, p.score) for p in points if (memory := parsed_memory(p))]
-            for points in await self._read(namespaces, build)
+            for points in answers
         ]
         if len(parts) == 1:  # one shard has already ordered them
             return parts[0][:limit]

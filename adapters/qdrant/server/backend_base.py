@@ -46,7 +46,9 @@ class QdrantServerBase(VectorBackend):
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
-        return ranking.QDRANT_SEARCH_MODES
+        # keyword feedback is a second pass of the embedded store's reads; `rerank` here is
+        # MaxSim over the fused candidates without it (docs/backends.md)
+        return ranking.QDRANT_SEARCH_MODES - {SearchMode.FEEDBACK}
 
     async def close(self) -> None:
         if self._owns_connection:

@@ -1,0 +1,60 @@
+"""Keyword feedback (issue 30, item 5): the BM25 query widened by the first results' words.
+
+RM3-style pseudo-relevance feedback with no model call: the first fused ranking's
+top FEEDBACK_DOCS memories lend their stored keyword vectors; each term's weight
+across them is the sum of its BM25 document weights times its IDF (the store's
+own, asked of the engine: edge/feedback.py); the FEEDBACK_TERMS heaviest terms
+join the query, each at FEEDBACK_WEIGHT x (its weight / the heaviest term's), added
+to the query's own weight of 1 where the term is already asked for. The store
+then applies IDF to the widened query as to any other, and the fused score is
+computed again with it.
+
+Why: a question rarely shares all its words with its answer ("What pets does
+Melanie have?" against "we got another cat named Bailey"), but the memories it
+does match well talk about the same things in the answer's words. The issue's
+probe lent the top 5; on LoCoMo's development half in the store (per-shard IDF)
+the top 2, 3 or 4 recalled more than 5 at R@1 to R@10 and 3 the most, and 5 lost
+observations' R@5 to hybrid; 20 terms at 0.3 were the probe's, and no neighbour
+was better at every k (`python -m benchmarks.feedback_sweep`, benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from adapters.values import SparseVector
+
+FEEDBACK_DOCS = 3
+FEEDBACK_TERMS = 20
+FEEDBACK_WEIGHT = 0.3
+
+
+def term_weights(documents: Sequence[SparseVector]) -> dict[int, float]:
+    """Each term's BM25 document weight summed over `documents` (no IDF yet)."""
+    summed: dict[int, float] = {}
+    for vector in documents:
+        for index, value in zip(vector.indices, vector.values, strict=True):
+            summed[index] = summed.get(index, 0.0) + value
+    return summed
+
+
+def expanded(
+    query: SparseVector, weighted: Mapping[int, float], terms: int | None = None
+) -> SparseVector:
+    """`query` with the `terms` (FEEDBACK_TERMS) heaviest of `weighted` (term -> its
+    IDF-weighted weight) added.
+
+    Ties break on the token id, so the expansion is deterministic; terms of no
+    weight (IDF 0, or absent from the store) are never added.
+    """
+    ranked = sorted(
+        ((weight, index) for index, weight in weighted.items() if weight > 0),
+        key=lambda pair: (-pair[0], pair[1]),
+    )[: FEEDBACK_TERMS if terms is None else terms]
+    if not ranked:
+        return query
+    top = ranked[0][0]
+    widened = dict(zip(query.indices, query.values, strict=True))
+    for weight, index in ranked:
+        widened[index] = widened.get(index, 0.0) + FEEDBACK_WEIGHT * weight / top
+    return SparseVector(tuple(widened), tuple(widened.values()))

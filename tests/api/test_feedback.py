@@ -1,0 +1,63 @@
+"""Keyword feedback through the whole app with the real model (docs/backends.md, "Keyword
+feedback"): a memory that shares no word with the question, but shares the answer's
+words with the memories that match it best, is found by `feedback` and not by `hybrid`.
+"""
+
+from __future__ import annotations
+
+from tests.support.app import AppFactory, ContractClient, served
+from tests.support.clocks import WallClock
+
+NS = "workspace:helpdesk"
+QUESTION = "status of ticket XJ-4471"
+# What matches the question: the ticket, and the words of its story.
+NAMED = [
+    "ticket XJ-4471: the Zorbel Nighthawk router firmware crashed",
+    "XJ-4471 is waiting on Zorbel for a Nighthawk firmware patch",
+    "ticket XJ-4471 reopened: Zorbel firmware on the Nighthawk crashed again",
+]
+# The answer: the story's words, and not one word of the question.
+TARGET = "Zorbel shipped a Nighthawk firmware patch for the crashed routers"
+# Closer to the question for the sentence model, and no word of the story.
+OTHERS = [
+    "the user's internet connection keeps dropping in the evening",
+    "support said the issue would be fixed this week",
+    "the user opened a request with the internet provider",
+    "a support request usually takes three days to resolve",
+    "the user asked support to send a technician",
+    "the provider's support line is busy in the evenings",
+    "the user prefers chat support over phone calls",
+    "the helpdesk status page lists every open incident",
+]
+
+
+async def _found(make_app: AppFactory, clock: WallClock, mode: str, seed: bool) -> list[str]:
+    """The contents a search finds, best first; both apps open the same data dir."""
+    found: list[str] = []
+    async for api in served(make_app, clock, search=mode):
+        if seed:
+            await _seeded(api)
+        reply = await api.search(NS, query=QUESTION, limit=20)
+        assert reply.status == 200
+        found = [m["content"] for m in reply.body["memories"]]
+    return found
+
+
+async def _seeded(api: ContractClient) -> None:
+    assert (await api.put_ns(NS)).status == 200
+    for content in [*NAMED, TARGET, *OTHERS]:
+        assert (await api.commit(NS, content)).status == 201
+
+
+async def test_feedback_finds_the_answer_in_the_top_results_words(
+    make_app: AppFactory, clock: WallClock
+) -> None:
+    by_hybrid = await _found(make_app, clock, "hybrid", seed=True)
+    by_feedback = await _found(make_app, clock, "feedback", seed=False)
+    assert len(by_hybrid) == len(by_feedback) == 12
+    assert set(by_hybrid[:3]) == set(NAMED) == set(by_feedback[:3])
+    # The platform's agents read the first few: with feedback the answer is among the
+    # top 5, past two "support" memories the model prefers; hybrid ranks it 7th.
+    assert TARGET in by_feedback[:5]
+    assert TARGET not in by_hybrid[:5]
+    assert by_feedback.index(TARGET) < by_hybrid.index(TARGET)
