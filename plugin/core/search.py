@@ -85,7 +85,9 @@ class MemorySearch:
         keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
         dense = None if mode is SearchMode.KEYWORD else await self._embed(text, work)
         tokens = tokens_of(dense) if mode is SearchMode.RERANK and dense is not None else None
-        return SearchQuery(dense, keywords, tokens, feedback=mode in _FEEDBACK)
+        # a backend without keyword feedback reranks the hybrid candidates (a Qdrant server)
+        feedback = mode in _FEEDBACK and SearchMode.FEEDBACK in self.backend.search_modes
+        return SearchQuery(dense, keywords, tokens, feedback=feedback)
 
     async def _read(
         self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int

@@ -8,6 +8,8 @@ ranks closer paraphrases about tickets first (docs/backends.md, "Hybrid search")
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from aiohttp.test_utils import TestServer
 
@@ -17,7 +19,7 @@ from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import SearchMode
+from adapters.values import SearchMode, SearchQuery
 from plugin.http.keys import ENCODER, SERVICE
 from tests.support.app import AppFactory, ContractClient, served
 from tests.support.clocks import WallClock
@@ -99,10 +101,19 @@ async def test_rerank_on_a_qdrant_server_keeps_token_vectors_and_ranks_by_them(
     """Both server layouts (qdrant-client's local mode): each commit's token vectors come
     from its one model call, and the search reranks by them."""
     backend = layout(384, location=":memory:", tokens=True)
+    asked: list[SearchQuery] = []
+    query_memories = backend.query_memories
+
+    async def recorded(*args: Any) -> Any:
+        asked.append(args[1])
+        return await query_memories(*args)
+
+    backend.query_memories = recorded  # type: ignore[method-assign]
     async for api in served(make_app, clock, backend=backend, search="rerank"):
         assert api.app[SERVICE].search_mode is SearchMode.RERANK
         await seeded(api)
         reply = await api.search(NS, query=QUESTION, limit=5)
+        assert [query.feedback for query in asked] == [False]  # no second pass there
         assert reply.body["memories"][0]["content"] == TARGET
         assert reply.body["memories"][0]["score"] > 1.0  # fused + 1.5 x a mean MaxSim
         collections = await backend.connection.call(lambda c: c.get_collections())

@@ -39,14 +39,15 @@ class TestQdrantCollectionsInMemory(BackendSuite, HybridSuite, KeywordIndexSuite
 
 
 @pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])
-async def test_a_server_keeps_todays_ranking_neither_rerank_nor_feedback(
+async def test_a_server_reranks_but_has_no_keyword_feedback(
     layout: type[QdrantServerBackend | QdrantCollectionsBackend],
 ) -> None:
-    """No token vectors there yet, and keyword feedback is a second pass of the embedded
-    store's reads: both modes stop start-up with one line (plugin/core/search_mode.py)."""
+    """Keyword feedback is a second pass of the embedded store's reads: on a server the
+    mode stops start-up with one line (plugin/core/search_mode.py); rerank is answered."""
     async with started(layout(DIM, location=":memory:")) as backend:
         modes = backend.search_modes
-        assert {SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD} == modes
+        assert {SearchMode.RERANK, SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD} == modes
+        assert choose_search_mode("rerank", backend) is SearchMode.RERANK
         with pytest.raises(BackendMisconfigured, match="MEMORY_PLUGIN_SEARCH=feedback"):
             choose_search_mode("feedback", backend)
         assert choose_search_mode(None, backend) is SearchMode.HYBRID
