@@ -103,7 +103,7 @@ class SparseVector:
 class SearchMode(enum.StrEnum):
     """How a search with a query ranks: MEMORY_PLUGIN_SEARCH."""
 
-    RERANK = "rerank"  # feedback, its candidates reranked by token vectors (MaxSim)
+    RERANK = "rerank"  # candidates reranked by token vectors (MaxSim): after feedback where kept
     FEEDBACK = "feedback"  # hybrid, again with the keyword query widened by its top results
     HYBRID = "hybrid"  # dense and keyword candidates, fused by the store
     DENSE = "dense"  # cosine over the embeddings only
