@@ -10,10 +10,31 @@ collections have it whatever the mode.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from adapters.base import DEFAULT_PREFIX, VectorBackend
+from adapters.parts import BulkTransfer
 from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
-from adapters.values import SearchMode
+from adapters.values import (
+    MemoryRecord,
+    SearchMode,
+    SparseVector,
+    StoredMemory,
+    TokenVectors,
+)
+
+
+class ServerTransfer(BulkTransfer, Protocol):
+    """A server layout's bulk writes, which carry token vectors too (rerank mode)."""
+
+    async def upsert_memories(
+        self,
+        memories: Sequence[StoredMemory],
+        keywords: Sequence[SparseVector] | None = None,
+        tokens: Sequence[TokenVectors | None] | None = None,
+    ) -> int: ...
 
 
 class QdrantServerBase(VectorBackend):
@@ -49,6 +70,21 @@ class QdrantServerBase(VectorBackend):
         # keyword feedback is a second pass of the embedded store's reads; `rerank` here is
         # MaxSim over the fused candidates without it (docs/backends.md)
         return ranking.QDRANT_SEARCH_MODES - {SearchMode.FEEDBACK}
+
+    @property
+    def transfer(self) -> ServerTransfer:  # each layout hands out its own
+        raise NotImplementedError
+
+    async def upsert_memory(
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
+    ) -> None:
+        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
+        keyed = None if keywords is None else [keywords]
+        await self.transfer.upsert_memories([(memory, list(vector))], keyed, [tokens])
 
     async def close(self) -> None:
         if self._owns_connection:

@@ -56,9 +56,7 @@ from adapters.values import (
     MemoryRecord,
     ScoredMemory,
     SearchQuery,
-    SparseVector,
     StoredMemory,
-    TokenVectors,
 )
 
 T = TypeVar("T")
@@ -124,17 +122,6 @@ class QdrantCollectionsBackend(CollectionNamespaces):
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else stored_of(namespace, point)
-
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
-        keyed = None if keywords is None else [keywords]
-        await self.transfer.upsert_memories([(memory, list(vector))], keyed, [tokens])
 
     async def _sides(
         self,

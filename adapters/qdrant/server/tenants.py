@@ -62,9 +62,7 @@ from adapters.values import (
     MemoryRecord,
     ScoredMemory,
     SearchQuery,
-    SparseVector,
     StoredMemory,
-    TokenVectors,
 )
 
 __all__ = [
@@ -148,17 +146,6 @@ class QdrantServerBackend(TenantNamespaces):
         if point is None:
             return None
         return layout.memory_from_shared(point.payload or {}), stored_vector(point)
-
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
-        keyed = None if keywords is None else [keywords]
-        await self.transfer.upsert_memories([(memory, list(vector))], keyed, [tokens])
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
