@@ -1,0 +1,117 @@
+"""What the in-process ranking sweeps share (rerank_sweep.py, feedback_sweep.py).
+
+One embedded store holding every memory of a LoCoMo file with its dense, keyword
+and token vectors (the plugin's own encoders), the questions' vectors computed
+once, a row of recall per ranking asked of that same store, and the table they
+print. Not a benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
+from benchmarks import locomo
+from benchmarks.common import machine
+from benchmarks.retrieval import DEFAULT_DATA, LIMIT
+from plugin.embedding.encoders import Vector, load_encoder
+from plugin.embedding.keywords import KeywordEncoder
+from plugin.embedding.token_vectors import tokens_of
+from plugin.settings import Settings
+
+BATCH = 32
+# Per ranking's label, per memory mode: its recall over the questions.
+Tables = dict[str, dict[str, locomo.RecallTable]]
+
+
+@dataclass
+class SweepStore:
+    """The seeded store, the keyword encoder, and every question with its vector."""
+
+    store: QdrantEdgeBackend
+    keywords: KeywordEncoder
+    questions: list[tuple[locomo.Conversation, locomo.Question, Vector]]
+    everything: MemoryFilter
+
+    async def record(
+        self,
+        row: dict[str, locomo.RecallTable],
+        conversation: locomo.Conversation,
+        question: locomo.Question,
+        query: SearchQuery,
+    ) -> None:
+        """Ask `query` in each memory mode's namespace; add its recall to `row`."""
+        for mode in locomo.MODES:
+            turn_of = conversation.turn_of(mode)
+            found = await self.store.query_memories(
+                [conversation.namespace(mode)], query, self.everything, LIMIT
+            )
+            turns = [turn_of[hit.memory.id] for hit in found]
+            row[mode].add(question.category, locomo.recall_at(turns, question.evidence))
+
+
+@asynccontextmanager
+async def seeded(conversations: list[locomo.Conversation], data: Path) -> AsyncIterator[SweepStore]:
+    """Every memory written with all its vectors; closed on leaving."""
+    encoder, keywords = load_encoder(Settings.from_env({})), KeywordEncoder()
+    encoder.keep_tokens = True  # as the rerank mode's server sets it
+    store = QdrantEdgeBackend(encoder.dimension, data)
+    await store.start()
+    now = datetime.now(UTC)
+    try:
+        for conversation in conversations:
+            for mode in locomo.MODES:
+                name = conversation.namespace(mode)
+                await store.save_namespace(NamespaceRecord(name, "workspace", now))
+                rows = conversation.memories[mode]
+                for start in range(0, len(rows), BATCH):
+                    chunk = rows[start : start + BATCH]
+                    vectors = encoder.encode([content for _, _, content in chunk])
+                    for (memory_id, _, content), vector in zip(chunk, vectors, strict=True):
+                        memory = MemoryRecord(memory_id, name, content, "fact", "agent", now)
+                        document = keywords.document(content)
+                        await store.upsert_memory(memory, vector, document, tokens_of(vector))
+        asked = [(c, q) for c in conversations for q in c.questions]
+        texts = [q.text for _, q in asked]
+        vectors = [
+            v for s in range(0, len(texts), BATCH) for v in encoder.encode(texts[s : s + BATCH])
+        ]
+        questions = [(c, q, v) for (c, q), v in zip(asked, vectors, strict=True)]
+        yield SweepStore(store, keywords, questions, MemoryFilter(now=now))
+    finally:
+        await store.close()
+
+
+def tables(labels: list[str]) -> Tables:
+    return {label: {mode: locomo.RecallTable() for mode in locomo.MODES} for label in labels}
+
+
+def print_tables(found: Tables) -> None:
+    """R@1/5/10/20/50 of categories 1-4, a row per ranking, per memory mode."""
+    for mode in locomo.MODES:
+        print(f"\n{mode}, categories 1-4")
+        print(f"  {'ranking':<16}" + "".join(f"{'R@' + str(k):>7}" for k in locomo.KS))
+        for label, row in found.items():
+            means = row[mode].mean(locomo.HEADLINE)
+            print(f"  {label:<16}" + "".join(f"{x:7.3f}" for x in means))
+
+
+def main(
+    doc: str | None, name: str, sweep: Callable[[list[locomo.Conversation], Path], Awaitable[None]]
+) -> None:
+    """A sweep's command line: `--data`, then `sweep` over a temporary store directory."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = parser.parse_args()
+    conversations = locomo.load(args.data, "speaker")
+    print(f"{name} sweep on {args.data.name}: {len(conversations)} conversations ({machine()})")
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+        asyncio.run(sweep(conversations, Path(tmp)))
