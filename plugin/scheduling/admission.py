@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from adapters.callers import current_caller
 from plugin.scheduling.work import tenant_kind
 
 TENANT_MAX = "tenant_max"
@@ -101,13 +102,17 @@ class Admission:
 
     @contextmanager
     def hold(self, tenant: str) -> Iterator[None]:
-        """Admit one request of `tenant` (or raise `OverShare`) for the `with` block."""
+        """Admit one request of `tenant` (or raise `OverShare`) for the `with` block, whose
+        backend calls are made for `tenant` (adapters/callers.py: where they wait for a
+        shared resource, tenants take turns)."""
         self.check(tenant)
         self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
         self._total += 1
+        caller = current_caller.set(tenant)
         try:
             yield
         finally:
+            current_caller.reset(caller)
             self._total -= 1
             left = self._in_flight[tenant] - 1
             if left:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from adapters.callers import current_caller
 from adapters.qdrant.edge.dispatch import LOOP_SLICE_S, EngineCalls
 from adapters.qdrant.edge.turns import LoopTurns
 
@@ -155,3 +156,34 @@ async def test_a_store_closed_while_a_caller_waited_answers_unavailable(
     engine.stop()
     with pytest.raises(BackendUnavailable):
         await asyncio.wait_for(waiting, 5)
+
+
+async def test_callers_take_turns_each_in_arrival_order(
+    calls: tuple[EngineCalls, EngineClock],
+) -> None:
+    """A tenant with one call waiting goes in the next turn, not after another tenant's
+    queued flood; each tenant's own calls keep their order (adapters/callers.py)."""
+    engine, clock = calls
+    engine.turns.typical_s = CALL_S  # one call a turn
+    events: list[tuple[str, int]] = []
+
+    def call(caller: str, n: int) -> None:
+        clock.now += CALL_S
+        events.append((caller, n))
+
+    async def as_caller(caller: str, n: int) -> None:
+        current_caller.set(caller)  # what admission sets for a request's task
+        await engine.here(call, caller, n)
+
+    flood = [asyncio.create_task(as_caller("workspace:noisy", n)) for n in range(5)]
+    quiet = [asyncio.create_task(as_caller("workspace:quiet", n)) for n in range(2)]
+    await asyncio.wait_for(asyncio.gather(*flood, *quiet), 5)
+    assert events == [
+        ("workspace:noisy", 0),  # alone: at once
+        ("workspace:noisy", 1),  # waiting first
+        ("workspace:quiet", 0),
+        ("workspace:noisy", 2),
+        ("workspace:quiet", 1),
+        ("workspace:noisy", 3),
+        ("workspace:noisy", 4),
+    ]

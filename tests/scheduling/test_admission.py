@@ -6,6 +6,7 @@ from contextlib import ExitStack
 
 import pytest
 
+from adapters.callers import current_caller
 from plugin.scheduling.admission import FAIR_SHARE, TENANT_MAX, Admission, OverShare, Shares
 from plugin.scheduling.work import search_tenant, tenant_kind
 
@@ -75,3 +76,18 @@ def test_a_search_works_for_the_callers_own_workspace() -> None:
         "org",
         "other",
     ]
+
+
+def test_a_held_request_makes_its_backend_calls_for_its_tenant() -> None:
+    """What the embedded store's engine turns go round robin by (adapters/callers.py)."""
+    admission = Admission(Shares(capacity=4, tenant_max=2))
+    assert current_caller.get() is None
+    with admission.hold("workspace:a"):
+        assert current_caller.get() == "workspace:a"
+        with admission.hold("workspace:b"):
+            assert current_caller.get() == "workspace:b"
+        assert current_caller.get() == "workspace:a"
+    assert current_caller.get() is None
+    with pytest.raises(OverShare), admission.hold("workspace:a"), admission.hold("workspace:a"):
+        admission.check("workspace:a")  # a third: over tenant_max
+    assert current_caller.get() is None  # a refusal leaves nothing behind

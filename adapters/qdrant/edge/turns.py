@@ -8,18 +8,25 @@ its sockets only between iterations, so a request that would have been refused
 at once (429, plugin/scheduling/admission.py) waited behind all of them.
 
 So the loop spends about `slice_s` of engine time in one iteration. A call that
-finds the slice spent, or others already waiting, waits for a later iteration,
-in arrival order: each iteration, after the loop has polled its sockets again,
-as many waiting calls go as the slice holds at the calls' typical duration (a
-moving average), one at least. Waking one a turn instead made the loop's own
-iterations the limit on engine calls a second. A caller alone (nothing spent in
-this iteration) never waits.
+finds the slice spent, or others already waiting, waits for a later iteration:
+each iteration, after the loop has polled its sockets again, as many waiting
+calls go as the slice holds at the calls' typical duration (a moving average),
+one at least. Waking one a turn instead made the loop's own iterations the limit
+on engine calls a second. A caller alone (nothing spent in this iteration) never
+waits.
+
+Waiting calls go round robin by caller (adapters/callers.py: the request's
+tenant), each caller's in arrival order: a tenant with one search waiting goes in
+the next turn, however many another tenant's flood has queued before it (issue
+27: what serialises is shared fairly, not first come, first served).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+
+from adapters.callers import current_caller
 
 # The weight of the latest call in the moving average of a call's duration.
 SMOOTHING = 0.1
@@ -32,21 +39,22 @@ class LoopTurns:
         self.slice_s = slice_s
         self._spent_s = 0.0  # engine time spent in the current iteration
         self.typical_s = slice_s / 4  # a call's duration, a moving average
-        self._waiting: deque[asyncio.Future[None]] = deque()
+        # per caller, its waiting calls in arrival order; callers in the order they are next
+        self._waiting: dict[str | None, deque[asyncio.Future[None]]] = {}
         self._turn_scheduled = False
 
     @property
     def waiting(self) -> int:
-        return sum(1 for future in self._waiting if not future.done())
+        return sum(1 for turns in self._waiting.values() for turn in turns if not turn.done())
 
     async def take(self) -> None:
-        """Return when this caller may call the engine: at once while the iteration's
-        slice is not spent and nobody waits, else in a later iteration, in order."""
+        """Return when this call may run: at once while the iteration's slice is not
+        spent and nobody waits, else in a later iteration, its caller's turn."""
         if self._spent_s < self.slice_s and not self._waiting:
             return
         loop = asyncio.get_running_loop()
         turn = loop.create_future()
-        self._waiting.append(turn)
+        self._waiting.setdefault(current_caller.get(), deque()).append(turn)
         self._schedule(loop)
         try:
             await turn
@@ -74,7 +82,11 @@ class LoopTurns:
         self._spent_s = 0.0
         room = self.slice_s
         while self._waiting and room > 0:
-            turn = self._waiting.popleft()
+            caller, turns = next(iter(self._waiting.items()))
+            turn = turns.popleft()
+            del self._waiting[caller]  # served: to the back of the round, if it has more
+            if turns:
+                self._waiting[caller] = turns
             if not turn.done():  # a cancelled waiter's turn goes to the next one
                 turn.set_result(None)
                 room -= self.typical_s
