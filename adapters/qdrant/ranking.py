@@ -26,16 +26,19 @@ second time with the keyword query widened by the first's top results
 (adapters/qdrant/feedback.py; the embedded store's passes: edge/feedback.py).
 
 Rerank (`SearchMode.RERANK`, issue 30): the fused ranking's top RERANK_DEPTH,
-reranked in the same request by late interaction over the model's token vectors
-(the multivector `TOKENS_VECTOR`, compared by MaxSim):
+reranked by late interaction over the model's token vectors (the multivector
+`TOKENS_VECTOR`, compared by MaxSim), in the same request on a Qdrant server:
 
     score = fused + RERANK_WEIGHT * MaxSim / (the query's token count)
 
 Qdrant's MaxSim sums the best cosine of each query token; dividing by the count
 makes it the mean the weight was chosen for, so a long query weighs no more than
 a short one. The fused stage is stated twice (once for its score, once as the
-candidates MaxSim scores): a formula sees only its own prefetches' scores. A
-memory without token vectors yet (a store being upgraded) scores MaxSim 0.
+candidates MaxSim scores): a formula sees only its own prefetches' scores. The
+embedded store, which pays no round trip for a second request, asks MaxSim by id
+over the search's fused candidates instead and adds it here (`reranked`;
+edge/rerank.py). A memory without token vectors yet (a store being upgraded)
+scores MaxSim 0.
 Why this depth and weight: benchmarks/README.md, "Reranking by token vectors".
 
 A score is comparable within one answer only: BM25 grows with the store's term
@@ -47,7 +50,7 @@ Engines spell requests with different classes, so each supplies a small
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from adapters.values import SearchMode, SearchQuery, SparseVector, TokenVectors
@@ -67,6 +70,7 @@ P = TypeVar("P")  # a prefetch stage
 R = TypeVar("R", covariant=True)  # a request
 F = TypeVar("F", contravariant=True)  # a filter
 E = TypeVar("E")  # a formula expression
+K = TypeVar("K", bound=Hashable)  # a point's id
 
 
 class RankingDialect(Protocol, Generic[Q, P, R, F, E]):
@@ -140,9 +144,26 @@ def requests(
             depth,
         )
         # $score[0]: the fused score; $score[1]: MaxSim (0 without token vectors).
-        weight = RERANK_WEIGHT / len(query.tokens)
+        weight = rerank_weight(len(query.tokens))
         fused.append(dialect.fused([first, by_tokens], _weighted(dialect, weight), defaults, limit))
     return fused
+
+
+def rerank_weight(query_tokens: int) -> float:
+    """MaxSim's weight for a query of `query_tokens` token vectors (the mean's, above)."""
+    return RERANK_WEIGHT / query_tokens
+
+
+def reranked(
+    candidates: Sequence[tuple[K, float]], max_sim: Mapping[K, float], query_tokens: int, limit: int
+) -> list[tuple[K, float]]:
+    """The `limit` best of `candidates` (key, fused score) by the rerank's score above,
+    for an engine that asks MaxSim in a request of its own (edge/rerank.py); a key
+    missing from `max_sim` (no token vectors yet) scores MaxSim 0."""
+    weight = rerank_weight(query_tokens)
+    scored = [(key, fused + weight * max_sim.get(key, 0.0)) for key, fused in candidates]
+    scored.sort(key=lambda pair: pair[1], reverse=True)  # stable: ties keep the fused order
+    return scored[:limit]
 
 
 def _weighted(dialect: RankingDialect[Q, P, R, F, E], weight: float) -> E:

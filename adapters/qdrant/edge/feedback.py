@@ -50,6 +50,15 @@ def search(
     ask: Ask,
 ) -> list[list[Any]]:
     """Each shard's points for `query` after keyword feedback, as `ask` answers them."""
+    wider = widened(scoped, query, memory_filter)
+    return ask([(shard, build(scope, wider)) for shard, scope in scoped])
+
+
+def widened(
+    scoped: list[tuple[Any, Scope]], query: SearchQuery, memory_filter: MemoryFilter
+) -> SearchQuery:
+    """`query` with its keyword vector widened by the first pass's best memories' words
+    (steps 1 and 2 above); the rerank (rerank.py) asks its candidates with it."""
     dense, keywords = query.dense, query.keywords
     assert dense is not None  # SearchQuery admits feedback on a fused search only
     assert keywords is not None
@@ -66,8 +75,7 @@ def search(
     for n, ids in lending.items():
         for term, weight in _idf_weighted(scoped[n][0], ids).items():
             weighted[term] = weighted.get(term, 0.0) + weight
-    wider = replace(query, keywords=feedback.expanded(keywords, weighted))
-    return ask([(shard, build(scope, wider)) for shard, scope in scoped])
+    return replace(query, keywords=feedback.expanded(keywords, weighted))
 
 
 def _idf_weighted(shard: Any, ids: list[Any]) -> dict[int, float]:

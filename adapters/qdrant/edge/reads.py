@@ -19,7 +19,7 @@ import qdrant_edge as qe
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.qdrant import filters, ranking
-from adapters.qdrant.edge import feedback
+from adapters.qdrant.edge import feedback, rerank
 from adapters.qdrant.edge.batching import CallBatcher
 from adapters.qdrant.edge.engine import (
     DENSE_VECTOR,
@@ -131,7 +131,11 @@ class EdgeReads(EdgeNamespaces):
             wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
             return ranking.requests(EDGE_RANKING, asked, wheres, limit)
 
-        if query.feedback and (scoped := self._scopes(namespaces)):  # two passes, one hop
+        if query.tokens and (scoped := self._scopes(namespaces)):  # MaxSim asked by id
+            calls = self._store.calls
+            ranked = await calls.here(rerank.search, scoped, query, memory_filter, limit)
+            answers: list[list[Any]] = [ranked]  # ordered as one shard's answer
+        elif query.feedback and (scoped := self._scopes(namespaces)):  # two passes, one hop
             answers = await self._store.calls.here(
                 feedback.search, scoped, query, memory_filter, build, self._ask
             )
