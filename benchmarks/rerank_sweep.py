@@ -5,9 +5,10 @@
 In-process, no server: every memory of the file is written into an embedded store
 with its dense, keyword and token vectors (the plugin's own encoders), then every
 question of categories 1-4 is asked with `limit` 50 per memory mode, ranked by the
-shipped hybrid plan and by the rerank (adapters/qdrant/ranking.py) at each weight
-and depth: the same store and query vectors for every row. Prints R@1/5/10/20/50.
-About 4 minutes on 2 cores.
+shipped hybrid plan, by keyword feedback alone, and by the rerank as the `rerank`
+mode asks it (keyword feedback, then MaxSim: adapters/qdrant/ranking.py and
+edge/rerank.py) at each weight and depth: the same store and query vectors for
+every row. Prints R@1/5/10/20/50. About 6 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -19,21 +20,22 @@ from adapters.values import SearchQuery
 from benchmarks import locomo, sweep
 from plugin.embedding.token_vectors import tokens_of
 
-WEIGHTS = (0.0, 1.0, 1.5, 2.0, 3.0)
-DEPTHS = (50, 100)
+WEIGHTS = (1.5, 2.0, 3.0, 4.0, 5.0, 6.0)
+DEPTHS = (50, 75, 100)
 
 
 async def run(conversations: list[locomo.Conversation], data: Path) -> None:
     async with sweep.seeded(conversations, data) as seeded:
-        configs = [("hybrid", 0.0, 0)] + [
-            (f"w {w:g}, top {d}", w, d) for d in DEPTHS for w in WEIGHTS if w
+        configs = [("hybrid", 0.0, 0, False), ("feedback", 0.0, 0, True)] + [
+            (f"w {w:g}, top {d}", w, d, True) for d in DEPTHS for w in WEIGHTS
         ]
-        found = sweep.tables([label for label, _, _ in configs])
-        for label, weight, depth in configs:
+        found = sweep.tables([label for label, _, _, _ in configs])
+        for label, weight, depth, widened in configs:
             ranking.RERANK_WEIGHT, ranking.RERANK_DEPTH = weight, depth
             for conversation, question, vector in seeded.questions:
                 tokens = tokens_of(vector) if weight else None
-                query = SearchQuery(list(vector), seeded.keywords.query(question.text), tokens)
+                keywords = seeded.keywords.query(question.text)
+                query = SearchQuery(list(vector), keywords, tokens, feedback=widened)
                 await seeded.record(found[label], conversation, question, query)
         sweep.print_tables(found)
 

@@ -39,7 +39,8 @@ embedded store, which pays no round trip for a second request, asks MaxSim by id
 over the search's fused candidates instead and adds it here (`reranked`;
 edge/rerank.py). A memory without token vectors yet (a store being upgraded)
 scores MaxSim 0.
-Why this depth and weight: benchmarks/README.md, "Reranking by token vectors".
+Why this depth and weight: benchmarks/README.md, "The rerank: MaxSim asked by id,
+weight and depth chosen with feedback".
 
 A score is comparable within one answer only: BM25 grows with the store's term
 statistics, so a fused score's scale depends on the store.
@@ -61,8 +62,8 @@ KEYWORD_WEIGHT = 0.03
 CANDIDATES = 100
 # The named multivector holding each memory's token vectors, and the rerank stage.
 TOKENS_VECTOR = "tokens"
-RERANK_DEPTH = 50
-RERANK_WEIGHT = 1.5
+RERANK_DEPTH = 75
+RERANK_WEIGHT = 4.0
 QDRANT_SEARCH_MODES = frozenset(SearchMode)
 
 Q = TypeVar("Q")  # a query vector, as the engine takes it

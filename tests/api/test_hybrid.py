@@ -71,7 +71,7 @@ async def test_each_mode_ranks_as_documented(
         if mode == "keyword":  # only what shares a word with the question, BM25 > 0
             assert set(found) == {TARGET, OTHERS[2], OTHERS[6]}
             assert all(s > 0 for s in scores)
-        if mode == "rerank":  # the fused score plus 1.5 x a mean MaxSim in [-1, 1]
+        if mode == "rerank":  # the fused score plus 4 x a mean MaxSim in [-1, 1]
             assert scores[0] > 1.0
         listing = await api.search(NS, limit=100)  # no query: newest first, as ever
         assert [m["score"] for m in listing.body["memories"]] == [None] * 9
@@ -115,7 +115,7 @@ async def test_rerank_on_a_qdrant_server_keeps_token_vectors_and_ranks_by_them(
         reply = await api.search(NS, query=QUESTION, limit=5)
         assert [query.feedback for query in asked] == [False]  # no second pass there
         assert reply.body["memories"][0]["content"] == TARGET
-        assert reply.body["memories"][0]["score"] > 1.0  # fused + 1.5 x a mean MaxSim
+        assert reply.body["memories"][0]["score"] > 1.0  # fused + 4 x a mean MaxSim
         collections = await backend.connection.call(lambda c: c.get_collections())
         memories = [c.name for c in collections.collections if c.name.startswith("memory-")]
         points = {}

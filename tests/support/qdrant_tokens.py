@@ -78,8 +78,8 @@ def old_collection() -> httpx.Response:
 
 def rerank_search(where: Any, limit: int) -> dict[str, Any]:
     """The request ranking.py promises for a rerank search, as Qdrant's Query API spells it:
-    the fused stage (cosine of both candidate lists + 0.03 x BM25), its top 50 scored by
-    MaxSim against the query's token vectors, the answer by fused + 1.5 x MaxSim / 2."""
+    the fused stage (cosine of both candidate lists + 0.03 x BM25), its top 75 scored by
+    MaxSim against the query's token vectors, the answer by fused + 4 x MaxSim / 2."""
     dense = {"query": pytest.approx(unit(1)), "filter": where, "limit": 100}
     keywords = {
         "query": {"indices": [3], "values": [0.5]},
@@ -97,18 +97,18 @@ def rerank_search(where: Any, limit: int) -> dict[str, Any]:
             "formula": {"sum": ["$score[0]", {"mult": [0.03, "$score[1]"]}]},
             "defaults": defaults,
         },
-        "limit": 50,
+        "limit": 75,
     }
     max_sim = {
         "prefetch": [fused],
         "query": [pytest.approx(unit(1)), pytest.approx(unit(0, 1))],
         "using": "tokens",
-        "limit": 50,
+        "limit": 75,
     }
     return {
         "prefetch": [fused, max_sim],
         "query": {
-            "formula": {"sum": ["$score[0]", {"mult": [0.75, "$score[1]"]}]},
+            "formula": {"sum": ["$score[0]", {"mult": [2.0, "$score[1]"]}]},
             "defaults": defaults,
         },
         "limit": limit,

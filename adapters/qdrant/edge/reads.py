@@ -134,8 +134,9 @@ class EdgeReads(EdgeNamespaces):
         if query.tokens and (scoped := self._scopes(namespaces)):  # MaxSim asked by id
             calls = self._store.calls
             ranked = await calls.here(rerank.search, scoped, query, memory_filter, limit)
-            answers: list[list[Any]] = [ranked]  # ordered as one shard's answer
-        elif query.feedback and (scoped := self._scopes(namespaces)):  # two passes, one hop
+            found = [ScoredMemory(m, p.score) for p in ranked if (m := parsed_memory(p))]
+            return merge_scored([found], limit)  # equal scores ordered as across shards
+        if query.feedback and (scoped := self._scopes(namespaces)):  # two passes, one hop
             answers = await self._store.calls.here(
                 feedback.search, scoped, query, memory_filter, build, self._ask
             )

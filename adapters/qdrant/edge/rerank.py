@@ -15,7 +15,8 @@ costs no round trip, so here, in one hop:
 5. the rerank's score (`ranking.reranked`: the same formula and weight) and, per
    pin side, the best `limit`, whose payloads are read by id.
 For a search of one namespace the ranking is the one-request plan's. The engine
-time this saves: benchmarks/README.md, "Reranking by token vectors".
+time this saves: benchmarks/README.md, "The rerank: MaxSim asked by id, weight and
+depth chosen with feedback".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each memory collection keeps the model's token vectors in the multivector `tokens`
 (`ranking.TOKENS_VECTOR`), as the embedded store does (edge/engine.py, `token_params`):
-MaxSim, no graph of its own (it only rescores the fused top 50: `m=0, payload_m=0`,
+MaxSim, no graph of its own (it only rescores the fused top 75: `m=0, payload_m=0`,
 also where the collection builds a graph per tenant), float16 storage, an int8 copy
 for scoring, originals on disk. Multivectors need Qdrant 1.10+, so every collection
 this version creates has the vector, in every mode: unused it costs next to nothing, and

@@ -27,7 +27,7 @@ def query(tokens: TokenVectors | None = None) -> SearchQuery:
 
 
 class RerankSuite:
-    """`rerank` adds 1.5 x the mean MaxSim to the fused score; a memory without token
+    """`rerank` adds RERANK_WEIGHT x the mean MaxSim to the fused score; a memory without token
     vectors (a store being upgraded) keeps its fused score; the token index fills them in."""
 
     @pytest.fixture
