@@ -96,16 +96,12 @@ async def test_one_namespace_ranks_as_the_one_request_plan(
     limit = 5
     for _ in range(20):
         asked = _query(rng)
-
-        def build(scope: object, asked: SearchQuery = asked) -> list[object]:
-            wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(everything())]
-            return ranking.requests(EDGE_RANKING, asked, wheres, limit)
-
-        (plan,) = await backend._read(["team:one"], build)
-        expected = [(m.id, p.score) for p in plan if (m := parsed_memory(p))][:limit]
+        expected = await _one_request_plan(backend, ["team:one"], asked, limit)
         found = await backend.query_memories(["team:one"], asked, everything(), limit)
-        assert [hit.memory.id for hit in found] == [key for key, _ in expected]
-        assert [hit.score for hit in found] == pytest.approx([s for _, s in expected], abs=1e-3)
+        assert [hit.memory.id for hit in found] == [hit.memory.id for hit in expected]
+        assert [hit.score for hit in found] == pytest.approx(
+            [hit.score for hit in expected], abs=1e-3
+        )
 
 
 async def test_the_depth_is_the_searchs_across_shards(
@@ -146,8 +142,8 @@ async def test_the_depth_is_the_searchs_across_shards(
         )
         by_id = dict(expected)
         assert all(hit.memory.id in by_id for hit in found)
-        per_shard = await _per_shard_plan(backend, [first, second], asked, limit)
-        differs += per_shard != [hit.memory.id for hit in found]
+        per_shard = await _one_request_plan(backend, [first, second], asked, limit)
+        differs += [hit.memory.id for hit in per_shard] != [hit.memory.id for hit in found]
     assert differs  # each shard reranking its own top `depth` would have answered otherwise
 
 
@@ -160,15 +156,16 @@ def _max_sim(query: TokenVectors, stored: TokenVectors) -> float:
     return ranking.rerank_weight(len(query)) * sum(best)
 
 
-async def _per_shard_plan(
+async def _one_request_plan(
     backend: QdrantEdgeBackend, names: list[str], asked: SearchQuery, limit: int
-) -> list[str]:
-    """What the one-request plan answers: each shard reranks its own top, then a merge."""
+) -> list[ScoredMemory]:
+    """What the one-request plan (a Qdrant server's) answers: each shard reranks its own
+    top, then a merge (one shard's answer is already in order)."""
 
     def build(scope: object) -> list[object]:
         wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(everything())]
         return ranking.requests(EDGE_RANKING, asked, wheres, limit)
 
     parts = await backend._read(names, build)
-    hits = [ScoredMemory(m, p.score) for part in parts for p in part if (m := parsed_memory(p))]
-    return [hit.memory.id for hit in merge_scored([hits], limit)]
+    hits = [[ScoredMemory(m, p.score) for p in part if (m := parsed_memory(p))] for part in parts]
+    return hits[0][:limit] if len(hits) == 1 else merge_scored(hits, limit)

@@ -87,10 +87,11 @@ def _max_sim(
     """Each candidate's MaxSim against `tokens`, one request per shard holding some;
     none for a memory without token vectors (a store being upgraded)."""
     scores: dict[Key, float] = {}
+    query = CANDIDATES.token_query(tokens)  # converted once, whatever the shards
     for n, ids in _by_shard(keys).items():
         request = qe.QueryRequest(
             limit=len(ids),
-            query=CANDIDATES.token_query(tokens),
+            query=query,
             filter=qe.Filter(must=[qe.HasIdCondition(set(ids))]),
             with_payload=False,
         )

@@ -82,5 +82,5 @@ async def test_a_store_of_the_version_before_gains_token_vectors_in_rerank_mode(
         for h in await rerank.query_memories([NS], query(QUERY_TOKENS), everything(), 10)
     }
     fused = {h.memory.id: h.score for h in hybrid}
-    assert after[written[0].id] - fused[written[0].id] == pytest.approx(RERANK_WEIGHT, abs=0.05)
+    assert after[written[0].id] - fused[written[0].id] == pytest.approx(RERANK_WEIGHT, abs=0.02)
     assert after[written[1].id] == pytest.approx(fused[written[1].id], abs=0.02)
