@@ -144,7 +144,11 @@ async def test_supplied_embedding_is_ignored(api: ContractClient, ns: str) -> No
     assert reply.body["memories"][0]["content"] == ("the staging database lives in eu-west-1")
 
 
+@pytest.mark.settings(backend_timeout_s=10)
 async def test_hundred_parallel_writes(api: ContractClient, ns: str) -> None:
+    """All land, sharing model batches. One namespace's 100 texts take the model about a
+    second on 2 cores, so the default 1.5 s deadline would make this a race on a slower
+    machine (the deadline has tests of its own)."""
     ids = [str(uuid.uuid4()) for _ in range(100)]
     replies = await asyncio.gather(
         *(
