@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import random
 import tempfile
@@ -104,11 +105,18 @@ async def closed_loop(
     honour_retry_after: bool = True,
 ) -> None:
     """Send `make()`'s next request as soon as the last was answered (after `pause_s`), or,
-    refused, once its Retry-After has passed (unless `honour_retry_after` is false)."""
+    refused, once its Retry-After has passed plus a jitter of up to a quarter of it
+    (unless `honour_retry_after` is false).
+
+    The jitter is what retrying clients do (tenacity, urllib3): without it, callers
+    refused together came back together, each wave sent by one child process in one
+    loop iteration (50 requests, 74 ms) while the answers to the first of them waited
+    to be read, and measured as the server's (benchmarks/README.md, "Fifth slice")."""
+    jitter = random.Random()  # each caller its own, seeded from the system
     while time.time() < until:
         status, took, retry_after = await send(session, base, make())
         out.append(Outcome(stream, time.time(), took, status))
-        wait = retry_after if honour_retry_after else 0.0
+        wait = retry_after * (1 + jitter.uniform(0, 0.25)) if honour_retry_after else 0.0
         if pause_s or wait:
             await asyncio.sleep(min(max(pause_s, wait), max(0.0, until - time.time())))
 
@@ -148,8 +156,22 @@ async def run_flood(
                         ),
                     )
                 )
+        await _warm(client, base, len(loops))
         await asyncio.gather(*loops)
     return out
+
+
+async def _warm(client: aiohttp.ClientSession, base: str, connections: int) -> None:
+    """Open the callers' connections (a health check each, not measured) before the loops
+    start: the platform's client keeps its connections alive, and a fresh child process
+    setting up dozens at once stalled its own loop for up to 83 ms, which the first
+    answers measured as the server's (benchmarks/README.md, "Fifth slice")."""
+
+    async def one() -> None:
+        async with client.get(base + "/v1/health") as response:
+            await response.read()
+
+    await asyncio.gather(*(one() for _ in range(connections)), return_exceptions=True)
 
 
 async def _after(delay_s: float, work: Coroutine[Any, Any, None]) -> None:
@@ -160,6 +182,10 @@ async def _after(delay_s: float, work: Coroutine[Any, Any, None]) -> None:
 def _child(
     base: str, flood: Flood, until: float, seed: int, part: int, parts: int, pipe: Any
 ) -> None:
+    # What the child inherited from this process (LoCoMo's texts, the model's modules)
+    # is never garbage: a full collection walking it stalled the child's callers 57 to
+    # 99 ms at a phase's start, measured as the server's answers' time.
+    gc.freeze()
     pipe.send(asyncio.run(run_flood(base, flood, until, seed, part, parts)))
     pipe.close()
 
