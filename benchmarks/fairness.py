@@ -94,7 +94,9 @@ def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
             check(
                 "every refusal within 50 ms",
                 not refusals or max(refusals) <= REFUSAL_LIMIT_S,
-                f"{len(refusals)} refusals, max {max(refusals, default=0) * 1000:.0f} ms",
+                f"{len(refusals)} refusals, p99 {percentile(refusals or [0.0], 99) * 1000:.0f} ms,"
+                f" {sum(r > REFUSAL_LIMIT_S for r in refusals)} over 50 ms,"
+                f" max {max(refusals, default=0) * 1000:.0f} ms",
             ),
             check("flood accepted, beside quiet / alone >= 0.9", ratio >= 0.9, f"{ratio:.2f}x"),
         ]

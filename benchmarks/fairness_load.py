@@ -6,7 +6,9 @@ client would have seen them (the breaker model in benchmarks/fairness.py).
 A flood runs in child processes of its own, its callers dealt among them: hundreds
 of Python callers on one event loop would otherwise delay each other's answers and
 the quiet caller's, and count it as the server's delay (256 searching callers on
-one loop: the loop itself lagged up to 46 ms, p99 21 ms).
+one loop: the loop itself lagged up to 46 ms, p99 21 ms). Each caller holds one
+kept-alive connection (benchmarks/http_caller.py: less than half aiohttp's client
+CPU a request, taken from the server on a 2-core machine).
 """
 
 from __future__ import annotations
@@ -26,18 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from benchmarks.common import machine, percentile
+from benchmarks.http_caller import Connection, Request
 from benchmarks.locomo import load
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo-dev.json"
 QUIET = "workspace:quiet"
 BACKFILL = "workspace:backfill"
 QUIET_PAUSE_S = 0.02
-# The platform's client: 2 s per call; a slower answer is a failure (status 0 here).
-CLIENT_TIMEOUT = aiohttp.ClientTimeout(total=2.0)
-Request = tuple[str, str, Any]  # method, path, JSON body
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,26 +75,8 @@ def search_request(namespaces: Sequence[str], query: str) -> Request:
     return "POST", "/v1/search", {"namespaces": list(namespaces), "query": query, "limit": 10}
 
 
-async def send(
-    session: aiohttp.ClientSession, base: str, request: Request
-) -> tuple[int, float, float]:
-    """(status, seconds, the Retry-After it asked for or 0)."""
-    method, path, body = request
-    started = time.perf_counter()
-    retry_after = 0.0
-    try:
-        async with session.request(method, base + path, json=body) as response:
-            await response.read()
-            status = response.status
-            retry_after = float(response.headers.get("Retry-After", 0) or 0)
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        status = 0
-    return status, time.perf_counter() - started, retry_after
-
-
 async def closed_loop(
-    session: aiohttp.ClientSession,
-    base: str,
+    connection: Connection,
     stream: str,
     make: Callable[[], Request],
     until: float,
@@ -114,15 +94,11 @@ async def closed_loop(
     to be read, and measured as the server's (benchmarks/README.md, "Fifth slice")."""
     jitter = random.Random()  # each caller its own, seeded from the system
     while time.time() < until:
-        status, took, retry_after = await send(session, base, make())
+        status, took, retry_after = await connection.send(make())
         out.append(Outcome(stream, time.time(), took, status))
         wait = retry_after * (1 + jitter.uniform(0, 0.25)) if honour_retry_after else 0.0
         if pause_s or wait:
             await asyncio.sleep(min(max(pause_s, wait), max(0.0, until - time.time())))
-
-
-def session() -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=CLIENT_TIMEOUT)
 
 
 # Processes a flood's callers are dealt among (caller n to process n % FLOOD_PROCESSES).
@@ -132,46 +108,42 @@ FLOOD_PROCESSES = 4
 async def run_flood(
     base: str, flood: Flood, until: float, seed: int, part: int = 0, parts: int = 1
 ) -> list[Outcome]:
-    """The callers of `flood` whose number modulo `parts` is `part`."""
+    """The callers of `flood` whose number modulo `parts` is `part`, each on its own
+    connection."""
     out: list[Outcome] = []
-    async with session() as client:
-        loops = []
-        for t, tenant in enumerate(flood.tenants):
-            for k in range(flood.callers):
-                if (t * flood.callers + k) % parts != part:
-                    continue
-                rng = random.Random(seed * 100_003 + t * 1_000 + k)
+    loops = []
+    connections = []
+    for t, tenant in enumerate(flood.tenants):
+        for k in range(flood.callers):
+            if (t * flood.callers + k) % parts != part:
+                continue
+            rng = random.Random(seed * 100_003 + t * 1_000 + k)
 
-                def make(rng: random.Random = rng, tenant: str = tenant) -> Request:
-                    if flood.kind == "commit":
-                        return commit_request(tenant, rng.choice(flood.texts), rng)
-                    return search_request([tenant], rng.choice(flood.queries))
+            def make(rng: random.Random = rng, tenant: str = tenant) -> Request:
+                if flood.kind == "commit":
+                    return commit_request(tenant, rng.choice(flood.texts), rng)
+                return search_request([tenant], rng.choice(flood.queries))
 
-                delay = rng.uniform(0, flood.ramp_s)
-                loops.append(
-                    _after(
-                        delay,
-                        closed_loop(
-                            client, base, tenant, make, until, out, 0.0, flood.honour_retry_after
-                        ),
-                    )
-                )
-        await _warm(client, base, len(loops))
+            connection = Connection(base)
+            connections.append(connection)
+            delay = rng.uniform(0, flood.ramp_s)
+            loop = closed_loop(connection, tenant, make, until, out, 0.0, flood.honour_retry_after)
+            loops.append(_after(delay, loop))
+    await _warm(connections)
+    try:
         await asyncio.gather(*loops)
+    finally:
+        for connection in connections:
+            connection.close()
     return out
 
 
-async def _warm(client: aiohttp.ClientSession, base: str, connections: int) -> None:
+async def _warm(connections: Sequence[Connection]) -> None:
     """Open the callers' connections (a health check each, not measured) before the loops
     start: the platform's client keeps its connections alive, and a fresh child process
     setting up dozens at once stalled its own loop for up to 83 ms, which the first
     answers measured as the server's (benchmarks/README.md, "Fifth slice")."""
-
-    async def one() -> None:
-        async with client.get(base + "/v1/health") as response:
-            await response.read()
-
-    await asyncio.gather(*(one() for _ in range(connections)), return_exceptions=True)
+    await asyncio.gather(*(c.send(("GET", "/v1/health", None)) for c in connections))
 
 
 async def _after(delay_s: float, work: Coroutine[Any, Any, None]) -> None:
@@ -239,42 +211,47 @@ async def seed(base: str, namespaces: dict[str, int], texts: Texts) -> None:
     for name, count in namespaces.items():
         rows += [commit_request(name, rng.choice(texts.turns), rng) for _ in range(count)]
     rng.shuffle(rows)
-    async with session() as client:
-        for batch in (work, rows):
+    for batch in (work, rows):
 
-            async def caller(pending: Iterator[Request]) -> None:
-                for request in pending:
-                    for _ in range(20):  # a 429 or a timeout while seeding: send it again
-                        status, _, _ = await send(client, base, request)
-                        if status in (200, 201):
-                            break
+        async def caller(pending: Iterator[Request]) -> None:
+            connection = Connection(base)
+            for request in pending:
+                for _ in range(20):  # a 429 or a timeout while seeding: send it again
+                    status, _, _ = await connection.send(request)
+                    if status in (200, 201):
+                        break
+            connection.close()
 
-            shared = iter(batch)  # each request is sent by one of the callers
-            await asyncio.gather(*(caller(shared) for _ in range(16)))
+        shared = iter(batch)  # each request is sent by one of the callers
+        await asyncio.gather(*(caller(shared) for _ in range(16)))
 
 
 async def quiet_and_backfill(
     base: str, texts: Texts, until: float, out: list[Outcome], seed_: int, backfill_too: bool
 ) -> None:
     rng = random.Random(seed_)
-    async with session() as client:
-        next_row = iter(range(10**9))
+    next_row = iter(range(10**9))
 
-        def quiet() -> Request:
-            return search_request([QUIET, "team:shared", "org:shared"], rng.choice(texts.questions))
+    def quiet() -> Request:
+        return search_request([QUIET, "team:shared", "org:shared"], rng.choice(texts.questions))
 
-        async def backfill() -> None:
-            while time.time() < until:
-                row = next(next_row)
-                for request in (
-                    ("PUT", f"/v1/namespaces/{BACKFILL}", {"kind": "workspace"}),
-                    commit_request(BACKFILL, texts.turns[row % len(texts.turns)], rng),
-                ):
-                    status, took, _ = await send(client, base, request)
-                    out.append(Outcome("backfill", time.time(), took, status))
+    async def backfill() -> None:
+        connection = Connection(base)
+        while time.time() < until:
+            row = next(next_row)
+            for request in (
+                ("PUT", f"/v1/namespaces/{BACKFILL}", {"kind": "workspace"}),
+                commit_request(BACKFILL, texts.turns[row % len(texts.turns)], rng),
+            ):
+                status, took, _ = await connection.send(request)
+                out.append(Outcome("backfill", time.time(), took, status))
+        connection.close()
 
-        quiet_loop = closed_loop(client, base, "quiet", quiet, until, out, QUIET_PAUSE_S)
-        await asyncio.gather(quiet_loop, *([backfill()] if backfill_too else []))
+    searcher = Connection(base)
+    await searcher.open()
+    quiet_loop = closed_loop(searcher, "quiet", quiet, until, out, QUIET_PAUSE_S)
+    await asyncio.gather(quiet_loop, *([backfill()] if backfill_too else []))
+    searcher.close()
 
 
 def phase(

@@ -45,6 +45,7 @@ from plugin.core.errors import InvalidRequest, NotFound
 from plugin.core.fields import MemoryFields, NamespaceChanges, NamespaceFields
 from plugin.core.keyed_lock import KeyedLock
 from plugin.core.search import MemorySearch
+from plugin.core.single_flight import SingleFlight
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.embedding.token_vectors import tokens_of
@@ -123,6 +124,8 @@ class MemoryService(MemorySearch):
         self._namespace_writes = KeyedLock()
         # Namespaces a search found unreadable (left out of its answer), for health.
         self._unreadable: set[str] = set()
+        # A burst of health checks pings once; a ping past the deadline is not joined.
+        self._ping = SingleFlight(lambda: self.backend.ping(), join_within_s=deadline_s)
 
     @asynccontextmanager
     async def _deadline(self) -> AsyncIterator[None]:
@@ -135,7 +138,7 @@ class MemoryService(MemorySearch):
     async def ping(self) -> StoreCondition:
         """Raise unless the backend answers; what it serves in a degraded way, if anything."""
         async with self._deadline():
-            await self.backend.ping()
+            await self._ping()
         return self.condition()
 
     def condition(self) -> StoreCondition:

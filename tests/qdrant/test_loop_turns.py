@@ -187,3 +187,40 @@ async def test_callers_take_turns_each_in_arrival_order(
         ("workspace:noisy", 3),
         ("workspace:noisy", 4),
     ]
+
+
+async def test_a_call_arriving_while_a_turn_is_granted_waits_one_call_an_iteration(
+    calls: tuple[EngineCalls, EngineClock],
+) -> None:
+    """Under a search flood a caller arrives in every iteration. A woken turn runs in
+    the iteration after the one that woke it; a newcomer in that iteration used to see
+    nothing spent and run at once, and the woken call then ran beside the next one:
+    two long engine calls an iteration, and the refusals waiting behind them."""
+    engine, clock = calls
+    engine.turns.typical_s = CALL_S  # calls known to take longer than a slice
+    events: list[object] = []
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[None]] = []
+    all_arrived = asyncio.Event()
+
+    def call(n: int) -> None:
+        clock.now += CALL_S
+        events.append(n)
+
+    def tick() -> None:  # once an iteration: two new callers arrive, while callers remain
+        events.append("tick")
+        for _ in range(2):
+            if len(tasks) < 8:
+                tasks.append(asyncio.create_task(engine.here(call, len(tasks))))
+        if len(tasks) == 8:
+            all_arrived.set()
+        if len([e for e in events if e != "tick"]) < 8:
+            loop.call_soon(tick)
+
+    loop.call_soon(tick)
+    await asyncio.wait_for(all_arrived.wait(), 5)
+    await asyncio.wait_for(asyncio.gather(*tasks), 5)
+    ran = [e for e in events if e != "tick"]
+    assert sorted(ran) == list(range(8))  # type: ignore[type-var]
+    positions = [i for i, e in enumerate(events) if e != "tick"]
+    assert all(b - a > 1 for a, b in itertools.pairwise(positions)), events

@@ -39,9 +39,12 @@ from adapters.qdrant.edge.turns import LoopTurns
 
 T = TypeVar("T")
 
-# Engine time the event loop may spend in one iteration (a search over 5,000 memories
-# takes one to two milliseconds): a few searches, then the loop polls its sockets.
-LOOP_SLICE_S = 0.002
+# Engine time the event loop may spend in one iteration: a few short calls (a commit's
+# upsert, a search over a few hundred memories), or one long one (a search over
+# thousands of memories: 4 to 14 ms under load), then the loop polls its sockets.
+# Twice what it was once a long call ran alone in its iteration (turns.py): short
+# calls keep the engine time an iteration they had (benchmarks/README.md, "Sixth slice").
+LOOP_SLICE_S = 0.004
 
 
 class EngineCalls:

@@ -13,7 +13,9 @@ each iteration, after the loop has polled its sockets again, as many waiting
 calls go as the slice holds at the calls' typical duration (a moving average),
 one at least. Waking one a turn instead made the loop's own iterations the limit
 on engine calls a second. A caller alone (nothing spent in this iteration) never
-waits.
+waits. The woken calls run in the iteration after the turn that woke them, and are
+counted against it: the next turn goes ahead of them in the ready queue, so a
+caller arriving behind a woken long call waits rather than running beside it.
 
 Waiting calls go round robin by caller (adapters/callers.py: the request's
 tenant), each caller's in arrival order: a tenant with one search waiting goes in
@@ -80,6 +82,12 @@ class LoopTurns:
     def _next_turn(self) -> None:
         self._turn_scheduled = False
         self._spent_s = 0.0
+        if self._waiting:
+            # The next turn goes ahead of the calls this one wakes: it then counts them
+            # against their own iteration (they run in the next one). Scheduled after
+            # them, it cleared their time from the count as they ran, and a caller
+            # arriving after it found nothing spent: two long calls an iteration.
+            self._schedule(asyncio.get_running_loop())
         room = self.slice_s
         while self._waiting and room > 0:
             caller, turns = next(iter(self._waiting.items()))
@@ -90,5 +98,3 @@ class LoopTurns:
             if not turn.done():  # a cancelled waiter's turn goes to the next one
                 turn.set_result(None)
                 room -= self.typical_s
-        if self._waiting:  # the rest go in later iterations, whatever those woken do
-            self._schedule(asyncio.get_running_loop())

@@ -1,0 +1,145 @@
+"""`MemoryService.ping`: health checks that arrive together share one backend check.
+
+On the embedded store the check is a worker thread's call (the data directory's
+disk); a gate inside it holds the check open, so the tests see who joined it and
+who started one. No sleeps as synchronisation: the gate is a `threading.Event`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from plugin.core.service import MemoryService
+from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.keywords import KeywordEncoder
+from tests.support.encoders import GatedEncoder
+
+
+@dataclass
+class GatedCheck:
+    """Wraps the backend's own disk check: counts the checks, holds each at the gate."""
+
+    check: object
+    gate: threading.Event
+    entered: threading.Event
+    calls: int = 0
+    failure: Exception | None = None
+    counted: threading.Condition = field(default_factory=threading.Condition)
+
+    def reached(self, calls: int) -> bool:
+        """Whether `calls` checks have started (waits up to 10 s for them)."""
+        with self.counted:
+            return self.counted.wait_for(lambda: self.calls >= calls, timeout=10)
+
+    def __call__(self) -> None:
+        with self.counted:
+            self.calls += 1
+            self.counted.notify_all()
+        self.entered.set()
+        if not self.gate.wait(timeout=10):
+            raise AssertionError("the test never opened the gate")
+        if self.failure is not None:
+            raise self.failure
+        self.check()  # type: ignore[operator]
+
+
+@pytest.fixture
+async def gated(tmp_path: Path) -> AsyncIterator[tuple[MemoryService, GatedCheck]]:
+    backend = QdrantEdgeBackend(3, tmp_path)
+    embedder = BatchingEmbedder(GatedEncoder())
+    await backend.start()
+    await embedder.start()
+    check = GatedCheck(backend._check_writable, threading.Event(), threading.Event())
+    backend._check_writable = check  # type: ignore[method-assign]
+    try:
+        yield MemoryService(backend, embedder, KeywordEncoder(), deadline_s=2.0), check
+    finally:
+        check.gate.set()
+        await embedder.close()
+        await backend.close()
+
+
+async def entered(check: GatedCheck) -> None:
+    await asyncio.get_running_loop().run_in_executor(None, check.entered.wait, 10)
+
+
+async def test_fifty_health_checks_at_once_make_one_backend_check(
+    gated: tuple[MemoryService, GatedCheck],
+) -> None:
+    service, check = gated
+    pings = [asyncio.ensure_future(service.ping()) for _ in range(50)]
+    await entered(check)
+    await asyncio.sleep(0)  # every ping has had its turn to start or join
+    assert check.calls == 1
+    check.gate.set()
+    conditions = await asyncio.gather(*pings)
+    assert {c.degraded for c in conditions} == {False}
+    assert check.calls == 1
+
+    await service.ping()  # after it finished: a fresh check, never the old answer
+    assert check.calls == 2
+
+
+async def test_a_failed_check_fails_every_caller_that_joined_it_and_is_not_kept(
+    gated: tuple[MemoryService, GatedCheck],
+) -> None:
+    service, check = gated
+    check.failure = BackendUnavailable("the data directory is not writable")
+    pings = [asyncio.ensure_future(service.ping()) for _ in range(5)]
+    await entered(check)
+    check.gate.set()
+    outcomes = await asyncio.gather(*pings, return_exceptions=True)
+    assert [str(o) for o in outcomes] == ["the data directory is not writable"] * 5
+    assert check.calls == 1
+
+    check.failure = None  # the disk is back: the next health check sees it
+    condition = await service.ping()
+    assert not condition.degraded
+    assert check.calls == 2
+
+
+async def test_a_caller_giving_up_leaves_the_check_to_the_others(
+    gated: tuple[MemoryService, GatedCheck],
+) -> None:
+    service, check = gated
+    leaving = asyncio.ensure_future(service.ping())
+    staying = asyncio.ensure_future(service.ping())
+    await entered(check)
+    leaving.cancel()
+    await asyncio.gather(leaving, return_exceptions=True)
+    check.gate.set()
+    condition = await staying
+    assert not condition.degraded
+    assert check.calls == 1
+
+
+async def test_a_check_past_the_deadline_is_not_joined_by_the_next_health_check(
+    tmp_path: Path,
+) -> None:
+    backend = QdrantEdgeBackend(3, tmp_path)
+    embedder = BatchingEmbedder(GatedEncoder())
+    await backend.start()
+    await embedder.start()
+    check = GatedCheck(backend._check_writable, threading.Event(), threading.Event())
+    backend._check_writable = check  # type: ignore[method-assign]
+    service = MemoryService(backend, embedder, KeywordEncoder(), deadline_s=0.2)
+    try:
+        with pytest.raises(BackendUnavailable, match=r"no answer within 0\.2 s"):
+            await service.ping()
+        with pytest.raises(BackendUnavailable, match=r"no answer within 0\.2 s"):
+            await service.ping()
+        # The second pinged afresh beside the stuck one (its thread is still held).
+        assert await asyncio.get_running_loop().run_in_executor(None, check.reached, 2)
+        assert check.calls == 2
+    finally:
+        check.gate.set()
+        await embedder.close()
+        await backend.close()
