@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,9 +28,8 @@ from tests.support.encoders import GatedEncoder
 class GatedCheck:
     """Wraps the backend's own disk check: counts the checks, holds each at the gate."""
 
-    check: object
-    gate: threading.Event
-    entered: threading.Event
+    check: Callable[[], None]
+    gate: threading.Event = field(default_factory=threading.Event)
     calls: int = 0
     failure: Exception | None = None
     counted: threading.Condition = field(default_factory=threading.Condition)
@@ -43,32 +43,40 @@ class GatedCheck:
         with self.counted:
             self.calls += 1
             self.counted.notify_all()
-        self.entered.set()
         if not self.gate.wait(timeout=10):
             raise AssertionError("the test never opened the gate")
         if self.failure is not None:
             raise self.failure
-        self.check()  # type: ignore[operator]
+        self.check()
 
 
-@pytest.fixture
-async def gated(tmp_path: Path) -> AsyncIterator[tuple[MemoryService, GatedCheck]]:
-    backend = QdrantEdgeBackend(3, tmp_path)
+@asynccontextmanager
+async def gated_service(
+    data_dir: Path, deadline_s: float
+) -> AsyncIterator[tuple[MemoryService, GatedCheck]]:
+    """A service over a real embedded store whose disk check is held at a gate."""
+    backend = QdrantEdgeBackend(3, data_dir)
     embedder = BatchingEmbedder(GatedEncoder())
     await backend.start()
     await embedder.start()
-    check = GatedCheck(backend._check_writable, threading.Event(), threading.Event())
+    check = GatedCheck(backend._check_writable)
     backend._check_writable = check  # type: ignore[method-assign]
     try:
-        yield MemoryService(backend, embedder, KeywordEncoder(), deadline_s=2.0), check
+        yield MemoryService(backend, embedder, KeywordEncoder(), deadline_s=deadline_s), check
     finally:
         check.gate.set()
         await embedder.close()
         await backend.close()
 
 
-async def entered(check: GatedCheck) -> None:
-    await asyncio.get_running_loop().run_in_executor(None, check.entered.wait, 10)
+@pytest.fixture
+async def gated(tmp_path: Path) -> AsyncIterator[tuple[MemoryService, GatedCheck]]:
+    async with gated_service(tmp_path, deadline_s=2.0) as service_and_check:
+        yield service_and_check
+
+
+async def reached(check: GatedCheck, calls: int) -> bool:
+    return await asyncio.get_running_loop().run_in_executor(None, check.reached, calls)
 
 
 async def test_fifty_health_checks_at_once_make_one_backend_check(
@@ -76,7 +84,7 @@ async def test_fifty_health_checks_at_once_make_one_backend_check(
 ) -> None:
     service, check = gated
     pings = [asyncio.ensure_future(service.ping()) for _ in range(50)]
-    await entered(check)
+    assert await reached(check, 1)
     await asyncio.sleep(0)  # every ping has had its turn to start or join
     assert check.calls == 1
     check.gate.set()
@@ -94,7 +102,7 @@ async def test_a_failed_check_fails_every_caller_that_joined_it_and_is_not_kept(
     service, check = gated
     check.failure = BackendUnavailable("the data directory is not writable")
     pings = [asyncio.ensure_future(service.ping()) for _ in range(5)]
-    await entered(check)
+    assert await reached(check, 1)
     check.gate.set()
     outcomes = await asyncio.gather(*pings, return_exceptions=True)
     assert [str(o) for o in outcomes] == ["the data directory is not writable"] * 5
@@ -112,7 +120,7 @@ async def test_a_caller_giving_up_leaves_the_check_to_the_others(
     service, check = gated
     leaving = asyncio.ensure_future(service.ping())
     staying = asyncio.ensure_future(service.ping())
-    await entered(check)
+    assert await reached(check, 1)
     leaving.cancel()
     await asyncio.gather(leaving, return_exceptions=True)
     check.gate.set()
@@ -124,22 +132,11 @@ async def test_a_caller_giving_up_leaves_the_check_to_the_others(
 async def test_a_check_past_the_deadline_is_not_joined_by_the_next_health_check(
     tmp_path: Path,
 ) -> None:
-    backend = QdrantEdgeBackend(3, tmp_path)
-    embedder = BatchingEmbedder(GatedEncoder())
-    await backend.start()
-    await embedder.start()
-    check = GatedCheck(backend._check_writable, threading.Event(), threading.Event())
-    backend._check_writable = check  # type: ignore[method-assign]
-    service = MemoryService(backend, embedder, KeywordEncoder(), deadline_s=0.2)
-    try:
+    async with gated_service(tmp_path, deadline_s=0.2) as (service, check):
         with pytest.raises(BackendUnavailable, match=r"no answer within 0\.2 s"):
             await service.ping()
         with pytest.raises(BackendUnavailable, match=r"no answer within 0\.2 s"):
             await service.ping()
         # The second pinged afresh beside the stuck one (its thread is still held).
-        assert await asyncio.get_running_loop().run_in_executor(None, check.reached, 2)
+        assert await reached(check, 2)
         assert check.calls == 2
-    finally:
-        check.gate.set()
-        await embedder.close()
-        await backend.close()
