@@ -214,13 +214,12 @@ async def seed(base: str, namespaces: dict[str, int], texts: Texts) -> None:
     for batch in (work, rows):
 
         async def caller(pending: Iterator[Request]) -> None:
-            connection = Connection(base)
-            for request in pending:
-                for _ in range(20):  # a 429 or a timeout while seeding: send it again
-                    status, _, _ = await connection.send(request)
-                    if status in (200, 201):
-                        break
-            connection.close()
+            async with Connection(base) as connection:
+                for request in pending:
+                    for _ in range(20):  # a 429 or a timeout while seeding: send it again
+                        status, _, _ = await connection.send(request)
+                        if status in (200, 201):
+                            break
 
         shared = iter(batch)  # each request is sent by one of the callers
         await asyncio.gather(*(caller(shared) for _ in range(16)))
@@ -236,22 +235,20 @@ async def quiet_and_backfill(
         return search_request([QUIET, "team:shared", "org:shared"], rng.choice(texts.questions))
 
     async def backfill() -> None:
-        connection = Connection(base)
-        while time.time() < until:
-            row = next(next_row)
-            for request in (
-                ("PUT", f"/v1/namespaces/{BACKFILL}", {"kind": "workspace"}),
-                commit_request(BACKFILL, texts.turns[row % len(texts.turns)], rng),
-            ):
-                status, took, _ = await connection.send(request)
-                out.append(Outcome("backfill", time.time(), took, status))
-        connection.close()
+        async with Connection(base) as connection:
+            while time.time() < until:
+                row = next(next_row)
+                for request in (
+                    ("PUT", f"/v1/namespaces/{BACKFILL}", {"kind": "workspace"}),
+                    commit_request(BACKFILL, texts.turns[row % len(texts.turns)], rng),
+                ):
+                    status, took, _ = await connection.send(request)
+                    out.append(Outcome("backfill", time.time(), took, status))
 
-    searcher = Connection(base)
-    await searcher.open()
-    quiet_loop = closed_loop(searcher, "quiet", quiet, until, out, QUIET_PAUSE_S)
-    await asyncio.gather(quiet_loop, *([backfill()] if backfill_too else []))
-    searcher.close()
+    async with Connection(base) as searcher:
+        await searcher.open()
+        quiet_loop = closed_loop(searcher, "quiet", quiet, until, out, QUIET_PAUSE_S)
+        await asyncio.gather(quiet_loop, *([backfill()] if backfill_too else []))
 
 
 def phase(

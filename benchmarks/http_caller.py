@@ -86,6 +86,12 @@ class Connection:
             self._answers.transport.close()
         self._answers = None
 
+    async def __aenter__(self) -> Connection:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
     async def send(self, request: Request) -> tuple[int, float, float]:
         """(status, seconds, the Retry-After it asked for or 0); status 0 is no answer
         within the timeout, or a transport error."""
