@@ -35,6 +35,8 @@ integrity checks. All of them share one `EdgeStore` (store.py).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -86,6 +88,7 @@ class QdrantEdgeBackend(EdgeWrites):
         self._shards = store.shards
         self._checks = EdgeChecks(store)
         self._upkeep = EdgeUpkeep(store)
+        self._watcher: asyncio.Task[None] | None = None
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
@@ -133,6 +136,7 @@ class QdrantEdgeBackend(EdgeWrites):
     async def start(self) -> None:
         self._store.calls.start()
         await self._store.calls.worker(self._open)
+        self._watcher = asyncio.create_task(self._upkeep.watch(), name="edge shard upkeep")
 
     def _open(self) -> None:
         self._store.root.mkdir(parents=True, exist_ok=True)
@@ -157,6 +161,11 @@ class QdrantEdgeBackend(EdgeWrites):
         calls = self._store.calls
         if not calls.started:
             return
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
         await self.drain()  # writes, lookups, then purges (the layers, top down)
         await calls.worker(self._close)
         calls.stop()

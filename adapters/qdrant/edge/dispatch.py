@@ -20,8 +20,11 @@ Calls on the loop take turns (turns.py): at most `LOOP_SLICE_S` of engine time
 in one loop iteration, so the loop polls its sockets between them and a refusal
 is not held behind a flood's searches.
 
-`idle_for` tells the janitor how long no call but its own has been in flight: a
-flush or a vacuum holds the GIL, so it waits for a quiet moment (upkeep.py).
+`idle_for` tells the janitor how long no call but its own has been in flight (a
+call on the loop counts from the moment it asks for its turn): a flush, a vacuum or
+a reopen holds the GIL, so it waits for a quiet moment (upkeep.py). `alone` says
+whether no call at all is in flight: a reopen closes a shard that a call in flight
+may hold.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class EngineCalls:
         self._workers = workers
         self._executor: ThreadPoolExecutor | None = None
         self._in_workers = 0  # calls submitted to the pool and not yet returned
-        self._in_flight = 0  # calls not marked background, running or queued
+        self._in_flight = 0  # calls not marked background, running or queued (or waiting a turn)
         self.clock: Callable[[], float] = time.monotonic
         self.timer: Callable[[], float] = time.perf_counter  # engine time, for the turns
         self._last_active = self.clock()
@@ -75,6 +78,10 @@ class EngineCalls:
     def idle_for(self) -> float:
         """Seconds since the last call not marked background ended (0 while one runs)."""
         return 0.0 if self._in_flight else max(0.0, self.clock() - self._last_active)
+
+    def alone(self) -> bool:
+        """No call in flight, on a worker or on the loop (waiting its turn included)."""
+        return not self._in_workers and not self._in_flight
 
     async def worker(self, func: Callable[..., T], *args: Any, background: bool = False) -> T:
         """`func(*args)` on a worker thread; `background`: the janitor's, not a request's."""
@@ -97,18 +104,22 @@ class EngineCalls:
         """`func(*args)` on the event loop when no worker call is in flight, else `worker`."""
         if self._executor is None:
             raise BackendUnavailable("embedded store is not open")
-        await self.turns.take()
-        if self._in_workers or self._executor is None:  # closed while it waited: worker says so
-            self.turns.spent(0.0)  # the next caller's turn comes in the next iteration
-            return await self.worker(func, *args)
-        started = self.timer()
+        self._in_flight += 1  # from now: the shards it was handed stay open (`alone`)
         try:
-            return func(*args)
-        except BaseException as error:
-            _raise_translated(error)
+            await self.turns.take()
+            if self._in_workers or self._executor is None:  # closed while it waited: worker
+                self.turns.spent(0.0)  # the next caller's turn comes in the next iteration
+                return await self.worker(func, *args)
+            started = self.timer()
+            try:
+                return func(*args)
+            except BaseException as error:
+                _raise_translated(error)
+            finally:
+                self.turns.spent(self.timer() - started)
         finally:
+            self._in_flight -= 1
             self._last_active = self.clock()
-            self.turns.spent(self.timer() - started)
 
 
 def _raise_translated(error: BaseException) -> NoReturn:

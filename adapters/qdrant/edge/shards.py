@@ -112,6 +112,25 @@ class ShardSet:
         with self._lock:
             return [i for i in list(self.waiting_for_room) if self._open_one(i) is not None]
 
+    def reopen(self, index: int) -> Any | None:
+        """Close shard `index` and load it again from its files (upkeep.py says why).
+
+        The new shard, or None when it is left as it was: not open, or no room to
+        map its files again. A shard that does not load again is damaged, as at start.
+        """
+        with self._lock:
+            shard = self.shards[index]
+            if shard is None:
+                return None
+            try:
+                self._disk.check_open(self.paths[index])
+            except StorageFull:
+                return None
+            shard.flush()
+            shard.close()
+            self.shards[index] = None
+            return self._open_one(index)
+
     def give_up(self, index: int, error: BaseException) -> None:
         """Take shard `index` out of service: it opened, but its indexes cannot be read.
 

@@ -43,6 +43,8 @@ class EdgeStore:
         # By id() of the shard: when it was first written since its last flush, and
         # since its last vacuum (on `calls.clock`).
         self._unsettled: dict[Upkeep, dict[int, float]] = {"flush": {}, "vacuum": {}}
+        # By id() of the shard: its writes since it was opened (a reopen is due after many).
+        self._writes: dict[int, int] = {}
         # Incarnations holding fewer memories than counted: searches answer 503, not a
         # partial list; writes go on, so that an import can restore them (integrity.py).
         self.short: frozenset[str] = frozenset()
@@ -54,6 +56,7 @@ class EdgeStore:
             shard.update(operation)
         finally:  # a failed write may have written part: settle it as well
             self.changes += 1
+            self._writes[id(shard)] = self._writes.get(id(shard), 0) + 1
             now = self.calls.clock()
             for shards in self._unsettled.values():
                 shards.setdefault(id(shard), now)
@@ -67,6 +70,31 @@ class EdgeStore:
         shard = self.shards.shards[index]
         if shard is not None:
             self._unsettled[since].pop(id(shard), None)
+
+    def writes_since_open(self, index: int) -> int:
+        shard = self.shards.shards[index]
+        return 0 if shard is None else self._writes.get(id(shard), 0)
+
+    def reopen(self, index: int) -> bool:
+        """Load shard `index` again from its files (upkeep.py); whether it was.
+
+        The reopen flushes it, and a vacuum still due stays due. Whatever the outcome,
+        its writes count from zero again: a reopen that failed is not retried at once."""
+        old = self.shards.shards[index]
+        if old is None:
+            return False
+        vacuum_due = self._unsettled["vacuum"].get(id(old))
+        self._writes.pop(id(old), None)  # tried: not again before as many writes more
+        new = self.shards.reopen(index)
+        if self.shards.shards[index] is old:  # left as it was (no room to map it again)
+            return False
+        for shards in self._unsettled.values():
+            shards.pop(id(old), None)
+        if new is None:  # damaged on loading again (logged, and served as at start)
+            return False
+        if vacuum_due is not None:
+            self._unsettled["vacuum"][id(new)] = vacuum_due
+        return True
 
     def guarded(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` once the disk guard allows a write."""

@@ -1,0 +1,159 @@
+"""The upkeep's reopen of a much-written shard (adapters/qdrant/edge/upkeep.py): when it
+runs, what it keeps, and when it leaves the shard alone. Real embedded store; the
+engine calls' clock is the test's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapters.errors import StorageFull
+from adapters.qdrant.edge import upkeep
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.values import NamespaceRecord, SearchQuery
+from tests.backends.test_qdrant_edge import EngineClock
+from tests.support.records import DIM, T0, everything, memory, unit
+
+NAME = "org:busy"
+WRITES = 5  # REOPEN_AFTER_WRITES, for these tests
+
+
+@pytest.fixture
+async def store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[QdrantEdgeBackend, EngineClock]]:
+    monkeypatch.setattr(upkeep, "REOPEN_AFTER_WRITES", WRITES)
+    monkeypatch.setattr(upkeep, "WATCH_S", 3600.0)  # the tests call the upkeep themselves
+    clock = EngineClock()
+    backend = QdrantEdgeBackend(DIM, tmp_path)
+    backend._store.calls.clock = clock
+    await backend.start()
+    await backend.save_namespace(NamespaceRecord(name=NAME, kind="org", created_at=T0))
+    yield backend, clock
+    await backend.close()
+
+
+def shard_of(store: QdrantEdgeBackend) -> object:
+    return store._shards.shards[store._shards.index_of(NAME)]
+
+
+async def write(store: QdrantEdgeBackend, count: int, start: int = 0) -> None:
+    for n in range(start, start + count):
+        await store.upsert_memory(memory(NAME, id=f"m{n}", content=f"memory {n}"), unit(1, n))
+
+
+async def contents(store: QdrantEdgeBackend) -> list[str]:
+    return sorted(m.content for m in await store.list_memories([NAME], everything(), 100))
+
+
+async def test_a_much_written_shard_is_reopened_at_a_quiet_moment_and_serves_the_same(
+    store: tuple[QdrantEdgeBackend, EngineClock],
+) -> None:
+    backend, clock = store
+    await write(backend, WRITES)
+    before = shard_of(backend)
+    found = await backend.query_memories([NAME], SearchQuery(unit(1, 3)), everything(), 3)
+    await backend.maintain()
+    assert shard_of(backend) is before  # a request's engine call ended just now
+    clock.now += upkeep.QUIET_S
+    await backend.maintain()
+    assert shard_of(backend) is not before
+    assert await contents(backend) == [f"memory {n}" for n in range(WRITES)]
+    again = await backend.query_memories([NAME], SearchQuery(unit(1, 3)), everything(), 3)
+    assert [(m.memory.id, m.score) for m in again] == [(m.memory.id, m.score) for m in found]
+    await write(backend, 1, start=WRITES)  # the reopened shard takes writes
+    assert len(await contents(backend)) == WRITES + 1
+    reopened = shard_of(backend)
+    clock.now += upkeep.QUIET_S
+    assert not backend._upkeep.reopen_one()  # its writes count from the reopen
+    assert shard_of(backend) is reopened
+
+
+async def test_no_reopen_below_the_write_count_or_while_a_call_is_in_flight(
+    store: tuple[QdrantEdgeBackend, EngineClock],
+) -> None:
+    backend, clock = store
+    await write(backend, WRITES - 1)
+    clock.now += upkeep.QUIET_S
+    assert not backend._upkeep.reopen_one()
+    await write(backend, 1, start=WRITES - 1)
+    clock.now += upkeep.QUIET_S
+    calls = backend._store.calls
+    calls._in_workers += 1  # a janitor's call on a worker thread, in flight
+    try:
+        assert not backend._upkeep.reopen_one()
+    finally:
+        calls._in_workers -= 1
+    assert backend._upkeep.reopen_one()
+
+
+async def test_a_shard_over_the_point_bound_is_left_as_it_is(
+    store: tuple[QdrantEdgeBackend, EngineClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, clock = store
+    monkeypatch.setattr(upkeep, "REOPEN_MAX_POINTS", WRITES - 1)
+    await write(backend, WRITES)
+    before = shard_of(backend)
+    clock.now += upkeep.QUIET_S
+    assert not backend._upkeep.reopen_one()
+    assert shard_of(backend) is before
+
+
+async def test_without_room_to_map_it_again_the_shard_stays_open_and_is_not_retried_at_once(
+    store: tuple[QdrantEdgeBackend, EngineClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, clock = store
+    await write(backend, WRITES)
+    before = shard_of(backend)
+
+    def full(path: Path) -> None:
+        raise StorageFull("the data volume is full")
+
+    monkeypatch.setattr(backend._store.disk, "check_open", full)
+    clock.now += upkeep.QUIET_S
+    assert not backend._upkeep.reopen_one()
+    assert shard_of(backend) is before
+    assert await contents(backend) == [f"memory {n}" for n in range(WRITES)]
+    monkeypatch.undo()  # room again: still not before as many writes more
+    monkeypatch.setattr(upkeep, "REOPEN_AFTER_WRITES", WRITES)
+    clock.now += upkeep.QUIET_S
+    assert not backend._upkeep.reopen_one()
+    await write(backend, WRITES, start=WRITES)
+    clock.now += upkeep.QUIET_S
+    assert backend._upkeep.reopen_one()
+
+
+async def test_the_watcher_reopens_between_sweeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(upkeep, "REOPEN_AFTER_WRITES", WRITES)
+    monkeypatch.setattr(upkeep, "WATCH_S", 0.01)
+    clock = EngineClock()
+    backend = QdrantEdgeBackend(DIM, tmp_path)
+    backend._store.calls.clock = clock
+    await backend.start()
+    try:
+        await backend.save_namespace(NamespaceRecord(name=NAME, kind="org", created_at=T0))
+        await write(backend, WRITES)
+        before = shard_of(backend)
+        reopened = asyncio.Event()
+        reopen = backend._store.reopen
+
+        def reopen_and_tell(index: int) -> bool:
+            done = reopen(index)
+            if done:
+                reopened.set()
+            return done
+
+        monkeypatch.setattr(backend._store, "reopen", reopen_and_tell)
+        clock.now += upkeep.QUIET_S
+        async with asyncio.timeout(10):
+            await reopened.wait()  # no sweep called: the watcher did it
+        assert shard_of(backend) is not before
+        assert await contents(backend) == [f"memory {n}" for n in range(WRITES)]
+    finally:
+        await backend.close()
+    assert backend._watcher is None
