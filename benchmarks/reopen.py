@@ -7,9 +7,10 @@ namespace of an embedded store through the backend's write path, concurrent
 writes batched as the server batches them, then LoCoMo's first 200 questions asked
 as hybrid searches (limit 10) on the shard as written, then again once the shard
 has been reopened as the upkeep does at a quiet moment
-(adapters/qdrant/edge/upkeep.py). Both rankings are compared: a reopen must not
-change an answer. Prints the time a search by round, the reopen's own time, and
-the ratio. About 2 minutes on 2 cores.
+(adapters/qdrant/edge/upkeep.py). Both rankings are compared, as (content, score)
+lists: a reopen must not change an answer (the turns repeat past LoCoMo's 2,900, and
+equal memories score alike in either order). Prints the time a search by round,
+the reopen's own time, and the ratio. About 4 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ QUESTIONS = 200
 
 async def timed_searches(
     store: QdrantEdgeBackend, queries: list[SearchQuery], rounds: int
-) -> tuple[list[float], list[list[str]]]:
-    """Milliseconds a search, per round; the ids each search answered (last round)."""
+) -> tuple[list[float], list[list[tuple[str, float]]]]:
+    """Milliseconds a search, per round; what each search answered (last round)."""
     everything = MemoryFilter(now=datetime.now(UTC))
     per_round, answers = [], []
     for _ in range(rounds):
@@ -48,7 +49,7 @@ async def timed_searches(
         started = time.perf_counter()
         for query in queries:
             found = await store.query_memories([NAME], query, everything, 10)
-            answers.append([m.memory.id for m in found])
+            answers.append([(m.memory.content, round(m.score or 0.0, 5)) for m in found])
         per_round.append((time.perf_counter() - started) / len(queries) * 1000)
     return per_round, answers
 
