@@ -20,13 +20,13 @@ compact. The engine grows them a point at a time as writes arrive, scattered
 through memory; loaded at once they lie together. A search checks its filter
 (namespace, incarnation) point by point over the namespaces asked, and on a shard
 just written that check cost most of a search over a large namespace: it ran
-faster after a reopen (benchmarks/README.md, "Seventh
-slice"). So a shard written REOPEN_AFTER_WRITES times since it was opened is
-reopened at a quiet moment only (never at a deadline), on the event loop, with no
-engine call in flight (a call holds its shard), one shard at a time. Loading holds
-the GIL, in proportion to the shard's points, so a shard over REOPEN_MAX_POINTS is
-left as it is (the next start loads it). The watcher looks for such a moment every
-WATCH_S, between the janitor's sweeps.
+faster after a reopen (benchmarks/README.md, "Seventh slice"). So a shard
+written REOPEN_AFTER_WRITES times since it was opened is reopened at a quiet
+moment only (never at a deadline), on the event loop, with no engine call in
+flight (a call holds its shard), one shard at a time. Loading holds the GIL, in
+proportion to the shard's points, so a shard over REOPEN_MAX_POINTS is left as it
+is (the next start loads it). The watcher looks for such a moment every WATCH_S,
+between the janitor's sweeps.
 """
 
 from __future__ import annotations
