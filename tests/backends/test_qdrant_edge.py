@@ -23,6 +23,7 @@ from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
+from tests.support.clocks import ManualClock
 from tests.support.records import DIM, T0, dense, everything, memory, unit
 
 
@@ -137,18 +138,8 @@ class CountingShard:
         return getattr(self.shard, name)
 
 
-class EngineClock:
-    """The engine calls' clock (dispatch.py), moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def counted_store(
-    tmp_path: Path, names: list[str], clock: EngineClock
+    tmp_path: Path, names: list[str], clock: ManualClock
 ) -> tuple[QdrantEdgeBackend, list[CountingShard | None]]:
     """`QdrantEdgeBackend` with `names` saved, each in a shard of its own, every shard counted."""
     store = QdrantEdgeBackend(DIM, tmp_path)
@@ -173,7 +164,7 @@ def vacuums(shards: list[CountingShard | None]) -> dict[int, int]:
 
 async def test_a_sweep_flushes_only_the_shards_written_since_the_last(tmp_path: Path) -> None:
     """The engine holds the GIL through a flush: a shard nobody wrote is not flushed."""
-    clock = EngineClock()
+    clock = ManualClock()
     store, shards = await counted_store(tmp_path, ["org:busy", "org:idle"], clock)
     busy = store._shards.index_of("org:busy")
     await store.upsert_memory(memory("org:busy"), unit(1))
@@ -192,7 +183,7 @@ async def test_a_sweep_flushes_only_the_shards_written_since_the_last(tmp_path: 
 async def test_a_flush_waits_for_a_quiet_moment_or_its_deadline(tmp_path: Path) -> None:
     """The engine holds the GIL through a flush: while requests reach the engine it waits,
     at most DEADLINE_S after the shard's first write since its last flush."""
-    clock = EngineClock()
+    clock = ManualClock()
     store, shards = await counted_store(tmp_path, ["org:busy"], clock)
     busy = store._shards.index_of("org:busy")
     await store.upsert_memory(memory("org:busy"), unit(1))
@@ -217,7 +208,7 @@ async def test_maintain_vacuums_the_written_shards_after_many_changes(tmp_path: 
     """One shard rewritten a sweep (the GIL is held through it), only shards written since
     their last vacuum, and the round ends when none is left."""
     names = ["org:busy", "org:calm", "org:idle"]
-    clock = EngineClock()
+    clock = ManualClock()
     store, shards = await counted_store(tmp_path, names, clock)
     written = memory("org:busy")
     store._changes = 19_990

@@ -14,7 +14,7 @@ from adapters.errors import StorageFull
 from adapters.qdrant.edge import upkeep
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord, SearchQuery
-from tests.backends.test_qdrant_edge import EngineClock
+from tests.support.clocks import ManualClock
 from tests.support.records import DIM, T0, everything, memory, unit
 
 NAME = "org:busy"
@@ -24,10 +24,10 @@ WRITES = 5  # REOPEN_AFTER_WRITES, for these tests
 @pytest.fixture
 async def store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[QdrantEdgeBackend, EngineClock]]:
+) -> AsyncIterator[tuple[QdrantEdgeBackend, ManualClock]]:
     monkeypatch.setattr(upkeep, "REOPEN_AFTER_WRITES", WRITES)
     monkeypatch.setattr(upkeep, "WATCH_S", 3600.0)  # the tests call the upkeep themselves
-    clock = EngineClock()
+    clock = ManualClock()
     backend = QdrantEdgeBackend(DIM, tmp_path)
     backend._store.calls.clock = clock
     await backend.start()
@@ -50,7 +50,7 @@ async def contents(store: QdrantEdgeBackend) -> list[str]:
 
 
 async def test_a_much_written_shard_is_reopened_at_a_quiet_moment_and_serves_the_same(
-    store: tuple[QdrantEdgeBackend, EngineClock],
+    store: tuple[QdrantEdgeBackend, ManualClock],
 ) -> None:
     backend, clock = store
     await write(backend, WRITES)
@@ -73,7 +73,7 @@ async def test_a_much_written_shard_is_reopened_at_a_quiet_moment_and_serves_the
 
 
 async def test_no_reopen_below_the_write_count_or_while_a_call_is_in_flight(
-    store: tuple[QdrantEdgeBackend, EngineClock],
+    store: tuple[QdrantEdgeBackend, ManualClock],
 ) -> None:
     backend, clock = store
     await write(backend, WRITES - 1)
@@ -91,7 +91,7 @@ async def test_no_reopen_below_the_write_count_or_while_a_call_is_in_flight(
 
 
 async def test_a_shard_over_the_point_bound_is_left_as_it_is(
-    store: tuple[QdrantEdgeBackend, EngineClock], monkeypatch: pytest.MonkeyPatch
+    store: tuple[QdrantEdgeBackend, ManualClock], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     backend, clock = store
     monkeypatch.setattr(upkeep, "REOPEN_MAX_POINTS", WRITES - 1)
@@ -103,7 +103,7 @@ async def test_a_shard_over_the_point_bound_is_left_as_it_is(
 
 
 async def test_without_room_to_map_it_again_the_shard_stays_open_and_is_not_retried_at_once(
-    store: tuple[QdrantEdgeBackend, EngineClock], monkeypatch: pytest.MonkeyPatch
+    store: tuple[QdrantEdgeBackend, ManualClock], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     backend, clock = store
     await write(backend, WRITES)
@@ -131,7 +131,7 @@ async def test_the_watcher_reopens_between_sweeps(
 ) -> None:
     monkeypatch.setattr(upkeep, "REOPEN_AFTER_WRITES", WRITES)
     monkeypatch.setattr(upkeep, "WATCH_S", 0.01)
-    clock = EngineClock()
+    clock = ManualClock()
     backend = QdrantEdgeBackend(DIM, tmp_path)
     backend._store.calls.clock = clock
     await backend.start()

@@ -15,22 +15,15 @@ import pytest
 from adapters.callers import current_caller
 from adapters.qdrant.edge.dispatch import LOOP_SLICE_S, EngineCalls
 from adapters.qdrant.edge.turns import LoopTurns
+from tests.support.clocks import ManualClock
 
 CALL_S = LOOP_SLICE_S * 1.5  # one call spends the iteration's slice
 
 
-class EngineClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-async def calls() -> AsyncIterator[tuple[EngineCalls, EngineClock]]:
+async def calls() -> AsyncIterator[tuple[EngineCalls, ManualClock]]:
     engine = EngineCalls(workers=1)
-    clock = EngineClock()
+    clock = ManualClock(start=0.0)
     engine.timer = clock
     engine.start()
     yield engine, clock
@@ -38,7 +31,7 @@ async def calls() -> AsyncIterator[tuple[EngineCalls, EngineClock]]:
 
 
 async def test_a_caller_alone_runs_at_once_before_anything_else_scheduled(
-    calls: tuple[EngineCalls, EngineClock],
+    calls: tuple[EngineCalls, ManualClock],
 ) -> None:
     engine, clock = calls
     events: list[str] = []
@@ -53,7 +46,7 @@ async def test_a_caller_alone_runs_at_once_before_anything_else_scheduled(
 
 
 async def test_the_loop_runs_between_calls_once_the_slice_is_spent(
-    calls: tuple[EngineCalls, EngineClock],
+    calls: tuple[EngineCalls, ManualClock],
 ) -> None:
     engine, clock = calls
     engine.turns.typical_s = CALL_S  # calls known to take longer than a slice
@@ -98,7 +91,7 @@ async def test_a_turn_lets_as_many_go_as_the_slice_holds_at_their_typical_durati
 
 
 async def test_short_calls_share_one_iteration_until_the_slice_is_spent(
-    calls: tuple[EngineCalls, EngineClock],
+    calls: tuple[EngineCalls, ManualClock],
 ) -> None:
     engine, clock = calls
     events: list[object] = []
@@ -139,7 +132,7 @@ async def test_a_cancelled_waiter_passes_its_turn_on() -> None:
 
 
 async def test_a_store_closed_while_a_caller_waited_answers_unavailable(
-    calls: tuple[EngineCalls, EngineClock],
+    calls: tuple[EngineCalls, ManualClock],
 ) -> None:
     from adapters.errors import BackendUnavailable
 
@@ -159,7 +152,7 @@ async def test_a_store_closed_while_a_caller_waited_answers_unavailable(
 
 
 async def test_callers_take_turns_each_in_arrival_order(
-    calls: tuple[EngineCalls, EngineClock],
+    calls: tuple[EngineCalls, ManualClock],
 ) -> None:
     """A tenant with one call waiting goes in the next turn, not after another tenant's
     queued flood; each tenant's own calls keep their order (adapters/callers.py)."""
@@ -190,7 +183,7 @@ async def test_callers_take_turns_each_in_arrival_order(
 
 
 async def test_a_call_arriving_while_a_turn_is_granted_waits_one_call_an_iteration(
-    calls: tuple[EngineCalls, EngineClock],
+    calls: tuple[EngineCalls, ManualClock],
 ) -> None:
     """Under a search flood a caller arrives in every iteration. A woken turn runs in
     the iteration after the one that woke it; a newcomer in that iteration used to see
