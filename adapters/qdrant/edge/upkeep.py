@@ -80,12 +80,13 @@ class EdgeUpkeep:
         if not calls.alone() or calls.idle_for() < QUIET_S:
             return False
         for index, shard in enumerate(store.shards.shards):
-            if shard is None or store.writes_since_open(index) < REOPEN_AFTER_WRITES:
+            writes = store.writes_since_open(index)
+            if shard is None or writes < REOPEN_AFTER_WRITES:
                 continue
             points = shard.info().points_count
             if points > REOPEN_MAX_POINTS:
                 continue
-            writes, started = store.writes_since_open(index), time.perf_counter()
+            started = time.perf_counter()
             if store.reopen(index):
                 log.info(
                     "memory shard %02d reopened (%d points, %d writes since opened) in %.3f s",
