@@ -65,6 +65,16 @@ def memories(dialect: Dialect[F, C], memory_filter: MemoryFilter, scope: Scope |
     return dialect.filter(must, [_expired_by(dialect, memory_filter.now)])
 
 
+def any_side(dialect: Dialect[F, C], scope: Scope) -> F:
+    """Every memory of the scope's incarnations, either pin side, expired or not: one
+    condition, where the engine starts from its index and checks nothing point by
+    point (edge/lean_search.py says why, and what checks the answer)."""
+    epochs = sorted(scope.epochs)
+    if len(epochs) == 1:
+        return dialect.filter([dialect.match_value(FIELD_EPOCH, epochs[0])], [])
+    return dialect.filter([dialect.match_any(FIELD_EPOCH, epochs)], [])
+
+
 def expired(dialect: Dialect[F, C], now: datetime) -> F:
     """Every memory whose `expires_at` is at or before `now`, in every namespace."""
     return dialect.filter([_expired_by(dialect, now)], [])

@@ -19,7 +19,7 @@ import qdrant_edge as qe
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.qdrant import filters, ranking
-from adapters.qdrant.edge import feedback, rerank
+from adapters.qdrant.edge import feedback, lean_search, rerank
 from adapters.qdrant.edge.batching import CallBatcher
 from adapters.qdrant.edge.engine import (
     DENSE_VECTOR,
@@ -139,6 +139,10 @@ class EdgeReads(EdgeNamespaces):
         if query.feedback and (scoped := self._scopes(namespaces)):  # two passes, one hop
             answers = await self._store.calls.here(
                 feedback.search, scoped, query, memory_filter, build, self._ask
+            )
+        elif lean_search.applies(memory_filter) and (scoped := self._scopes(namespaces)):
+            answers = await self._store.calls.here(
+                lean_search.search, scoped, query, memory_filter, limit
             )
         else:
             answers = await self._read(namespaces, build)

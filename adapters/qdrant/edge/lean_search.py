@@ -1,0 +1,74 @@
+"""A plain search's unpinned side, filtered by one condition and checked afterwards.
+
+Why: qdrant-edge starts a filtered search from the payload index of one condition
+and checks every other condition point by point, from indexes grown a point at a
+time as writes arrive (scattered through memory until the shard is loaded again).
+Over a namespace of 6,300 memories just written, the exact dense top 10 took 3.5
+ms with a search's full filter (namespace, incarnation, pin side, not expired)
+and 0.8 ms with the incarnation alone (benchmarks/README.md, "Eighth slice").
+The unpinned side holds nearly all of a namespace; the pinned side is small, and
+the engine starts it from the pin index, so it keeps its full filter.
+
+So a search with no kinds asked (edge/reads.py) asks, per shard:
+- the pinned side, as before;
+- every memory of the incarnations asked for (`filters.any_side`: the incarnation
+  token is unique to one incarnation of one namespace, layout.new_epoch), at the
+  same limit; then drops its pinned memories (the pinned side answers them).
+
+Why that is the search's answer: with P pinned memories in the namespace and P
+under `limit`, at most P of the `limit` best are pinned, so the `limit` - P best
+unpinned are among them, and the merge (pinned first) needs no more. A memory the
+full filter would not admit (expired but not yet swept by the janitor, or one
+whose payload names a namespace not asked for) makes the shard be asked again
+with the full filters, in the same engine turn: nothing it excludes is answered.
+The one difference: the fused plan's candidate lists (ranking.CANDIDATES each)
+may hold pinned or expired memories, so an unpinned memory at a list's edge can
+drop out of them; it ranks below the list's others by that list's score.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import qdrant_edge as qe
+
+from adapters.merge import pin_sides
+from adapters.qdrant import filters, ranking
+from adapters.qdrant.edge.engine import EDGE, EDGE_RANKING
+from adapters.qdrant.layout import FIELD_EXPIRES_US, FIELD_NAMESPACE, FIELD_PINNED, Scope
+from adapters.times import to_micros
+from adapters.values import MemoryFilter, SearchQuery
+
+
+def applies(memory_filter: MemoryFilter) -> bool:
+    """Both pin sides and every kind: what the platform's searches ask."""
+    return memory_filter.pinned is None and memory_filter.kinds is None
+
+
+def search(
+    scoped: list[tuple[Any, Scope]], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+) -> list[list[Any]]:
+    """Per shard, its points for `query`: the pinned side's, then the unpinned side's."""
+    pinned_side, unpinned_side = pin_sides(memory_filter)
+    now_us = to_micros(memory_filter.now)
+    answers = []
+    for shard, scope in scoped:
+        wheres = [filters.memories(EDGE, pinned_side, scope), filters.any_side(EDGE, scope)]
+        requests = ranking.requests(EDGE_RANKING, query, wheres, limit)
+        pinned, either = shard.query_batch(qe.QueryBatchRequest(requests))
+        names = frozenset(scope.names)
+        if all(_admitted(point.payload, names, now_us) for point in either):
+            unpinned = [point for point in either if not point.payload.get(FIELD_PINNED)]
+        else:  # the full filter's answer instead
+            exact = [filters.memories(EDGE, unpinned_side, scope)]
+            (request,) = ranking.requests(EDGE_RANKING, query, exact, limit)
+            unpinned = shard.query(request)
+        answers.append([*pinned, *unpinned])
+    return answers
+
+
+def _admitted(payload: dict[str, Any], names: frozenset[str], now_us: int) -> bool:
+    """Whether the full filter of either pin side admits this memory."""
+    expires_us = payload.get(FIELD_EXPIRES_US)
+    unexpired = expires_us is None or expires_us > now_us
+    return unexpired and payload.get(FIELD_NAMESPACE) in names

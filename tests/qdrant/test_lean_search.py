@@ -1,0 +1,198 @@
+"""The embedded store's plain search (edge/lean_search.py): the unpinned side asked by
+incarnation alone and checked afterwards answers what the full filters answer.
+
+Real embedded store, real keyword vectors; dense vectors are small seeded random
+unit vectors, so rankings are rich but reproducible. Namespaces stay under the
+fused plan's candidate lists, so the answers must be equal, not merely close.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import qdrant_edge as qe
+
+from adapters.merge import merge_scored, pin_sides
+from adapters.qdrant import filters, ranking
+from adapters.qdrant.edge import lean_search
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.engine import EDGE, EDGE_RANKING, parsed_memory
+from adapters.qdrant.layout import memory_to_payload
+from adapters.values import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
+from plugin.embedding.keywords import KeywordEncoder
+from tests.support.backends import started
+from tests.support.records import DIM, T0, everything, memory, unit
+
+KEYWORDS = KeywordEncoder()
+WORDS = ["router", "ticket", "firmware", "lake", "lunch", "crash", "fix", "team", "printer"]
+
+
+@pytest.fixture
+async def backend(tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
+    async with started(QdrantEdgeBackend(DIM, tmp_path)) as store:
+        yield store
+
+
+@pytest.fixture
+def lean_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many searches took the lean plan: a congruence that never ran it proves nothing."""
+    calls: list[int] = []
+    real = lean_search.search
+
+    def counted(*args: Any) -> list[list[Any]]:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(lean_search, "search", counted)
+    return calls
+
+
+def _random_unit(rng: random.Random) -> list[float]:
+    return unit(*(rng.gauss(0, 1) for _ in range(DIM)))
+
+
+async def _fill(
+    store: QdrantEdgeBackend, name: str, count: int, rng: random.Random, *, pinned_every: int = 7
+) -> None:
+    """`count` memories; one in `pinned_every` pinned, one in five expiring after T0."""
+    await store.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
+    for n in range(count):
+        content = " ".join(rng.sample(WORDS, 3)) + f" note {n}"
+        expires_at = T0 + timedelta(hours=1) if n % 5 == 0 else None
+        written = memory(name, content=content, pin=n % pinned_every == 0, expires_at=expires_at)
+        await store.upsert_memory(written, _random_unit(rng), KEYWORDS.document(content))
+
+
+QueryMaker = Callable[[random.Random], SearchQuery]
+QUERIES: dict[str, QueryMaker] = {
+    "hybrid": lambda rng: SearchQuery(_random_unit(rng), KEYWORDS.query(rng.choice(WORDS))),
+    "dense": lambda rng: SearchQuery(_random_unit(rng), None),
+    "keyword": lambda rng: SearchQuery(None, KEYWORDS.query(" ".join(rng.sample(WORDS, 2)))),
+}
+
+
+async def _full_filters(
+    backend: QdrantEdgeBackend,
+    names: list[str],
+    asked: SearchQuery,
+    memory_filter: MemoryFilter,
+    limit: int,
+) -> list[ScoredMemory]:
+    """What each pin side answers with the full filters, merged as the reads merge."""
+
+    def build(scope: object) -> list[object]:
+        wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
+        return ranking.requests(EDGE_RANKING, asked, wheres, limit)
+
+    parts = await backend._read(names, build)
+    hits = [[ScoredMemory(m, p.score) for p in part if (m := parsed_memory(p))] for part in parts]
+    return hits[0][:limit] if len(hits) == 1 else merge_scored(hits, limit)
+
+
+def _answer(hits: list[ScoredMemory]) -> tuple[int, list[tuple[bool, float, frozenset[str]]]]:
+    """Pin side and score in order, each run of equal ones with its ids (the engine may
+    order ties either way); the last run, which the limit may cut anywhere, without."""
+    runs: list[tuple[bool, float, frozenset[str]]] = []
+    for hit in hits:
+        key = (hit.memory.pin, round(hit.score, 6))
+        if runs and runs[-1][:2] == key:
+            runs[-1] = (*key, runs[-1][2] | {hit.memory.id})
+        else:
+            runs.append((*key, frozenset({hit.memory.id})))
+    return len(hits), [*runs[:-1], (*runs[-1][:2], frozenset())] if runs else []
+
+
+@pytest.mark.parametrize("mode", QUERIES)
+async def test_answers_what_the_full_filters_answer(
+    backend: QdrantEdgeBackend, lean_calls: list[int], mode: str
+) -> None:
+    """One namespace, and two namespaces of one shard and of two, at several limits and
+    clocks (half of the expiring memories expired at the later one)."""
+    shards = backend._store.shards
+    rng = random.Random(5)
+    first = "team:a"
+    home = shards.index_of(first)
+    same = next(n for n in (f"team:s{i}" for i in range(200)) if shards.index_of(n) == home)
+    other = next(n for n in (f"team:o{i}" for i in range(200)) if shards.index_of(n) != home)
+    for name, count in ((first, 40), (same, 30), (other, 30)):
+        await _fill(backend, name, count, rng)
+    groups = [[first], [first, same], [first, other], [same, other, first]]
+    for n in range(30):
+        names = groups[n % len(groups)]
+        when = everything(T0 + timedelta(hours=2)) if n % 2 else everything()
+        asked, limit = QUERIES[mode](rng), rng.choice([1, 3, 8, 20])
+        found = await backend.query_memories(names, asked, when, limit)
+        assert _answer(found) == _answer(await _full_filters(backend, names, asked, when, limit))
+    assert len(lean_calls) == 30
+
+
+async def test_an_expired_memory_not_yet_swept_is_never_answered(
+    backend: QdrantEdgeBackend, lean_calls: list[int]
+) -> None:
+    """The best match has expired and the janitor has not removed it: the shard is asked
+    again with the full filters, and the answer is still `limit` long."""
+    rng = random.Random(9)
+    await _fill(backend, "team:a", 20, rng, pinned_every=1000)
+    target = _random_unit(rng)
+    gone = memory("team:a", content="expired", expires_at=T0 - timedelta(seconds=1))
+    await backend.upsert_memory(gone, target, KEYWORDS.document("expired"))
+    asked = SearchQuery(target, None)
+    found = await backend.query_memories(["team:a"], asked, everything(), 5)
+    assert gone.id not in [hit.memory.id for hit in found]
+    expected = await _full_filters(backend, ["team:a"], asked, everything(), 5)
+    assert _answer(found) == _answer(expected)
+    assert len(found) == 5
+    assert lean_calls
+
+
+async def test_more_pinned_than_the_limit_answers_pinned_only(
+    backend: QdrantEdgeBackend, lean_calls: list[int]
+) -> None:
+    rng = random.Random(3)
+    await _fill(backend, "team:a", 30, rng, pinned_every=2)  # 15 pinned
+    asked = QUERIES["hybrid"](rng)
+    found = await backend.query_memories(["team:a"], asked, everything(), 10)
+    assert [hit.memory.pin for hit in found] == [True] * 10
+    expected = await _full_filters(backend, ["team:a"], asked, everything(), 10)
+    assert _answer(found) == _answer(expected)
+    assert lean_calls
+
+
+async def test_a_point_naming_another_namespace_is_never_answered(
+    backend: QdrantEdgeBackend, lean_calls: list[int]
+) -> None:
+    """A point with the incarnation's token but another namespace's name (only damage
+    could write one): the full filters decide, so no namespace reads another's memory."""
+    rng = random.Random(4)
+    await _fill(backend, "team:a", 10, rng, pinned_every=1000)
+    live = backend._store.records.live["team:a"]
+    target = _random_unit(rng)
+    stray = memory("team:b", content="not yours")
+    shard = backend._store.shards.of("team:a")
+    payload = memory_to_payload(stray, live.epoch)
+    shard.update(qe.UpdateOperation.upsert_points([qe.Point(str(uuid.uuid4()), target, payload)]))
+    asked = SearchQuery(target, None)
+    found = await backend.query_memories(["team:a"], asked, everything(), 3)
+    assert stray.id not in [hit.memory.id for hit in found]
+    expected = await _full_filters(backend, ["team:a"], asked, everything(), 3)
+    assert _answer(found) == _answer(expected)
+    assert len(found) == 3
+    assert lean_calls
+
+
+async def test_kinds_asked_keep_the_full_filters(
+    backend: QdrantEdgeBackend, lean_calls: list[int]
+) -> None:
+    rng = random.Random(6)
+    await _fill(backend, "team:a", 10, rng)
+    kinds = MemoryFilter(now=T0, kinds=frozenset({"fact"}))
+    asked = QUERIES["hybrid"](rng)
+    found = await backend.query_memories(["team:a"], asked, kinds, 5)
+    assert _answer(found) == _answer(await _full_filters(backend, ["team:a"], asked, kinds, 5))
+    assert not lean_calls
