@@ -66,7 +66,8 @@ async def _fill(
         content = " ".join(rng.sample(WORDS, 3)) + f" note {n}"
         expires_at = T0 + timedelta(hours=1) if n % 5 == 0 else None
         written = memory(name, content=content, pin=n % pinned_every == 0, expires_at=expires_at)
-        await store.upsert_memory(written, _random_unit(rng), KEYWORDS.document(content))
+        tokens = [_random_unit(rng) for _ in range(3)]
+        await store.upsert_memory(written, _random_unit(rng), KEYWORDS.document(content), tokens)
 
 
 QueryMaker = Callable[[random.Random], SearchQuery]
@@ -196,3 +197,48 @@ async def test_kinds_asked_keep_the_full_filters(
     found = await backend.query_memories(["team:a"], asked, kinds, 5)
     assert _answer(found) == _answer(await _full_filters(backend, ["team:a"], asked, kinds, 5))
     assert not lean_calls
+
+
+@pytest.mark.parametrize("stage", ["feedback", "feedback and rerank"])
+async def test_feedback_answers_what_the_full_filters_answer(
+    backend: QdrantEdgeBackend, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
+    """Its first pass and second are asked by incarnation alone too (the rerank's
+    candidates are not): with an expired memory not yet swept as the best match,
+    pinned memories, and two shards, the answer is the one every request with its
+    full filter gives."""
+    shards = backend._store.shards
+    rng = random.Random(8)
+    other = next(n for n in (f"team:o{i}" for i in range(200)) if shards.index_of(n) != 0)
+    same = next(n for n in (f"team:s{i}" for i in range(200)) if shards.index_of(n) == 0)
+    first = next(n for n in (f"team:f{i}" for i in range(200)) if shards.index_of(n) == 0)
+    for name in (first, same, other):
+        await _fill(backend, name, 25, rng)
+    checked: list[int] = []
+    real = lean_search.admitted
+
+    def counted(*args: Any) -> bool:
+        checked.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(lean_search, "admitted", counted)
+    for n in range(12):
+        target = _random_unit(rng)
+        text = " ".join(rng.sample(WORDS, 2))
+        gone = memory(first, content=text, expires_at=T0 - timedelta(seconds=1), pin=n % 3 == 0)
+        await backend.upsert_memory(gone, target, KEYWORDS.document(text), [target])
+        asked = SearchQuery(
+            target,
+            KEYWORDS.query(text),
+            [target, _random_unit(rng)] if "rerank" in stage else None,
+            feedback="feedback" in stage,
+        )
+        names = [[first], [first, same], [first, same, other]][n % 3]
+        limit = rng.choice([1, 4, 10])
+        found = await backend.query_memories(names, asked, everything(), limit)
+        assert gone.id not in [hit.memory.id for hit in found]
+        with monkeypatch.context() as full:
+            full.setattr(lean_search, "applies", lambda _: False)
+            expected = await backend.query_memories(names, asked, everything(), limit)
+        assert _answer(found) == _answer(expected)
+    assert checked

@@ -56,11 +56,11 @@ class EdgeRanking:
     exact: indexing is off (backend.py), and the tenant index bounds what they read.
 
     `with_payload` False: answer with ids and scores only (keyword feedback's first
-    pass: edge/feedback.py)."""
+    pass: edge/feedback.py); a list of fields: with those alone (lean_search.py)."""
 
     _EXACT = qe.SearchParams(exact=True)
 
-    def __init__(self, *, with_payload: bool = True) -> None:
+    def __init__(self, *, with_payload: bool | list[str] = True) -> None:
         self._with_payload = with_payload
 
     def dense_query(self, vector: Sequence[float]) -> Any:

@@ -11,7 +11,9 @@ per shard asked:
    The sparse index answers these from its posting lists (a batch of 60 took about
    0.2 ms), and the figure is exactly what the store multiplies when it scores
    (per shard, deleted points included until a vacuum: docs/backends.md "Limits");
-3. the search itself, with the widened keyword query (`reads.py` builds it).
+3. the search itself, with the widened keyword query (`reads.py` asks it).
+The first pass asks by incarnation alone where lean_search.py applies, as the
+plain search does.
 Measured in-process (3 namespaces, 3 shards): the first pass costs what a hybrid
 search does, the IDF about 1 ms, the second pass a hybrid search again (22 terms
 cost the keyword stage little); restricting the second pass's dense stage to the
@@ -29,29 +31,25 @@ from typing import Any
 import qdrant_edge as qe
 
 from adapters.qdrant import feedback, filters, ranking
+from adapters.qdrant.edge import lean_search
 from adapters.qdrant.edge.engine import EDGE, EdgeRanking
 from adapters.qdrant.layout import Scope
 from adapters.values import MemoryFilter, SearchQuery, SparseVector
 
-# The first pass: the fused plan, answered with ids and scores.
+# The first pass: the fused plan, answered with ids and scores (and, asked by
+# incarnation alone, with what lean_search.py checks).
 FIRST_PASS = EdgeRanking(with_payload=False)
+FIRST_PASS_CHECKED = EdgeRanking(with_payload=lean_search.CHECKED_FIELDS)
 
-# The second pass's requests for one shard's scope and the widened query; how a
-# batch of (shard, requests) is asked (reads.py).
-Build = Callable[[Scope, SearchQuery], list[Any]]
-Ask = Callable[[list[tuple[Any, list[Any]]]], list[list[Any]]]
+# The second pass: the shards asked with the widened query (reads.py).
+Then = Callable[[list[tuple[Any, Scope]], SearchQuery], list[list[Any]]]
 
 
 def search(
-    scoped: list[tuple[Any, Scope]],
-    query: SearchQuery,
-    memory_filter: MemoryFilter,
-    build: Build,
-    ask: Ask,
+    scoped: list[tuple[Any, Scope]], query: SearchQuery, memory_filter: MemoryFilter, then: Then
 ) -> list[list[Any]]:
-    """Each shard's points for `query` after keyword feedback, as `ask` answers them."""
-    wider = widened(scoped, query, memory_filter)
-    return ask([(shard, build(scope, wider)) for shard, scope in scoped])
+    """Each shard's points for `query` after keyword feedback, as `then` answers them."""
+    return then(scoped, widened(scoped, query, memory_filter))
 
 
 def widened(
@@ -65,9 +63,8 @@ def widened(
     first = SearchQuery(dense, keywords)
     found: list[tuple[float, int, Any]] = []
     for n, (shard, scope) in enumerate(scoped):
-        where = filters.memories(EDGE, memory_filter, scope)  # both pin sides, or the one asked
-        (request,) = ranking.requests(FIRST_PASS, first, [where], feedback.FEEDBACK_DOCS)
-        found.extend((point.score, n, point) for point in shard.query(request))
+        lenders = _lenders(shard, scope, first, memory_filter)
+        found.extend((point.score, n, point) for point in lenders)
     lending: dict[int, list[Any]] = {}
     for _, n, point in heapq.nlargest(feedback.FEEDBACK_DOCS, found, key=lambda hit: hit[0]):
         lending.setdefault(n, []).append(point.id)
@@ -76,6 +73,21 @@ def widened(
         for term, weight in _idf_weighted(scoped[n][0], ids).items():
             weighted[term] = weighted.get(term, 0.0) + weight
     return replace(query, keywords=feedback.expanded(keywords, weighted))
+
+
+def _lenders(shard: Any, scope: Scope, first: SearchQuery, memory_filter: MemoryFilter) -> Any:
+    """One shard's first pass over both pin sides (or the one asked): by incarnation
+    alone where lean_search.py applies, asked again with the full filter where that
+    answered a memory the full filter would not admit."""
+    if lean_search.applies(memory_filter):
+        where = filters.any_side(EDGE, scope)
+        (request,) = ranking.requests(FIRST_PASS_CHECKED, first, [where], feedback.FEEDBACK_DOCS)
+        found = shard.query(request)
+        if lean_search.admitted(found, scope, memory_filter):
+            return found
+    where = filters.memories(EDGE, memory_filter, scope)
+    (request,) = ranking.requests(FIRST_PASS, first, [where], feedback.FEEDBACK_DOCS)
+    return shard.query(request)
 
 
 def _idf_weighted(shard: Any, ids: list[Any]) -> dict[int, float]:

@@ -14,6 +14,10 @@ So a search with no kinds asked (edge/reads.py) asks, per shard:
 - every memory of the incarnations asked for (`filters.any_side`: the incarnation
   token is unique to one incarnation of one namespace, layout.new_epoch), at the
   same limit; then drops its pinned memories (the pinned side answers them).
+Keyword feedback's passes (edge/feedback.py) are asked the same way. The rerank's
+candidates (edge/rerank.py) keep the full filter: asked this way, with the fields
+checked read for each of its 75 candidates a shard, rerank searches ran no faster
+in `benchmarks.retrieval` (left for another slice).
 
 Why that is the search's answer: with P pinned memories in the namespace and P
 under `limit`, at most P of the `limit` best are pinned, so the `limit` - P best
@@ -28,6 +32,7 @@ drop out of them; it ranks below the list's others by that list's score.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import qdrant_edge as qe
@@ -39,36 +44,57 @@ from adapters.qdrant.layout import FIELD_EXPIRES_US, FIELD_NAMESPACE, FIELD_PINN
 from adapters.times import to_micros
 from adapters.values import MemoryFilter, SearchQuery
 
+# What an answer asked with `filters.any_side` and ids only must carry to be checked.
+CHECKED_FIELDS = [FIELD_NAMESPACE, FIELD_EXPIRES_US, FIELD_PINNED]
+
 
 def applies(memory_filter: MemoryFilter) -> bool:
     """Both pin sides and every kind: what the platform's searches ask."""
     return memory_filter.pinned is None and memory_filter.kinds is None
 
 
+def wheres(memory_filter: MemoryFilter, scope: Scope) -> list[Any]:
+    """The filters of a search's two requests: the pinned side's, then either side's."""
+    pinned_side, _ = pin_sides(memory_filter)
+    return [filters.memories(EDGE, pinned_side, scope), filters.any_side(EDGE, scope)]
+
+
+def unpinned(
+    either: list[Any], scope: Scope, memory_filter: MemoryFilter, exact: Callable[[Any], list[Any]]
+) -> list[Any]:
+    """The unpinned side from `either` (asked with `any_side`), or `exact(its full filter)`
+    where `either` holds a memory the full filter would not admit."""
+    if admitted(either, scope, memory_filter):
+        return [point for point in either if not point.payload.get(FIELD_PINNED)]
+    _, unpinned_side = pin_sides(memory_filter)
+    return exact(filters.memories(EDGE, unpinned_side, scope))
+
+
+def admitted(points: list[Any], scope: Scope, memory_filter: MemoryFilter) -> bool:
+    """Whether the full filter of either pin side admits every one of `points`."""
+    names, now_us = frozenset(scope.names), to_micros(memory_filter.now)
+    return all(_admitted(point.payload, names, now_us) for point in points)
+
+
 def search(
     scoped: list[tuple[Any, Scope]], query: SearchQuery, memory_filter: MemoryFilter, limit: int
 ) -> list[list[Any]]:
     """Per shard, its points for `query`: the pinned side's, then the unpinned side's."""
-    pinned_side, unpinned_side = pin_sides(memory_filter)
-    now_us = to_micros(memory_filter.now)
     answers = []
     for shard, scope in scoped:
-        wheres = [filters.memories(EDGE, pinned_side, scope), filters.any_side(EDGE, scope)]
-        requests = ranking.requests(EDGE_RANKING, query, wheres, limit)
+        requests = ranking.requests(EDGE_RANKING, query, wheres(memory_filter, scope), limit)
         pinned, either = shard.query_batch(qe.QueryBatchRequest(requests))
-        names = frozenset(scope.names)
-        if all(_admitted(point.payload, names, now_us) for point in either):
-            unpinned = [point for point in either if not point.payload.get(FIELD_PINNED)]
-        else:  # the full filter's answer instead
-            exact = [filters.memories(EDGE, unpinned_side, scope)]
-            (request,) = ranking.requests(EDGE_RANKING, query, exact, limit)
-            unpinned = shard.query(request)
-        answers.append([*pinned, *unpinned])
+
+        def exact(where: Any, shard: Any = shard) -> list[Any]:
+            (request,) = ranking.requests(EDGE_RANKING, query, [where], limit)
+            found: list[Any] = shard.query(request)
+            return found
+
+        answers.append([*pinned, *unpinned(either, scope, memory_filter, exact)])
     return answers
 
 
 def _admitted(payload: dict[str, Any], names: frozenset[str], now_us: int) -> bool:
-    """Whether the full filter of either pin side admits this memory."""
     expires_us = payload.get(FIELD_EXPIRES_US)
     unexpired = expires_us is None or expires_us > now_us
     return unexpired and payload.get(FIELD_NAMESPACE) in names

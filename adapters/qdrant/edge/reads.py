@@ -127,25 +127,30 @@ class EdgeReads(EdgeNamespaces):
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
-        def build(scope: Scope, asked: SearchQuery = query) -> list[Any]:
-            wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
-            return ranking.requests(EDGE_RANKING, asked, wheres, limit)
+        def plain(scoped: list[tuple[Any, Scope]], asked: SearchQuery) -> list[list[Any]]:
+            """Each shard's points for `asked`: per pin side, pinned first."""
+            if lean_search.applies(memory_filter):
+                return lean_search.search(scoped, asked, memory_filter, limit)
+            sides = pin_sides(memory_filter)
+            return self._ask(
+                [
+                    (shard, ranking.requests(EDGE_RANKING, asked, _wheres(sides, scope), limit))
+                    for shard, scope in scoped
+                ]
+            )
 
-        if query.tokens and (scoped := self._scopes(namespaces)):  # MaxSim asked by id
-            calls = self._store.calls
+        scoped = self._scopes(namespaces)
+        if not scoped:
+            return []
+        calls = self._store.calls
+        if query.tokens:  # MaxSim asked by id
             ranked = await calls.here(rerank.search, scoped, query, memory_filter, limit)
             found = [ScoredMemory(m, p.score) for p in ranked if (m := parsed_memory(p))]
             return merge_scored([found], limit)  # equal scores ordered as across shards
-        if query.feedback and (scoped := self._scopes(namespaces)):  # two passes, one hop
-            answers = await self._store.calls.here(
-                feedback.search, scoped, query, memory_filter, build, self._ask
-            )
-        elif lean_search.applies(memory_filter) and (scoped := self._scopes(namespaces)):
-            answers = await self._store.calls.here(
-                lean_search.search, scoped, query, memory_filter, limit
-            )
+        if query.feedback:  # two passes, one hop
+            answers = await calls.here(feedback.search, scoped, query, memory_filter, plain)
         else:
-            answers = await self._read(namespaces, build)
+            answers = await calls.here(plain, scoped, query)
         parts = [
             [ScoredMemory(memory, p.score) for p in points if (memory := parsed_memory(p))]
             for points in answers
@@ -177,3 +182,7 @@ class EdgeReads(EdgeNamespaces):
         if len(parts) == 1:
             return parts[0][:limit]
         return merge_listed(parts, limit)
+
+
+def _wheres(sides: list[MemoryFilter], scope: Scope) -> list[Any]:
+    return [filters.memories(EDGE, side, scope) for side in sides]
