@@ -39,18 +39,23 @@ async def backend(tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
         yield store
 
 
-@pytest.fixture
-def lean_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many searches took the lean plan: a congruence that never ran it proves nothing."""
+def _counted(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """A call to lean_search's `name` per item: a congruence that never ran it proves nothing."""
     calls: list[int] = []
-    real = lean_search.search
+    real = getattr(lean_search, name)
 
-    def counted(*args: Any) -> list[list[Any]]:
+    def counted(*args: Any) -> Any:
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(lean_search, "search", counted)
+    monkeypatch.setattr(lean_search, name, counted)
     return calls
+
+
+@pytest.fixture
+def lean_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many searches took the lean plan."""
+    return _counted(monkeypatch, "search")
 
 
 def _random_unit(rng: random.Random) -> list[float]:
@@ -133,6 +138,19 @@ async def test_answers_what_the_full_filters_answer(
     assert len(lean_calls) == 30
 
 
+async def _never_answered(
+    backend: QdrantEdgeBackend, target: list[float], excluded: str, limit: int
+) -> None:
+    """A dense search of team:a for `target` leaves `excluded` out, still answers `limit`
+    memories, and answers what the full filters answer."""
+    asked = SearchQuery(target, None)
+    found = await backend.query_memories(["team:a"], asked, everything(), limit)
+    assert excluded not in [hit.memory.id for hit in found]
+    expected = await _full_filters(backend, ["team:a"], asked, everything(), limit)
+    assert _answer(found) == _answer(expected)
+    assert len(found) == limit
+
+
 async def test_an_expired_memory_not_yet_swept_is_never_answered(
     backend: QdrantEdgeBackend, lean_calls: list[int]
 ) -> None:
@@ -143,12 +161,7 @@ async def test_an_expired_memory_not_yet_swept_is_never_answered(
     target = _random_unit(rng)
     gone = memory("team:a", content="expired", expires_at=T0 - timedelta(seconds=1))
     await backend.upsert_memory(gone, target, KEYWORDS.document("expired"))
-    asked = SearchQuery(target, None)
-    found = await backend.query_memories(["team:a"], asked, everything(), 5)
-    assert gone.id not in [hit.memory.id for hit in found]
-    expected = await _full_filters(backend, ["team:a"], asked, everything(), 5)
-    assert _answer(found) == _answer(expected)
-    assert len(found) == 5
+    await _never_answered(backend, target, gone.id, 5)
     assert lean_calls
 
 
@@ -178,12 +191,7 @@ async def test_a_point_naming_another_namespace_is_never_answered(
     shard = backend._store.shards.of("team:a")
     payload = memory_to_payload(stray, live.epoch)
     shard.update(qe.UpdateOperation.upsert_points([qe.Point(str(uuid.uuid4()), target, payload)]))
-    asked = SearchQuery(target, None)
-    found = await backend.query_memories(["team:a"], asked, everything(), 3)
-    assert stray.id not in [hit.memory.id for hit in found]
-    expected = await _full_filters(backend, ["team:a"], asked, everything(), 3)
-    assert _answer(found) == _answer(expected)
-    assert len(found) == 3
+    await _never_answered(backend, target, stray.id, 3)
     assert lean_calls
 
 
@@ -214,14 +222,7 @@ async def test_feedback_answers_what_the_full_filters_answer(
     first = next(n for n in (f"team:f{i}" for i in range(200)) if shards.index_of(n) == 0)
     for name in (first, same, other):
         await _fill(backend, name, 25, rng)
-    checked: list[int] = []
-    real = lean_search.admitted
-
-    def counted(*args: Any) -> bool:
-        checked.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(lean_search, "admitted", counted)
+    checked = _counted(monkeypatch, "admitted")
     for n in range(12):
         target = _random_unit(rng)
         text = " ".join(rng.sample(WORDS, 2))
