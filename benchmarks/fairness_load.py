@@ -260,13 +260,21 @@ def phase(
     seed_: int,
     backfill: bool = False,
 ) -> list[Outcome]:
-    until = time.time() + duration
+    started = time.time()
+    until = started + duration
     child = FloodProcess(base, flood, until, seed_) if flood is not None else None
     out: list[Outcome] = []
     if quiet:
         asyncio.run(quiet_and_backfill(base, texts, until, out, seed_, backfill))
     if child is not None:
         out += child.results()
+    slow = sorted(o.finished - started for o in out if o.status == 429 and o.seconds > 0.05)
+    if slow:  # where in the phase the slow refusals came: a burst, or spread out
+        seconds = Counter(int(t) for t in slow)
+        print(
+            f"  phase {seed_}: {len(slow)} refusals over 50 ms; by second of the phase: "
+            + ", ".join(f"{s}s: {n}" for s, n in sorted(seconds.items()))
+        )
     return out
 
 
