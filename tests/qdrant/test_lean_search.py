@@ -18,15 +18,13 @@ from typing import Any
 import pytest
 import qdrant_edge as qe
 
-from adapters.merge import merge_scored, pin_sides
-from adapters.qdrant import filters, ranking
 from adapters.qdrant.edge import lean_search
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import EDGE, EDGE_RANKING, parsed_memory
 from adapters.qdrant.layout import memory_to_payload
 from adapters.values import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
 from plugin.embedding.keywords import KeywordEncoder
 from tests.support.backends import started
+from tests.support.edge_plans import full_filter_answer
 from tests.support.records import DIM, T0, everything, memory, unit
 
 KEYWORDS = KeywordEncoder()
@@ -83,24 +81,6 @@ QUERIES: dict[str, QueryMaker] = {
 }
 
 
-async def _full_filters(
-    backend: QdrantEdgeBackend,
-    names: list[str],
-    asked: SearchQuery,
-    memory_filter: MemoryFilter,
-    limit: int,
-) -> list[ScoredMemory]:
-    """What each pin side answers with the full filters, merged as the reads merge."""
-
-    def build(scope: object) -> list[object]:
-        wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
-        return ranking.requests(EDGE_RANKING, asked, wheres, limit)
-
-    parts = await backend._read(names, build)
-    hits = [[ScoredMemory(m, p.score) for p in part if (m := parsed_memory(p))] for part in parts]
-    return hits[0][:limit] if len(hits) == 1 else merge_scored(hits, limit)
-
-
 def _answer(hits: list[ScoredMemory]) -> tuple[int, list[tuple[bool, float, frozenset[str]]]]:
     """Pin side and score in order, each run of equal ones with its ids (the engine may
     order ties either way); the last run, which the limit may cut anywhere, without."""
@@ -134,7 +114,9 @@ async def test_answers_what_the_full_filters_answer(
         when = everything(T0 + timedelta(hours=2)) if n % 2 else everything()
         asked, limit = QUERIES[mode](rng), rng.choice([1, 3, 8, 20])
         found = await backend.query_memories(names, asked, when, limit)
-        assert _answer(found) == _answer(await _full_filters(backend, names, asked, when, limit))
+        assert _answer(found) == _answer(
+            await full_filter_answer(backend, names, asked, when, limit)
+        )
     assert len(lean_calls) == 30
 
 
@@ -146,7 +128,7 @@ async def _never_answered(
     asked = SearchQuery(target, None)
     found = await backend.query_memories(["team:a"], asked, everything(), limit)
     assert excluded not in [hit.memory.id for hit in found]
-    expected = await _full_filters(backend, ["team:a"], asked, everything(), limit)
+    expected = await full_filter_answer(backend, ["team:a"], asked, everything(), limit)
     assert _answer(found) == _answer(expected)
     assert len(found) == limit
 
@@ -173,7 +155,7 @@ async def test_more_pinned_than_the_limit_answers_pinned_only(
     asked = QUERIES["hybrid"](rng)
     found = await backend.query_memories(["team:a"], asked, everything(), 10)
     assert [hit.memory.pin for hit in found] == [True] * 10
-    expected = await _full_filters(backend, ["team:a"], asked, everything(), 10)
+    expected = await full_filter_answer(backend, ["team:a"], asked, everything(), 10)
     assert _answer(found) == _answer(expected)
     assert lean_calls
 
@@ -203,7 +185,7 @@ async def test_kinds_asked_keep_the_full_filters(
     kinds = MemoryFilter(now=T0, kinds=frozenset({"fact"}))
     asked = QUERIES["hybrid"](rng)
     found = await backend.query_memories(["team:a"], asked, kinds, 5)
-    assert _answer(found) == _answer(await _full_filters(backend, ["team:a"], asked, kinds, 5))
+    assert _answer(found) == _answer(await full_filter_answer(backend, ["team:a"], asked, kinds, 5))
     assert not lean_calls
 
 

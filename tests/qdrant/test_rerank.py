@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.merge import merge_scored, pin_sides
-from adapters.qdrant import filters, ranking
+from adapters.qdrant import ranking
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import EDGE, EDGE_RANKING, parsed_memory
-from adapters.values import NamespaceRecord, ScoredMemory, SearchQuery, TokenVectors
+from adapters.values import NamespaceRecord, SearchQuery, TokenVectors
 from plugin.embedding.keywords import KeywordEncoder
 from tests.support.backends import started
+from tests.support.edge_plans import full_filter_answer
 from tests.support.records import DIM, T0, everything, memory, unit
 
 KEYWORDS = KeywordEncoder()
@@ -96,7 +95,7 @@ async def test_one_namespace_ranks_as_the_one_request_plan(
     limit = 5
     for _ in range(20):
         asked = _query(rng)
-        expected = await _one_request_plan(backend, ["team:one"], asked, limit)
+        expected = await full_filter_answer(backend, ["team:one"], asked, everything(), limit)
         found = await backend.query_memories(["team:one"], asked, everything(), limit)
         assert [hit.memory.id for hit in found] == [hit.memory.id for hit in expected]
         assert [hit.score for hit in found] == pytest.approx(
@@ -142,7 +141,7 @@ async def test_the_depth_is_the_searchs_across_shards(
         )
         by_id = dict(expected)
         assert all(hit.memory.id in by_id for hit in found)
-        per_shard = await _one_request_plan(backend, [first, second], asked, limit)
+        per_shard = await full_filter_answer(backend, [first, second], asked, everything(), limit)
         differs += [hit.memory.id for hit in per_shard] != [hit.memory.id for hit in found]
     assert differs  # each shard reranking its own top `depth` would have answered otherwise
 
@@ -154,18 +153,3 @@ def _max_sim(query: TokenVectors, stored: TokenVectors) -> float:
     """The rerank's added score: the weight times the sum of each query token's best cosine."""
     best = [max(sum(a * b for a, b in zip(q, d, strict=True)) for d in stored) for q in query]
     return ranking.rerank_weight(len(query)) * sum(best)
-
-
-async def _one_request_plan(
-    backend: QdrantEdgeBackend, names: list[str], asked: SearchQuery, limit: int
-) -> list[ScoredMemory]:
-    """What the one-request plan (a Qdrant server's) answers: each shard reranks its own
-    top, then a merge (one shard's answer is already in order)."""
-
-    def build(scope: object) -> list[object]:
-        wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(everything())]
-        return ranking.requests(EDGE_RANKING, asked, wheres, limit)
-
-    parts = await backend._read(names, build)
-    hits = [[ScoredMemory(m, p.score) for p in part if (m := parsed_memory(p))] for part in parts]
-    return hits[0][:limit] if len(hits) == 1 else merge_scored(hits, limit)

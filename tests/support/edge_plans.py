@@ -1,0 +1,34 @@
+"""What the embedded store answers when every request carries its full filter.
+
+Why: the store's own plans (edge/lean_search.py's filter by incarnation alone,
+edge/rerank.py's steps) must answer what the plain plan answers, one request per
+pin side with the full filter, as a Qdrant server is asked; the tests of both
+compare against it.
+"""
+
+from __future__ import annotations
+
+from adapters.merge import merge_scored, pin_sides
+from adapters.qdrant import filters, ranking
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.engine import EDGE, EDGE_RANKING, parsed_memory
+from adapters.values import MemoryFilter, ScoredMemory, SearchQuery
+
+
+async def full_filter_answer(
+    backend: QdrantEdgeBackend,
+    names: list[str],
+    asked: SearchQuery,
+    memory_filter: MemoryFilter,
+    limit: int,
+) -> list[ScoredMemory]:
+    """What each shard's pin sides answer with the full filters (a rerank asked reranks
+    each shard's own top in the same request), merged as the reads merge."""
+
+    def build(scope: object) -> list[object]:
+        wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
+        return ranking.requests(EDGE_RANKING, asked, wheres, limit)
+
+    parts = await backend._read(names, build)
+    hits = [[ScoredMemory(m, p.score) for p in part if (m := parsed_memory(p))] for part in parts]
+    return hits[0][:limit] if len(hits) == 1 else merge_scored(hits, limit)
