@@ -31,6 +31,7 @@ from benchmarks.common import percentile
 from benchmarks.fairness_load import (
     BACKFILL,
     QUIET,
+    REFUSAL_LIMIT_S,
     Flood,
     Outcome,
     Texts,
@@ -44,7 +45,6 @@ from tests.support.platform_client import Breaker
 
 NOISY = "workspace:noisy"
 FLOOD = 256
-REFUSAL_LIMIT_S = 0.05
 TENANTS = tuple(f"workspace:tenant-{t:02d}" for t in range(64))
 
 
