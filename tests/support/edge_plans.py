@@ -9,9 +9,11 @@ compare against it.
 from __future__ import annotations
 
 from adapters.merge import merge_scored, pin_sides
-from adapters.qdrant import filters, ranking
+from adapters.qdrant import ranking
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import EDGE, EDGE_RANKING, parsed_memory
+from adapters.qdrant.edge.engine import EDGE_RANKING, parsed_memory
+from adapters.qdrant.edge.reads import _wheres
+from adapters.qdrant.layout import Scope
 from adapters.values import MemoryFilter, ScoredMemory, SearchQuery
 
 
@@ -25,9 +27,10 @@ async def full_filter_answer(
     """What each shard's pin sides answer with the full filters (a rerank asked reranks
     each shard's own top in the same request), merged as the reads merge."""
 
-    def build(scope: object) -> list[object]:
-        wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
-        return ranking.requests(EDGE_RANKING, asked, wheres, limit)
+    def build(scope: Scope) -> list[object]:
+        return ranking.requests(
+            EDGE_RANKING, asked, _wheres(pin_sides(memory_filter), scope), limit
+        )
 
     parts = await backend._read(names, build)
     hits = [[ScoredMemory(m, p.score) for p in part if (m := parsed_memory(p))] for part in parts]
