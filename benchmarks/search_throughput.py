@@ -26,7 +26,7 @@ from benchmarks.fairness_load import (
 
 SMALL = tuple(f"workspace:small-{n:02d}" for n in range(64))
 BIG = "workspace:big"
-WIDE = {"MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT": "64", "MEMORY_PLUGIN_QUEUE_CAPACITY": "256"}
+WIDE = {"MEMORY_PLUGIN_ADMISSION_BUDGET": "60"}
 
 
 def measure(base: str, texts: Texts, duration: float) -> list[bool]:

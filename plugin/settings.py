@@ -24,6 +24,12 @@ from pydantic import (
 from adapters.base import DEFAULT_PREFIX
 
 MIB = 1024 * 1024
+# Variables an earlier version read, with what replaces them: set, they stop the start
+# rather than being ignored in silence.
+REPLACED = {
+    "MEMORY_PLUGIN_QUEUE_CAPACITY": "admission weighs the requests in flight in seconds; "
+    "set MEMORY_PLUGIN_ADMISSION_BUDGET instead (docs/settings.md)",
+}
 
 
 class SettingsError(ValueError):
@@ -99,11 +105,12 @@ class Settings(BaseModel):
         120.0, gt=0, le=3600, alias="MEMORY_PLUGIN_KEEPALIVE_TIMEOUT"
     )
     max_connections: int = Field(1000, ge=1, le=1_000_000, alias="MEMORY_PLUGIN_MAX_CONNECTIONS")
-    # plugin/scheduling/admission.py: requests in flight across namespaces before each is held
-    # to an equal share, and the most one namespace may have in flight; beyond, 429 at once.
-    queue_capacity: int = Field(64, ge=1, le=100_000, alias="MEMORY_PLUGIN_QUEUE_CAPACITY")
-    tenant_max_in_flight: int = Field(
-        16, ge=1, le=100_000, alias="MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT"
+    # plugin/scheduling/admission.py: the wait (seconds) the requests in flight may make before
+    # each namespace is held to an equal share of it, and an optional cap on one namespace's
+    # requests in flight however idle the plugin is; beyond either, 429 at once.
+    admission_budget_s: float = Field(1.0, gt=0, le=60, alias="MEMORY_PLUGIN_ADMISSION_BUDGET")
+    tenant_max_in_flight: int | None = Field(
+        None, ge=1, le=100_000, alias="MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", alias="MEMORY_PLUGIN_LOG_LEVEL"
@@ -124,7 +131,7 @@ class Settings(BaseModel):
             raise ValueError("must start with http:// or https://")
         return value
 
-    @field_validator("search", "embedding_sessions", mode="before")
+    @field_validator("search", "embedding_sessions", "tenant_max_in_flight", mode="before")
     @classmethod
     def _blank_means_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -190,6 +197,9 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
         """Build from `environ`; raise `SettingsError` with one readable line."""
+        for old, new in REPLACED.items():
+            if old in environ:
+                raise SettingsError(f"{old} is no longer read: {new}")
         known = {f.alias for f in cls.model_fields.values() if f.alias}
         values = {key: value for key, value in environ.items() if key in known}
         try:

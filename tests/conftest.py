@@ -57,8 +57,9 @@ def fake(ticks: ManualClock, pinecone_options: dict[str, Any]) -> Iterator[FakeP
 
 @pytest.fixture
 def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
-    """Shares no test of races reaches (150 requests at once in one namespace): admission
-    has tests of its own (tests/api/test_admission.py) with shares they choose.
+    """An admission budget no test of races reaches (150 requests at once in one namespace,
+    on however slow a machine): admission has tests of its own (tests/api/test_admission.py)
+    with budgets they choose.
 
     `@pytest.mark.settings(name=value)` overrides fields for one test, e.g. a deadline
     that a test of something else must not race on a slow machine."""
@@ -68,8 +69,7 @@ def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
         **{
             "data_dir": tmp_path / "data",
             "janitor_interval_s": 3600,
-            "queue_capacity": 10_000,
-            "tenant_max_in_flight": 10_000,
+            "admission_budget_s": 60,
             **overrides,
         }
     )

@@ -17,6 +17,7 @@ import asyncio
 import gc
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
@@ -47,12 +48,14 @@ from plugin.http.keys import (
     SERVICE,
     SETTINGS,
     STOP,
+    TICKS,
     VECTORS_VERIFIED,
 )
 from plugin.http.middleware import envelope, request_context
 from plugin.observability.instrumented import instrumented
 from plugin.observability.metrics import Metrics
 from plugin.scheduling.admission import Admission, Shares
+from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings
 
@@ -62,19 +65,27 @@ log = logging.getLogger(__name__)
 async def _embedder(app: web.Application) -> AsyncIterator[None]:
     if ENCODER not in app:
         app[ENCODER] = await at_low_priority(load_encoder, app[SETTINGS])
-    metrics = app[METRICS]
+    metrics, settings = app[METRICS], app[SETTINGS]
+    service_time = ServiceTime(app[ENCODER].parallelism, app[TICKS])
+    admission = app[ADMISSION] = Admission(
+        Shares(settings.admission_budget_s, settings.tenant_max_in_flight),
+        service_time,
+        on_refused=metrics.sharing.observe_refused,
+    )
+
+    def observe_batch(texts: int, seconds: float) -> None:
+        metrics.observe_embedding(texts, seconds)
+        service_time.observe_model(texts, seconds)
+
     embedder = BatchingEmbedder(
         app[ENCODER],
-        observer=metrics.observe_embedding,
+        observer=observe_batch,
         wait_observer=metrics.sharing.observe_wait,
-        overdue_s=app[SETTINGS].backend_timeout_s * 2 / 3,
+        overdue_s=settings.backend_timeout_s * 2 / 3,
     )
     await embedder.start()
     app[EMBEDDER] = embedder
-    admission = app[ADMISSION]
-    metrics.sharing.watch(
-        admission.in_flight_by_kind, admission.active_tenants, embedder.queued_by_priority
-    )
+    metrics.sharing.watch(admission, embedder.queued_by_priority)
     yield
     await embedder.close()
 
@@ -185,18 +196,17 @@ def create_app(
     backend: VectorBackend | None = None,
     keywords: KeywordEncoder | None = None,
     clock: Clock = utc_now,
+    ticks: Callable[[], float] = time.monotonic,
 ) -> web.Application:
     """Build the app. Tests pass a loaded `encoder` (loading takes seconds), a `backend`,
-    or a keyword encoder of another configuration."""
+    a keyword encoder of another configuration, or a hand-moved `ticks` (the monotonic
+    seconds admission measures the plugin's busy time by)."""
     app = web.Application(
         client_max_size=settings.max_body_bytes, middlewares=[request_context, envelope]
     )
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
-    app[ADMISSION] = Admission(
-        Shares(settings.queue_capacity, settings.tenant_max_in_flight),
-        on_refused=app[METRICS].sharing.observe_refused,
-    )
+    app[TICKS] = ticks
     app[KEYWORDS] = KeywordEncoder() if keywords is None else keywords
     app[VECTORS_VERIFIED] = threading.Event()  # the store holds the encoder's vector space
     app[STOP] = _unstoppable  # `serve` replaces it

@@ -27,8 +27,10 @@ SEARCH_MODE = web.AppKey("search_mode", SearchMode)
 VECTORS_VERIFIED = web.AppKey("vectors_verified", threading.Event)
 SERVICE = web.AppKey("service", MemoryService)
 METRICS = web.AppKey("metrics", Metrics)
-# Who may start a request now: each namespace's share of the requests in flight.
+# Who may start a request now: each namespace's share of the wait the queue makes.
 ADMISSION = web.AppKey("admission", Admission)
+# Monotonic seconds, as admission measures the plugin's busy time (tests move them).
+TICKS: web.AppKey[Callable[[], float]] = web.AppKey("ticks")
 # Asks whoever runs the app to stop it, saying why (a late fingerprint mismatch);
 # `serve` stops as on SIGTERM, `create_app`'s default only logs.
 STOP: web.AppKey[Callable[[str], None]] = web.AppKey("stop")

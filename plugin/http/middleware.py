@@ -14,6 +14,13 @@ most (the logger is throttled, plugin/observability/logs.py), and counted in the
 metrics; it gets no access line of its own: under a flood those lines would be the
 log flood the throttle is there to prevent, and the bulk of a refusal's cost.
 
+The connection a refusal goes out on is not read again for `REFUSED_PAUSE_S`: the
+refusal itself is answered at once, but a caller that sends again the moment it is
+refused (an agent loop; the platform's client does not wait `Retry-After`) waits
+that long for its next request to be read, so hundreds of such callers cannot keep
+the event loop busy refusing them while a quiet tenant's requests wait their turn
+behind those refusals.
+
 A client that hangs up before its body arrived is nobody's error: it is logged
 at info level without a traceback and counted with status 499 (nginx's "client
 closed request"), so an alert on 5xx does not fire for it. One too slow to send
@@ -23,6 +30,7 @@ layer has logged it already.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -57,6 +65,8 @@ MAX_LOGGED_NAMESPACES = 50
 CLIENT_CLOSED = 499
 # Set on a request refused for its namespace's share: counted, but no access line.
 REFUSED_KEY = web.RequestKey("refused", bool)
+# How long the connection of a refused request is not read (module docstring).
+REFUSED_PAUSE_S = 0.2
 
 
 def _from_http(error: web.HTTPException) -> ApiError:
@@ -116,6 +126,19 @@ def _from_refusal(refusal: OverShare, request_id: str) -> ApiError:
     )
 
 
+def _pause_reading(transport: asyncio.BaseTransport | None) -> None:
+    """Read nothing more from `transport` for `REFUSED_PAUSE_S`."""
+    if not isinstance(transport, asyncio.ReadTransport) or not transport.is_reading():
+        return
+    transport.pause_reading()
+    asyncio.get_running_loop().call_later(REFUSED_PAUSE_S, _resume_reading, transport)
+
+
+def _resume_reading(transport: asyncio.ReadTransport) -> None:
+    if not transport.is_closing() and not transport.is_reading():
+        transport.resume_reading()
+
+
 def _logged(error: BackendError) -> bool:
     """Errors an operator must look into; outages and caller mistakes are not."""
     if isinstance(error, StorageDamaged):
@@ -136,6 +159,7 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
     except OverShare as refusal:
         failure = _from_refusal(refusal, request_id)
         request[REFUSED_KEY] = True
+        _pause_reading(request.transport)
     except web.HTTPException as error:
         if error.status < 400:
             raise

@@ -1,4 +1,5 @@
-"""Metrics of fair sharing: work in flight and queued, refusals, time waited for the model.
+"""Metrics of fair sharing: work in flight and queued, the admission budget in use,
+refusals, time waited for the model.
 
 Labels stay bounded: a tenant's kind (workspace, team, org, other), a priority
 (search, write) and a refusal reason; never a namespace name.
@@ -12,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from plugin.scheduling.admission import REASONS, OverShare
+from plugin.scheduling.admission import REASONS, Admission, OverShare
 from plugin.scheduling.work import Priority
 
 PREFIX = "memory_plugin"
@@ -21,18 +22,15 @@ WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.
 
 
 class _ScrapedGauges(Collector):
-    """Gauges read when scraped: requests in flight by tenant kind, texts queued by priority."""
+    """Gauges read when scraped: requests in flight by tenant kind, the admission budget in
+    use, texts queued by priority."""
 
-    def __init__(
-        self,
-        in_flight: Callable[[], Mapping[str, int]],
-        tenants: Callable[[], int],
-        queued: Callable[[], Mapping[Priority, int]],
-    ) -> None:
-        self._in_flight, self._tenants, self._queued = in_flight, tenants, queued
+    def __init__(self, admission: Admission, queued: Callable[[], Mapping[Priority, int]]) -> None:
+        self._admission, self._queued = admission, queued
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        counts = self._in_flight()
+        admission = self._admission
+        counts = admission.in_flight_by_kind()
         yield _labelled(
             "requests_in_flight",
             "Requests admitted and not yet answered, by the kind of namespace they work for.",
@@ -42,7 +40,23 @@ class _ScrapedGauges(Collector):
         yield GaugeMetricFamily(
             f"{PREFIX}_tenants_in_flight",
             "Namespaces (tenants) with at least one request in flight.",
-            value=self._tenants(),
+            value=admission.active_tenants(),
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_admission_queued_seconds",
+            "The wait the requests in flight make (requests times the measured cost of one); "
+            "at the budget, each namespace is held to an equal share.",
+            value=admission.queued_s,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_admission_budget_seconds",
+            "The wait the requests in flight may make before each namespace is held to a share.",
+            value=admission.shares.budget_s,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_admission_request_cost_seconds",
+            "What one more request adds to the wait, as measured while the plugin is busy.",
+            value=admission.service_time.seconds,
         )
         waiting = self._queued()
         yield _labelled(
@@ -90,10 +104,5 @@ class SharingMetrics:
     def observe_wait(self, priority: Priority, seconds: float) -> None:
         self._waits[priority].observe(seconds)
 
-    def watch(
-        self,
-        in_flight: Callable[[], Mapping[str, int]],
-        tenants: Callable[[], int],
-        queued: Callable[[], Mapping[Priority, int]],
-    ) -> None:
-        self._registry.register(_ScrapedGauges(in_flight, tenants, queued))
+    def watch(self, admission: Admission, queued: Callable[[], Mapping[Priority, int]]) -> None:
+        self._registry.register(_ScrapedGauges(admission, queued))

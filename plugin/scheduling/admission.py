@@ -1,18 +1,23 @@
-"""Admission at the door: each tenant a bounded share of the requests in flight.
+"""Admission at the door: refuse only the work that would wait past the deadline.
 
 Whatever a request waits for (the model, the engine, the event loop), it waits
 with every other request in flight. Unbounded, one tenant's burst makes that queue
 long enough for everybody's answers to run past the platform's 2 s timeout, and the
-503s it draws open the platform's breaker for all workspaces. So a tenant over its
-share is refused at once with `OverShare` (answered 429: the breaker ignores a 4xx),
-never held until the deadline. The rules (docs/behaviour.md, "Fair sharing"):
+503s it draws open the platform's breaker for all workspaces. So the queue is
+weighed in time: the requests in flight times what one costs when the plugin is
+busy (`ServiceTime`, measured) is the wait a newcomer would face. A tenant over its
+share of that wait is refused at once with `OverShare` (answered 429: the breaker
+ignores a 4xx), never held until the deadline. The rules (docs/behaviour.md, "Fair
+sharing"):
 
 - A tenant with nothing in flight is always admitted: a sequential caller (the
   platform's backfill sends one row at a time) is never refused.
-- No tenant has more than `tenant_max` in flight.
-- While fewer than `capacity` requests are in flight, a tenant may use what others
-  leave (work-conserving: a tenant alone gets the whole machine); at or above it,
-  each tenant is held to an equal share, `capacity // active tenants` (at least 1).
+- While the queue's wait is under `budget_s`, every request is admitted, whoever
+  sends it (work-conserving: a burst of one workspace on an idle plugin is served
+  whole). At or over it, each tenant is held to an equal part of the budget: a tenant
+  alone may use all of it, two each half, and so on.
+- `tenant_max`, when an operator sets one, caps one tenant's requests in flight
+  however idle the plugin is (off by default).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from adapters.callers import current_caller
+from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.work import tenant_kind
 
 TENANT_MAX = "tenant_max"
@@ -31,18 +37,21 @@ REASONS = (TENANT_MAX, FAIR_SHARE)
 
 @dataclass(frozen=True, slots=True)
 class Shares:
-    capacity: int  # requests in flight across tenants before shares are enforced
-    tenant_max: int  # requests one tenant may have in flight, ever
+    budget_s: float  # the longest wait the queue may hold before shares are enforced
+    tenant_max: int | None = None  # requests one tenant may have in flight, ever
 
 
 class OverShare(Exception):
     """A tenant asked for more than its share; it should retry after `retry_after_s`."""
 
-    def __init__(self, tenant: str, reason: str, in_flight: int, share: int) -> None:
+    def __init__(
+        self, tenant: str, reason: str, in_flight: int, share: int, wait_s: float = 0.0
+    ) -> None:
         why = (
             f"at most {share} requests of one namespace are served at once"
             if reason == TENANT_MAX
-            else f"the plugin is busy and each namespace gets {share} requests at once"
+            else f"the plugin has {wait_s:.2f} s of work queued and each namespace's share "
+            f"is {share} requests"
         )
         super().__init__(
             f"too many requests in flight for namespace {tenant}: {in_flight} already; "
@@ -62,8 +71,14 @@ RefusalObserver = Callable[[OverShare], None]
 class Admission:
     """Counts requests in flight per tenant and decides, at once, whether one more may start."""
 
-    def __init__(self, shares: Shares, on_refused: RefusalObserver | None = None) -> None:
+    def __init__(
+        self,
+        shares: Shares,
+        service_time: ServiceTime | None = None,
+        on_refused: RefusalObserver | None = None,
+    ) -> None:
         self.shares = shares
+        self.service_time = ServiceTime() if service_time is None else service_time
         self._in_flight: dict[str, int] = {}
         self._total = 0
         self._on_refused = on_refused
@@ -71,6 +86,15 @@ class Admission:
     @property
     def in_flight(self) -> int:
         return self._total
+
+    @property
+    def queued_s(self) -> float:
+        """The wait the requests in flight make: what a newcomer would queue behind."""
+        return self._total * self.service_time.seconds
+
+    def capacity(self) -> int:
+        """Requests in flight that fill the budget at the measured cost (at least 1)."""
+        return max(1, int(self.shares.budget_s / self.service_time.seconds))
 
     def active_tenants(self) -> int:
         return len(self._in_flight)
@@ -84,21 +108,22 @@ class Admission:
         return counts
 
     def fair_share(self, tenant: str) -> int:
-        """What `tenant` may hold while the plugin is full: an equal part of `capacity`."""
+        """What `tenant` may hold while the budget is spent: an equal part of it."""
         active = len(self._in_flight) + (tenant not in self._in_flight)
-        return max(1, self.shares.capacity // active)
+        return max(1, self.capacity() // active)
 
     def check(self, tenant: str) -> None:
         """Raise `OverShare` unless one more request of `tenant` may start now."""
         mine = self._in_flight.get(tenant, 0)
         if mine == 0:
             return
-        if mine >= self.shares.tenant_max:
-            self._refuse(OverShare(tenant, TENANT_MAX, mine, self.shares.tenant_max))
-        if self._total >= self.shares.capacity:
+        cap = self.shares.tenant_max
+        if cap is not None and mine >= cap:
+            self._refuse(OverShare(tenant, TENANT_MAX, mine, cap))
+        if self._total >= self.capacity():
             share = self.fair_share(tenant)
             if mine >= share:
-                self._refuse(OverShare(tenant, FAIR_SHARE, mine, share))
+                self._refuse(OverShare(tenant, FAIR_SHARE, mine, share, self.queued_s))
 
     @contextmanager
     def hold(self, tenant: str) -> Iterator[None]:
@@ -108,11 +133,13 @@ class Admission:
         self.check(tenant)
         self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
         self._total += 1
+        admitted = self.service_time.started()
         caller = current_caller.set(tenant)
         try:
             yield
         finally:
             current_caller.reset(caller)
+            self.service_time.finished(admitted)
             self._total -= 1
             left = self._in_flight[tenant] - 1
             if left:

@@ -2,7 +2,9 @@
 
 The app runs the real embedded store with a gated encoder: a request admitted
 waits inside the model until the test opens the gate, so what is in flight when
-the next request arrives is decided by the test, not by timing.
+the next request arrives is decided by the test, not by timing. Admission's clock
+stands still (`ticks`), so the cost of a request is what the test tells it: one
+second a text, against a budget of two seconds, fills the budget with two requests.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import pytest
 
 from plugin.http.app import create_app
 from plugin.http.keys import ADMISSION
+from plugin.scheduling.service_time import INITIAL_S
 from plugin.settings import Settings
 from tests.support.app import ContractClient, Reply, served
-from tests.support.clocks import WallClock
+from tests.support.clocks import ManualClock, WallClock
 from tests.support.encoders import GatedEncoder
 from tests.support.platform_client import Breaker, CallError, surfaced
 
@@ -30,30 +33,42 @@ def gated() -> GatedEncoder:
 
 @pytest.fixture
 async def api(
-    settings: Settings, clock: WallClock, gated: GatedEncoder
+    settings: Settings, clock: WallClock, gated: GatedEncoder, request: pytest.FixtureRequest
 ) -> AsyncIterator[ContractClient]:
-    def build(**overrides: Any) -> Any:
-        shares = {"queue_capacity": 2, "tenant_max_in_flight": 2} | overrides
-        return create_app(settings.model_copy(update=shares), encoder=gated, clock=clock)
+    marker = request.node.get_closest_marker("settings")
+    budget_marked = marker is not None and "admission_budget_s" in marker.kwargs
+
+    def build() -> Any:
+        budget = {} if budget_marked else {"admission_budget_s": 2.0}
+        return create_app(
+            settings.model_copy(update=budget), encoder=gated, clock=clock, ticks=ManualClock()
+        )
 
     async for client in served(build, clock):
         gated.gate.set()  # set-up writes pass; each test closes it again
         for name in ("workspace:a", "workspace:b", "workspace:c", "team:shared"):
             assert (await client.put_ns(name)).status == 200
         gated.gate.clear()
+        if not budget_marked:
+            client.app[ADMISSION].service_time.observe_model(texts=1, seconds=1.0)
         yield client
         gated.gate.set()
 
 
 async def held(api: ContractClient, count: int, name: str) -> list[asyncio.Task[Reply]]:
     """`count` commits into `name`, admitted and waiting for the (gated) model."""
-    admission = api.app[ADMISSION]
-    before = admission.in_flight
+    before = api.app[ADMISSION].in_flight
     tasks = [asyncio.create_task(api.commit(name, f"held {n}")) for n in range(count)]
-    async with asyncio.timeout(5):
-        while admission.in_flight < before + count:  # noqa: ASYNC110 (nothing to wait on)
-            await asyncio.sleep(0.001)
+    await held_until(api, before + count)
     return tasks
+
+
+async def held_until(api: ContractClient, in_flight: int) -> None:
+    """Return once `in_flight` requests are admitted (the gated model holds them)."""
+    admission = api.app[ADMISSION]
+    async with asyncio.timeout(5):
+        while admission.in_flight < in_flight:  # noqa: ASYNC110 (nothing to wait on)
+            await asyncio.sleep(0.001)
 
 
 async def test_a_namespace_over_its_share_is_refused_at_once_and_others_are_served(
@@ -67,7 +82,8 @@ async def test_a_namespace_over_its_share_is_refused_at_once_and_others_are_serv
     assert refused.body == {
         "code": "unavailable",
         "message": "too many requests in flight for namespace workspace:a: 2 already; "
-        "at most 2 requests of one namespace are served at once; retry shortly",
+        "the plugin has 2.00 s of work queued and each namespace's share is 2 requests; "
+        "retry shortly",
     }
     lines = [r for r in caplog.records if r.name == "memory_plugin.admission"]
     assert [getattr(r, "namespace", None) for r in lines] == ["workspace:a"]
@@ -85,9 +101,12 @@ async def test_a_full_plugin_holds_each_namespace_to_an_equal_share(
     flood = await held(api, 1, "workspace:a") + await held(api, 1, "workspace:b")
     refused = await api.commit("workspace:a", "over an equal share")
     assert refused.status == 429
-    assert (
-        "the plugin is busy and each namespace gets 1 requests at once" in refused.body["message"]
-    )
+    assert refused.body == {
+        "code": "unavailable",
+        "message": "too many requests in flight for namespace workspace:a: 1 already; "
+        "the plugin has 2.00 s of work queued and each namespace's share is 1 requests; "
+        "retry shortly",
+    }
     newcomer = asyncio.create_task(api.commit("workspace:c", "nothing in flight yet"))
     gated.gate.set()
     assert (await newcomer).status == 201
@@ -114,9 +133,12 @@ async def test_refusals_are_counted_by_reason(api: ContractClient, gated: GatedE
         text = await response.text()
     gated.gate.set()
     await asyncio.gather(*flood)
-    assert 'memory_plugin_requests_refused_total{reason="tenant_max"} 1.0' in text
-    assert 'memory_plugin_requests_refused_total{reason="fair_share"} 0.0' in text
+    assert 'memory_plugin_requests_refused_total{reason="tenant_max"} 0.0' in text
+    assert 'memory_plugin_requests_refused_total{reason="fair_share"} 1.0' in text
     assert 'memory_plugin_requests_in_flight{tenant_kind="workspace"} 2.0' in text
+    assert "memory_plugin_admission_queued_seconds 2.0" in text
+    assert "memory_plugin_admission_budget_seconds 2.0" in text
+    assert "memory_plugin_admission_request_cost_seconds 1.0" in text
     route = 'route="/v1/namespaces/{name}/memories"'
     assert f'memory_plugin_http_requests_total{{method="POST",{route},status="429"}} 1.0' in text
 
@@ -142,3 +164,41 @@ async def test_the_platform_client_gives_the_refusal_to_that_caller_and_keeps_it
     await asyncio.gather(*flood)
     breaker.record(503)  # one more 503 after the 429: the count started again
     assert (breaker.opened, breaker.longest_run, breaker.is_open) == (0, 2, False)
+
+
+@pytest.mark.settings(admission_budget_s=1.0)
+async def test_forty_agents_of_one_workspace_on_an_idle_plugin_all_get_their_writes_in(
+    api: ContractClient, gated: GatedEncoder
+) -> None:
+    """What the platform does for each agent: PUT the namespace, then commit. Forty at
+    once are eighty requests of one tenant, a small part of a second's work on a model
+    that takes 5 ms a text (what a fresh plugin assumes): none is refused."""
+    assert api.app[ADMISSION].service_time.seconds == INITIAL_S
+
+    async def agent(n: int) -> tuple[int, int]:
+        # Unchecked: forty conformance checks on the test's loop would pace the agents.
+        put = await api.call(
+            "PUT", "/v1/namespaces/workspace:a", {"kind": "workspace"}, check=False
+        )
+        commit = await api.commit("workspace:a", f"agent {n} remembers")
+        return put.status, commit.status
+
+    agents = [asyncio.create_task(agent(n)) for n in range(40)]
+    await held_until(api, 40)
+    gated.gate.set()
+    assert [await task for task in agents] == [(200, 201)] * 40
+
+
+@pytest.mark.settings(tenant_max_in_flight=2, admission_budget_s=60.0)
+async def test_an_operators_cap_per_namespace_refuses_however_idle_the_plugin(
+    api: ContractClient, gated: GatedEncoder
+) -> None:
+    flood = await held(api, 2, "workspace:a")
+    refused = await api.commit("workspace:a", "one too many")
+    assert refused.status == 429
+    assert refused.body["message"] == (
+        "too many requests in flight for namespace workspace:a: 2 already; "
+        "at most 2 requests of one namespace are served at once; retry shortly"
+    )
+    gated.gate.set()
+    assert [(await task).status for task in flood] == [201, 201]

@@ -129,6 +129,8 @@ def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     assert settings.listen == ("0.0.0.0", 9100)
     assert settings.collection_prefix == config["collectionPrefix"]
     assert settings.embedding_sessions == config["embeddingSessions"]
+    assert settings.admission_budget_s == config["admissionBudgetSeconds"]
+    assert settings.tenant_max_in_flight == config.get("tenantMaxInFlight")
     assert settings.search == (config["search"] or None)
 
 

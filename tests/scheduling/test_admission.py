@@ -1,4 +1,8 @@
-"""Admission: shares of the requests in flight, decided at once, never for a lone caller."""
+"""Admission: the requests in flight weighed in time, decided at once, never for a lone caller.
+
+Each test owns a hand-moved clock, so what the plugin has measured is what the test
+made it measure: no sleeps, no timing.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ import pytest
 
 from adapters.callers import current_caller
 from plugin.scheduling.admission import FAIR_SHARE, TENANT_MAX, Admission, OverShare, Shares
+from plugin.scheduling.service_time import INITIAL_S, LEAST_S, ServiceTime
 from plugin.scheduling.work import search_tenant, tenant_kind
+from tests.support.clocks import ManualClock
 
 
 def hold(admission: Admission, stack: ExitStack, tenant: str, count: int) -> None:
@@ -16,39 +22,66 @@ def hold(admission: Admission, stack: ExitStack, tenant: str, count: int) -> Non
         stack.enter_context(admission.hold(tenant))
 
 
-def test_a_tenant_alone_may_use_everything_up_to_its_cap() -> None:
+def admission_of(
+    budget_s: float, cost_s: float, tenant_max: int | None = None
+) -> tuple[Admission, list[OverShare]]:
+    """An admission whose measured cost of a request is `cost_s` (one session, a model
+    that took that long for one text)."""
+    service_time = ServiceTime(parallelism=1, clock=ManualClock())
+    service_time.observe_model(1, cost_s)
     refused: list[OverShare] = []
-    admission = Admission(Shares(capacity=8, tenant_max=4), on_refused=refused.append)
+    return Admission(Shares(budget_s, tenant_max), service_time, refused.append), refused
+
+
+def test_a_lone_tenants_burst_on_an_idle_plugin_is_admitted_whole() -> None:
+    """Forty agents of one workspace, each a PUT then a commit, all at once: 80 requests
+    of one tenant, well inside a second's work at the cost a fresh plugin assumes."""
+    admission = Admission(Shares(budget_s=1.0), ServiceTime(2, ManualClock()))
+    assert admission.capacity() == int(1.0 / INITIAL_S)
     with ExitStack() as stack:
-        hold(admission, stack, "workspace:a", 4)
+        hold(admission, stack, "workspace:busy", 80)
+        assert admission.in_flight == 80
+        assert admission.queued_s == pytest.approx(80 * INITIAL_S)
+
+
+def test_a_tenant_alone_may_use_the_whole_budget_and_no_more() -> None:
+    admission, refused = admission_of(budget_s=1.0, cost_s=0.1)
+    with ExitStack() as stack:
+        hold(admission, stack, "workspace:a", 10)  # ten requests of 0.1 s: the budget
         with pytest.raises(OverShare) as caught:
             admission.check("workspace:a")
-    assert caught.value.reason == TENANT_MAX
-    assert "workspace:a" in str(caught.value)
+    assert caught.value.reason == FAIR_SHARE
     assert caught.value.retry_after_s >= 1
+    assert str(caught.value) == (
+        "too many requests in flight for namespace workspace:a: 10 already; the plugin has "
+        "1.00 s of work queued and each namespace's share is 10 requests; retry shortly"
+    )
     assert refused == [caught.value]
     assert admission.in_flight == 0
     assert admission.active_tenants() == 0
 
 
-def test_when_full_each_tenant_is_held_to_an_equal_share() -> None:
-    admission = Admission(Shares(capacity=8, tenant_max=8))
+def test_a_refusal_comes_only_under_contention_and_to_the_tenant_over_its_share() -> None:
+    admission, refused = admission_of(budget_s=1.0, cost_s=0.1)
     with ExitStack() as stack:
-        hold(admission, stack, "workspace:a", 6)
-        hold(admission, stack, "workspace:b", 2)  # now full: 8 in flight
-        with pytest.raises(OverShare) as caught:  # a holds 6 of an equal share of 4
-            admission.check("workspace:a")
-        assert caught.value.reason == FAIR_SHARE
-        admission.check("workspace:b")  # b holds 2 of its 4
+        hold(admission, stack, "workspace:a", 7)
         hold(admission, stack, "workspace:b", 2)
+        admission.check("workspace:a")  # 9 of 10: under budget, a may take what b leaves
+        hold(admission, stack, "workspace:a", 1)  # the budget is spent: 10 in flight
+        with pytest.raises(OverShare) as caught:  # a holds 8 of an equal share of 5
+            admission.check("workspace:a")
+        assert caught.value.share == 5
+        admission.check("workspace:b")  # b holds 2 of its 5: still admitted
+        hold(admission, stack, "workspace:b", 3)
         with pytest.raises(OverShare):
             admission.check("workspace:b")
+    assert [r.tenant for r in refused] == ["workspace:a", "workspace:b"]
 
 
 def test_a_tenant_with_nothing_in_flight_is_always_admitted() -> None:
     """The sequential backfill writer: one request at a time is never refused, however
     full the plugin is and however many tenants compete."""
-    admission = Admission(Shares(capacity=4, tenant_max=4))
+    admission, _ = admission_of(budget_s=0.4, cost_s=0.1)
     with ExitStack() as stack:
         for n in range(10):
             hold(admission, stack, f"workspace:{n}", 1)
@@ -58,8 +91,79 @@ def test_a_tenant_with_nothing_in_flight_is_always_admitted() -> None:
         assert admission.in_flight == 10
 
 
+def test_the_budget_adapts_to_a_slower_model() -> None:
+    """The same burst is admitted on a fast model and held to the budget on one ten
+    times slower: the cost of a request follows the model's batches."""
+    service_time = ServiceTime(parallelism=2, clock=ManualClock())
+    admission = Admission(Shares(budget_s=1.0), service_time)
+    service_time.observe_model(texts=4, seconds=0.02)  # 5 ms a text, 2 sessions: 2.5 ms
+    assert admission.capacity() == 400
+    for _ in range(20):  # the node is throttled: each batch now takes ten times as long
+        service_time.observe_model(texts=4, seconds=0.2)
+    assert service_time.seconds == pytest.approx(0.025, rel=0.01)
+    assert admission.capacity() == 40
+    with ExitStack() as stack:
+        hold(admission, stack, "workspace:a", 40)
+        with pytest.raises(OverShare):
+            admission.check("workspace:a")
+
+
+def test_the_cost_of_a_request_is_the_busy_time_per_answer() -> None:
+    """Saturated (more in flight than sessions): an answer every 50 ms, in the order
+    admitted, is 50 ms a request, whatever the bottleneck; the model's own, smaller
+    time does not hide it."""
+    clock = ManualClock()
+    service_time = ServiceTime(parallelism=2, clock=clock)
+    service_time.observe_model(4, 0.02)
+    admitted = [service_time.started() for _ in range(64)]
+    for request in admitted[:60]:  # at least 4 in flight throughout: sessions full
+        clock.advance(0.05)
+        service_time.finished(request)
+    assert service_time.seconds == pytest.approx(0.05)
+    assert Admission(Shares(budget_s=1.0), service_time).capacity() == 20
+
+
+def test_a_request_that_waited_longer_than_its_place_foretold_raises_the_cost() -> None:
+    """Searches let in ahead of queued writes: the plugin answers every 20 ms, but a
+    write admitted behind ten others waits ten seconds. The cost follows the waits."""
+    clock = ManualClock()
+    service_time = ServiceTime(parallelism=2, clock=clock)
+    writes = [service_time.started() for _ in range(10)]
+    for second in range(30):
+        for _ in range(49):
+            search = service_time.started()
+            clock.advance(0.02)
+            service_time.finished(search)
+        service_time.finished(writes.pop(0))  # the oldest write, a second later
+        writes.append(service_time.started())
+        del second
+    assert service_time.seconds > 0.5  # the busy time alone: 20 ms an answer
+
+
+def test_light_load_counts_in_proportion_to_the_sessions_in_use() -> None:
+    """One request at a time on two sessions: half of its 10 ms is the plugin's cost."""
+    clock = ManualClock()
+    service_time = ServiceTime(parallelism=2, clock=clock)
+    admission = Admission(Shares(budget_s=1.0), service_time)
+    for _ in range(32):
+        with admission.hold("workspace:a"):
+            clock.advance(0.01)
+        clock.advance(1.0)  # idle between requests: not counted
+    assert service_time.seconds == pytest.approx(0.005)
+
+
+def test_an_operators_cap_holds_however_idle_the_plugin() -> None:
+    admission, _ = admission_of(budget_s=1.0, cost_s=0.001, tenant_max=4)
+    with ExitStack() as stack:
+        hold(admission, stack, "workspace:a", 4)
+        with pytest.raises(OverShare) as caught:
+            admission.check("workspace:a")
+    assert caught.value.reason == TENANT_MAX
+    assert "at most 4 requests of one namespace are served at once" in str(caught.value)
+
+
 def test_a_request_that_fails_gives_its_place_back() -> None:
-    admission = Admission(Shares(capacity=1, tenant_max=1))
+    admission, _ = admission_of(budget_s=0.1, cost_s=0.1)
     with pytest.raises(RuntimeError), admission.hold("workspace:a"):
         raise RuntimeError("the handler failed")
     assert admission.in_flight == 0
@@ -80,7 +184,7 @@ def test_a_search_works_for_the_callers_own_workspace() -> None:
 
 def test_a_held_request_makes_its_backend_calls_for_its_tenant() -> None:
     """What the embedded store's engine turns go round robin by (adapters/callers.py)."""
-    admission = Admission(Shares(capacity=4, tenant_max=2))
+    admission, _ = admission_of(budget_s=0.2, cost_s=0.1)
     assert current_caller.get() is None
     with admission.hold("workspace:a"):
         assert current_caller.get() == "workspace:a"
@@ -89,5 +193,16 @@ def test_a_held_request_makes_its_backend_calls_for_its_tenant() -> None:
         assert current_caller.get() == "workspace:a"
     assert current_caller.get() is None
     with pytest.raises(OverShare), admission.hold("workspace:a"), admission.hold("workspace:a"):
-        admission.check("workspace:a")  # a third: over tenant_max
+        admission.check("workspace:a")  # a third: over the budget of two
     assert current_caller.get() is None  # a refusal leaves nothing behind
+
+
+def test_a_clock_too_coarse_to_see_busy_time_still_gives_a_cost() -> None:
+    """Windows whose busy time reads zero: the cost is the least one, never zero."""
+    service_time = ServiceTime(parallelism=2, clock=ManualClock())
+    admission = Admission(Shares(budget_s=1.0), service_time)
+    for _ in range(64):
+        with admission.hold("workspace:a"):
+            pass
+    assert service_time.seconds == LEAST_S
+    assert admission.capacity() == int(1.0 / LEAST_S)

@@ -42,6 +42,24 @@ def test_values_from_environment() -> None:
     assert (settings.janitor_interval_s, settings.max_body_bytes) == (5.0, 4096)
 
 
+def test_admission_weighs_the_queue_in_time_with_no_cap_per_namespace_by_default() -> None:
+    settings = Settings.from_env({"MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT": ""})
+    assert (settings.admission_budget_s, settings.tenant_max_in_flight) == (1.0, None)
+    settings = Settings.from_env(
+        {"MEMORY_PLUGIN_ADMISSION_BUDGET": "0.5", "MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT": "32"}
+    )
+    assert (settings.admission_budget_s, settings.tenant_max_in_flight) == (0.5, 32)
+
+
+def test_a_variable_an_earlier_version_read_stops_the_start_naming_its_replacement() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"MEMORY_PLUGIN_QUEUE_CAPACITY": "64"})
+    assert str(caught.value) == (
+        "MEMORY_PLUGIN_QUEUE_CAPACITY is no longer read: admission weighs the requests in "
+        "flight in seconds; set MEMORY_PLUGIN_ADMISSION_BUDGET instead (docs/settings.md)"
+    )
+
+
 @pytest.mark.parametrize(
     ("value", "expected"), [(None, None), ("", None), ("hybrid", "hybrid"), ("keyword", "keyword")]
 )
@@ -65,6 +83,8 @@ def test_empty_qdrant_url_means_embedded() -> None:
         ({"MEMORY_PLUGIN_COLLECTION_PREFIX": "a/b"}, "MEMORY_PLUGIN_COLLECTION_PREFIX"),
         ({"MEMORY_PLUGIN_LOG_LEVEL": "LOUD"}, "MEMORY_PLUGIN_LOG_LEVEL='LOUD'"),
         ({"MEMORY_PLUGIN_SEARCH": "fuzzy"}, "MEMORY_PLUGIN_SEARCH='fuzzy'"),
+        ({"MEMORY_PLUGIN_ADMISSION_BUDGET": "0"}, "MEMORY_PLUGIN_ADMISSION_BUDGET='0'"),
+        ({"MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT": "0"}, "MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT='0'"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:

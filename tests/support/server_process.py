@@ -33,10 +33,7 @@ EXIT_TIMEOUT_S = 30.0
 
 # Shares no race or burst of a test or benchmark reaches: for the servers that measure
 # something else than admission (benchmarks/fairness.py measures the shares).
-WIDE_SHARES = {
-    "MEMORY_PLUGIN_QUEUE_CAPACITY": "10000",
-    "MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT": "10000",
-}
+WIDE_SHARES = {"MEMORY_PLUGIN_ADMISSION_BUDGET": "60"}
 
 
 def clean_env(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
