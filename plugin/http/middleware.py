@@ -126,15 +126,15 @@ def _from_refusal(refusal: OverShare, request_id: str) -> ApiError:
     )
 
 
-def _pause_reading(transport: asyncio.BaseTransport | None) -> None:
+def rest_connection(transport: asyncio.BaseTransport | None) -> None:
     """Read nothing more from `transport` for `REFUSED_PAUSE_S`."""
     if not isinstance(transport, asyncio.ReadTransport) or not transport.is_reading():
         return
     transport.pause_reading()
-    asyncio.get_running_loop().call_later(REFUSED_PAUSE_S, _resume_reading, transport)
+    asyncio.get_running_loop().call_later(REFUSED_PAUSE_S, _resume_reading_of, transport)
 
 
-def _resume_reading(transport: asyncio.ReadTransport) -> None:
+def _resume_reading_of(transport: asyncio.ReadTransport) -> None:
     if not transport.is_closing() and not transport.is_reading():
         transport.resume_reading()
 
@@ -159,7 +159,7 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
     except OverShare as refusal:
         failure = _from_refusal(refusal, request_id)
         request[REFUSED_KEY] = True
-        _pause_reading(request.transport)
+        rest_connection(request.transport)
     except web.HTTPException as error:
         if error.status < 400:
             raise

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from plugin.http import middleware
 from plugin.http.app import create_app
 from plugin.http.keys import ADMISSION
 from plugin.scheduling.service_time import INITIAL_S
@@ -202,3 +203,37 @@ async def test_an_operators_cap_per_namespace_refuses_however_idle_the_plugin(
     )
     gated.gate.set()
     assert [(await task).status for task in flood] == [201, 201]
+
+
+class _Transport(asyncio.ReadTransport):
+    """Just the reading state of a connection's transport."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = True
+
+    def is_reading(self) -> bool:
+        return self.reading
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_closing(self) -> bool:
+        return False
+
+
+async def test_a_refused_connection_rests_then_is_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller that sends again the moment it is refused is read again only after the
+    rest; then as any other (docs/behaviour.md, "A refused caller's connection rests")."""
+    transport = _Transport()
+    monkeypatch.setattr(middleware, "REFUSED_PAUSE_S", 0.0)
+    middleware.rest_connection(transport)
+    assert not transport.is_reading()
+    for _ in range(2):  # the timer's callback runs in the next iteration
+        await asyncio.sleep(0)
+    assert transport.is_reading()
