@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from benchmarks.common import percentile
-from benchmarks.fairness_load import Texts, check, commit_request, run_checks
+from benchmarks.fairness_load import Texts, check, commit_request, run_checks, warm
 from benchmarks.http_caller import Connection, Request
 
 BURST = "workspace:burst"
@@ -41,7 +41,7 @@ async def burst(base: str, callers: int, script: Script, seed: int) -> list[tupl
     """`callers` connections, opened first; then each sends its script at the same moment.
     (status, seconds) of every request."""
     connections = [Connection(base, CLIENT_TIMEOUT_S) for _ in range(callers)]
-    await asyncio.gather(*(c.send(("GET", "/v1/health", None)) for c in connections))
+    await warm(connections)
     gate = asyncio.Event()
     out: list[tuple[int, float]] = []
 

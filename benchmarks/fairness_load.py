@@ -131,7 +131,7 @@ async def run_flood(
             delay = rng.uniform(0, flood.ramp_s)
             loop = closed_loop(connection, tenant, make, until, out, 0.0, flood.honour_retry_after)
             loops.append(_after(delay, loop))
-    await _warm(connections)
+    await warm(connections)
     try:
         await asyncio.gather(*loops)
     finally:
@@ -140,7 +140,7 @@ async def run_flood(
     return out
 
 
-async def _warm(connections: Sequence[Connection]) -> None:
+async def warm(connections: Sequence[Connection]) -> None:
     """Open the callers' connections (a health check each, not measured) before the loops
     start: the platform's client keeps its connections alive, and a fresh child process
     setting up dozens at once stalled its own loop for up to 83 ms, which the first

@@ -74,11 +74,11 @@ class Admission:
     def __init__(
         self,
         shares: Shares,
-        service_time: ServiceTime | None = None,
+        service_time: ServiceTime,
         on_refused: RefusalObserver | None = None,
     ) -> None:
         self.shares = shares
-        self.service_time = ServiceTime() if service_time is None else service_time
+        self.service_time = service_time
         self._in_flight: dict[str, int] = {}
         self._total = 0
         self._on_refused = on_refused
@@ -107,10 +107,11 @@ class Admission:
             counts[kind] = counts.get(kind, 0) + count
         return counts
 
-    def fair_share(self, tenant: str) -> int:
-        """What `tenant` may hold while the budget is spent: an equal part of it."""
+    def fair_share(self, tenant: str, capacity: int) -> int:
+        """What `tenant` may hold while the budget (`capacity` requests) is spent: an
+        equal part of it."""
         active = len(self._in_flight) + (tenant not in self._in_flight)
-        return max(1, self.capacity() // active)
+        return max(1, capacity // active)
 
     def check(self, tenant: str) -> None:
         """Raise `OverShare` unless one more request of `tenant` may start now."""
@@ -120,8 +121,9 @@ class Admission:
         cap = self.shares.tenant_max
         if cap is not None and mine >= cap:
             self._refuse(OverShare(tenant, TENANT_MAX, mine, cap))
-        if self._total >= self.capacity():
-            share = self.fair_share(tenant)
+        capacity = self.capacity()
+        if self._total >= capacity:
+            share = self.fair_share(tenant, capacity)
             if mine >= share:
                 self._refuse(OverShare(tenant, FAIR_SHARE, mine, share, self.queued_s))
 

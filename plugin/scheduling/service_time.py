@@ -10,10 +10,10 @@ Three measurements, the largest wins:
   the engine on the event loop, or the loop itself. Sampled over windows of
   `WINDOW_REQUESTS` answers or `WINDOW_S` of busy time, smoothed.
 - **The wait each request ahead actually cost.** A request admitted behind `n` others
-  (the model's sessions full) that was answered after `t` seconds measured `t / (n + 1)`
-  a request; the longest of each `SOJOURN_REQUESTS` answers counts, smoothed. What the first
-  measurement misses, searches let in ahead of queued writes and an event loop
-  slowed by refusals, is in it.
+  (`n` at least `parallelism`) and answered after `t` seconds measured `t / (n + 1)` a
+  request; the longest of every `SOJOURN_REQUESTS` such answers counts, smoothed. What
+  the first measurement misses, searches let in ahead of queued writes and an event
+  loop slowed by refusals, is in it.
 - **The model's time per text** divided by its sessions, from every batch it embeds:
   a model slowed down (a CPU limit, a busy node, longer texts) is seen at its next
   batch, before a load has shown it in the answers.

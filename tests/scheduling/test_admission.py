@@ -129,14 +129,13 @@ def test_a_request_that_waited_longer_than_its_place_foretold_raises_the_cost() 
     clock = ManualClock()
     service_time = ServiceTime(parallelism=2, clock=clock)
     writes = [service_time.started() for _ in range(10)]
-    for second in range(30):
+    for _ in range(30):
         for _ in range(49):
             search = service_time.started()
             clock.advance(0.02)
             service_time.finished(search)
         service_time.finished(writes.pop(0))  # the oldest write, a second later
         writes.append(service_time.started())
-        del second
     assert service_time.seconds > 0.5  # the busy time alone: 20 ms an answer
 
 
