@@ -12,7 +12,9 @@ client gives each call the platform's 2 s:
 3. 1,000 commits of one tenant at once, three rounds: every request answered, 201
    or 429, within 2 s; no 503, no timeout.
 
-The model's own rate, in this process, is printed as the yardstick. About a minute.
+Before each round it prints what the plugin takes a request to cost then (the
+admission gauge). The model's own rate, in this process, is printed as the
+yardstick. About a minute.
 `python -m benchmarks.bursts [--data PATH]`
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -66,6 +69,15 @@ async def burst(base: str, callers: int, script: Script, seed: int) -> list[tupl
     return out
 
 
+def request_cost_ms(base: str) -> float:
+    """What the plugin takes one more request to cost now (its admission gauge)."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("memory_plugin_admission_request_cost_seconds "):
+                return float(line.split()[1]) * 1000
+    raise RuntimeError("no memory_plugin_admission_request_cost_seconds in /metrics")
+
+
 def shown(outcomes: Sequence[tuple[int, float]]) -> str:
     statuses = Counter(status for status, _ in outcomes)
     ms = [took * 1000 for _, took in outcomes]
@@ -86,11 +98,15 @@ def measure(base: str, texts: Texts, duration: float) -> list[bool]:
     def rounds(callers: int, script: Script, count: int, label: str) -> list[tuple[int, float]]:
         everything: list[tuple[int, float]] = []
         for n in range(count):
+            cost_ms = request_cost_ms(base)
             started = time.perf_counter()
             outcomes = asyncio.run(burst(base, callers, script, seed=n + 1))
             everything += outcomes
             took = time.perf_counter() - started
-            print(f"  {label}, round {n + 1}: {shown(outcomes)}; all answered in {took:.2f} s")
+            print(
+                f"  {label}, round {n + 1} (a request's cost before it {cost_ms:.1f} ms): "
+                f"{shown(outcomes)}; all answered in {took:.2f} s"
+            )
         return everything
 
     results = []

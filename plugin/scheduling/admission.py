@@ -135,13 +135,13 @@ class Admission:
         self.check(tenant)
         self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
         self._total += 1
-        admitted = self.service_time.started()
+        self.service_time.started()
         caller = current_caller.set(tenant)
         try:
             yield
         finally:
             current_caller.reset(caller)
-            self.service_time.finished(admitted)
+            self.service_time.finished()
             self._total -= 1
             left = self._in_flight[tenant] - 1
             if left:

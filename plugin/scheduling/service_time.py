@@ -1,6 +1,6 @@
 """How long the plugin takes per request when it is busy: what admission weighs a queue by.
 
-Three measurements, the largest wins:
+Two measurements, the larger wins:
 
 - **Busy time per answer.** The requests in flight are the work the plugin is doing;
   while `parallelism` or more are in flight (the model's sessions all busy) every
@@ -9,16 +9,11 @@ Three measurements, the largest wins:
   plugin is full (the inverse of its throughput), whatever the bottleneck: the model,
   the engine on the event loop, or the loop itself. Sampled over windows of
   `WINDOW_REQUESTS` answers or `WINDOW_S` of busy time, smoothed.
-- **The wait each request ahead actually cost.** A request admitted behind `n` others
-  (`n` at least `parallelism`) and answered after `t` seconds measured `t / (n + 1)` a
-  request; the longest of every `SOJOURN_REQUESTS` such answers counts, smoothed. What
-  the first measurement misses, searches let in ahead of queued writes and an event
-  loop slowed by refusals, is in it.
 - **The model's time per text** divided by its sessions, from every batch it embeds:
   a model slowed down (a CPU limit, a busy node, longer texts) is seen at its next
   batch, before a load has shown it in the answers.
 
-Until any has been measured, `INITIAL_S`; never less than `LEAST_S`. All times come
+Until either has been measured, `INITIAL_S`; never less than `LEAST_S`. All times come
 from `clock` (monotonic seconds), so tests move it by hand.
 """
 
@@ -26,7 +21,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 # A request's cost before anything was measured: a short text's model time on one core.
 INITIAL_S = 0.005
@@ -35,7 +29,6 @@ INITIAL_S = 0.005
 LEAST_S = 0.0001
 WINDOW_REQUESTS = 32
 WINDOW_S = 0.1
-SOJOURN_REQUESTS = 64
 SMOOTHING = 0.3  # weight of the newest window's sample
 
 
@@ -46,19 +39,16 @@ class ServiceTime:
         self._parallelism = max(1, parallelism)
         self._clock = clock
         self._busy_s: float | None = None  # busy time per answer, smoothed
-        self._sojourn_s: float | None = None  # wait per request ahead, smoothed
         self._model_s: float | None = None  # the model's time per text, smoothed
         self._in_flight = 0
         self._since = clock()
         self._window_busy = 0.0
         self._window_answered = 0
-        self._longest = 0.0  # the longest wait per request ahead of this window's answers
-        self._sampled = 0
 
     @property
     def seconds(self) -> float:
         """The estimate: what one more request in the queue adds to everybody's wait."""
-        found = (self._busy_s, self._sojourn_s, self.model_seconds)
+        found = (self._busy_s, self.model_seconds)
         measured = [s for s in found if s is not None]
         return max(LEAST_S, *measured) if measured else INITIAL_S
 
@@ -67,14 +57,12 @@ class ServiceTime:
         """The model's time per text divided by its sessions, once a batch was timed."""
         return None if self._model_s is None else self._model_s / self._parallelism
 
-    def started(self) -> Admitted:
-        """A request was admitted: what `finished` needs to know of it."""
+    def started(self) -> None:
+        """A request was admitted."""
         self._account()
-        ahead = self._in_flight
         self._in_flight += 1
-        return Admitted(self._since, ahead)
 
-    def finished(self, admitted: Admitted) -> None:
+    def finished(self) -> None:
         """A request admitted earlier was answered (or failed)."""
         self._account()
         self._in_flight -= 1
@@ -82,13 +70,6 @@ class ServiceTime:
         if self._window_answered >= WINDOW_REQUESTS or self._window_busy >= WINDOW_S:
             self._busy_s = _smoothed(self._busy_s, self._window_busy / self._window_answered)
             self._window_busy, self._window_answered = 0.0, 0
-        if admitted.ahead >= self._parallelism:
-            sample = (self._since - admitted.at) / (admitted.ahead + 1)
-            self._longest = max(self._longest, sample)
-            self._sampled += 1
-            if self._sampled >= SOJOURN_REQUESTS:
-                self._sojourn_s = _smoothed(self._sojourn_s, self._longest)
-                self._longest, self._sampled = 0.0, 0
 
     def observe_model(self, texts: int, seconds: float) -> None:
         """The model embedded `texts` texts in one batch, in `seconds`."""
@@ -101,12 +82,6 @@ class ServiceTime:
             share = min(self._in_flight, self._parallelism) / self._parallelism
             self._window_busy += (now - self._since) * share
         self._since = now
-
-
-@dataclass(frozen=True, slots=True)
-class Admitted:
-    at: float  # the clock when it was admitted
-    ahead: int  # requests in flight then
 
 
 def _smoothed(previous: float | None, sample: float) -> float:
