@@ -7,11 +7,17 @@ Two measurements, the larger wins:
   second is a second of service, while fewer are, it counts in proportion. That busy
   time divided by the requests answered in it is the time one request costs when the
   plugin is full (the inverse of its throughput), whatever the bottleneck: the model,
-  the engine on the event loop, or the loop itself. Sampled over windows of
-  `WINDOW_REQUESTS` answers or `WINDOW_S` of busy time, smoothed.
-- **The model's time per text** divided by its sessions, from every batch it embeds:
-  a model slowed down (a CPU limit, a busy node, longer texts) is seen at its next
-  batch, before a load has shown it in the answers.
+  the engine on the event loop, or the loop itself. Counted from the first answer of
+  each busy spell (requests in flight without a pause): the time before it is one
+  request's latency, not a cost per request, and a burst on an idle plugin would
+  read it as one. Sampled over windows of `WINDOW_REQUESTS` answers, or of `WINDOW_S`
+  of busy time once they hold `LEAST_WINDOW_REQUESTS` (a stall of the event loop
+  spread over a handful of answers is not what every request costs), smoothed.
+- **The model's time per text** divided by its sessions, from the batches it embeds,
+  taken over `MODEL_WINDOW_TEXTS` texts at a time (the first batches after a start are
+  slow, and a small batch costs more per text than a full one): a model slowed down (a
+  CPU limit, a busy node, longer texts) is seen within a few batches, before a load
+  has shown it in the answers.
 
 Until either has been measured, `INITIAL_S`; never less than `LEAST_S`. All times come
 from `clock` (monotonic seconds), so tests move it by hand.
@@ -29,6 +35,8 @@ INITIAL_S = 0.005
 LEAST_S = 0.0001
 WINDOW_REQUESTS = 32
 WINDOW_S = 0.1
+LEAST_WINDOW_REQUESTS = 8
+MODEL_WINDOW_TEXTS = 16
 SMOOTHING = 0.3  # weight of the newest window's sample
 
 
@@ -44,6 +52,9 @@ class ServiceTime:
         self._since = clock()
         self._window_busy = 0.0
         self._window_answered = 0
+        self._answering = False  # this busy spell has had its first answer
+        self._model_window_s = 0.0
+        self._model_window_texts = 0
 
     @property
     def seconds(self) -> float:
@@ -66,19 +77,29 @@ class ServiceTime:
         """A request admitted earlier was answered (or failed)."""
         self._account()
         self._in_flight -= 1
+        first, self._answering = not self._answering, self._in_flight > 0
+        if first:  # what came before it was latency, not cost (module docstring)
+            return
         self._window_answered += 1
-        if self._window_answered >= WINDOW_REQUESTS or self._window_busy >= WINDOW_S:
+        answered = self._window_answered
+        if answered >= WINDOW_REQUESTS or (
+            answered >= LEAST_WINDOW_REQUESTS and self._window_busy >= WINDOW_S
+        ):
             self._busy_s = _smoothed(self._busy_s, self._window_busy / self._window_answered)
             self._window_busy, self._window_answered = 0.0, 0
 
     def observe_model(self, texts: int, seconds: float) -> None:
         """The model embedded `texts` texts in one batch, in `seconds`."""
-        if texts > 0:
-            self._model_s = _smoothed(self._model_s, seconds / texts)
+        self._model_window_s += seconds
+        self._model_window_texts += texts
+        if self._model_window_texts >= MODEL_WINDOW_TEXTS:
+            sample = self._model_window_s / self._model_window_texts
+            self._model_s = _smoothed(self._model_s, sample)
+            self._model_window_s, self._model_window_texts = 0.0, 0
 
     def _account(self) -> None:
         now = self._clock()
-        if self._in_flight:
+        if self._in_flight and self._answering:
             share = min(self._in_flight, self._parallelism) / self._parallelism
             self._window_busy += (now - self._since) * share
         self._since = now

@@ -3,8 +3,9 @@
 The app runs the real embedded store with a gated encoder: a request admitted
 waits inside the model until the test opens the gate, so what is in flight when
 the next request arrives is decided by the test, not by timing. Admission's clock
-stands still (`ticks`), so the cost of a request is what the test tells it: one
-second a text, against a budget of two seconds, fills the budget with two requests.
+stands still (`ticks`), so the cost of a request is what the test tells it: a model
+window of a second a text, against a budget of two seconds, fills the budget with two
+requests.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ async def api(
             assert (await client.put_ns(name)).status == 200
         gated.gate.clear()
         if not budget_marked:
-            client.app[ADMISSION].service_time.observe_model(texts=1, seconds=1.0)
+            client.app[ADMISSION].service_time.observe_model(texts=16, seconds=16.0)
         yield client
         gated.gate.set()
 

@@ -12,7 +12,7 @@ import pytest
 
 from adapters.callers import current_caller
 from plugin.scheduling.admission import FAIR_SHARE, TENANT_MAX, Admission, OverShare, Shares
-from plugin.scheduling.service_time import INITIAL_S, LEAST_S, ServiceTime
+from plugin.scheduling.service_time import INITIAL_S, LEAST_S, MODEL_WINDOW_TEXTS, ServiceTime
 from plugin.scheduling.work import search_tenant, tenant_kind
 from tests.support.clocks import ManualClock
 
@@ -26,9 +26,9 @@ def admission_of(
     budget_s: float, cost_s: float, tenant_max: int | None = None
 ) -> tuple[Admission, list[OverShare]]:
     """An admission whose measured cost of a request is `cost_s` (one session, a model
-    that took that long for one text)."""
+    that took that long a text over a window of texts)."""
     service_time = ServiceTime(parallelism=1, clock=ManualClock())
-    service_time.observe_model(1, cost_s)
+    service_time.observe_model(MODEL_WINDOW_TEXTS, cost_s * MODEL_WINDOW_TEXTS)
     refused: list[OverShare] = []
     return Admission(Shares(budget_s, tenant_max), service_time, refused.append), refused
 
@@ -96,9 +96,10 @@ def test_the_budget_adapts_to_a_slower_model() -> None:
     times slower: the cost of a request follows the model's batches."""
     service_time = ServiceTime(parallelism=2, clock=ManualClock())
     admission = Admission(Shares(budget_s=1.0), service_time)
-    service_time.observe_model(texts=4, seconds=0.02)  # 5 ms a text, 2 sessions: 2.5 ms
+    for _ in range(4):  # 5 ms a text, 2 sessions: 2.5 ms
+        service_time.observe_model(texts=4, seconds=0.02)
     assert admission.capacity() == 400
-    for _ in range(20):  # the node is throttled: each batch now takes ten times as long
+    for _ in range(80):  # the node is throttled: each batch now takes ten times as long
         service_time.observe_model(texts=4, seconds=0.2)
     assert service_time.seconds == pytest.approx(0.025, rel=0.01)
     assert admission.capacity() == 40
@@ -113,7 +114,8 @@ def test_the_cost_of_a_request_is_the_busy_time_per_answer() -> None:
     request, whatever the bottleneck; the model's own, smaller time does not hide it."""
     clock = ManualClock()
     service_time = ServiceTime(parallelism=2, clock=clock)
-    service_time.observe_model(4, 0.02)
+    for _ in range(4):
+        service_time.observe_model(4, 0.02)
     for _ in range(64):
         service_time.started()
     for _ in range(60):  # at least 4 in flight throughout: sessions full
@@ -124,15 +126,44 @@ def test_the_cost_of_a_request_is_the_busy_time_per_answer() -> None:
 
 
 def test_light_load_counts_in_proportion_to_the_sessions_in_use() -> None:
-    """One request at a time on two sessions: half of its 10 ms is the plugin's cost."""
+    """One request in flight at a time on two sessions, each admitted as the last is
+    answered, one every 10 ms: half of those 10 ms is the plugin's cost."""
     clock = ManualClock()
     service_time = ServiceTime(parallelism=2, clock=clock)
-    admission = Admission(Shares(budget_s=1.0), service_time)
-    for _ in range(32):
-        with admission.hold("workspace:a"):
-            clock.advance(0.01)
-        clock.advance(1.0)  # idle between requests: not counted
+    service_time.started()
+    for _ in range(40):
+        clock.advance(0.01)
+        service_time.started()  # the next arrives as this one is answered
+        service_time.finished()
     assert service_time.seconds == pytest.approx(0.005)
+
+
+def test_a_bursts_wait_for_its_first_answer_is_not_a_cost() -> None:
+    """Forty requests arrive at once on an idle plugin; the first answer comes after
+    100 ms (one request's latency), then one every 4 ms. The cost is 4 ms, not the
+    100 ms spread over the first few answers."""
+    clock = ManualClock()
+    service_time = ServiceTime(parallelism=2, clock=clock)
+    for _ in range(40):
+        service_time.started()
+    clock.advance(0.1)
+    service_time.finished()
+    for _ in range(39):
+        clock.advance(0.004)
+        service_time.finished()
+    assert service_time.seconds == pytest.approx(0.004)
+
+
+def test_sequential_requests_teach_nothing_of_a_busy_plugins_cost() -> None:
+    """One caller at a time: each answer is the first of its spell, so the cost stays
+    what the model measured (or the start-up guess), never one request's latency."""
+    clock = ManualClock()
+    service_time = ServiceTime(parallelism=2, clock=clock)
+    for _ in range(64):
+        service_time.started()
+        clock.advance(0.05)
+        service_time.finished()
+    assert service_time.seconds == INITIAL_S
 
 
 def test_an_operators_cap_holds_however_idle_the_plugin() -> None:
@@ -184,8 +215,9 @@ def test_a_clock_too_coarse_to_see_busy_time_still_gives_a_cost() -> None:
     """Windows whose busy time reads zero: the cost is the least one, never zero."""
     service_time = ServiceTime(parallelism=2, clock=ManualClock())
     admission = Admission(Shares(budget_s=1.0), service_time)
-    for _ in range(64):
-        with admission.hold("workspace:a"):
-            pass
+    service_time.started()
+    for _ in range(64):  # always one in flight, the clock standing still
+        service_time.started()
+        service_time.finished()
     assert service_time.seconds == LEAST_S
     assert admission.capacity() == int(1.0 / LEAST_S)
