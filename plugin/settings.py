@@ -108,7 +108,7 @@ class Settings(BaseModel):
     # plugin/scheduling/admission.py: the wait (seconds) the requests in flight may make before
     # each namespace is held to an equal share of it, and an optional cap on one namespace's
     # requests in flight however idle the plugin is; beyond either, 429 at once.
-    admission_budget_s: float = Field(1.0, gt=0, le=60, alias="MEMORY_PLUGIN_ADMISSION_BUDGET")
+    admission_budget_s: float = Field(0.75, gt=0, le=60, alias="MEMORY_PLUGIN_ADMISSION_BUDGET")
     tenant_max_in_flight: int | None = Field(
         None, ge=1, le=100_000, alias="MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT"
     )

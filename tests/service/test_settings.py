@@ -44,7 +44,7 @@ def test_values_from_environment() -> None:
 
 def test_admission_weighs_the_queue_in_time_with_no_cap_per_namespace_by_default() -> None:
     settings = Settings.from_env({"MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT": ""})
-    assert (settings.admission_budget_s, settings.tenant_max_in_flight) == (1.0, None)
+    assert (settings.admission_budget_s, settings.tenant_max_in_flight) == (0.75, None)
     settings = Settings.from_env(
         {"MEMORY_PLUGIN_ADMISSION_BUDGET": "0.5", "MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT": "32"}
     )
