@@ -65,7 +65,7 @@ class ServiceTime:
 
     @property
     def model_seconds(self) -> float | None:
-        """The model's time per text divided by its sessions, once a batch was timed."""
+        """The model's time per text divided by its sessions, once a window was timed."""
         return None if self._model_s is None else self._model_s / self._parallelism
 
     def started(self) -> None:
