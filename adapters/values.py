@@ -10,11 +10,14 @@ import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from adapters.times import format_optional_time, format_time, parse_optional_time, parse_time
 
 JsonObject = dict[str, Any]
+# What a 201 promises of the embedded store: synced to disk (`sync`), or written to the
+# kernel's page cache, surviving a killed process but not a power cut (`async`).
+Durability = Literal["sync", "async"]
 
 # A memory with the vector the store keeps for it (export, import, migrations);
 # on Qdrant that vector is normalised, for cosine.

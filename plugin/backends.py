@@ -22,7 +22,7 @@ def _embedded(settings: Settings, dimension: int) -> VectorBackend:
     """Qdrant's engine in-process (qdrant-edge), on disk under MEMORY_PLUGIN_DATA_DIR."""
     from adapters.qdrant.edge.backend import QdrantEdgeBackend
 
-    return QdrantEdgeBackend(dimension, settings.data_dir)
+    return QdrantEdgeBackend(dimension, settings.data_dir, durability=settings.durability)
 
 
 def qdrant_server(

@@ -132,6 +132,9 @@ def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     assert settings.admission_budget_s == config["admissionBudgetSeconds"]
     assert settings.tenant_max_in_flight == config.get("tenantMaxInFlight")
     assert settings.search == (config["search"] or None)
+    embedded = chart_values(scenario).get("backend", "embedded") == "embedded"
+    assert ("MEMORY_PLUGIN_DURABILITY" in data) == embedded
+    assert settings.durability == config["durability"]
 
 
 # --- helm test -------------------------------------------------------------------------------

@@ -118,6 +118,7 @@ def test_schema_accepts_a_known_key_and_rejects_a_typo() -> None:
         "resources.limit.memory=1Gi",
         "embedded.persistance.size=1Gi",
         "config.logLevel=TRACE",
+        "config.durability=fast",
         "backend=postgres",
     ],
 )

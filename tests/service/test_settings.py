@@ -51,6 +51,11 @@ def test_admission_weighs_the_queue_in_time_with_no_cap_per_namespace_by_default
     assert (settings.admission_budget_s, settings.tenant_max_in_flight) == (0.5, 32)
 
 
+def test_durability_is_sync_unless_asked_for_async() -> None:
+    assert Settings.from_env({}).durability == "sync"
+    assert Settings.from_env({"MEMORY_PLUGIN_DURABILITY": "async"}).durability == "async"
+
+
 def test_a_variable_an_earlier_version_read_stops_the_start_naming_its_replacement() -> None:
     with pytest.raises(SettingsError) as caught:
         Settings.from_env({"MEMORY_PLUGIN_QUEUE_CAPACITY": "64"})
@@ -85,6 +90,7 @@ def test_empty_qdrant_url_means_embedded() -> None:
         ({"MEMORY_PLUGIN_SEARCH": "fuzzy"}, "MEMORY_PLUGIN_SEARCH='fuzzy'"),
         ({"MEMORY_PLUGIN_ADMISSION_BUDGET": "0"}, "MEMORY_PLUGIN_ADMISSION_BUDGET='0'"),
         ({"MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT": "0"}, "MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT='0'"),
+        ({"MEMORY_PLUGIN_DURABILITY": "fast"}, "MEMORY_PLUGIN_DURABILITY='fast'"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:

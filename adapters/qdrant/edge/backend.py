@@ -22,9 +22,11 @@ vector, IDF from the shard); a search ranks by either or both, fused in one quer
 
 Durability: qdrant-edge appends every update to its write-ahead log before
 `update()` returns, and records are SQLite transactions, so an acknowledged
-write survives `kill -9` (tests/store/test_durability.py). Where each engine call runs
-(event loop or worker thread) is dispatch.py's. One plugin process per data
-directory.
+write survives `kill -9` (tests/store/test_durability.py). Under the `sync`
+durability (the default) a write also returns only once that log and the
+records are synced to disk, so it survives a power cut too (log_sync.py,
+tests/store/test_power_loss.py). Where each engine call runs (event loop or
+worker thread) is dispatch.py's. One plugin process per data directory.
 
 The request surface comes in layers, each the backend's own methods: namespaces.py,
 then reads.py, then writes.py; this class adds the lifecycle and health. The
@@ -57,6 +59,7 @@ from adapters.qdrant.edge.transfer import EdgeStoreMeta, EdgeTransfer
 from adapters.qdrant.edge.upkeep import EdgeUpkeep
 from adapters.qdrant.edge.writes import EdgeWrites
 from adapters.values import (
+    Durability,
     SearchMode,
     StoreCondition,
 )
@@ -80,9 +83,12 @@ class QdrantEdgeBackend(EdgeWrites):
         *,
         workers: int = 4,
         disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+        durability: Durability = "sync",
     ) -> None:
         self._data_dir = Path(data_dir)
-        store = EdgeStore(self._data_dir / STORE_DIR, dimension, workers, disk_headroom_bytes)
+        store = EdgeStore(
+            self._data_dir / STORE_DIR, dimension, workers, disk_headroom_bytes, durability
+        )
         super().__init__(dimension, store)
         self._records = store.records
         self._shards = store.shards
@@ -167,11 +173,14 @@ class QdrantEdgeBackend(EdgeWrites):
                 await self._watcher
             self._watcher = None
         await self.drain()  # writes, lookups, then purges (the layers, top down)
+        await self._store.commit.drain()
         await calls.worker(self._close)
         calls.stop()
 
     def _close(self) -> None:
-        self._shards.close()
+        self._shards.close()  # flushed: the engine syncs what the log held
+        self._records.write_counts(self._records.take_held_counts())
+        self._store.log_sync.close()
         self._records.close()
 
     async def maintain(self) -> None:

@@ -20,6 +20,10 @@ Calls on the loop take turns (turns.py): at most `LOOP_SLICE_S` of engine time
 in one loop iteration, so the loop polls its sockets between them and a refusal
 is not held behind a flood's searches.
 
+`syncing()` runs the group commit's syncs (log_sync.py) on a thread of their own:
+an `fsync` releases the GIL and takes no shard's lock, so engine calls go on
+beside it, and it never queues behind them.
+
 `idle_for` tells the janitor how long no call but its own has been in flight (a
 call on the loop counts from the moment it asks for its turn): a flush, a vacuum or
 a reopen holds the GIL, so it waits for a quiet moment (upkeep.py). `alone` says
@@ -56,6 +60,7 @@ class EngineCalls:
     def __init__(self, workers: int) -> None:
         self._workers = workers
         self._executor: ThreadPoolExecutor | None = None
+        self._syncer: ThreadPoolExecutor | None = None
         self._in_workers = 0  # calls submitted to the pool and not yet returned
         self._in_flight = 0  # calls not marked background, running or queued (or waiting a turn)
         self.clock: Callable[[], float] = time.monotonic
@@ -69,11 +74,13 @@ class EngineCalls:
 
     def start(self) -> None:
         self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="qdrant-edge")
+        self._syncer = ThreadPoolExecutor(1, thread_name_prefix="qdrant-edge-sync")
 
     def stop(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        for executor in (self._executor, self._syncer):
+            if executor is not None:
+                executor.shutdown(wait=True)
+        self._executor = self._syncer = None
 
     def idle_for(self) -> float:
         """Seconds since the last call not marked background ended (0 while one runs)."""
@@ -99,6 +106,21 @@ class EngineCalls:
             if not background:
                 self._in_flight -= 1
                 self._last_active = self.clock()
+
+    async def syncing(self, func: Callable[..., T], *args: Any) -> T:
+        """`func(*args)` on the sync thread; a request's work (it counts as in flight)."""
+        if self._syncer is None:
+            raise BackendUnavailable("embedded store is not open")
+        self._in_flight += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._syncer, partial(func, *args)
+            )
+        except BaseException as error:
+            _raise_translated(error)
+        finally:
+            self._in_flight -= 1
+            self._last_active = self.clock()
 
     async def here(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` on the event loop when no worker call is in flight, else `worker`."""

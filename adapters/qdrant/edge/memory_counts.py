@@ -9,17 +9,23 @@ the loss of the records (and the other way round), so a rebuilt namespace is
 still compared with what was written; each count names its namespace, so one
 whose memories all went with its record is still known (integrity.py).
 
-Same durability as the records (SQLite, WAL journal, `synchronous=NORMAL`); a
-store from before this file takes its counts from the records' `counts` table
-once. A file that is not a database is moved aside and counting starts again
-from what the engine holds (as for a store from before counts). The caller
-(`RecordStore`) serialises every call.
+A count must never be on disk ahead of the memories it counts: after a power
+cut that would read as a loss. So under the `sync` durability a change counted
+from the event loop is held back (`defer`) and written by the group commit
+(log_sync.py) once the engine's log holding its memories is synced. Changes are
+written as differences, so those held back and those written at once add up in
+any order. Same durability as the records (sqlite_file.py); a store from before
+this file takes its counts from the records' `counts` table once. A file that
+is not a database is moved aside and counting starts again from what the engine
+holds (as for a store from before counts). The caller (`RecordStore`) serialises
+every call.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,23 +40,25 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS counts (
 class CountStore:
     """`counts` (epoch -> memories) in memory, every change written through."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, synced: bool) -> None:
         self._path = path
+        self._synced = synced
         self._db: sqlite3.Connection | None = None
         self.counts: dict[str, int] = {}
         self.names: dict[str, str] = {}  # epoch -> namespace name
+        self._held: Counter[str] = Counter()  # changes counted, not yet written (`defer`)
 
     def open(self, earlier: Mapping[str, tuple[int, str]]) -> None:
         """Load the counts; a new file starts from `earlier` (the records' old table:
         epoch -> (memories, name))."""
         new = not self._path.exists() or self._path.stat().st_size == 0
         try:
-            db = connect(self._path, _SCHEMA, "counts")
+            db = connect(self._path, _SCHEMA, "counts", synced=self._synced)
         except sqlite3.DatabaseError as error:
             aside = move_aside(self._path)
             log.error("memory counts unreadable (%s): moved aside to %s", error, aside.name)
             # lost, not new: nothing is copied back
-            db, new = connect(self._path, _SCHEMA, "counts"), False
+            db, new = connect(self._path, _SCHEMA, "counts", synced=self._synced), False
         self._db = db
         for epoch, memories, name in db.execute("SELECT epoch, memories, name FROM counts"):
             self.counts[epoch], self.names[epoch] = memories, name
@@ -71,23 +79,51 @@ class CountStore:
     def set(self, counts: Mapping[str, int], names: Mapping[str, str]) -> None:
         """Set these counts (epoch -> memories); `names` names each epoch's namespace."""
         rows = [(e, n, names.get(e, self.names.get(e, ""))) for e, n in counts.items()]
-        self._conn().executemany("INSERT OR REPLACE INTO counts VALUES (?, ?, ?)", rows)
+        db = self._conn()
+        with db:
+            db.execute("BEGIN")
+            db.executemany("INSERT OR REPLACE INTO counts VALUES (?, ?, ?)", rows)
+        for epoch in counts:
+            self._held.pop(epoch, None)  # counted in the value just set
         self.counts.update(counts)
         self.names.update((epoch, name) for epoch, _, name in rows)
 
-    def add(self, changes: Mapping[str, int]) -> None:
-        """Add to the counts of incarnations that have one (others are ignored)."""
+    def add(self, changes: Mapping[str, int], *, defer: bool) -> None:
+        """Add to the counts of incarnations that have one (others are ignored); written
+        now, or held for `write_held` when `defer`."""
         changes = {epoch: n for epoch, n in changes.items() if n and epoch in self.counts}
         if not changes:
             return
-        self._conn().executemany(
-            "UPDATE counts SET memories = memories + ? WHERE epoch = ?",
-            [(n, epoch) for epoch, n in changes.items()],
-        )
         for epoch, n in changes.items():
             self.counts[epoch] += n
+        if defer:
+            self._held.update(changes)
+        else:
+            self.write(changes)
+
+    def take_held(self) -> dict[str, int]:
+        """The changes held back since the last call, to be written (`write`)."""
+        held, self._held = dict(self._held), Counter()
+        return {epoch: n for epoch, n in held.items() if n}
+
+    def hold(self, changes: Mapping[str, int]) -> None:
+        """Hold changes taken by `take_held` again, for incarnations still counted."""
+        self._held.update({epoch: n for epoch, n in changes.items() if epoch in self.counts})
+
+    def write(self, changes: Mapping[str, int]) -> None:
+        """Add `changes` to the counts on disk, in one transaction."""
+        if not changes:
+            return
+        db = self._conn()
+        with db:
+            db.execute("BEGIN")
+            db.executemany(
+                "UPDATE counts SET memories = memories + ? WHERE epoch = ?",
+                [(n, epoch) for epoch, n in changes.items()],
+            )
 
     def drop(self, epoch: str) -> None:
         self._conn().execute("DELETE FROM counts WHERE epoch = ?", (epoch,))
         self.counts.pop(epoch, None)
         self.names.pop(epoch, None)
+        self._held.pop(epoch, None)

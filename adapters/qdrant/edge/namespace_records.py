@@ -2,12 +2,11 @@
 
 Why SQLite: the platform PUTs a namespace before every write, so an unchanged
 PUT must cost nothing (it is a dictionary lookup here: no I/O at all), while a
-change must be atomic and survive `kill -9`. SQLite (standard library, WAL
-journal, `synchronous=NORMAL`) gives one-transaction changes that survive a
-killed process (a power cut may lose the last transactions, as qdrant-edge's
-own WAL may), one file for thousands of namespaces (the per-namespace JSON
-files of the old layout cost a directory each), and loads 10k records in
-milliseconds at start.
+change must be atomic and durable. SQLite (standard library, WAL journal)
+gives one-transaction changes, synced at every commit under the `sync`
+durability and at checkpoints under `async` (sqlite_file.py), one file for
+thousands of namespaces (the per-namespace JSON files of the old layout cost a
+directory each), and loads 10k records in milliseconds at start.
 
 Tables:
 - `namespaces(name, epoch, record)`: one row per live namespace; `epoch` names
@@ -82,15 +81,16 @@ class LiveNamespace:
 class RecordStore:
     """Live namespaces and pending purges; reads come from memory, writes go through SQLite."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, synced: bool = True) -> None:
         self._path = path
+        self._synced = synced
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self.live: dict[str, LiveNamespace] = {}
         self.purges: dict[str, str] = {}
         # Namespaces whose stored record cannot be read: name -> epoch.
         self.damaged: dict[str, str] = {}
-        self._counts = CountStore(path.with_name(COUNTS_FILE))
+        self._counts = CountStore(path.with_name(COUNTS_FILE), synced=synced)
         # Where an unreadable records file was moved at open, or None.
         self.moved_aside: Path | None = None
         # The file was missing, empty or moved aside at open: every record was lost.
@@ -102,7 +102,7 @@ class RecordStore:
         """Load every record; a file that is not a database is moved aside, not fatal."""
         self.started_empty = not self._path.exists() or self._path.stat().st_size == 0
         try:
-            db = connect(self._path, _SCHEMA, "namespaces")
+            db = connect(self._path, _SCHEMA, "namespaces", synced=self._synced)
         except sqlite3.DatabaseError as error:
             self.moved_aside = move_aside(self._path)
             log.error(
@@ -111,7 +111,7 @@ class RecordStore:
                 error,
                 self.moved_aside.name,
             )
-            db = connect(self._path, _SCHEMA, "namespaces")
+            db = connect(self._path, _SCHEMA, "namespaces", synced=self._synced)
             self.started_empty = True
         self._load(db)
         self._db = db
@@ -196,9 +196,33 @@ class RecordStore:
             self._counts.set({epoch: memories}, {epoch: record.name})
 
     def count(self, changes: Mapping[str, int]) -> None:
-        """Add to the memory counts of live incarnations (others are ignored)."""
+        """Add to the memory counts of live incarnations (others are ignored). Under the
+        `sync` durability the change reaches the disk with the next group commit
+        (log_sync.py), after the engine's log: a count is never on disk ahead of what
+        it counts."""
         with self._lock:
-            self._counts.add(changes)
+            self._counts.add(changes, defer=self._synced)
+
+    def count_now(self, changes: Mapping[str, int]) -> None:
+        """`count`, written at once: for a count going down before the engine deletes."""
+        with self._lock:
+            self._counts.add(changes, defer=False)
+
+    def take_held_counts(self) -> dict[str, int]:
+        """Count changes held for the group commit since the last call (log_sync.py)."""
+        with self._lock:
+            return self._counts.take_held()
+
+    def hold_counts(self, changes: Mapping[str, int]) -> None:
+        """Hold taken count changes again (their sync failed)."""
+        with self._lock:
+            self._counts.hold(changes)
+
+    def write_counts(self, changes: Mapping[str, int]) -> None:
+        """Write count changes taken by `take_held_counts` (after the engine's log is synced)."""
+        with self._lock:
+            if self._db is not None:  # closed: the store was closed under the group commit
+                self._counts.write(changes)
 
     def set_counts(self, counts: Mapping[str, int]) -> None:
         """Set the counts of these incarnations to what the engine holds (a new baseline)."""

@@ -54,7 +54,7 @@ class EdgeNamespaces(VectorBackend):
             index = store.shards.index_of(name)
             if index in store.shards.damaged or index in store.shards.waiting_for_room:
                 continue  # purged once its shard serves again; the rest goes on
-            await store.calls.worker(store.purge, name, epoch)
+            await store.purge(name, epoch)
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
         found = self._store.records.live.get(name)
@@ -97,7 +97,7 @@ class EdgeNamespaces(VectorBackend):
         epoch = await store.calls.worker(store.guarded, store.records.bury, name)
         if epoch is None:
             return False
-        purge = store.calls.worker(store.purge, name, epoch)
+        purge = store.purge(name, epoch)
         task = asyncio.create_task(purge, name=f"purge {epoch}")
         self._purging.add(task)
         task.add_done_callback(self._purged)

@@ -194,6 +194,13 @@ class ShardSet:
             return self.of(name)
         return shard
 
+    def path_of(self, shard: Any) -> Path:
+        """The directory of `shard`, one of the open shards."""
+        for index, held in enumerate(self.shards):
+            if held is shard:
+                return self.paths[index]
+        raise StorageDamaged("a write reached a shard that is no longer open")
+
     def open_shards(self) -> list[Any]:
         return [shard for shard in self.shards if shard is not None]
 

@@ -3,6 +3,11 @@
 The namespace records and the memory counts each live in a file of their own. A
 file that is not a database (garbled, cut) must not stop the start: its owner moves
 it aside, with its WAL and shared memory, and starts a new one.
+
+Both use SQLite's WAL journal. `synchronous=FULL` syncs that journal at every
+commit, so a committed change survives a power cut (the `sync` durability);
+`NORMAL` syncs it only at checkpoints, so a commit survives a killed process but a
+power cut may take the last ones (`async`).
 """
 
 from __future__ import annotations
@@ -12,13 +17,13 @@ import time
 from pathlib import Path
 
 
-def connect(path: Path, schema: str, table: str) -> sqlite3.Connection:
-    """`path` opened in WAL mode with `schema` applied; `sqlite3.DatabaseError` unless
-    `table` can be read."""
+def connect(path: Path, schema: str, table: str, *, synced: bool) -> sqlite3.Connection:
+    """`path` opened in WAL mode with `schema` applied, every commit synced to disk when
+    `synced`; `sqlite3.DatabaseError` unless `table` can be read."""
     db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(f"PRAGMA synchronous={'FULL' if synced else 'NORMAL'}")
         db.executescript(schema)
         db.execute(f"SELECT count(*) FROM {table}").fetchone()  # a name of ours, not a caller's
     except sqlite3.DatabaseError:

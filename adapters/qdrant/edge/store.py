@@ -3,8 +3,9 @@
 `QdrantEdgeBackend` (backend.py) is a facade over parts that each hold one
 concern (reads.py, writes.py, transfer.py, keyword_index.py, namespaces.py);
 they are handed one `EdgeStore` rather than reaching into the backend. Every
-write to a shard goes through `update`, behind the disk guard and counted for
-the janitor's vacuum.
+write to a shard goes through `update`, behind the disk guard, counted for
+the janitor's vacuum and marked for the group commit (log_sync.py): under the
+`sync` durability a write path awaits `commit.durable()` before it answers.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from adapters.qdrant import filters
 from adapters.qdrant.edge.disk import DiskGuard
 from adapters.qdrant.edge.dispatch import EngineCalls
 from adapters.qdrant.edge.engine import EDGE
+from adapters.qdrant.edge.log_sync import GroupCommit, LogSync
 from adapters.qdrant.edge.lost_records import LostRecords
 from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
+from adapters.values import Durability
 
 T = TypeVar("T")
 # What the janitor did to a shard since its last write (upkeep.py).
@@ -32,12 +35,22 @@ RECORDS_FILE = "namespaces.sqlite3"
 class EdgeStore:
     """The state of one embedded store; `update` is an attribute so that a test can wrap it."""
 
-    def __init__(self, root: Path, dimension: int, workers: int, headroom_bytes: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        dimension: int,
+        workers: int,
+        headroom_bytes: int,
+        durability: Durability = "sync",
+    ) -> None:
         self.root = root
         self.calls = EngineCalls(workers)
-        self.records = RecordStore(root / RECORDS_FILE)
+        synced = durability == "sync"
+        self.records = RecordStore(root / RECORDS_FILE, synced=synced)
         self.disk = DiskGuard(root, headroom_bytes)
         self.shards = ShardSet(root, dimension, self.disk)
+        self.log_sync = LogSync(self.records)
+        self.commit = GroupCommit(self._sync, enabled=synced)
         self.lost = LostRecords(self.records, self.shards)
         self.changes = 0  # points replaced or deleted since the last vacuum
         # By id() of the shard: when it was first written since its last flush, and
@@ -52,6 +65,7 @@ class EdgeStore:
 
     def _update(self, shard: Any, operation: Any) -> None:
         self.disk.check()
+        self.log_sync.mark(self.shards.path_of(shard))  # before: a sync under way takes it
         try:
             shard.update(operation)
         finally:  # a failed write may have written part: settle it as well
@@ -60,6 +74,15 @@ class EdgeStore:
             now = self.calls.clock()
             for shards in self._unsettled.values():
                 shards.setdefault(id(shard), now)
+
+    async def _sync(self) -> None:
+        pending = self.log_sync.take()
+        if pending.shards or pending.counts:
+            try:
+                await self.calls.syncing(self.log_sync.write, pending)
+            except BaseException:
+                self.log_sync.give_back(pending)  # the next sync tries it again
+                raise
 
     def written_at(self, index: int, *, since: Upkeep) -> float | None:
         """When shard `index` was first written since its last `since`; None: not since."""
@@ -101,13 +124,24 @@ class EdgeStore:
         self.disk.check()
         return func(*args)
 
-    def purge(self, name: str, epoch: str) -> None:
+    async def purge(self, name: str, epoch: str) -> None:
         """Remove an incarnation's memories from disk, then forget the purge (two steps).
 
-        By name and epoch together: an epoch alone, copied into another namespace's
-        damaged record, would purge that namespace too."""
-        self.delete_incarnation(name, epoch)
-        self.records.purged(epoch)
+        The purge is forgotten only once the delete is synced, whatever the durability:
+        a delete lost to a power cut with its purge forgotten would bring the namespace
+        back, rebuilt from its memories (integrity.py). By name and epoch together: an
+        epoch alone, copied into another namespace's damaged record, would purge that
+        namespace too."""
+        await self.calls.worker(self.delete_incarnation, name, epoch)
+        await self.commit.durable(always=True)
+        await self.calls.worker(self.records.purged, epoch)
+
+    async def barrier(self) -> None:
+        """Sync the log of every open shard, whatever the durability: before a store-wide
+        fact that says the shards' writes are done (transfer.py, `write_store_meta`)."""
+        for shard in self.shards.open_shards():
+            self.log_sync.mark(self.shards.path_of(shard))
+        await self.commit.durable(always=True)
 
     def delete_incarnation(self, name: str, epoch: str) -> None:
         where = filters.incarnation(EDGE, name, epoch)

@@ -96,11 +96,12 @@ class EdgeTransfer:
         if not points:
             return 0
         await self._store.calls.worker(self._writes.counted_upsert, points)
+        await self._store.commit.durable()
         for name, epoch in epochs.items():
             current = self._store.records.live.get(name)
             if current is None or current.epoch != epoch:
                 # As in upsert_memory: the write belongs to a dead incarnation.
-                await self._store.calls.worker(self._store.purge, name, epoch)
+                await self._store.purge(name, epoch)
                 raise NamespaceGone(f"namespace {name} was deleted during the write")
         return len(points)
 
@@ -115,6 +116,9 @@ class EdgeStoreMeta:
         return await self._store.calls.worker(self._store.records.meta)
 
     async def write_store_meta(self, key: str, value: str) -> None:
+        """After the shards' writes so far are synced: a fact such as "keyword index
+        complete" must not be on disk ahead of the writes it speaks of."""
+        await self._store.barrier()
         await self._store.calls.worker(
             self._store.guarded, self._store.records.set_meta, key, value
         )

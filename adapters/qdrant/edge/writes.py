@@ -5,7 +5,8 @@ shared `EdgeStore` (store.py). Every write counts: a memory new to its namespace
 counted after the engine has it, one deleted is uncounted before the engine
 deletes it (namespace_records.py), so the integrity check (integrity.py) can
 tell a crash's harmless drift from a loss. Upserts from concurrent callers are
-batched into one engine call per shard (batching.py).
+batched into one engine call per shard (batching.py), and each write returns
+once it is on disk (the group commit, log_sync.py; a no-op under `async`).
 """
 
 from __future__ import annotations
@@ -53,12 +54,13 @@ class EdgeWrites(EdgeReads):
         if live is None:
             raise NamespaceGone(f"namespace {memory.namespace} not found")
         await self._upserts.submit((memory, vector, keywords, tokens, live.epoch))
+        await self._store.commit.durable()
         current = self._store.records.live.get(memory.namespace)
         if current is None or current.epoch != live.epoch:
             # The namespace was deleted (maybe re-created) while we wrote, and its purge
             # may already have run: the write belongs to a dead incarnation. Purge again
             # rather than leave an orphan no read can see.
-            await self._store.calls.worker(self._store.purge, memory.namespace, live.epoch)
+            await self._store.purge(memory.namespace, live.epoch)
             raise NamespaceGone(f"namespace {memory.namespace} was deleted during the write")
 
     async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
@@ -102,18 +104,25 @@ class EdgeWrites(EdgeReads):
         if live is None:
             return False
 
-        def delete() -> bool:
+        def uncount() -> Any | None:
             point = self.retrieve(live, memory_id)
             if point is None:
-                return False
+                return None
             self._store.disk.check()
             self._store.records.count({live.epoch: -1})  # before the engine: namespace_records.py
-            self._store.update(
-                self._store.shards.of(namespace), qe.UpdateOperation.delete_points([point.id])
-            )
-            return True
+            return point.id
 
-        return await self._store.calls.here(delete)
+        def delete(found: Any) -> None:
+            shard = self._store.shards.of(namespace)
+            self._store.update(shard, qe.UpdateOperation.delete_points([found]))
+
+        found = await self._store.calls.here(uncount)
+        if found is None:
+            return False
+        await self._store.commit.durable()  # the count on disk before the delete can be
+        await self._store.calls.here(delete, found)
+        await self._store.commit.durable()
+        return True
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(EDGE, now)
@@ -124,7 +133,7 @@ class EdgeWrites(EdgeReads):
                 counts = engine_counts(shard, expired)
                 if counts:
                     self._store.disk.check()
-                    self._store.records.count({epoch: -n for epoch, n in counts.items()})
+                    self._store.records.count_now({epoch: -n for epoch, n in counts.items()})
                     self._store.update(shard, qe.UpdateOperation.delete_points_by_filter(expired))
                     deleted += sum(counts.values())
             return deleted

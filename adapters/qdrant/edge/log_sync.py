@@ -1,0 +1,173 @@
+"""Group commit: a write is answered once what it changed is on disk, and writes that
+arrive together share one sync.
+
+Why: qdrant-edge appends each update to its write-ahead log, a memory-mapped
+file, and returns without syncing it. A killed process loses nothing (the
+kernel holds the pages), but a power cut or a kernel crash loses what the kernel
+had not written back, so a 201 meant "in memory". Under the `sync` durability
+every write path awaits `GroupCommit.durable()` before it answers; one sync on
+a thread of its own does, in this order:
+
+1. `fsync` of every file in the write-ahead log of each shard written since the
+   last sync (an `fsync` writes back the pages dirtied through the mapping as
+   well), and of the directories above a shard it syncs for the first time;
+2. the memory counts held back meanwhile (memory_counts.py), in one SQLite
+   transaction synced at commit: a count is never on disk ahead of the memories
+   it counts, so after a power cut only a real loss reads as one (integrity.py).
+
+What was written before a sync starts is taken by it (`take`, on the event
+loop); what arrives while it runs waits for the next one. Namespace records are
+synced by SQLite at their own commits (sqlite_file.py). Under `async` no write
+waits (a 201 survives a killed process, not a power cut: docs/backends.md),
+except where a record on disk would otherwise run ahead of the engine: a purge
+forgotten, a store-wide fact (store.py, `purge` and `barrier`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from adapters.qdrant.edge.namespace_records import RecordStore
+
+WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment
+_CLOSED_SEGMENT = "closed-"  # a segment the engine writes no more: synced once
+
+
+@dataclass(slots=True)
+class Pending:
+    """What one sync makes durable: shard directories written, and count changes."""
+
+    shards: set[Path] = field(default_factory=set)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class LogSync:
+    """The blocking half: which shards were written, and syncing them (`write`)."""
+
+    def __init__(self, records: RecordStore, fsync: Callable[[int], None] = os.fsync) -> None:
+        self._records = records
+        self.fsync = fsync  # a test records the calls
+        self._lock = threading.Lock()
+        self._written: set[Path] = set()
+        self._files: dict[Path, int] = {}  # open descriptors of log files, by path
+        self._closed_synced: set[Path] = set()
+        self._dirs_synced: set[Path] = set()
+
+    def mark(self, shard_dir: Path) -> None:
+        """The shard at `shard_dir` was written (any thread; under `async` too, for the
+        syncs that run whatever the durability)."""
+        with self._lock:
+            self._written.add(shard_dir)
+
+    def take(self) -> Pending:
+        """What has been written so far, for one sync. Counts first: a count is held
+        only after its shard was marked, so every shard a taken count needs is taken."""
+        counts = self._records.take_held_counts()
+        with self._lock:
+            shards, self._written = self._written, set()
+        return Pending(shards, counts)
+
+    def give_back(self, pending: Pending) -> None:
+        """A sync of `pending` failed: the next one takes it again."""
+        with self._lock:
+            self._written |= pending.shards
+        self._records.hold_counts(pending.counts)
+
+    def write(self, pending: Pending) -> None:
+        """Sync the logs of `pending.shards`, then write its counts (synced by SQLite)."""
+        for shard_dir in sorted(pending.shards):
+            self._sync_log(shard_dir / WAL_DIR)
+            if shard_dir not in self._dirs_synced:  # a new shard's entries up to the store
+                self._sync_dir(shard_dir)
+                self._sync_dir(shard_dir.parent)
+                self._dirs_synced.add(shard_dir)
+        self._records.write_counts(pending.counts)
+
+    def _sync_log(self, wal: Path) -> None:
+        names = set(os.listdir(wal))
+        present = {wal / name for name in names}
+        for path in [p for p in self._files if p.parent == wal and p not in present]:
+            os.close(self._files.pop(path))  # a segment the engine removed
+        new_file = False
+        for name in sorted(names):
+            path = wal / name
+            if path in self._closed_synced:
+                continue
+            fd = self._files.get(path)
+            if fd is None:
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:  # renamed or removed meanwhile: not ours to sync
+                    continue
+                self._files[path] = fd
+                new_file = True
+            self.fsync(fd)
+            if name.startswith(_CLOSED_SEGMENT):
+                self._closed_synced.add(path)
+                os.close(self._files.pop(path))
+        if new_file:  # a segment created or renamed since the last sync: its entry too
+            self._sync_dir(wal)
+
+    def _sync_dir(self, path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        for fd in self._files.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._files.clear()
+
+
+class GroupCommit:
+    """`durable()` returns once everything written before it was called is on disk.
+
+    `sync` runs one sync (take, then write); a failure goes to every caller it
+    covered, and the next caller starts a new one."""
+
+    def __init__(self, sync: Callable[[], Awaitable[None]], *, enabled: bool) -> None:
+        self._sync = sync
+        self.enabled = enabled
+        self._waiting: list[asyncio.Future[None]] = []
+        self._running: asyncio.Task[None] | None = None
+
+    async def durable(self, *, always: bool = False) -> None:
+        """A no-op under `async` unless `always` (a purge, a store-wide fact)."""
+        if not (self.enabled or always):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        if self._running is None:
+            self._running = asyncio.create_task(self._run(), name="group commit")
+        await future
+
+    async def drain(self) -> None:
+        """Wait for the sync under way and those queued behind it (at close)."""
+        while self._running is not None:
+            await asyncio.gather(self._running, return_exceptions=True)
+
+    async def _run(self) -> None:
+        try:
+            while self._waiting:
+                covered, self._waiting = self._waiting, []
+                try:
+                    await self._sync()
+                except Exception as error:
+                    for future in covered:
+                        if not future.done():
+                            future.set_exception(error)
+                    continue
+                for future in covered:
+                    if not future.done():
+                        future.set_result(None)
+        finally:
+            self._running = None

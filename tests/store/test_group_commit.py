@@ -1,0 +1,199 @@
+"""Under the `sync` durability a write returns once it is on disk, in the right order.
+
+The real embedded store, with its `fsync` and its count writes recorded: an
+acknowledged upsert has had its shard's write-ahead log synced after the engine
+wrote it, and its count written only after that (a count on disk ahead of its
+memories would read as a loss after a power cut); a forget writes its count
+before the engine deletes; concurrent writes share a sync; `async` syncs nothing.
+The power cut itself is tests/store/test_power_loss.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
+from adapters.values import Durability, NamespaceRecord
+from tests.support.backends import started
+from tests.support.records import DIM, T0, memory, unit
+
+NAME = "workspace:synced"
+Event = tuple[str, Any]
+
+
+class Recorder:
+    """What the store did, in order: engine updates, fsyncs (by path), count writes."""
+
+    def __init__(self, backend: QdrantEdgeBackend) -> None:
+        self.events: list[Event] = []
+        self.fail_next: OSError | None = None
+        store = backend._store
+        counts = store.records._counts  # every count written, held back or at once
+        update, write_counts = store.update, counts.write
+
+        def recorded_update(shard: Any, operation: Any) -> None:
+            update(shard, operation)
+            self.events.append(("update", None))
+
+        def recorded_counts(changes: Mapping[str, int]) -> None:
+            write_counts(changes)
+            self.events.append(("counts", dict(changes)))
+
+        def recorded_fsync(fd: int) -> None:
+            if self.fail_next is not None:
+                error, self.fail_next = self.fail_next, None
+                raise error
+            os.fsync(fd)
+            self.events.append(("fsync", Path(os.readlink(f"/proc/self/fd/{fd}"))))
+
+        store.update = recorded_update
+        counts.write = recorded_counts  # type: ignore[method-assign]
+        store.log_sync.fsync = recorded_fsync
+
+    def first(self, kind: str, where: Any = None) -> int:
+        return next(i for i, (k, v) in enumerate(self.events) if k == kind and where in (None, v))
+
+    def wal_syncs(self, shard: Path) -> list[int]:
+        wal = shard / "wal"
+        return [i for i, (k, v) in enumerate(self.events) if k == "fsync" and v.parent == wal]
+
+
+def shard_dir(data_dir: Path) -> Path:
+    return data_dir / "store" / "shards" / f"{shard_index(NAME, SHARD_COUNT):02d}"
+
+
+def counted_on_disk(data_dir: Path) -> dict[str, int]:
+    db = sqlite3.connect(data_dir / "store" / "counts.sqlite3")
+    try:
+        return dict(db.execute("SELECT epoch, memories FROM counts"))
+    finally:
+        db.close()
+
+
+async def open_store(data_dir: Path, durability: Durability) -> AsyncIterator[QdrantEdgeBackend]:
+    async with started(QdrantEdgeBackend(DIM, data_dir, durability=durability)) as store:
+        await store.save_namespace(NamespaceRecord(NAME, "workspace", T0))
+        yield store
+
+
+@pytest.fixture
+async def synced(tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
+    async for store in open_store(tmp_path, "sync"):
+        yield store
+
+
+def epoch(store: QdrantEdgeBackend) -> str:
+    return store._store.records.live[NAME].epoch
+
+
+async def test_an_acknowledged_upsert_has_its_log_synced_then_its_count(
+    synced: QdrantEdgeBackend, tmp_path: Path
+) -> None:
+    recorder = Recorder(synced)
+
+    await synced.upsert_memory(memory(NAME, id="m1"), unit(1))
+
+    update = recorder.first("update")
+    syncs = recorder.wal_syncs(shard_dir(tmp_path))
+    counts = recorder.first("counts", {epoch(synced): 1})
+    assert syncs
+    assert update < min(syncs)
+    assert max(syncs) < counts
+    assert counted_on_disk(tmp_path) == {epoch(synced): 1}  # before the next write
+
+
+async def test_a_new_shard_has_its_directory_entries_synced(
+    synced: QdrantEdgeBackend, tmp_path: Path
+) -> None:
+    recorder = Recorder(synced)
+
+    await synced.upsert_memory(memory(NAME, id="m1"), unit(1))
+    await synced.upsert_memory(memory(NAME, id="m2"), unit(2))
+
+    synced_dirs = [path for kind, path in recorder.events if kind == "fsync" and path.is_dir()]
+    shard = shard_dir(tmp_path)
+    assert synced_dirs.count(shard) == 1
+    assert synced_dirs.count(shard.parent) == 1
+
+
+async def test_concurrent_writes_share_one_sync(synced: QdrantEdgeBackend, tmp_path: Path) -> None:
+    await synced.upsert_memory(memory(NAME, id="first"), unit(1))
+    recorder = Recorder(synced)
+
+    await asyncio.gather(
+        *(synced.upsert_memory(memory(NAME, id=f"m{n}"), unit(1, n)) for n in range(16))
+    )
+
+    count_writes = [v for k, v in recorder.events if k == "counts"]
+    assert len(count_writes) <= 2, count_writes
+    assert sum(sum(v.values()) for v in count_writes) == 16
+    assert counted_on_disk(tmp_path) == {epoch(synced): 17}
+
+
+async def test_a_forget_writes_its_count_before_the_engine_deletes(
+    synced: QdrantEdgeBackend, tmp_path: Path
+) -> None:
+    await synced.upsert_memory(memory(NAME, id="m1"), unit(1))
+    recorder = Recorder(synced)
+
+    assert await synced.delete_memory(NAME, "m1")
+
+    uncounted = recorder.first("counts", {epoch(synced): -1})
+    delete = recorder.first("update")
+    assert uncounted < delete < max(recorder.wal_syncs(shard_dir(tmp_path)))
+    assert counted_on_disk(tmp_path) == {epoch(synced): 0}
+
+
+async def test_the_expiry_sweep_writes_its_counts_before_the_engine_deletes(
+    synced: QdrantEdgeBackend, tmp_path: Path
+) -> None:
+    expiring = memory(NAME, id="m1", expires_at=T0 + timedelta(seconds=1))
+    await synced.upsert_memory(expiring, unit(1))
+    recorder = Recorder(synced)
+
+    assert await synced.delete_expired_memories(T0 + timedelta(seconds=2)) == 1
+
+    assert recorder.first("counts", {epoch(synced): -1}) < recorder.first("update")
+    assert counted_on_disk(tmp_path) == {epoch(synced): 0}
+
+
+async def test_a_failed_sync_refuses_the_writes_it_covered(
+    synced: QdrantEdgeBackend, tmp_path: Path
+) -> None:
+    recorder = Recorder(synced)
+    recorder.fail_next = OSError(errno.EIO, "Input/output error")
+
+    with pytest.raises(BackendUnavailable, match="Input/output error"):
+        await synced.upsert_memory(memory(NAME, id="m1"), unit(1))
+    await synced.upsert_memory(memory(NAME, id="m2"), unit(2))
+
+    assert recorder.wal_syncs(shard_dir(tmp_path))
+    assert counted_on_disk(tmp_path) == {epoch(synced): 2}
+
+
+async def test_async_syncs_nothing_and_counts_at_once(tmp_path: Path) -> None:
+    async for store in open_store(tmp_path, "async"):
+        recorder = Recorder(store)
+
+        await store.upsert_memory(memory(NAME, id="m1"), unit(1))
+        assert await store.delete_memory(NAME, "m1")
+        await store.upsert_memory(memory(NAME, id="m2"), unit(2))
+
+        counts = ("counts", {epoch(store): 1}), ("counts", {epoch(store): -1})
+        assert [event for event in recorder.events if event[0] != "update"] == [
+            counts[0],
+            counts[1],
+            counts[0],
+        ]
+        assert counted_on_disk(tmp_path) == {epoch(store): 1}
