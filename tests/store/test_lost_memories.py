@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -176,3 +177,44 @@ async def test_a_namespace_lost_whole_with_its_record_answers_503(seeded_store: 
         assert any(f"{faults.BAD} (0 of {faults.MEMORIES})" in p for p in problems)
     finally:
         await store.close()
+
+
+async def test_a_write_ahead_log_torn_under_acknowledged_writes_is_loud(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a power cut leaves when the disk lost part of a log the plugin had synced
+    (a disk that lies about `fsync`, a damaged sector): the store starts, and the
+    namespace answers 503 and is named by health and verify-store, never listed short."""
+    live, image = tmp_path / "live", tmp_path / "after-the-cut"
+    store = QdrantEdgeBackend(DIM, live)
+    await store.start()
+    try:
+        await store.save_namespace(NamespaceRecord(NAME, "org", T0))
+        for i in range(20):
+            await store.upsert_memory(memory(NAME, content=f"memory {i}"), unit(1, i))
+        shutil.copytree(live, image)  # the disk at the cut: the log written, nothing flushed
+    finally:
+        await store.close()
+    _tear_in_the_middle(faults.shard_dir(image, NAME) / "wal" / "open-1")
+
+    store = QdrantEdgeBackend(DIM, image)
+    await store.start()
+    try:
+        with pytest.raises(StorageDamaged, match=f"namespace {NAME} holds fewer memories"):
+            await store.list_memories([NAME], everything(), 50)
+        [problem] = store.condition().problems
+        assert problem.startswith("1 namespace(s) hold fewer memories than recorded (lost from")
+        assert f"{NAME} (" in problem
+    finally:
+        await store.close()
+    monkeypatch.setenv("MEMORY_PLUGIN_DATA_DIR", str(image))
+    assert await asyncio.to_thread(cli.main, ["verify-store"]) == 1
+    assert f"{NAME} (" in capsys.readouterr().out
+
+
+def _tear_in_the_middle(log: Path) -> None:
+    """Overwrite 64 bytes halfway through what the log segment holds."""
+    used = len(log.read_bytes().rstrip(b"\0"))
+    with open(log, "r+b") as segment:
+        segment.seek(used // 2)
+        segment.write(b"\xff" * 64)
