@@ -23,6 +23,8 @@ import pytest
 
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.log_sync import LogSync, Pending
+from adapters.qdrant.edge.namespace_records import RecordStore
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.values import Durability, NamespaceRecord
 from tests.support.backends import started
@@ -38,6 +40,7 @@ class Recorder:
     def __init__(self, backend: QdrantEdgeBackend) -> None:
         self.events: list[Event] = []
         self.fail_next: OSError | None = None
+        self.counts_synced: list[bool] = []  # each count write: synced at its commit?
         store = backend._store
         counts = store.records._counts  # every count written, held back or at once
         update, write_counts = store.update, counts.write
@@ -46,9 +49,10 @@ class Recorder:
             update(shard, operation)
             self.events.append(("update", None))
 
-        def recorded_counts(changes: Mapping[str, int]) -> None:
-            write_counts(changes)
+        def recorded_counts(changes: Mapping[str, int], *, synced: bool) -> None:
+            write_counts(changes, synced=synced)
             self.events.append(("counts", dict(changes)))
+            self.counts_synced.append(synced)
 
         def recorded_fsync(fd: int) -> None:
             if self.fail_next is not None:
@@ -110,6 +114,7 @@ async def test_an_acknowledged_upsert_has_its_log_synced_then_its_count(
     assert syncs
     assert update < min(syncs)
     assert max(syncs) < counts
+    assert recorder.counts_synced == [False]  # behind its memories at worst: re-counted
     assert counted_on_disk(tmp_path) == {epoch(synced): 1}  # before the next write
 
 
@@ -152,6 +157,7 @@ async def test_a_forget_writes_its_count_before_the_engine_deletes(
     uncounted = recorder.first("counts", {epoch(synced): -1})
     delete = recorder.first("update")
     assert uncounted < delete < max(recorder.wal_syncs(shard_dir(tmp_path)))
+    assert recorder.counts_synced == [True]  # on disk before the engine deletes
     assert counted_on_disk(tmp_path) == {epoch(synced): 0}
 
 
@@ -197,3 +203,28 @@ async def test_async_syncs_nothing_and_counts_at_once(tmp_path: Path) -> None:
             counts[0],
         ]
         assert counted_on_disk(tmp_path) == {epoch(store): 1}
+
+
+def test_only_the_segments_the_engine_may_have_written_are_synced(tmp_path: Path) -> None:
+    """The engine appends to the lowest-numbered open segment (the next ones wait,
+    empty), a full one is renamed closed and written no more (synced once), and
+    `first-index` is rewritten only when the log is cut."""
+    wal = tmp_path / "shard" / "wal"
+    wal.mkdir(parents=True)
+    for name in ("closed-0", "open-2", "open-3", "first-index"):
+        (wal / name).write_bytes(b"x")
+    synced: list[str] = []
+    log_sync = LogSync(RecordStore(tmp_path / "records.sqlite3"))
+    log_sync.fsync = lambda fd: synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+    pending = Pending({wal.parent})
+
+    log_sync.write(pending)
+    assert synced == ["open-2", "closed-0", "first-index", "wal", "shard", tmp_path.name]
+    synced.clear()
+    log_sync.write(pending)
+    assert synced == ["open-2"]
+    synced.clear()
+    (wal / "open-2").rename(wal / "closed-7")  # the active segment filled up
+    log_sync.write(pending)
+    assert synced == ["open-3", "closed-7", "wal"]
+    log_sync.close()

@@ -36,13 +36,6 @@ CUTS = 20
 SEED = 43
 
 
-@pytest.fixture
-def mount(tmp_path: Path) -> Iterator[PowerCutMount]:
-    mount = PowerCutMount(tmp_path / "disk", tmp_path / "mnt", tmp_path / "fs.log")
-    yield mount
-    mount.unmount()
-
-
 class Node:
     """The plugin on the power-cut filesystem: powered on, written to, cut."""
 
@@ -76,6 +69,16 @@ class Node:
         self.mount.cut()
 
 
+@pytest.fixture
+def node(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Node]:
+    """The plugin on a power-cut filesystem (durability from the test's parameter);
+    whatever the test's outcome, its processes die and the mount goes at teardown."""
+    mount = PowerCutMount(tmp_path / "disk", tmp_path / "mnt", tmp_path / "fs.log")
+    node = Node(mount, tmp_path, request.param)
+    yield node
+    node.power_cut()
+
+
 async def health(session: aiohttp.ClientSession, server: ServerProcess) -> str:
     async with session.get(f"{server.base_url}/v1/health") as response:
         return str((await response.json())["status"])
@@ -99,12 +102,10 @@ async def run_and_cut(
     assert not stopped, f"a write failed before the power cut: {stopped}\n{server.log_tail()}"
 
 
-async def test_every_acknowledged_write_survives_twenty_power_cuts(
-    mount: PowerCutMount, tmp_path: Path
-) -> None:
+@pytest.mark.parametrize("node", ["sync"], indirect=True)
+async def test_every_acknowledged_write_survives_twenty_power_cuts(node: Node) -> None:
     rng = random.Random(SEED)
     writers = [Writer(n, names=2, seed=SEED * 100 + n) for n in range(WRITERS)]
-    node = Node(mount, tmp_path, "sync")
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
         for cut in range(CUTS):
             server = await asyncio.to_thread(node.power_on)
@@ -121,18 +122,17 @@ async def test_every_acknowledged_write_survives_twenty_power_cuts(
         await asyncio.to_thread(node.shut_down)
     written = {kind: sum(w.counts.get(kind, 0) for w in writers) for kind in KINDS}
     assert all(written.values()), written  # every kind of write was cut across
-    result, _ = run_cli(["verify-store"], {"MEMORY_PLUGIN_DATA_DIR": str(mount.backing / "data")})
+    data_dir = node.mount.backing / "data"
+    result, _ = run_cli(["verify-store"], {"MEMORY_PLUGIN_DATA_DIR": str(data_dir)})
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 KINDS = ("create", "commit", "forget", "patch", "delete")
 
 
-async def test_under_async_the_same_cut_loses_acknowledged_writes(
-    mount: PowerCutMount, tmp_path: Path
-) -> None:
+@pytest.mark.parametrize("node", ["async"], indirect=True)
+async def test_under_async_the_same_cut_loses_acknowledged_writes(node: Node) -> None:
     writers = [Writer(n, names=1, seed=SEED + n) for n in range(2)]
-    node = Node(mount, tmp_path, "async")
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
         server = await asyncio.to_thread(node.power_on)
         await asyncio.gather(*(w.create_all(session, server.base_url) for w in writers))

@@ -25,6 +25,7 @@ class NamespaceState:
     exists: bool = False
     memories: dict[str, str] = field(default_factory=dict)  # id -> content
     metadata: dict[str, Any] | None = None
+    unreadable: str = ""  # a 503's message: the plugin knows it lost something
 
 
 GONE = NamespaceState()
@@ -112,6 +113,8 @@ async def read_namespace(
         record = await response.json()
     search = {"namespaces": [name], "limit": 100}
     async with session.post(f"{base_url}/v1/search", json=search) as response:
+        if response.status == 503:
+            return NamespaceState(True, unreadable=(await response.json())["message"])
         assert response.status == 200, (name, response.status, await response.text())
         found = (await response.json())["memories"]
     memories = {memory["id"]: memory["content"] for memory in found}
@@ -137,4 +140,6 @@ async def check(session: aiohttp.ClientSession, base_url: str, writer: Writer) -
 def _show(state: NamespaceState) -> str:
     if not state.exists:
         return "no namespace"
+    if state.unreadable:
+        return f"503: {state.unreadable}"
     return f"{len(state.memories)} memories {sorted(state.memories.items())}, {state.metadata}"

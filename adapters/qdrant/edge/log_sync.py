@@ -8,12 +8,13 @@ had not written back, so a 201 meant "in memory". Under the `sync` durability
 every write path awaits `GroupCommit.durable()` before it answers; one sync on
 a thread of its own does, in this order:
 
-1. `fsync` of every file in the write-ahead log of each shard written since the
-   last sync (an `fsync` writes back the pages dirtied through the mapping as
-   well), and of the directories above a shard it syncs for the first time;
+1. `fsync` of the files of the write-ahead log that the engine may have
+   written, of each shard written since the last sync (an `fsync` writes back
+   the pages dirtied through the mapping as well; `_written_files` says which),
+   and of the directories above a shard it syncs for the first time;
 2. the memory counts held back meanwhile (memory_counts.py), in one SQLite
-   transaction synced at commit: a count is never on disk ahead of the memories
-   it counts, so after a power cut only a real loss reads as one (integrity.py).
+   transaction: a count is never on disk ahead of the memories it counts, so
+   after a power cut only a real loss reads as one (integrity.py).
 
 What was written before a sync starts is taken by it (`take`, on the event
 loop); what arrives while it runs waits for the next one. Namespace records are
@@ -36,7 +37,9 @@ from pathlib import Path
 from adapters.qdrant.edge.namespace_records import RecordStore
 
 WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment
+_OPEN_SEGMENT = "open-"  # the lowest-numbered is written; the others wait, empty
 _CLOSED_SEGMENT = "closed-"  # a segment the engine writes no more: synced once
+_FIRST_INDEX = "first-index"  # where replay starts: rewritten when the log is cut
 
 
 @dataclass(slots=True)
@@ -58,6 +61,8 @@ class LogSync:
         self._files: dict[Path, int] = {}  # open descriptors of log files, by path
         self._closed_synced: set[Path] = set()
         self._dirs_synced: set[Path] = set()
+        self._listed: dict[Path, set[str]] = {}  # each log's files at its last sync
+        self._first_index: dict[Path, tuple[int, int, int]] = {}  # its inode, size, mtime
 
     def mark(self, shard_dir: Path) -> None:
         """The shard at `shard_dir` was written (any thread; under `async` too, for the
@@ -80,7 +85,7 @@ class LogSync:
         self._records.hold_counts(pending.counts)
 
     def write(self, pending: Pending) -> None:
-        """Sync the logs of `pending.shards`, then write its counts (synced by SQLite)."""
+        """Sync the logs of `pending.shards`, then write its counts."""
         for shard_dir in sorted(pending.shards):
             self._sync_log(shard_dir / WAL_DIR)
             if shard_dir not in self._dirs_synced:  # a new shard's entries up to the store
@@ -91,14 +96,10 @@ class LogSync:
 
     def _sync_log(self, wal: Path) -> None:
         names = set(os.listdir(wal))
-        present = {wal / name for name in names}
-        for path in [p for p in self._files if p.parent == wal and p not in present]:
-            os.close(self._files.pop(path))  # a segment the engine removed
-        new_file = False
-        for name in sorted(names):
+        for path in [p for p in self._files if p.parent == wal and p.name not in names]:
+            os.close(self._files.pop(path))  # a segment renamed or removed by the engine
+        for name in _written_files(names, wal, self._closed_synced, self._first_index):
             path = wal / name
-            if path in self._closed_synced:
-                continue
             fd = self._files.get(path)
             if fd is None:
                 try:
@@ -106,13 +107,13 @@ class LogSync:
                 except FileNotFoundError:  # renamed or removed meanwhile: not ours to sync
                     continue
                 self._files[path] = fd
-                new_file = True
             self.fsync(fd)
             if name.startswith(_CLOSED_SEGMENT):
                 self._closed_synced.add(path)
                 os.close(self._files.pop(path))
-        if new_file:  # a segment created or renamed since the last sync: its entry too
+        if names != self._listed.get(wal):  # a segment created or renamed: its entry too
             self._sync_dir(wal)
+            self._listed[wal] = names
 
     def _sync_dir(self, path: Path) -> None:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -171,3 +172,33 @@ class GroupCommit:
                         future.set_result(None)
         finally:
             self._running = None
+
+
+def _written_files(
+    names: set[str],
+    wal: Path,
+    closed_synced: set[Path],
+    first_index: dict[Path, tuple[int, int, int]],
+) -> list[str]:
+    """The files of a log that may hold writes not yet synced.
+
+    The engine appends to the lowest-numbered `open-N` segment only (the others
+    are made ahead, empty); a full one is renamed `closed-<index>` and written no
+    more, so each closed segment is synced once; `first-index` is rewritten (not
+    mapped) when the log is cut, so its inode, size and time tell when it changed.
+    A `tmp-open-N` being made is synced by the engine before it is renamed."""
+    written = sorted(
+        (name for name in names if name.startswith(_OPEN_SEGMENT)),
+        key=lambda name: int(name[len(_OPEN_SEGMENT) :]),
+    )[:1]
+    written += [n for n in names if n.startswith(_CLOSED_SEGMENT) and wal / n not in closed_synced]
+    if _FIRST_INDEX in names:
+        try:
+            st = os.stat(wal / _FIRST_INDEX)
+        except FileNotFoundError:
+            return written
+        seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if first_index.get(wal) != seen:
+            first_index[wal] = seen
+            written.append(_FIRST_INDEX)
+    return written

@@ -10,15 +10,19 @@ still compared with what was written; each count names its namespace, so one
 whose memories all went with its record is still known (integrity.py).
 
 A count must never be on disk ahead of the memories it counts: after a power
-cut that would read as a loss. So under the `sync` durability a change counted
+cut that would read as a loss. So under the `sync` durability a count going up
 from the event loop is held back (`defer`) and written by the group commit
-(log_sync.py) once the engine's log holding its memories is synced. Changes are
-written as differences, so those held back and those written at once add up in
-any order. Same durability as the records (sqlite_file.py); a store from before
-this file takes its counts from the records' `counts` table once. A file that
-is not a database is moved aside and counting starts again from what the engine
-holds (as for a store from before counts). The caller (`RecordStore`) serialises
-every call.
+(log_sync.py) once the engine's log holding its memories is synced, without a
+sync of its own: a power cut may take the last of them, which leaves counts
+behind their memories, and the start re-counts those (integrity.py). What must
+be on disk before the engine changes is synced at its commit (under `sync`): a
+count going down (before the engine deletes), counts set, and dropped ones
+(whatever the durability: a dropped count that came back would bring back its
+deleted namespace). Changes are written as differences, so those held back and
+those written at once add up in any order. A store from before this file takes
+its counts from the records' `counts` table once. A file that is not a database
+is moved aside and counting starts again from what the engine holds (as for a
+store from before counts). The caller (`RecordStore`) serialises every call.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from adapters.qdrant.edge.sqlite_file import connect, move_aside
@@ -53,12 +57,12 @@ class CountStore:
         epoch -> (memories, name))."""
         new = not self._path.exists() or self._path.stat().st_size == 0
         try:
-            db = connect(self._path, _SCHEMA, "counts", synced=self._synced)
+            db = connect(self._path, _SCHEMA, "counts", synced=False)  # synced per commit
         except sqlite3.DatabaseError as error:
             aside = move_aside(self._path)
             log.error("memory counts unreadable (%s): moved aside to %s", error, aside.name)
             # lost, not new: nothing is copied back
-            db, new = connect(self._path, _SCHEMA, "counts", synced=self._synced), False
+            db, new = connect(self._path, _SCHEMA, "counts", synced=False), False
         self._db = db
         for epoch, memories, name in db.execute("SELECT epoch, memories, name FROM counts"):
             self.counts[epoch], self.names[epoch] = memories, name
@@ -76,13 +80,23 @@ class CountStore:
             raise RuntimeError("count store is closed")
         return self._db
 
+    def _commit(self, statement: str, rows: Sequence[Sequence[object]], *, synced: bool) -> None:
+        """`statement` for each of `rows` in one transaction, synced at commit if `synced`."""
+        db = self._conn()
+        if synced:
+            db.execute("PRAGMA synchronous=FULL")
+        try:
+            with db:
+                db.execute("BEGIN")
+                db.executemany(statement, rows)
+        finally:
+            if synced:
+                db.execute("PRAGMA synchronous=NORMAL")
+
     def set(self, counts: Mapping[str, int], names: Mapping[str, str]) -> None:
         """Set these counts (epoch -> memories); `names` names each epoch's namespace."""
         rows = [(e, n, names.get(e, self.names.get(e, ""))) for e, n in counts.items()]
-        db = self._conn()
-        with db:
-            db.execute("BEGIN")
-            db.executemany("INSERT OR REPLACE INTO counts VALUES (?, ?, ?)", rows)
+        self._commit("INSERT OR REPLACE INTO counts VALUES (?, ?, ?)", rows, synced=self._synced)
         for epoch in counts:
             self._held.pop(epoch, None)  # counted in the value just set
         self.counts.update(counts)
@@ -90,7 +104,7 @@ class CountStore:
 
     def add(self, changes: Mapping[str, int], *, defer: bool) -> None:
         """Add to the counts of incarnations that have one (others are ignored); written
-        now, or held for `write_held` when `defer`."""
+        now (synced under `sync`), or held for the group commit when `defer`."""
         changes = {epoch: n for epoch, n in changes.items() if n and epoch in self.counts}
         if not changes:
             return
@@ -99,7 +113,7 @@ class CountStore:
         if defer:
             self._held.update(changes)
         else:
-            self.write(changes)
+            self.write(changes, synced=self._synced)
 
     def take_held(self) -> dict[str, int]:
         """The changes held back since the last call, to be written (`write`)."""
@@ -110,20 +124,15 @@ class CountStore:
         """Hold changes taken by `take_held` again, for incarnations still counted."""
         self._held.update({epoch: n for epoch, n in changes.items() if epoch in self.counts})
 
-    def write(self, changes: Mapping[str, int]) -> None:
+    def write(self, changes: Mapping[str, int], *, synced: bool) -> None:
         """Add `changes` to the counts on disk, in one transaction."""
-        if not changes:
-            return
-        db = self._conn()
-        with db:
-            db.execute("BEGIN")
-            db.executemany(
-                "UPDATE counts SET memories = memories + ? WHERE epoch = ?",
-                [(n, epoch) for epoch, n in changes.items()],
-            )
+        if changes:
+            rows = [(n, epoch) for epoch, n in changes.items()]
+            statement = "UPDATE counts SET memories = memories + ? WHERE epoch = ?"
+            self._commit(statement, rows, synced=synced)
 
     def drop(self, epoch: str) -> None:
-        self._conn().execute("DELETE FROM counts WHERE epoch = ?", (epoch,))
+        self._commit("DELETE FROM counts WHERE epoch = ?", [(epoch,)], synced=True)
         self.counts.pop(epoch, None)
         self.names.pop(epoch, None)
         self._held.pop(epoch, None)

@@ -196,15 +196,16 @@ class RecordStore:
             self._counts.set({epoch: memories}, {epoch: record.name})
 
     def count(self, changes: Mapping[str, int]) -> None:
-        """Add to the memory counts of live incarnations (others are ignored). Under the
-        `sync` durability the change reaches the disk with the next group commit
-        (log_sync.py), after the engine's log: a count is never on disk ahead of what
-        it counts."""
+        """Add to the memory counts of live incarnations (others are ignored), for
+        memories the engine has just written. Under the `sync` durability the change
+        reaches the disk with the next group commit (log_sync.py), after the engine's
+        log: a count is never on disk ahead of what it counts."""
         with self._lock:
             self._counts.add(changes, defer=self._synced)
 
     def count_now(self, changes: Mapping[str, int]) -> None:
-        """`count`, written at once: for a count going down before the engine deletes."""
+        """`count`, written at once and synced under `sync`: for a count going down
+        before the engine deletes."""
         with self._lock:
             self._counts.add(changes, defer=False)
 
@@ -221,8 +222,8 @@ class RecordStore:
     def write_counts(self, changes: Mapping[str, int]) -> None:
         """Write count changes taken by `take_held_counts` (after the engine's log is synced)."""
         with self._lock:
-            if self._db is not None:  # closed: the store was closed under the group commit
-                self._counts.write(changes)
+            if changes and self._db is not None:  # closed: closed under the group commit
+                self._counts.write(changes, synced=False)  # behind the engine at worst
 
     def set_counts(self, counts: Mapping[str, int]) -> None:
         """Set the counts of these incarnations to what the engine holds (a new baseline)."""

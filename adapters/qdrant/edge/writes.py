@@ -104,25 +104,26 @@ class EdgeWrites(EdgeReads):
         if live is None:
             return False
 
-        def uncount() -> Any | None:
+        def find() -> Any | None:
             point = self.retrieve(live, memory_id)
-            if point is None:
-                return None
-            self._store.disk.check()
-            self._store.records.count({live.epoch: -1})  # before the engine: namespace_records.py
-            return point.id
+            return None if point is None else point.id
 
         def delete(found: Any) -> None:
             shard = self._store.shards.of(namespace)
             self._store.update(shard, qe.UpdateOperation.delete_points([found]))
 
-        found = await self._store.calls.here(uncount)
+        found = await self._store.calls.here(find)
         if found is None:
             return False
-        await self._store.commit.durable()  # the count on disk before the delete can be
+        # The count down on disk before the engine deletes (namespace_records.py).
+        await self._store.calls.worker(self._uncount, live.epoch)
         await self._store.calls.here(delete, found)
         await self._store.commit.durable()
         return True
+
+    def _uncount(self, epoch: str) -> None:
+        self._store.disk.check()
+        self._store.records.count_now({epoch: -1})
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(EDGE, now)
