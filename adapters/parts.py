@@ -4,8 +4,8 @@ Why apart from `VectorBackend`: a request needs namespaces, memories and search;
 the keyword index (plugin/embedding/keyword_index.py), bulk transfer
 (plugin/transfer/) and store metadata (plugin/core/fingerprint.py) are each
 asked for by the code that uses them, through `backend.keyword_index`,
-`backend.transfer` and `backend.store_meta`, which are None where the backend
-has no such part. A backend hands out its own part objects, so no facade
+`backend.transfer`, `backend.store_meta` and `backend.store_size`, which are
+None where the backend has no such part. A backend hands out its own part objects, so no facade
 forwards their calls, and plugin/observability/instrumented.py times every
 method of a part by its name (the metric's `operation` label).
 """
@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from adapters.values import SparseVector, StoredMemory, TokenVectors
+from adapters.values import SparseVector, StoredMemory, StoreSize, TokenVectors
 
 # The attributes of `VectorBackend` that hand out a part (or None): `OptionalParts`.
-PARTS = ("keyword_index", "token_index", "transfer", "store_meta")
+PARTS = ("keyword_index", "token_index", "transfer", "store_meta", "store_size")
 
 
 class KeywordIndex(Protocol):
@@ -113,6 +113,13 @@ class StoreMeta(Protocol):
         """Set one fact, durably; visible to every later `read_store_meta`."""
 
 
+class StoreSizes(Protocol):
+    """How big the store is, for the metrics: from what the store keeps, not a scan."""
+
+    async def measure(self) -> StoreSize:
+        """Namespaces and memories now, and the bytes of the volume where the store has one."""
+
+
 class OptionalParts:
     """The parts `VectorBackend` may hand out; None where the backend has no such part.
 
@@ -133,4 +140,8 @@ class OptionalParts:
 
     @property
     def store_meta(self) -> StoreMeta | None:
+        return None
+
+    @property
+    def store_size(self) -> StoreSizes | None:
         return None

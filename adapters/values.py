@@ -174,3 +174,15 @@ def with_keywords(
     if keywords is None:
         return ((stored, None) for stored in memories)
     return zip(memories, keywords, strict=True)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSize:
+    """How big a store is (adapters/parts.py, `StoreSizes`). Memories are those stored,
+    expired ones included until the janitor deletes them; bytes are None where the store
+    has no volume of the plugin's."""
+
+    namespaces: int
+    memories: int
+    bytes_used: int | None = None
+    bytes_free: int | None = None

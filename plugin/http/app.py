@@ -48,12 +48,14 @@ from plugin.http.keys import (
     SERVICE,
     SETTINGS,
     STOP,
+    STORE_SIZES,
     TICKS,
     VECTORS_VERIFIED,
 )
 from plugin.http.middleware import envelope, request_context
 from plugin.observability.instrumented import instrumented
 from plugin.observability.metrics import Metrics
+from plugin.observability.store_size import StoreSizeGauges
 from plugin.scheduling.admission import Admission, Shares
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority
@@ -153,6 +155,9 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
                 name="keyword index",
             ),
         ]
+        if backend.store_size is not None:
+            app[STORE_SIZES] = StoreSizeGauges(backend.store_size, metrics.registry)
+            tasks.append(asyncio.create_task(app[STORE_SIZES].run(), name="store size"))
         if app[SEARCH_MODE] is SearchMode.RERANK:  # no other mode reads token vectors
             tasks.append(
                 asyncio.create_task(

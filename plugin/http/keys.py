@@ -14,6 +14,7 @@ from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.observability.metrics import Metrics
+from plugin.observability.store_size import StoreSizeGauges
 from plugin.scheduling.admission import Admission
 from plugin.settings import Settings
 
@@ -27,6 +28,8 @@ SEARCH_MODE = web.AppKey("search_mode", SearchMode)
 VECTORS_VERIFIED = web.AppKey("vectors_verified", threading.Event)
 SERVICE = web.AppKey("service", MemoryService)
 METRICS = web.AppKey("metrics", Metrics)
+# The store's size gauges, where the backend has the part (tests refresh them at once).
+STORE_SIZES = web.AppKey("store_sizes", StoreSizeGauges)
 # Who may start a request now: each namespace's share of the wait the queue makes.
 ADMISSION = web.AppKey("admission", Admission)
 # Monotonic seconds, as admission measures the plugin's busy time (tests move them).

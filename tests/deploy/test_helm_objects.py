@@ -168,6 +168,7 @@ def test_optional_objects_are_off_by_default() -> None:
     kinds = {o["kind"] for o in render()}
     assert "HorizontalPodAutoscaler" not in kinds
     assert "ServiceMonitor" not in kinds
+    assert "PrometheusRule" not in kinds
 
 
 def test_all_optional_pod_settings_reach_the_pod() -> None:

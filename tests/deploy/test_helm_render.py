@@ -81,7 +81,7 @@ EXPECTED_OBJECTS = {
     "qdrant-server": BASE_OBJECTS,
     "pinecone": BASE_OBJECTS,
     "embedded": BASE_OBJECTS | {"PersistentVolumeClaim"},
-    "all-optional": BASE_OBJECTS | {"HorizontalPodAutoscaler", "ServiceMonitor"},
+    "all-optional": BASE_OBJECTS | {"HorizontalPodAutoscaler", "ServiceMonitor", "PrometheusRule"},
 }
 
 

@@ -25,7 +25,10 @@ NAMESPACE = "agents"
 FULLNAME = f"{RELEASE}-memory-plugin-vector"
 KUBE_VERSION = "1.33.0"
 # Kinds kubernetes-validate has no schema for (CRDs): checked in tests below.
-CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+CRD_KINDS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+}
 SCENARIOS = ["qdrant-server", "embedded", "pinecone", "all-optional"]
 # Environment the pod gets besides the plugin's own settings.
 RUNTIME_ENV = {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HOME", "OMP_NUM_THREADS"}

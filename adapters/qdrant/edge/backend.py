@@ -31,7 +31,8 @@ worker thread) is dispatch.py's. One plugin process per data directory.
 The request surface comes in layers, each the backend's own methods: namespaces.py,
 then reads.py, then writes.py; this class adds the lifecycle and health. The
 optional parts (adapters/parts.py) are handed out as they are: `transfer` and
-`store_meta` (transfer.py), `keyword_index` (keyword_index.py); checks.py runs the
+`store_meta` (transfer.py), `keyword_index` (keyword_index.py), `store_size`
+(store_size.py); checks.py runs the
 integrity checks. All of them share one `EdgeStore` (store.py).
 """
 
@@ -54,6 +55,7 @@ from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
 from adapters.qdrant.edge.keyword_index import EdgeKeywordIndex
 from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge.store import EdgeStore
+from adapters.qdrant.edge.store_size import EdgeStoreSize
 from adapters.qdrant.edge.token_index import EdgeTokenIndex
 from adapters.qdrant.edge.transfer import EdgeStoreMeta, EdgeTransfer
 from adapters.qdrant.edge.upkeep import EdgeUpkeep
@@ -107,6 +109,10 @@ class QdrantEdgeBackend(EdgeWrites):
     @cached_property
     def store_meta(self) -> EdgeStoreMeta:
         return EdgeStoreMeta(self._store)
+
+    @cached_property
+    def store_size(self) -> EdgeStoreSize:
+        return EdgeStoreSize(self._store)
 
     @cached_property
     def keyword_index(self) -> EdgeKeywordIndex:

@@ -277,6 +277,12 @@ class RecordStore:
             accepted, self.rebuilt = sorted(self.rebuilt), {}
             return accepted
 
+    def sizes(self) -> tuple[int, int]:
+        """Live namespaces, and the memories their counts say they hold."""
+        with self._lock:
+            counts = self._counts.counts
+            return len(self.live), sum(counts.get(n.epoch, 0) for n in self.live.values())
+
     def meta(self) -> dict[str, str]:
         """Store-wide facts (the embedding fingerprint): `meta(key, value)` rows."""
         with self._lock:
