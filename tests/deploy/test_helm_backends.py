@@ -12,6 +12,7 @@ from tests.support.helm import (
     FULLNAME,
     SCENARIOS,
     Manifest,
+    config_map,
     one,
     render,
     render_fails,
@@ -46,7 +47,7 @@ def test_secrets_come_only_from_secret_key_refs(scenario: str) -> None:
                 if secretish:
                     assert "value" not in node, node
                     assert set(node["valueFrom"]) == {"secretKeyRef"}, node
-    data = one(objects, "ConfigMap")["data"]
+    data = config_map(objects)["data"]
     assert not [key for key in data if "KEY" in key or "SECRET" in key]
 
 
@@ -55,14 +56,14 @@ def env_refs(objects: list[Manifest]) -> dict[str, Manifest]:
 
 
 def test_qdrant_layout_can_be_collections() -> None:
-    data = one(render("qdrant-server", "qdrant.layout=collections"), "ConfigMap")["data"]
+    data = config_map(render("qdrant-server", "qdrant.layout=collections"))["data"]
     assert Settings.from_env(dict(data)).qdrant_layout == "collections"
     assert "layout" in render_fails("qdrant-server", "qdrant.layout=tenants")
 
 
 def test_qdrant_server_backend() -> None:
     objects = render("qdrant-server")
-    data = one(objects, "ConfigMap")["data"]
+    data = config_map(objects)["data"]
     assert data["MEMORY_PLUGIN_BACKEND"] == "qdrant"
     assert data["QDRANT_URL"] == "http://qdrant:6333"
     assert data["MEMORY_PLUGIN_QDRANT_LAYOUT"] == "shared"
@@ -86,7 +87,7 @@ def test_qdrant_backend_needs_a_url() -> None:
 
 def test_pinecone_backend() -> None:
     objects = render("pinecone")
-    data = one(objects, "ConfigMap")["data"]
+    data = config_map(objects)["data"]
     assert data["MEMORY_PLUGIN_BACKEND"] == "pinecone"
     assert data["PINECONE_INDEX"] == "agent-memory"
     assert "PINECONE_HOST" not in data
@@ -100,7 +101,7 @@ def test_pinecone_backend() -> None:
 
 def test_pinecone_host_instead_of_index() -> None:
     host = "https://agent-memory-abc123.svc.aped-4627-b74a.pinecone.io"
-    data = one(render("pinecone", "pinecone.index=", f"pinecone.host={host}"), "ConfigMap")["data"]
+    data = config_map(render("pinecone", "pinecone.index=", f"pinecone.host={host}"))["data"]
     assert data["PINECONE_HOST"] == host
     assert "PINECONE_INDEX" not in data
 
@@ -132,7 +133,7 @@ def test_embedded_is_one_replica_on_a_claim_recreated() -> None:
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
     assert volumes[mounts["/data"]]["persistentVolumeClaim"] == {"claimName": f"{FULLNAME}-data"}
-    data = one(objects, "ConfigMap")["data"]
+    data = config_map(objects)["data"]
     assert data["MEMORY_PLUGIN_BACKEND"] == "embedded"
     assert data["MEMORY_PLUGIN_DATA_DIR"] == "/data"
     assert "QDRANT_URL" not in data

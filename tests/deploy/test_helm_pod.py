@@ -18,6 +18,7 @@ from tests.support.helm import (
     SCENARIOS,
     Manifest,
     chart_values,
+    config_map,
     helm,
     helm_test_pod,
     one,
@@ -63,7 +64,7 @@ def test_server_runs_serve_with_the_listen_address_of_the_port(scenario: str) ->
     container = server_container(objects)
     assert container["args"] == ["serve"]
     assert "command" not in container  # the image's ENTRYPOINT, memory-plugin-vector
-    data = one(objects, "ConfigMap")["data"]
+    data = config_map(objects)["data"]
     assert data["MEMORY_PLUGIN_LISTEN_ADDR"] == "0.0.0.0:9100"
     assert container["envFrom"] == [{"configMapRef": {"name": FULLNAME}}]
 
@@ -111,7 +112,7 @@ def test_resources_and_graceful_termination(scenario: str) -> None:
 def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     """Every key is a setting the plugin knows, and together they validate."""
     objects = render(scenario)
-    data = dict(one(objects, "ConfigMap")["data"])
+    data = dict(config_map(objects)["data"])
     assert {k: data.pop(k) for k in sorted(RUNTIME_ENV)} == {
         "HF_HUB_OFFLINE": "1",
         "HOME": "/tmp",

@@ -85,6 +85,11 @@ def render_fails(scenario: str | None, *sets: str) -> str:
     return result.stderr
 
 
+def config_map(objects: list[Manifest]) -> Manifest:
+    """The plugin's settings ConfigMap (beside it there may be the dashboard's)."""
+    return one([o for o in objects if o["metadata"]["name"] == FULLNAME], "ConfigMap")
+
+
 def one(objects: list[Manifest], kind: str) -> Manifest:
     found = [o for o in objects if o["kind"] == kind]
     assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
