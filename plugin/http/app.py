@@ -55,7 +55,7 @@ from plugin.http.keys import (
 from plugin.http.middleware import envelope, request_context
 from plugin.observability.instrumented import instrumented
 from plugin.observability.metrics import Metrics
-from plugin.observability.store_size import StoreSizeGauges
+from plugin.observability.store_size_gauges import StoreSizeGauges
 from plugin.scheduling.admission import Admission, Shares
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority

@@ -14,7 +14,7 @@ from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.observability.metrics import Metrics
-from plugin.observability.store_size import StoreSizeGauges
+from plugin.observability.store_size_gauges import StoreSizeGauges
 from plugin.scheduling.admission import Admission
 from plugin.settings import Settings
 
