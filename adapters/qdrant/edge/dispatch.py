@@ -20,11 +20,10 @@ Calls on the loop take turns (turns.py): at most `LOOP_SLICE_S` of engine time
 in one loop iteration, so the loop polls its sockets between them and a refusal
 is not held behind a flood's searches.
 
-`syncing()` runs the group commit's syncs (log_sync.py). With other calls in
-flight, on a thread of its own: an `fsync` releases the GIL and takes no shard's
-lock, so the loop and the engine go on while the disk works, and the sync never
-queues behind engine calls. With none, on the event loop: there it delays no
-one, and two thread hops cost a lone write more than the `fsync` itself.
+`syncing()` runs the group commit's syncs (log_sync.py) on a thread of their
+own: an `fsync` releases the GIL and takes no shard's lock, so the loop and the
+engine go on while the disk works, the sync never queues behind engine calls,
+and a disk that stalls holds up the writes waiting for it, never the loop.
 
 `idle_for` tells the janitor how long no call but its own has been in flight (a
 call on the loop counts from the moment it asks for its turn): a flush, a vacuum or
@@ -110,15 +109,11 @@ class EngineCalls:
                 self._last_active = self.clock()
 
     async def syncing(self, func: Callable[..., T], *args: Any) -> T:
-        """`func(*args)` on the event loop when no other call is in flight, else on the
-        sync thread; a request's work (it counts as in flight)."""
+        """`func(*args)` on the sync thread; a request's work (it counts as in flight)."""
         if self._syncer is None:
             raise BackendUnavailable("embedded store is not open")
-        alone = not self._in_flight and not self._in_workers
         self._in_flight += 1
         try:
-            if alone:
-                return func(*args)
             return await asyncio.get_running_loop().run_in_executor(
                 self._syncer, partial(func, *args)
             )

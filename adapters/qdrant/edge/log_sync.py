@@ -6,8 +6,7 @@ file, and returns without syncing it. A killed process loses nothing (the
 kernel holds the pages), but a power cut or a kernel crash loses what the kernel
 had not written back: without a sync, a 201 would mean "in memory". Under the
 `sync` durability every write path awaits `GroupCommit.durable()` before it
-answers; one sync (on a thread of its own, or on the event loop when nothing
-else is in flight: dispatch.py) does, in this order:
+answers; one sync, on a thread of its own (dispatch.py), does, in this order:
 
 1. `fsync` of the files of the write-ahead log that the engine may have
    written, of each shard written since the last sync (an `fsync` writes back
