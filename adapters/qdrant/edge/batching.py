@@ -9,8 +9,8 @@ upserts still beats several: splitting it into smaller chunks lowered the
 8-caller throughput every time (benchmarks/README.md). As the embedder does for
 texts, the first call starts a flush at once (a lone call waits for nothing) and
 every call that arrives while it runs joins the next one. Each caller's await returns only when
-the engine call holding its item has returned, so an acknowledged write is as
-durable as before.
+the engine call holding its item has returned; the group commit then makes it
+durable before it is acknowledged (log_sync.py).
 """
 
 from __future__ import annotations

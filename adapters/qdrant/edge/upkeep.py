@@ -11,7 +11,8 @@ waits on the disk, GIL held, many times longer than alone. So:
   engine call for `QUIET_S`, or once it has waited `DEADLINE_S` whatever the load.
 
 Nothing acknowledged depends on a flush: each update is in the engine's
-write-ahead log before it returns (tests/store/test_durability.py). A flush
+write-ahead log before it returns (tests/store/test_durability.py), and that
+log is synced before the write is acknowledged (log_sync.py). A flush
 persists the segments so that the log can be cut and a start replays less; a
 vacuum gives back the space of replaced and deleted points.
 
