@@ -26,7 +26,6 @@ forgotten, a store-wide fact (store.py, `purge` and `barrier`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import threading
@@ -34,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adapters.qdrant.edge.batching import CallBatcher
 from adapters.qdrant.edge.namespace_records import RecordStore
 
 WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment
@@ -132,46 +132,28 @@ class LogSync:
 class GroupCommit:
     """`durable()` returns once everything written before it was called is on disk.
 
-    `sync` runs one sync (take, then write); a failure goes to every caller it
-    covered, and the next caller starts a new one."""
+    The callers are batched as the engine calls are (batching.py): the first starts a
+    sync at once, and those arriving while it runs share the next one. `sync` runs
+    one sync (take, then write); a failure goes to every caller it covered, and the
+    next caller starts a new one."""
 
     def __init__(self, sync: Callable[[], Awaitable[None]], *, enabled: bool) -> None:
         self._sync = sync
         self.enabled = enabled
-        self._waiting: list[asyncio.Future[None]] = []
-        self._running: asyncio.Task[None] | None = None
+        self._callers: CallBatcher[None, None] = CallBatcher(self._sync_for)
 
     async def durable(self, *, always: bool = False) -> None:
         """A no-op under `async` unless `always` (a purge, a store-wide fact)."""
-        if not (self.enabled or always):
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append(future)
-        if self._running is None:
-            self._running = asyncio.create_task(self._run(), name="group commit")
-        await future
+        if self.enabled or always:
+            await self._callers.submit(None)
 
     async def drain(self) -> None:
         """Wait for the sync under way and those queued behind it (at close)."""
-        while self._running is not None:
-            await asyncio.gather(self._running, return_exceptions=True)
+        await self._callers.drain()
 
-    async def _run(self) -> None:
-        try:
-            while self._waiting:
-                covered, self._waiting = self._waiting, []
-                try:
-                    await self._sync()
-                except Exception as error:
-                    for future in covered:
-                        if not future.done():
-                            future.set_exception(error)
-                    continue
-                for future in covered:
-                    if not future.done():
-                        future.set_result(None)
-        finally:
-            self._running = None
+    async def _sync_for(self, callers: list[None]) -> list[None]:
+        await self._sync()
+        return callers
 
 
 def _written_files(
