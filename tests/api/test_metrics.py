@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,7 +21,7 @@ from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import NamespaceRecord, SearchQuery
 from plugin.http.keys import EMBEDDER
 from plugin.observability.instrumented import instrumented
-from tests.support.app import AppFactory, ContractClient, served
+from tests.support.app import AppFactory, ContractClient
 from tests.support.clocks import WallClock
 from tests.support.records import DIM, T0, everything, memory, unit
 from tests.support.server_process import free_port
@@ -155,12 +153,6 @@ async def test_backend_outage_is_counted_as_unavailable(
     assert operations == {op_key("ping", "unavailable"): 1.0}
     requests = samples["memory_plugin_http_requests_total"]
     assert requests == {request_key("/v1/health", "GET", 503): 1.0}
-
-
-@pytest.fixture
-async def swept(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
-    async for api in served(make_app, clock, janitor_interval_s=0.05):
-        yield api
 
 
 async def test_janitor_deletions_are_counted(swept: ContractClient) -> None:

@@ -8,27 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
-
-import pytest
 
 from adapters.qdrant.edge.disk import allocated_bytes
 from plugin.http.keys import STORE_SIZES
 from plugin.settings import Settings
 from tests.api.test_metrics import scrape
-from tests.support.app import AppFactory, ContractClient, served
-from tests.support.clocks import WallClock
+from tests.support.app import ContractClient
 
 TEAM, WORKSPACE = "team:sized", "workspace:sized"
 MiB = 1024 * 1024
-
-
-@pytest.fixture
-async def swept(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
-    async for api in served(make_app, clock, janitor_interval_s=0.05):
-        yield api
 
 
 async def sizes(api: ContractClient) -> dict[str, float]:

@@ -66,7 +66,3 @@ class PowerCutMount:
         """Whether the kernel lists the mount (its `stat` fails once the process is dead)."""
         with open("/proc/self/mounts", encoding="utf-8") as mounts:
             return any(line.split()[1] == str(self.mountpoint) for line in mounts)
-
-    def unmount(self) -> None:
-        """Detach at teardown (what was held is dropped, as in a cut)."""
-        self.cut()

@@ -1,0 +1,17 @@
+"""Fixtures the API tests share."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.support.app import AppFactory, ContractClient, served
+from tests.support.clocks import WallClock
+
+
+@pytest.fixture
+async def swept(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
+    """The app with its janitor sweeping every 50 ms."""
+    async for api in served(make_app, clock, janitor_interval_s=0.05):
+        yield api
