@@ -69,6 +69,12 @@ end
 """
 
 
+def commit_script(texts: list[str], window: int) -> str:
+    """wrk's request script: commits of `texts` in turn, with ids unique to `window`."""
+    quoted = ",".join(f"[==[{json.dumps(text)}]==]" for text in texts)
+    return WRK_SCRIPT % (quoted, window)
+
+
 def wrk_closed_loop(url: str, texts: list[str], window: int = 0) -> float | None:
     """The same closed loop driven by wrk (C, one thread), when installed; commits/s.
 
@@ -77,9 +83,7 @@ def wrk_closed_loop(url: str, texts: list[str], window: int = 0) -> float | None
     """
     if shutil.which("wrk") is None:
         return None
-    quoted = ",".join(f"[==[{json.dumps(text)}]==]" for text in texts)
-    lua = WRK_SCRIPT % (quoted, window)  # ids unique across windows
-    rate, non_2xx = run_wrk(url, lua, CALLERS, CLOSED_LOOP_S)
+    rate, non_2xx = run_wrk(url, commit_script(texts, window), CALLERS, CLOSED_LOOP_S)
     if non_2xx is not None:
         print("  wrk: answers other than 2xx:", non_2xx)
     return rate

@@ -85,11 +85,18 @@ def run_wrk(
     Returns wrk's requests/s (None if it printed none) and its line about answers
     other than 2xx (None when there were none); each caller decides what those mean.
     """
-    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
-        script.write(lua)
-        script.flush()
-        command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", script.name, url]
-        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    out = wrk_output(url, lua, connections, seconds)
     non_2xx = out.split("Non-2xx", 1)[1].splitlines()[0] if "Non-2xx" in out else None
     found = re.search(r"Requests/sec:\s+([0-9.]+)", out)
     return (float(found.group(1)) if found else None), non_2xx
+
+
+def wrk_output(url: str, lua: str, connections: int, seconds: float, *options: str) -> str:
+    """What wrk (one thread, the request script `lua`, and `options` such as
+    `--latency`) prints for `url`."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
+        script.write(lua)
+        script.flush()
+        command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", *options]
+        command += ["-s", script.name, url]
+        return subprocess.run(command, capture_output=True, text=True, check=True).stdout

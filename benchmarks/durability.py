@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import shutil
 import statistics
@@ -36,18 +35,17 @@ import aiohttp
 
 from benchmarks.closed_loop import (
     CLOSED_LOOP_S,
-    WRK_SCRIPT,
     closed_loop,
+    commit_script,
     post_commit,
     wrk_closed_loop,
 )
-from benchmarks.common import machine
-from benchmarks.latency import CONCURRENCY, TIMEOUT, preload, timed
+from benchmarks.common import machine, wrk_output
+from benchmarks.latency import CONCURRENCY, NAMESPACE, TIMEOUT, preload, timed
 from benchmarks.model import CALLERS, SAMPLES, load_model, single_text_s
 from benchmarks.sentences import sentences
 from tests.support.server_process import WIDE_SHARES, ServerProcess
 
-NAMESPACE = "workspace:bench-latency"  # latency.py's preload writes here
 PRELOAD = 2_000
 WINDOWS = 4  # per server
 MODES = ("sync", "async")
@@ -66,12 +64,8 @@ def wrk_sequential_s(url: str, texts: list[str], window: int) -> float | None:
     per commit (wrk's `--latency`), when wrk is installed."""
     if shutil.which("wrk") is None:
         return None
-    quoted = ",".join(f"[==[{json.dumps(text)}]==]" for text in texts)
-    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
-        script.write(WRK_SCRIPT % (quoted, 100 + window))  # ids apart from the closed loop's
-        script.flush()
-        command = ["wrk", "-t1", "-c1", "-d4s", "--latency", "-s", script.name, url]
-        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    script = commit_script(texts, 100 + window)  # ids apart from the closed loop's
+    out = wrk_output(url, script, 1, 4.0, "--latency")
     found = re.search(r"^\s+50%\s+([0-9.]+)(us|ms|s)$", out, re.MULTILINE)
     if found is None or "Non-2xx" in out:
         raise RuntimeError(f"wrk's sequential commits: {out}")
