@@ -35,6 +35,9 @@ class StorageDamaged(BackendUnavailable):
         super().__init__(message)
         self.namespaces = namespaces
 
+    def __reduce__(self) -> tuple[type[StorageDamaged], tuple[str, tuple[str, ...]]]:
+        return (type(self), (str(self), self.namespaces))  # crosses to the server process
+
 
 class BackendMisconfigured(BackendError):
     """The backend answers, but not as configured (wrong key, index, dimension, metric).

@@ -19,10 +19,10 @@ ServerBackend = TypeVar("ServerBackend", bound="QdrantServerBase")
 
 
 def _embedded(settings: Settings, dimension: int) -> VectorBackend:
-    """Qdrant's engine in-process (qdrant-edge), on disk under MEMORY_PLUGIN_DATA_DIR."""
-    from adapters.qdrant.edge.backend import QdrantEdgeBackend
+    """Qdrant's engine (qdrant-edge) in a worker process, on disk under MEMORY_PLUGIN_DATA_DIR."""
+    from adapters.qdrant.edge.engine_client import EngineClient
 
-    return QdrantEdgeBackend(dimension, settings.data_dir, durability=settings.durability)
+    return EngineClient(dimension, settings.data_dir, durability=settings.durability)
 
 
 def qdrant_server(

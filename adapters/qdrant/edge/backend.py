@@ -1,6 +1,8 @@
-"""The embedded backend: Qdrant's own engine in-process (qdrant-edge), on disk.
+"""The embedded store: Qdrant's own engine (qdrant-edge), on disk.
 
-The zero-config default. Layout under `data_dir`:
+The zero-config default. The server runs it in its engine worker process
+(engine_worker.py) and reaches it through `EngineClient` (engine_client.py).
+Layout under `data_dir`:
 
     store/shards/NN/          the qdrant-edge shards holding the memories (shards.py)
     store/namespaces.sqlite3  namespace records and pending purges (namespace_records.py)

@@ -1,0 +1,242 @@
+"""The embedded backend as the server sees it: the store lives in an engine worker process.
+
+qdrant-edge holds the GIL for the whole of every call; in the server's process each
+call would stop every request, refusal and answer meanwhile. So the store
+(`QdrantEdgeBackend`, backend.py) runs in a child process (engine_worker.py,
+watched by engine_process.py), and this class forwards the backend interface and
+its parts to it as plain values (frames.py). The event loop only encodes, sends
+and waits. A worker that dies takes the store away only until it is restarted:
+calls answer `BackendUnavailable` (503) meanwhile and health is `degraded`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from adapters.base import VectorBackend
+from adapters.qdrant import ranking
+from adapters.qdrant.edge import frames
+from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
+from adapters.qdrant.edge.engine_process import EngineProcess
+from adapters.values import (
+    Durability,
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    SearchMode,
+    SearchQuery,
+    SparseVector,
+    StoreCondition,
+    StoredMemory,
+    StoreSize,
+    TokenVectors,
+)
+
+
+class _Part:
+    """A part of the store in the worker, asked for by its name (adapters/parts.py)."""
+
+    def __init__(self, worker: EngineProcess, name: str) -> None:
+        self._worker = worker
+        self._name = name
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._worker.call(self._name, method, *args, **kwargs)
+
+
+class _KeywordIndex(_Part):
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        await self._call("prepare_keywords", reset=reset)
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return await self._call("unindexed_memories", cursor, limit)  # type: ignore[no-any-return]
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        return await self._call("index_keywords", list(items))  # type: ignore[no-any-return]
+
+
+class _TokenIndex(_Part):
+    async def prepare_tokens(self) -> None:
+        await self._call("prepare_tokens")
+
+    async def untokenized_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return await self._call("untokenized_memories", cursor, limit)  # type: ignore[no-any-return]
+
+    async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
+        return await self._call("index_tokens", list(items))  # type: ignore[no-any-return]
+
+
+class _Transfer(_Part):
+    async def iter_memories(
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
+    ) -> AsyncIterator[list[StoredMemory]]:
+        pages = await self._worker.open(
+            self._name,
+            "iter_memories",
+            namespace,
+            now,
+            page_size=page_size,
+            with_vectors=with_vectors,
+        )
+        try:
+            while (page := await self._worker.next(pages)) != frames.END:
+                yield page
+        finally:  # a caller that stops early leaves the worker's generator open
+            self._worker.discard(pages)
+
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
+        keyed = None if keywords is None else list(keywords)
+        return await self._call("upsert_memories", list(memories), keyed)  # type: ignore[no-any-return]
+
+
+class _StoreMeta(_Part):
+    async def read_store_meta(self) -> Mapping[str, str]:
+        return await self._call("read_store_meta")  # type: ignore[no-any-return]
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        await self._call("write_store_meta", key, value)
+
+
+class _StoreSize(_Part):
+    async def measure(self) -> StoreSize:
+        return await self._call("measure")  # type: ignore[no-any-return]
+
+
+class EngineClient(VectorBackend):
+    """The embedded store (qdrant-edge) in a worker process, behind the backend interface."""
+
+    name = "qdrant-edge"
+
+    def __init__(
+        self,
+        dimension: int,
+        data_dir: Path,
+        *,
+        disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+        durability: Durability = "sync",
+    ) -> None:
+        super().__init__(dimension)
+        self.worker = EngineProcess(
+            [
+                "--data-dir",
+                str(Path(data_dir).absolute()),
+                "--dimension",
+                str(dimension),
+                "--durability",
+                durability,
+                "--headroom",
+                str(disk_headroom_bytes),
+            ]
+        )
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self.worker.call(None, method, *args, **kwargs)
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return ranking.QDRANT_SEARCH_MODES
+
+    @cached_property
+    def transfer(self) -> _Transfer:
+        return _Transfer(self.worker, "transfer")
+
+    @cached_property
+    def store_meta(self) -> _StoreMeta:
+        return _StoreMeta(self.worker, "store_meta")
+
+    @cached_property
+    def store_size(self) -> _StoreSize:
+        return _StoreSize(self.worker, "store_size")
+
+    @cached_property
+    def keyword_index(self) -> _KeywordIndex:
+        return _KeywordIndex(self.worker, "keyword_index")
+
+    @cached_property
+    def token_index(self) -> _TokenIndex:
+        return _TokenIndex(self.worker, "token_index")
+
+    async def start(self) -> None:
+        await self.worker.start()
+
+    async def close(self) -> None:
+        await self.worker.close()
+
+    async def maintain(self) -> None:
+        await self._call("maintain")
+
+    async def ping(self) -> None:
+        """`BackendUnavailable` while the worker is being restarted, as for any outage."""
+        await self._call("ping")
+        self.worker.condition = await self._call("condition")
+
+    def condition(self) -> StoreCondition:
+        return self.worker.condition
+
+    async def verify(self) -> tuple[str, ...]:
+        return await self._call("verify")  # type: ignore[no-any-return]
+
+    async def accept(self) -> list[str]:
+        """verify-store --accept: the store as it is now is vouched for (checks.py)."""
+        return await self._call("accept")  # type: ignore[no-any-return]
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        return await self._call("get_namespace", name)  # type: ignore[no-any-return]
+
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        return await self._call("get_namespaces", list(names))  # type: ignore[no-any-return]
+
+    async def save_namespace(self, record: NamespaceRecord) -> None:
+        await self._call("save_namespace", record)
+
+    async def delete_namespace(self, name: str) -> bool:
+        return await self._call("delete_namespace", name)  # type: ignore[no-any-return]
+
+    async def list_namespaces(self) -> list[NamespaceRecord]:
+        return await self._call("list_namespaces")  # type: ignore[no-any-return]
+
+    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
+        return await self._call("expired_namespaces", now)  # type: ignore[no-any-return]
+
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+        return await self._call("get_stored_memory", namespace, memory_id)  # type: ignore[no-any-return]
+
+    async def upsert_memory(
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
+    ) -> None:
+        await self._call("upsert_memory", memory, list(vector), keywords, tokens)
+
+    async def query_memories(
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+    ) -> list[ScoredMemory]:
+        return await self._call(  # type: ignore[no-any-return]
+            "query_memories", list(namespaces), query, memory_filter, limit
+        )
+
+    async def list_memories(
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+    ) -> list[MemoryRecord]:
+        return await self._call(  # type: ignore[no-any-return]
+            "list_memories", list(namespaces), memory_filter, limit
+        )
+
+    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
+        return await self._call("delete_memory", namespace, memory_id)  # type: ignore[no-any-return]
+
+    async def delete_expired_memories(self, now: datetime) -> int:
+        return await self._call("delete_expired_memories", now)  # type: ignore[no-any-return]

@@ -1,0 +1,228 @@
+"""One engine worker process, seen from the server: started, called, watched, restarted.
+
+The worker (engine_worker.py) is a fault domain: when it dies (kill -9, a panic in
+the engine, out of memory) or stops answering for `HANG_S`, every call in flight and
+every call until it is back fails at once with `BackendUnavailable` (503), its
+condition names the restart (health: `degraded`), and it is started again: the
+store reopens and its write-ahead log replays, so nothing acknowledged is lost.
+A worker that keeps dying is restarted less and less often, up to `MAX_BACKOFF_S`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge import frames
+from adapters.values import StoreCondition
+
+log = logging.getLogger(__name__)
+
+# A heartbeat (the worker's condition) every HEARTBEAT_S; no answer within HANG_S is
+# a hang. Generous: the janitor's longest engine calls (a vacuum of a big shard) hold
+# the worker for seconds.
+HEARTBEAT_S = 1.0
+HANG_S = 30.0
+MAX_BACKOFF_S = 30.0
+STOP_TIMEOUT_S = 120.0  # closing flushes every shard
+
+
+class EngineProcess:
+    """A worker started with `argv` (after `python -m ...engine_worker`)."""
+
+    def __init__(self, argv: Sequence[str], label: str = "engine worker") -> None:
+        self._argv = list(argv)
+        self.label = label
+        self._process: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._up = asyncio.Event()
+        self._closing = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self.restarts = 0
+        self.hang_s = HANG_S
+        self.condition = StoreCondition()
+
+    @property
+    def up(self) -> bool:
+        return self._up.is_set()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    async def start(self) -> None:
+        """Start the worker and wait until its store is open; raise what opening raised."""
+        reader = await self._spawn()
+        self._tasks = [
+            asyncio.create_task(self._supervise(reader), name=f"{self.label} supervisor"),
+            asyncio.create_task(self._heartbeat(), name=f"{self.label} heartbeat"),
+        ]
+
+    async def _spawn(self) -> asyncio.StreamReader:
+        ours, theirs = socket.socketpair()
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-I",  # isolated: the working directory (the data volume) is not on the path
+                "-m",
+                "adapters.qdrant.edge.engine_worker",
+                "--fd",
+                str(theirs.fileno()),
+                *self._argv,
+                pass_fds=(theirs.fileno(),),
+            )
+        finally:
+            theirs.close()
+        reader, self._writer = await asyncio.open_connection(sock=ours)
+        first = await self._next(reader)
+        if first is None or first[0] != "ready":
+            await self._reap()
+            if first is not None and first[0] == "failed":
+                raise first[1]
+            raise BackendUnavailable(f"the {self.label} exited while opening the store")
+        self.condition = StoreCondition()
+        self._up.set()
+        return reader
+
+    async def _next(self, reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
+        """The next message that is not a log record (those are logged here)."""
+        while (message := await frames.read(reader)) is not None:
+            if message[0] != "log":
+                return message
+            record: logging.LogRecord = message[1]
+            logging.getLogger(record.name).handle(record)
+        return None
+
+    async def _supervise(self, reader: asyncio.StreamReader) -> None:
+        backoff = 0.0
+        while True:
+            while (message := await self._next(reader)) is not None:
+                backoff = 0.0
+                future = self._pending.pop(message[1], None)
+                if future is None or future.done():
+                    continue
+                if message[2]:
+                    future.set_result(message[3])
+                else:
+                    future.set_exception(message[3])
+            status = await self._lost()
+            if self._closing:
+                return
+            log.error("the %s stopped (exit status %s); restarting it", self.label, status)
+            while True:
+                self.restarts += 1
+                await asyncio.sleep(backoff)
+                backoff = min(MAX_BACKOFF_S, max(0.5, backoff * 2))
+                try:
+                    reader = await self._spawn()
+                    break
+                except Exception as error:
+                    log.error("the %s did not start again: %s", self.label, error)
+            log.info("the %s is serving again", self.label)
+
+    async def _lost(self) -> int | None:
+        """Fail what was in flight, say so, and collect the dead process."""
+        self._up.clear()
+        self.condition = StoreCondition(
+            problems=(f"the embedded store's {self.label} stopped and is being restarted",)
+        )
+        gone = BackendUnavailable(f"the embedded store's {self.label} stopped; it is restarting")
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(gone)
+        return await self._reap()
+
+    async def _reap(self) -> int | None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._process is None:
+            return None
+        if self._closing:  # it is closing its store: give it the time
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._process.wait(), STOP_TIMEOUT_S)
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+        return await self._process.wait()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if not self.up:
+                continue
+            try:
+                self.condition = await asyncio.wait_for(self.call(None, "condition"), self.hang_s)
+            except TimeoutError:
+                log.error("the %s did not answer for %.1f s; killing it", self.label, self.hang_s)
+                if self._process is not None and self._process.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        self._process.kill()  # the supervisor restarts it
+            except BackendUnavailable:
+                continue
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        if not self.up or self._writer is None:
+            raise BackendUnavailable(
+                f"the embedded store's {self.label} is restarting; try again shortly"
+            )
+        self._writer.write(frames.encode(message))
+
+    async def _ask(self, message: tuple[Any, ...]) -> Any:
+        call_id = message[1]
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._send(message)
+        self._pending[call_id] = future
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if self._pending.pop(call_id, None) is not None and self.up:
+                self._send(("cancel", call_id))
+            raise
+
+    async def call(self, part: str | None, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._ask(("call", next(self._ids), part, method, args, kwargs))
+
+    async def open(self, part: str | None, method: str, *args: Any, **kwargs: Any) -> int:
+        """Start an async generator in the worker; its pages come from `next`."""
+        call_id = next(self._ids)
+        await self._ask(("open", call_id, part, method, args, kwargs))
+        return call_id
+
+    async def next(self, generator_id: int) -> Any:
+        """The generator's next page, or `frames.END`."""
+        return await self._ask(("next", next(self._ids), generator_id))
+
+    def discard(self, generator_id: int) -> None:
+        with contextlib.suppress(BackendUnavailable):
+            self._send(("discard", generator_id))
+
+    async def close(self) -> None:
+        """Ask the worker to close its store (every shard synced), wait for it to exit."""
+        self._closing = True
+        supervisor, heartbeat = self._tasks or (None, None)
+        if heartbeat is not None:
+            heartbeat.cancel()
+        if self.up and self._writer is not None:
+            self._writer.write(frames.encode(("stop",)))
+        self._up.clear()
+        if supervisor is not None:
+            try:  # it logs what the worker logs while closing, then collects it
+                await asyncio.wait_for(asyncio.shield(supervisor), STOP_TIMEOUT_S)
+            except TimeoutError:
+                log.error("the %s did not close its store in time; killing it", self.label)
+            supervisor.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        status = await self._reap()
+        if status:
+            log.error("the %s exited with status %s on closing", self.label, status)

@@ -1,0 +1,218 @@
+"""The engine worker: a child process that owns the embedded store and answers its calls.
+
+qdrant-edge holds the GIL for the whole of every call, so the store lives here, in
+a process of its own, and the server's event loop never waits for it
+(engine_process.py starts and watches this process). The worker opens the store,
+says `ready`, then serves each message (frames.py) as a task of its own loop, so
+the store's own batching and group commit see calls that arrive together. It
+closes the store on `stop`, or when the server is gone (end of the socket).
+
+    python -m adapters.qdrant.edge.engine_worker --fd N --data-dir D --dimension 384
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import fcntl
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
+from typing import Any, TextIO
+
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge import frames
+from adapters.qdrant.edge.backend import QdrantEdgeBackend
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = "engine.lock"
+LOCK_WAIT_S = 10.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class ForwardedLogs(logging.Handler):
+    """Sends each log record to the server, whose logging formats and writes it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter) -> None:
+        super().__init__()
+        self._loop = loop
+        self._writer = writer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if record.exc_info:  # the traceback as text: a traceback does not pickle
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.msg, record.args, record.exc_info = record.getMessage(), None, None
+            frame = frames.encode(("log", record))
+            self._loop.call_soon_threadsafe(self._writer.write, frame)
+        except Exception:
+            self.handleError(record)
+
+
+class Worker:
+    """Serves one store's calls until `stop` or the end of the socket."""
+
+    def __init__(
+        self, store: QdrantEdgeBackend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._writer = writer
+        self._calls: dict[int, asyncio.Task[None]] = {}
+        self._generators: dict[int, AsyncIterator[Any]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def _forget(self, call_id: int, _: asyncio.Task[None]) -> None:
+        self._calls.pop(call_id, None)
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        self._writer.write(frames.encode(message))
+
+    async def serve(self) -> None:
+        while (message := await frames.read(self._reader)) is not None:
+            kind = message[0]
+            if kind == "stop":
+                break
+            if kind == "cancel":
+                if (task := self._calls.get(message[1])) is not None:
+                    task.cancel()
+                continue
+            if kind == "discard":  # a generator its caller left unfinished
+                if (generator := self._generators.pop(message[1], None)) is not None:
+                    closing = asyncio.create_task(generator.aclose())  # type: ignore[attr-defined]
+                    self._closing.add(closing)
+                    closing.add_done_callback(self._closing.discard)
+                continue
+            call_id = message[1]
+            task = asyncio.create_task(self._answer(message))
+            self._calls[call_id] = task
+            task.add_done_callback(partial(self._forget, call_id))
+        for task in list(self._calls.values()):
+            task.cancel()
+        await asyncio.gather(*self._calls.values(), return_exceptions=True)
+
+    async def _answer(self, message: tuple[Any, ...]) -> None:
+        kind, call_id = message[0], message[1]
+        try:
+            value = await self._run(kind, message)
+        except asyncio.CancelledError:
+            return  # the caller gave up, and expects no answer
+        except Exception as error:
+            self._send(("reply", call_id, False, frames.portable(error)))
+            return
+        self._send(("reply", call_id, True, value))
+
+    async def _run(self, kind: str, message: tuple[Any, ...]) -> Any:
+        if kind == "next":
+            generator = self._generators[message[2]]
+            try:
+                return await generator.__anext__()
+            except StopAsyncIteration:
+                del self._generators[message[2]]
+                return frames.END
+        _, call_id, part, method, args, kwargs = message
+        if method not in frames.CALLS or (part is not None and part not in frames.PARTS):
+            raise ValueError(f"the engine worker has no call {part}.{method}")
+        target = self._store if part is None else getattr(self._store, part)
+        if kind == "open":
+            self._generators[call_id] = getattr(target, method)(*args, **kwargs)
+            return None
+        result = getattr(target, method)(*args, **kwargs)
+        if asyncio.iscoroutine(result):
+            result = await result
+        return result
+
+
+def die_with_the_server() -> None:
+    """SIGKILL this process when the server's process ends, however it ends: a worker
+    left behind would still hold the store when the next server's worker opens it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() == 1:  # the server was gone before the line above
+        os._exit(1)
+
+
+def lock_file(data_dir: Path) -> TextIO:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return (data_dir / LOCK_FILE).open("a")
+
+
+async def hold_the_store(data_dir: Path) -> TextIO:
+    """An exclusive lock on the data directory: one process opens a store at a time.
+
+    A worker killed a moment ago may still be on its way out: wait for it a while."""
+    lock = lock_file(data_dir)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                lock.close()
+                raise BackendUnavailable(
+                    "another process holds the embedded store (one plugin per data directory)"
+                ) from None
+            await asyncio.sleep(0.05)
+
+
+async def run(fd: int, data_dir: Path, dimension: int, durability: str, headroom: int) -> int:
+    die_with_the_server()
+    reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
+    root = logging.getLogger()
+    root.handlers[:] = [ForwardedLogs(asyncio.get_running_loop(), writer)]
+    root.setLevel(logging.INFO)
+    try:
+        lock = await hold_the_store(data_dir)
+    except BackendUnavailable as error:
+        writer.write(frames.encode(("failed", error)))
+        await writer.drain()
+        return 1
+    store = QdrantEdgeBackend(
+        dimension,
+        data_dir,
+        durability="async" if durability == "async" else "sync",
+        disk_headroom_bytes=headroom,
+    )
+    try:
+        await store.start()
+    except Exception as error:
+        writer.write(frames.encode(("failed", frames.portable(error))))
+        await writer.drain()
+        lock.close()
+        return 1
+    writer.write(frames.encode(("ready",)))
+    try:
+        await Worker(store, reader, writer).serve()
+    finally:
+        await store.close()  # synced: the exit status says so
+        lock.close()
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="engine_worker")
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--dimension", type=int, required=True)
+    parser.add_argument("--durability", choices=("sync", "async"), default="sync")
+    parser.add_argument("--headroom", type=int, required=True)
+    args = parser.parse_args(argv)
+    return asyncio.run(run(args.fd, args.data_dir, args.dimension, args.durability, args.headroom))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The messages between the server process and its engine worker, over a socket pair.
+
+A frame is a 4-byte big-endian length and a pickle of a tuple of plain values:
+`adapters.values` dataclasses, strings, numbers, lists, and the exceptions of
+`adapters.errors`. Both ends are this package, started from the same files, so
+pickle is a private format here, never read from anyone else.
+
+Server to worker:
+    ("call", id, part, method, args, kwargs)   part: None (the backend) or a part's name
+    ("open", id, part, method, args, kwargs)   start an async generator, kept under id
+    ("next", id, generator_id)                 its next page (END when it is done)
+    ("cancel", id)                             the caller gave up: cancel the call
+    ("discard", generator_id)                  close a generator left unfinished
+    ("stop",)                                  close the store and exit
+Worker to server:
+    ("ready",) or ("failed", error)            once, after the store opened (or did not)
+    ("reply", id, ok, value)                   a call's result, or its exception
+    ("log", record)                            a log record, handled by the server's logging
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import struct
+from typing import Any
+
+from adapters.errors import BackendError
+
+_LENGTH = struct.Struct(">I")
+# What `next` answers when the generator is done.
+END = "end"
+# The calls a worker serves: the backend interface and its parts (adapters/parts.py).
+CALLS = frozenset(
+    {
+        "ping",
+        "condition",
+        "verify",
+        "accept",
+        "maintain",
+        "get_namespace",
+        "get_namespaces",
+        "save_namespace",
+        "delete_namespace",
+        "list_namespaces",
+        "expired_namespaces",
+        "get_stored_memory",
+        "get_memory",
+        "upsert_memory",
+        "query_memories",
+        "list_memories",
+        "delete_memory",
+        "delete_expired_memories",
+        # parts
+        "prepare_keywords",
+        "unindexed_memories",
+        "index_keywords",
+        "prepare_tokens",
+        "untokenized_memories",
+        "index_tokens",
+        "iter_memories",
+        "upsert_memories",
+        "read_store_meta",
+        "write_store_meta",
+        "measure",
+    }
+)
+PARTS = frozenset({"keyword_index", "token_index", "transfer", "store_meta", "store_size"})
+
+
+def encode(message: tuple[Any, ...]) -> bytes:
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(body)) + body
+
+
+async def read(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
+    """The next message; None at the end of the stream (the other side is gone)."""
+    try:
+        head = await reader.readexactly(_LENGTH.size)
+        (length,) = _LENGTH.unpack(head)
+        body = await reader.readexactly(length)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    message: tuple[Any, ...] = pickle.loads(body)
+    return message
+
+
+def portable(error: BaseException) -> BaseException:
+    """`error` itself when it survives a pickle round trip, else a `BackendError` naming it.
+
+    Why: an engine's own exception types may not pickle, and a reply that fails to
+    encode would leave its caller waiting."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        return BackendError(f"{type(error).__name__}: {error}")
+    return error

@@ -1,0 +1,178 @@
+"""The engine worker is a fault domain: killed or hung, it is restarted, and nothing
+acknowledged is lost; meanwhile its namespaces answer 503 `unavailable`, never a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from adapters.qdrant.edge.engine_client import EngineClient
+from adapters.values import NamespaceRecord
+from plugin.http.keys import BACKEND
+from tests.support.app import ContractClient
+from tests.support.records import DIM, T0
+from tests.support.server_process import ServerProcess
+
+WRITERS = 8
+SEARCHERS = 8
+KILLS = 20
+
+
+def engine(api: ContractClient) -> EngineClient:
+    backend = api.app[BACKEND]
+    assert isinstance(backend, EngineClient)
+    return backend
+
+
+async def serving_again(api: ContractClient, within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while (await api.call("GET", "/v1/health", check=False)).status != 200:
+        assert time.monotonic() < deadline, "the engine worker did not come back"
+        await asyncio.sleep(0.05)
+
+
+async def acknowledged_more(acknowledged: dict[str, list[str]], count: int) -> None:
+    """Until `count` more writes were acknowledged (the writers run meanwhile)."""
+    wanted = sum(map(len, acknowledged.values())) + count
+    while sum(map(len, acknowledged.values())) < wanted:  # noqa: ASYNC110 (others append)
+        await asyncio.sleep(0.01)
+
+
+async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -> None:
+    writers = [f"workspace:writer-{n}" for n in range(WRITERS)]
+    for name in writers:
+        assert (await api.put_ns(name)).status == 200
+    acknowledged: dict[str, list[str]] = {name: [] for name in writers}
+    statuses: Counter[int] = Counter()
+    done = asyncio.Event()
+
+    async def write(name: str) -> None:
+        n = 0
+        while not done.is_set():
+            n += 1
+            reply = await api.commit(name, f"{name} remembers fact number {n}", check=False)
+            statuses[reply.status] += 1
+            if reply.status == 201:
+                acknowledged[name].append(reply.body["id"])
+            else:
+                assert reply.status == 503, reply
+                assert reply.body["code"] == "unavailable"
+                await asyncio.sleep(0.01)
+
+    async def search(name: str) -> None:
+        while not done.is_set():
+            reply = await api.search(name, query="which fact", limit=5, check=False)
+            statuses[reply.status] += 1
+            assert reply.status in (200, 503), reply
+            if reply.status == 503:
+                assert reply.body["code"] == "unavailable"
+                await asyncio.sleep(0.01)
+
+    load = [asyncio.create_task(write(name)) for name in writers]
+    load += [asyncio.create_task(search(writers[n % WRITERS])) for n in range(SEARCHERS)]
+    store = engine(api)
+    for _ in range(KILLS):
+        await serving_again(api)
+        await acknowledged_more(acknowledged, 5)
+        assert store.worker.pid is not None
+        os.kill(store.worker.pid, signal.SIGKILL)
+    await serving_again(api)
+    done.set()
+    await asyncio.gather(*load)
+
+    assert store.worker.restarts >= KILLS
+    assert statuses[503] > 0, statuses
+    assert statuses[201] > 0, statuses
+    assert statuses[200] > 0, statuses
+    for name, ids in acknowledged.items():
+        found = await store.get_namespaces([name])
+        assert name in found
+        for memory_id in ids:
+            assert await store.get_memory(name, memory_id) is not None, (name, memory_id)
+
+
+async def test_while_the_worker_is_down_health_and_requests_say_so(api: ContractClient) -> None:
+    assert (await api.put_ns("workspace:a")).status == 200
+    store = engine(api)
+    assert store.worker.pid is not None
+    os.kill(store.worker.pid, signal.SIGKILL)
+    health, commit = await asyncio.gather(  # sent before a new worker can have started
+        api.call("GET", "/v1/health", check=False), api.commit("workspace:a", "a fact", check=False)
+    )
+    await serving_again(api)
+    assert health.status == 503
+    assert health.body["status"] == "degraded"
+    assert health.body["code"] == "unavailable"
+    assert "restart" in health.body["message"]
+    assert commit.status == 503
+    assert commit.body == {"code": "unavailable", "message": commit.body["message"]}
+    assert "restart" in commit.body["message"]
+    assert (await api.commit("workspace:a", "a fact")).status == 201
+
+
+@pytest.mark.settings(backend_timeout_s=5.0)
+async def test_a_hung_worker_is_killed_and_restarted(api: ContractClient) -> None:
+    assert (await api.put_ns("workspace:a")).status == 200
+    store = engine(api)
+    store.worker.hang_s = 0.5
+    pid = store.worker.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # alive, answering nothing
+    started = time.monotonic()
+    await serving_again(api)
+    assert store.worker.pid != pid
+    assert time.monotonic() - started < 5.0
+    reply = await api.commit("workspace:a", "after the hang")
+    assert reply.status == 201
+
+
+def children_of(pid: int) -> list[int]:
+    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in found]
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"  # a zombie holds no files: it waits only to be collected
+
+
+@pytest.mark.slow
+def test_the_worker_dies_with_the_server(tmp_path: Path) -> None:
+    """A worker left behind would hold the store when the next server's worker opens it."""
+    with ServerProcess(tmp_path / "data", tmp_path / "server.log") as server:
+        server.start()
+        server.wait_healthy()
+        assert server.proc is not None
+        (worker,) = children_of(server.proc.pid)
+        os.kill(worker, signal.SIGSTOP)  # it cannot notice the server is gone: killed anyway
+        server.kill()
+        deadline = time.monotonic() + 5.0
+        while not gone(worker):
+            assert time.monotonic() < deadline, "the worker outlived the server"
+            time.sleep(0.01)
+
+
+async def test_one_process_opens_a_store_at_a_time(tmp_path: Path) -> None:
+    """A second store on the same data directory waits until the first has closed it."""
+    first = EngineClient(DIM, tmp_path)
+    await first.start()
+    await first.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
+    second = EngineClient(DIM, tmp_path)
+    opening = asyncio.create_task(second.start())
+    await asyncio.sleep(1.0)
+    assert not opening.done()  # held by the first
+    await first.close()
+    await opening
+    try:
+        assert await second.get_namespace("org:a") is not None
+    finally:
+        await second.close()
