@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from adapters.qdrant.edge.engine_client import EngineClient
+from adapters.values import NamespaceRecord
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
-from tests.support.records import DIM
+from tests.support.records import DIM, T0
 
 
 class TestEngineProcess(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
@@ -20,3 +25,39 @@ class TestEngineProcess(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuit
     async def backend(self, tmp_path: Path) -> AsyncIterator[EngineClient]:
         async with started(EngineClient(DIM, tmp_path)) as store:
             yield store
+
+
+@contextmanager
+def held(store: EngineClient) -> Iterator[None]:
+    """The worker stopped (SIGSTOP) for the block: what it would answer, it answers later."""
+    assert store.worker.pid is not None
+    os.kill(store.worker.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(store.worker.pid, signal.SIGCONT)
+
+
+async def test_a_known_namespace_is_answered_while_the_engine_is_busy(tmp_path: Path) -> None:
+    async with started(EngineClient(DIM, tmp_path)) as store:
+        record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
+        await store.save_namespace(record)
+        with held(store):
+            assert await asyncio.wait_for(store.get_namespace("org:a"), 1.0) == record
+            both = store.get_namespaces(["org:a"])
+            assert await asyncio.wait_for(both, 1.0) == {"org:a": record}
+
+
+async def test_a_record_read_as_it_is_deleted_is_not_kept(tmp_path: Path) -> None:
+    record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
+    async with started(EngineClient(DIM, tmp_path)) as store:
+        await store.save_namespace(record)
+    async with started(EngineClient(DIM, tmp_path)) as store:  # knows no record yet
+        with held(store):
+            read = asyncio.create_task(store.get_namespace("org:a"))
+            deleted = asyncio.create_task(store.delete_namespace("org:a"))
+            await asyncio.sleep(0.05)
+        assert await read == record  # the worker answered it before the delete
+        assert await deleted is True
+        assert await store.get_namespace("org:a") is None
+        assert await store.get_namespaces(["org:a", "org:b"]) == {}

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import VectorBackend
+from adapters.errors import StorageDamaged
 from adapters.qdrant import ranking
 from adapters.qdrant.edge import frames
 from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
@@ -139,6 +140,9 @@ class EngineClient(VectorBackend):
                 str(disk_headroom_bytes),
             ]
         )
+        self._known: dict[str, NamespaceRecord] = {}
+        self._records_of = 0  # the worker's restarts when `_known` was filled
+        self._changes = 0  # namespace saves and deletes begun
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return await self.worker.call(None, method, *args, **kwargs)
@@ -191,16 +195,58 @@ class EngineClient(VectorBackend):
         """verify-store --accept: the store as it is now is vouched for (checks.py)."""
         return await self._call("accept")  # type: ignore[no-any-return]
 
+    def _records(self) -> dict[str, NamespaceRecord]:
+        """The namespace records this server has read or written, by name.
+
+        Why: the platform PUTs a namespace before every write and a search reads its
+        namespaces' records first, and the worker answers nothing while the engine
+        runs a long search. Every change of a record passes through this client, so
+        the copy holds: an answer is kept only if no change was made while it was on
+        its way. A restarted worker may have rebuilt records: the copy starts over."""
+        if self._records_of != self.worker.restarts:
+            self._known.clear()
+            self._records_of = self.worker.restarts
+        return self._known
+
+    def _keep(self, found: Mapping[str, NamespaceRecord], changes: int) -> None:
+        if changes == self._changes:
+            self._records().update(found)
+
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return await self._call("get_namespace", name)  # type: ignore[no-any-return]
+        if (known := self._records().get(name)) is not None:
+            return known
+        changes = self._changes
+        found: NamespaceRecord | None = await self._call("get_namespace", name)
+        if found is not None:
+            self._keep({name: found}, changes)
+        return found
 
     async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        return await self._call("get_namespaces", list(names))  # type: ignore[no-any-return]
+        records = self._records()
+        known = {name: records[name] for name in names if name in records}
+        missing = [name for name in names if name not in known]
+        if not missing:
+            return known
+        changes = self._changes
+        try:
+            found: Mapping[str, NamespaceRecord] = await self._call("get_namespaces", missing)
+        except StorageDamaged:  # raised only when none of `missing` is live
+            if known:
+                return known
+            raise
+        self._keep(found, changes)
+        return known | dict(found)
 
     async def save_namespace(self, record: NamespaceRecord) -> None:
+        self._changes += 1
+        changes = self._changes
+        self._records().pop(record.name, None)  # unknown until the worker has it
         await self._call("save_namespace", record)
+        self._keep({record.name: record}, changes)
 
     async def delete_namespace(self, name: str) -> bool:
+        self._changes += 1
+        self._records().pop(name, None)
         return await self._call("delete_namespace", name)  # type: ignore[no-any-return]
 
     async def list_namespaces(self) -> list[NamespaceRecord]:

@@ -19,8 +19,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from adapters.callers import current_caller
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge import frames
+from adapters.qdrant.edge.engine_queue import WINDOWED, EngineQueue
 from adapters.values import StoreCondition
 
 log = logging.getLogger(__name__)
@@ -31,13 +33,23 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 1.0
 HANG_S = 30.0
 MAX_BACKOFF_S = 30.0
+# Reads sent to the worker at once (engine_queue.py): two keep it busy while an
+# answer travels back, and leave a tenant arriving now one read to wait behind.
+WINDOW = 2
 STOP_TIMEOUT_S = 120.0  # closing flushes every shard
+
+
+def caller() -> str | None:
+    """Whom the call is made for (adapters/callers.py): the worker takes callers in turn."""
+    return current_caller.get()
 
 
 class EngineProcess:
     """A worker started with `argv` (after `python -m ...engine_worker`)."""
 
-    def __init__(self, argv: Sequence[str], label: str = "engine worker") -> None:
+    def __init__(
+        self, argv: Sequence[str], label: str = "engine worker", window: int = WINDOW
+    ) -> None:
         self._argv = list(argv)
         self.label = label
         self._process: asyncio.subprocess.Process | None = None
@@ -48,6 +60,7 @@ class EngineProcess:
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
         self.restarts = 0
+        self.queue = EngineQueue(window)
         self.hang_s = HANG_S
         self.condition = StoreCondition()
 
@@ -136,6 +149,7 @@ class EngineProcess:
             problems=(f"the embedded store's {self.label} stopped and is being restarted",)
         )
         gone = BackendUnavailable(f"the embedded store's {self.label} stopped; it is restarting")
+        self.queue.fail(gone)
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
@@ -178,7 +192,16 @@ class EngineProcess:
             )
         self._writer.write(frames.encode(message))
 
-    async def _ask(self, message: tuple[Any, ...]) -> Any:
+    async def _ask(self, message: tuple[Any, ...], read: bool = False) -> Any:
+        if not read:
+            return await self._exchange(message)
+        await self.queue.turn(message[2])
+        try:
+            return await self._exchange(message)
+        finally:
+            self.queue.done()
+
+    async def _exchange(self, message: tuple[Any, ...]) -> Any:
         call_id = message[1]
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._send(message)
@@ -191,17 +214,18 @@ class EngineProcess:
             raise
 
     async def call(self, part: str | None, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await self._ask(("call", next(self._ids), part, method, args, kwargs))
+        message = ("call", next(self._ids), caller(), part, method, args, kwargs)
+        return await self._ask(message, read=method in WINDOWED)
 
     async def open(self, part: str | None, method: str, *args: Any, **kwargs: Any) -> int:
         """Start an async generator in the worker; its pages come from `next`."""
         call_id = next(self._ids)
-        await self._ask(("open", call_id, part, method, args, kwargs))
+        await self._ask(("open", call_id, caller(), part, method, args, kwargs))
         return call_id
 
     async def next(self, generator_id: int) -> Any:
         """The generator's next page, or `frames.END`."""
-        return await self._ask(("next", next(self._ids), generator_id))
+        return await self._ask(("next", next(self._ids), caller(), generator_id), read=True)
 
     def discard(self, generator_id: int) -> None:
         with contextlib.suppress(BackendUnavailable):

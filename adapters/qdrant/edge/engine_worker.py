@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+from adapters.callers import current_caller
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge import frames
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
@@ -101,7 +102,8 @@ class Worker:
         await asyncio.gather(*self._calls.values(), return_exceptions=True)
 
     async def _answer(self, message: tuple[Any, ...]) -> None:
-        kind, call_id = message[0], message[1]
+        kind, call_id, caller = message[:3]
+        current_caller.set(caller)  # this task's own context: the store's turns see it
         try:
             value = await self._run(kind, message)
         except asyncio.CancelledError:
@@ -113,13 +115,13 @@ class Worker:
 
     async def _run(self, kind: str, message: tuple[Any, ...]) -> Any:
         if kind == "next":
-            generator = self._generators[message[2]]
+            generator = self._generators[message[3]]
             try:
                 return await generator.__anext__()
             except StopAsyncIteration:
-                del self._generators[message[2]]
+                del self._generators[message[3]]
                 return frames.END
-        _, call_id, part, method, args, kwargs = message
+        _, call_id, _, part, method, args, kwargs = message
         if method not in frames.CALLS or (part is not None and part not in frames.PARTS):
             raise ValueError(f"the engine worker has no call {part}.{method}")
         target = self._store if part is None else getattr(self._store, part)

@@ -6,16 +6,19 @@ A frame is a 4-byte big-endian length and a pickle of a tuple of plain values:
 pickle is a private format here, never read from anyone else.
 
 Server to worker:
-    ("call", id, part, method, args, kwargs)   part: None (the backend) or a part's name
-    ("open", id, part, method, args, kwargs)   start an async generator, kept under id
-    ("next", id, generator_id)                 its next page (END when it is done)
-    ("cancel", id)                             the caller gave up: cancel the call
-    ("discard", generator_id)                  close a generator left unfinished
-    ("stop",)                                  close the store and exit
+    ("call", id, caller, part, method, args, kwargs)
+                                    part: None (the backend) or a part's name; caller:
+                                    whom it is for (adapters/callers.py), or None
+    ("open", id, caller, part, method, args, kwargs)
+                                    start an async generator, kept under id
+    ("next", id, caller, generator_id)  its next page (END when it is done)
+    ("cancel", id)                  the caller gave up: cancel the call
+    ("discard", generator_id)       close a generator left unfinished
+    ("stop",)                       close the store and exit
 Worker to server:
-    ("ready",) or ("failed", error)            once, after the store opened (or did not)
-    ("reply", id, ok, value)                   a call's result, or its exception
-    ("log", record)                            a log record, handled by the server's logging
+    ("ready",) or ("failed", error) once, after the store opened (or did not)
+    ("reply", id, ok, value)        a call's result, or its exception
+    ("log", record)                 a log record, handled by the server's logging
 """
 
 from __future__ import annotations
