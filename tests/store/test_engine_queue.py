@@ -1,4 +1,4 @@
-"""The engine reads' queue: at most `window` in flight, callers served round robin."""
+"""The engine reads' queue: a little engine time in flight, callers served round robin."""
 
 from __future__ import annotations
 
@@ -10,65 +10,94 @@ from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.engine_queue import EngineQueue
 
 
+async def read(
+    queue: EngineQueue, caller: str, took_s: float, log: list[str], gate: asyncio.Event
+) -> None:
+    expected = await queue.turn(caller)
+    log.append(caller)
+    await gate.wait()
+    queue.done(caller, expected, took_s)
+
+
 async def test_a_caller_with_one_read_goes_before_a_flood() -> None:
-    queue = EngineQueue(window=1)
+    queue = EngineQueue(budget_s=0.004, most=8)
     order: list[str] = []
-
-    async def read(caller: str, n: int) -> None:
-        await queue.turn(caller)
-        order.append(f"{caller}{n}")
-        await asyncio.sleep(0)
-        queue.done()
-
-    await queue.turn("noisy")  # the read in flight
-    flood = [asyncio.create_task(read("noisy", n)) for n in range(5)]
+    gate = asyncio.Event()  # reads in flight answer once it is set
+    first = await queue.turn("noisy")  # the read in flight
+    flood = [asyncio.create_task(read(queue, "noisy", 0.001, order, gate)) for _ in range(6)]
     await asyncio.sleep(0)
-    quiet = asyncio.create_task(read("quiet", 0))
+    quiet = asyncio.create_task(read(queue, "quiet", 0.001, order, gate))
     await asyncio.sleep(0)
-    assert queue.waiting() == 6
-    queue.done()
+    assert queue.waiting() == 4  # three of the flood fit beside the first read, not more
+    queue.done("noisy", first, 0.001)
+    await asyncio.sleep(0)
+    assert order == ["noisy"] * 3 + ["quiet"]  # next, ahead of the flood's waiting reads
+    gate.set()
     await asyncio.gather(*flood, quiet)
-    assert order == ["noisy0", "quiet0", "noisy1", "noisy2", "noisy3", "noisy4"]
+    assert order == ["noisy"] * 3 + ["quiet"] + ["noisy"] * 3
     assert queue.in_flight == 0
 
 
-async def test_the_window_bounds_reads_in_flight() -> None:
-    queue = EngineQueue(window=2)
+async def test_a_costly_caller_has_one_read_in_flight() -> None:
+    queue = EngineQueue(budget_s=0.004, most=8)
+    for _ in range(20):  # it learns what the caller's reads cost
+        queue.done("big", await queue.turn("big"), 0.015)
     most = 0
 
-    async def read() -> None:
+    async def big() -> None:
         nonlocal most
-        await queue.turn("a")
+        expected = await queue.turn("big")
         most = max(most, queue.in_flight)
         await asyncio.sleep(0.001)
-        queue.done()
+        queue.done("big", expected, 0.015)
 
-    await asyncio.gather(*(read() for _ in range(10)))
-    assert most == 2
+    await asyncio.gather(*(big() for _ in range(6)))
+    assert most == 1
+    small_first = await queue.turn("small")  # a small read goes beside nothing costly
+    small_second = await queue.turn("small")  # and beside another small one
+    assert queue.in_flight == 2
+    queue.done("small", small_first, 0.001)
+    queue.done("small", small_second, 0.001)
+
+
+async def test_cheap_reads_go_several_at_a_time_up_to_most() -> None:
+    queue = EngineQueue(budget_s=1.0, most=3)
+    most = 0
+
+    async def small() -> None:
+        nonlocal most
+        expected = await queue.turn("a")
+        most = max(most, queue.in_flight)
+        await asyncio.sleep(0.001)
+        queue.done("a", expected, 0.0001)
+
+    await asyncio.gather(*(small() for _ in range(10)))
+    assert most == 3
     assert queue.in_flight == 0
 
 
 async def test_a_read_given_up_while_waiting_takes_no_turn() -> None:
-    queue = EngineQueue(window=1)
-    await queue.turn("a")
+    queue = EngineQueue(budget_s=0.0, most=1)
+    held = await queue.turn("a")
     gave_up = asyncio.create_task(queue.turn("b"))
     waits = asyncio.create_task(queue.turn("c"))
     await asyncio.sleep(0)
     gave_up.cancel()
-    queue.done()
+    queue.done("a", held, 0.001)
     await waits
     assert queue.in_flight == 1
     assert gave_up.cancelled()
 
 
 async def test_a_lost_worker_fails_every_waiting_read() -> None:
-    queue = EngineQueue(window=1)
-    await queue.turn("a")
+    queue = EngineQueue(budget_s=0.0, most=1)
+    held = await queue.turn("a")
     waiting = asyncio.create_task(queue.turn("b"))
     await asyncio.sleep(0)
     queue.fail(BackendUnavailable("gone"))
     with pytest.raises(BackendUnavailable):
         await waiting
-    queue.done()  # the read in flight answers (it failed too)
+    queue.done("a", held, None)  # the read in flight answers (it failed too)
     assert queue.in_flight == 0
+    assert queue.load_s == 0.0
     await queue.turn("c")  # and the next goes at once

@@ -33,9 +33,10 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 1.0
 HANG_S = 30.0
 MAX_BACKOFF_S = 30.0
-# Reads sent to the worker at once (engine_queue.py): two keep it busy while an
-# answer travels back, and leave a tenant arriving now one read to wait behind.
-WINDOW = 2
+# Engine time sent to the worker at once (engine_queue.py): a few small reads keep it
+# busy while an answer travels back; a read over a big namespace goes alone.
+READ_BUDGET_S = 0.004
+MOST_READS = 8
 STOP_TIMEOUT_S = 120.0  # closing flushes every shard
 
 
@@ -47,9 +48,7 @@ def caller() -> str | None:
 class EngineProcess:
     """A worker started with `argv` (after `python -m ...engine_worker`)."""
 
-    def __init__(
-        self, argv: Sequence[str], label: str = "engine worker", window: int = WINDOW
-    ) -> None:
+    def __init__(self, argv: Sequence[str], label: str = "engine worker") -> None:
         self._argv = list(argv)
         self.label = label
         self._process: asyncio.subprocess.Process | None = None
@@ -60,7 +59,7 @@ class EngineProcess:
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
         self.restarts = 0
-        self.queue = EngineQueue(window)
+        self.queue = EngineQueue(READ_BUDGET_S, MOST_READS)
         self.hang_s = HANG_S
         self.condition = StoreCondition()
 
@@ -124,7 +123,7 @@ class EngineProcess:
                 if future is None or future.done():
                     continue
                 if message[2]:
-                    future.set_result(message[3])
+                    future.set_result((message[3], message[4]))
                 else:
                     future.set_exception(message[3])
             status = await self._lost()
@@ -194,16 +193,20 @@ class EngineProcess:
 
     async def _ask(self, message: tuple[Any, ...], read: bool = False) -> Any:
         if not read:
-            return await self._exchange(message)
-        await self.queue.turn(message[2])
+            return (await self._exchange(message))[0]
+        caller = message[2]
+        expected = await self.queue.turn(caller)
+        took_s = None
         try:
-            return await self._exchange(message)
+            value, took_s = await self._exchange(message)
+            return value
         finally:
-            self.queue.done()
+            self.queue.done(caller, expected, took_s)
 
-    async def _exchange(self, message: tuple[Any, ...]) -> Any:
+    async def _exchange(self, message: tuple[Any, ...]) -> tuple[Any, float]:
+        """The answer to `message`, and the seconds the worker spent on it."""
         call_id = message[1]
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[tuple[Any, float]] = asyncio.get_running_loop().create_future()
         self._send(message)
         self._pending[call_id] = future
         try:

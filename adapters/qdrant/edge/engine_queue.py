@@ -1,12 +1,19 @@
 """Which engine read goes to the worker next: tenant by tenant, a few at a time.
 
 The engine serialises its calls (it holds the GIL), so whatever is sent to the
-worker runs in the order it arrived there. The server therefore sends at most
-`window` reads at once and keeps the rest here, a queue per caller (adapters/
-callers.py: the request's tenant), served round robin: a tenant with one search
-waiting goes next, however many another tenant has queued. Writes do not wait
-here: their engine work is short and batched, and most of their time is the
-group commit's sync, which the window must not hold up.
+worker runs in the order it arrived there. The server therefore sends only a
+little engine time at once and keeps the rest here, a queue per caller (adapters/
+callers.py: the request's tenant). The next read is the caller's that has had the
+least engine time (start-time fair queuing: each read's start is its caller's
+last finish, or now if later): a tenant with one search waiting goes next, however
+many another tenant has queued.
+
+"A little" is counted in time: each caller's reads cost what its last ones cost in
+the worker (a moving average), and reads go while those in flight add up to at most
+`budget_s`, one at least. A read over a big namespace then waits for the one in
+flight, and reads over small ones go several at a time, so the worker never idles
+while an answer travels back. Writes do not wait here: their engine work is short
+and batched, and most of their time is the group commit's sync.
 """
 
 from __future__ import annotations
@@ -29,46 +36,79 @@ WINDOWED = frozenset(
 )
 
 
+# The weight of the latest read in a caller's moving average of its reads' cost.
+SMOOTHING = 0.2
+FIRST_GUESS_S = 0.001  # a caller not seen yet: a small read
+FORGET_AFTER = 1024  # callers remembered before those with nothing pending are dropped
+
+
 class EngineQueue:
-    """At most `window` reads in flight; the others wait their caller's turn."""
+    """Reads in flight up to `budget_s` of expected engine time (and at most `most`)."""
 
-    def __init__(self, window: int) -> None:
-        self.window = window
+    def __init__(self, budget_s: float, most: int) -> None:
+        self.budget_s = budget_s
+        self.most = most
         self.in_flight = 0
-        self._waiting: dict[str | None, deque[asyncio.Future[None]]] = {}
-        self._turns: deque[str | None] = deque()  # callers with a read waiting, in turn
+        self.load_s = 0.0  # the expected engine time of the reads in flight
+        self._cost: dict[str | None, float] = {}
+        self._waiting: dict[str | None, deque[asyncio.Future[float]]] = {}
+        self._now = 0.0  # virtual time: the start of the read sent last
+        self._finish: dict[str | None, float] = {}  # each caller's last read's finish
 
-    async def turn(self, caller: str | None) -> None:
-        """Wait until a read for `caller` may be sent; `done()` when its answer came."""
-        if self.in_flight < self.window and not self._turns:
-            self.in_flight += 1
-            return
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if caller not in self._waiting:
-            self._waiting[caller] = deque()
-            self._turns.append(caller)
-        self._waiting[caller].append(ready)
+    def expected(self, caller: str | None) -> float:
+        return self._cost.get(caller, FIRST_GUESS_S)
+
+    def _fits(self, caller: str | None) -> bool:
+        if self.in_flight == 0:
+            return True
+        fits = self.load_s + self.expected(caller) <= self.budget_s
+        return fits and self.in_flight < self.most
+
+    def _start(self, caller: str | None) -> float:
+        return max(self._finish.get(caller, 0.0), self._now)
+
+    def _take(self, caller: str | None) -> float:
+        expected = self.expected(caller)
+        self._now = self._start(caller)
+        self._finish[caller] = self._now + expected
+        self.in_flight += 1
+        self.load_s += expected
+        return expected
+
+    async def turn(self, caller: str | None) -> float:
+        """Wait until a read for `caller` may be sent; the cost it is expected to have,
+        to be handed to `done()` with the cost it had once its answer came."""
+        if not self._waiting and self._fits(caller):
+            return self._take(caller)
+        ready: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(caller, deque()).append(ready)
         try:
-            await ready
+            return await ready
         except asyncio.CancelledError:
             if ready.done() and not ready.cancelled():  # its turn came as it was cancelled
-                self.done()
+                self.done(caller, ready.result(), None)
             raise
 
-    def done(self) -> None:
-        """A read's answer came (or it failed): the next caller's read may go."""
+    def done(self, caller: str | None, expected: float, took_s: float | None) -> None:
+        """A read's answer came (`took_s` in the worker; None: it failed): the next go."""
         self.in_flight -= 1
-        while self.in_flight < self.window and self._turns:
-            caller = self._turns.popleft()
+        self.load_s = max(0.0, self.load_s - expected)
+        if took_s is not None:
+            self._cost[caller] = expected + SMOOTHING * (took_s - expected)
+        while self._waiting:
+            caller = min(self._waiting, key=self._start)
+            if not self._fits(caller):
+                return
             queue = self._waiting[caller]
             ready = queue.popleft()
-            if queue:
-                self._turns.append(caller)
-            else:
+            if not queue:
                 del self._waiting[caller]
             if not ready.done():  # a read given up while it waited is skipped
-                self.in_flight += 1
-                ready.set_result(None)
+                ready.set_result(self._take(caller))
+        if not self.in_flight:  # idle: nobody's past reads count against them
+            self._finish.clear()
+        elif len(self._finish) > FORGET_AFTER:  # callers whose reads are all in the past
+            self._finish = {c: f for c, f in self._finish.items() if f > self._now}
 
     def fail(self, error: BaseException) -> None:
         """The worker is gone: every read waiting fails with `error`."""
@@ -77,7 +117,6 @@ class EngineQueue:
                 if not ready.done():
                     ready.set_exception(error)
         self._waiting.clear()
-        self._turns.clear()
 
     def waiting(self) -> int:
         return sum(map(len, self._waiting.values()))

@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 LOCK_FILE = "engine.lock"
 LOCK_WAIT_S = 10.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# The engine yields a core to the server's event loop, as the model's threads do
+# (plugin/scheduling/thread_priority.py): work waits, the loop answers and refuses.
+NICE_INCREMENT = 10
 
 
 class ForwardedLogs(logging.Handler):
@@ -104,6 +107,7 @@ class Worker:
     async def _answer(self, message: tuple[Any, ...]) -> None:
         kind, call_id, caller = message[:3]
         current_caller.set(caller)  # this task's own context: the store's turns see it
+        started = time.perf_counter()
         try:
             value = await self._run(kind, message)
         except asyncio.CancelledError:
@@ -111,7 +115,7 @@ class Worker:
         except Exception as error:
             self._send(("reply", call_id, False, frames.portable(error)))
             return
-        self._send(("reply", call_id, True, value))
+        self._send(("reply", call_id, True, value, time.perf_counter() - started))
 
     async def _run(self, kind: str, message: tuple[Any, ...]) -> Any:
         if kind == "next":
@@ -170,6 +174,7 @@ async def hold_the_store(data_dir: Path) -> TextIO:
 
 async def run(fd: int, data_dir: Path, dimension: int, durability: str, headroom: int) -> int:
     die_with_the_server()
+    os.nice(NICE_INCREMENT)
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     root = logging.getLogger()
     root.handlers[:] = [ForwardedLogs(asyncio.get_running_loop(), writer)]

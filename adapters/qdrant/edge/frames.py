@@ -17,7 +17,8 @@ Server to worker:
     ("stop",)                       close the store and exit
 Worker to server:
     ("ready",) or ("failed", error) once, after the store opened (or did not)
-    ("reply", id, ok, value)        a call's result, or its exception
+    ("reply", id, True, value, seconds)  a call's result, and the time it took here
+    ("reply", id, False, error)     the exception it raised
     ("log", record)                 a log record, handled by the server's logging
 """
 
