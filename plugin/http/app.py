@@ -35,7 +35,6 @@ from plugin.embedding.encoders import Encoder, load_encoder
 from plugin.embedding.keyword_index import maintain_in_background
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.http.admin import admin_routes
-from plugin.http.eager_handlers import eager_handlers
 from plugin.http.handlers import routes
 from plugin.http.keys import (
     ADMISSION,
@@ -219,7 +218,7 @@ def create_app(
         app[ENCODER] = encoder
     if backend is not None:
         app[BACKEND] = backend
-    app.cleanup_ctx.extend([_embedder, _backend, _service(clock), _frozen_heap, eager_handlers])
+    app.cleanup_ctx.extend([_embedder, _backend, _service(clock), _frozen_heap])
     app.add_routes(routes)
     app.add_routes(admin_routes)  # GET /admin/export, outside the contract
     return app
