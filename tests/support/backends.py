@@ -1,6 +1,8 @@
 """Backends under test, started and closed around a block.
 
-How each is built: `QdrantEdgeBackend(DIM, path)`, `QdrantServerBackend(DIM, location=":memory:")`
+How each is built: `EngineClient(DIM, path)` (the embedded store in its engine worker
+process, as the server runs it) or `QdrantEdgeBackend(DIM, path)` (the same store in the
+test's own process, where a test reaches into it), `QdrantServerBackend(DIM, location=":memory:")`
 or `QdrantCollectionsBackend(...)` directly, and Pinecone through
 `tests.support.pinecone.pinecone_backend` on the HTTP-level fake.
 """
