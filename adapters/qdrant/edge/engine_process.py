@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -89,6 +90,8 @@ class EngineProcess:
                 "adapters.qdrant.edge.engine_worker",
                 "--fd",
                 str(theirs.fileno()),
+                "--server-pid",
+                str(os.getpid()),
                 *self._argv,
                 pass_fds=(theirs.fileno(),),
             )

@@ -7,7 +7,8 @@ says `ready`, then serves each message (frames.py) as a task of its own loop, so
 the store's own batching and group commit see calls that arrive together. It
 closes the store on `stop`, or when the server is gone (end of the socket).
 
-    python -m adapters.qdrant.edge.engine_worker --fd N --data-dir D --dimension 384
+    python -m adapters.qdrant.edge.engine_worker --fd N --server-pid P --data-dir D \
+        --dimension 384 --headroom BYTES
 """
 
 from __future__ import annotations
@@ -138,13 +139,15 @@ class Worker:
         return result
 
 
-def die_with_the_server() -> None:
+def die_with_the_server(server_pid: int) -> None:
     """SIGKILL this process when the server's process ends, however it ends: a worker
-    left behind would still hold the store when the next server's worker opens it."""
+    left behind would still hold the store when the next server's worker opens it.
+
+    The server's pid is told, not assumed: in a container the server is pid 1."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-    if os.getppid() == 1:  # the server was gone before the line above
+    if os.getppid() != server_pid:  # the server was gone before the line above
         os._exit(1)
 
 
@@ -172,8 +175,10 @@ async def hold_the_store(data_dir: Path) -> TextIO:
             await asyncio.sleep(0.05)
 
 
-async def run(fd: int, data_dir: Path, dimension: int, durability: str, headroom: int) -> int:
-    die_with_the_server()
+async def run(
+    fd: int, server_pid: int, data_dir: Path, dimension: int, durability: str, headroom: int
+) -> int:
+    die_with_the_server(server_pid)
     os.nice(NICE_INCREMENT)
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     root = logging.getLogger()
@@ -213,12 +218,22 @@ async def run(fd: int, data_dir: Path, dimension: int, durability: str, headroom
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="engine_worker")
     parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--server-pid", type=int, required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--dimension", type=int, required=True)
     parser.add_argument("--durability", choices=("sync", "async"), default="sync")
     parser.add_argument("--headroom", type=int, required=True)
     args = parser.parse_args(argv)
-    return asyncio.run(run(args.fd, args.data_dir, args.dimension, args.durability, args.headroom))
+    return asyncio.run(
+        run(
+            args.fd,
+            args.server_pid,
+            args.data_dir,
+            args.dimension,
+            args.durability,
+            args.headroom,
+        )
+    )
 
 
 if __name__ == "__main__":
