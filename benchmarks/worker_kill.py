@@ -1,0 +1,107 @@
+"""How long the embedded store is away when its engine worker is killed, under load.
+
+Against the real server process (`serve` defaults): 8 callers committing and 8
+searching, each into a namespace of its own, one request at a time; the engine
+worker (the server's child process) is killed with SIGKILL `--kills` times, 2 s
+apart. For each kill: how long until the first 503 answer to a request sent after
+it, and until the first 2xx after that (the worker is back). Prints the p50 and max
+of both, and every status seen. The test of what survives is
+tests/store/test_worker_crash.py; this measures the gap.
+`python -m benchmarks.worker_kill [--kills 20]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import aiohttp
+
+from benchmarks.common import machine, percentile
+
+WRITERS = 8
+SEARCHERS = 8
+
+
+def worker_pid(server_pid: int) -> int:
+    (child,) = Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
+    return int(child)
+
+
+async def measure(base: str, server_pid: int, kills: int) -> None:
+    answers: list[tuple[float, float, int]] = []  # (sent, answered, status)
+    done = asyncio.Event()
+
+    async def caller(session: aiohttp.ClientSession, n: int, write: bool) -> None:
+        name = f"workspace:kill-{n}"
+        await session.put(f"{base}/v1/namespaces/{name}", json={"kind": "workspace"})
+        i = 0
+        while not done.is_set():
+            i += 1
+            sent = time.monotonic()
+            if write:
+                body = {"content": f"fact {i} of {name}", "kind": "fact", "source": "agent"}
+                request = session.post(f"{base}/v1/namespaces/{name}/memories", json=body)
+            else:
+                body = {"namespaces": [name], "query": "which fact", "limit": 5}
+                request = session.post(f"{base}/v1/search", json=body)
+            async with request as reply:
+                await reply.read()
+                answers.append((sent, time.monotonic(), reply.status))
+            if reply.status == 503:
+                await asyncio.sleep(0.005)
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+        load = [asyncio.create_task(caller(session, n, n < WRITERS)) for n in range(16)]
+        await asyncio.sleep(2.0)
+        killed_at = []
+        for _ in range(kills):
+            killed_at.append(time.monotonic())
+            os.kill(worker_pid(server_pid), signal.SIGKILL)
+            await asyncio.sleep(2.0)
+        done.set()
+        await asyncio.gather(*load)
+    refused, back = [], []
+    for at in killed_at:
+        after = sorted((a for a in answers if a[0] >= at), key=lambda a: a[1])
+        first_503 = next((a[1] for a in after if a[2] == 503), None)
+        if first_503 is not None:
+            refused.append(first_503 - at)
+        first_ok = next((a[1] for a in after if a[2] < 300 and a[1] > (first_503 or at)), None)
+        if first_ok is not None:
+            back.append(first_ok - at)
+    print(f"statuses: {dict(sorted(Counter(a[2] for a in answers).items()))}")
+    for label, values in (("first 503 after a kill", refused), ("serving again", back)):
+        ms = [v * 1000 for v in values]
+        print(
+            f"  {label}: {len(ms)} of {kills} kills, p50 {percentile(ms, 50):.0f} ms, "
+            f"max {max(ms):.0f} ms"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--kills", type=int, default=20)
+    args = parser.parse_args()
+    from tests.support.server_process import ServerProcess
+
+    print(f"engine worker kills ({machine()})")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+        ServerProcess(Path(tmp) / "data", Path(tmp) / "log", log_level="INFO") as server,
+    ):
+        server.start()
+        server.wait_healthy()
+        assert server.proc is not None
+        asyncio.run(measure(server.base_url, server.proc.pid, args.kills))
+        print(f"server still running: {server.running}")
+
+
+if __name__ == "__main__":
+    main()
