@@ -45,6 +45,7 @@ async def measure(base: str, server_pid: int, kills: int) -> None:
         while not done.is_set():
             i += 1
             sent = time.monotonic()
+            body: dict[str, object]
             if write:
                 body = {"content": f"fact {i} of {name}", "kind": "fact", "source": "agent"}
                 request = session.post(f"{base}/v1/namespaces/{name}/memories", json=body)
