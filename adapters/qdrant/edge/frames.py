@@ -29,6 +29,7 @@ import pickle
 import struct
 from typing import Any
 
+from adapters import parts
 from adapters.errors import BackendError
 
 _LENGTH = struct.Struct(">I")
@@ -69,7 +70,7 @@ CALLS = frozenset(
         "measure",
     }
 )
-PARTS = frozenset({"keyword_index", "token_index", "transfer", "store_meta", "store_size"})
+PARTS = frozenset(parts.PARTS)
 
 
 def encode(message: tuple[Any, ...]) -> bytes:
