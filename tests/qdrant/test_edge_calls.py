@@ -87,19 +87,3 @@ async def test_a_stopped_engine_answers_unavailable() -> None:
     with pytest.raises(BackendUnavailable):
         await engine.worker(thread_name)
 
-
-async def test_a_call_on_the_loop_is_in_flight_from_the_moment_it_asks_for_its_turn(
-    calls: EngineCalls,
-) -> None:
-    """A reopen (upkeep.py) closes a shard: not while a call that holds it waits its turn."""
-    assert calls.alone()
-    seen_inside: list[bool] = []
-    waiting = asyncio.create_task(calls.here(lambda: seen_inside.append(calls.alone())))
-    calls.turns.spent(1.0)  # the slice is spent when the call first runs: it waits a turn
-    await asyncio.sleep(0)  # the task asks for its turn and waits
-    assert not waiting.done()
-    assert not calls.alone()
-    assert calls.idle_for() == 0.0
-    await waiting
-    assert seen_inside == [False]
-    assert calls.alone()

@@ -1,35 +1,26 @@
-"""Where a qdrant-edge call runs: on a worker thread, or on the event loop itself.
+"""Where a qdrant-edge call runs: on a thread, or on the engine worker's event loop.
 
-qdrant-edge holds the GIL through its calls (update, query, retrieve, optimize
-and flush: a ticking Python thread is frozen for all or most of each call;
-tests/qdrant/test_edge_quirks.py pins it for update). While a worker thread is
-inside the engine the event loop cannot run either, so for a short call a worker
-thread frees nothing and costs two thread hops, each a wake-up on the cores the
-model needs: the hops cost far more than the engine's own work, and running the
-request path's calls here raised closed-loop commit throughput
-(benchmarks/latency.py, benchmarks/README.md).
-
-So `here()` runs a short call on the event loop, unless another call is in
-flight on a worker: then it queues behind it there, so the loop never waits on
-the shard's lock for another thread (qdrant-edge has no threads of its own that
-take it). `worker()` is for what is long or does I/O that releases the GIL:
-opening, SQLite commits, purges, maintenance, health's disk check, bulk
-transfer. Both translate failures alike (engine.translate).
-
-Calls on the loop take turns (turns.py): at most `LOOP_SLICE_S` of engine time
-in one loop iteration, so the loop polls its sockets between them and a refusal
-is not held behind a flood's searches.
+The store runs in the engine worker process (engine_worker.py), whose event loop
+does nothing but read calls and send answers, and the server decides what reaches
+it and when (engine_queue.py). qdrant-edge holds the GIL through its calls
+(update, query, retrieve, optimize and flush; tests/qdrant/test_edge_quirks.py
+pins it for update), so a thread frees nothing for a short call and costs two
+thread hops. `here()` runs a call on the loop, unless another call is in flight
+on a thread: then it queues behind it there, so the loop never waits on a
+shard's lock for another thread (qdrant-edge has no threads of its own that take
+it). `worker()` is for what is long or does I/O that releases the GIL: opening,
+SQLite commits, purges, maintenance, the disk check, bulk transfer. Both
+translate failures alike (engine.translate).
 
 `syncing()` runs the group commit's syncs (log_sync.py) on a thread of their
-own: an `fsync` releases the GIL and takes no shard's lock, so the loop and the
-engine go on while the disk works, the sync never queues behind engine calls,
-and a disk that stalls holds up the writes waiting for it, never the loop.
+own: an `fsync` releases the GIL and takes no shard's lock, so the engine goes on
+while the disk works, and a disk that stalls holds up the writes waiting for it,
+never the loop.
 
-`idle_for` tells the janitor how long no call but its own has been in flight (a
-call on the loop counts from the moment it asks for its turn): a flush, a vacuum or
-a reopen holds the GIL, so it waits for a quiet moment (upkeep.py). `alone` says
-whether no call at all is in flight: a reopen closes a shard that a call in flight
-may hold.
+`idle_for` tells the janitor how long no call but its own has been in flight: a
+flush, a vacuum or a reopen holds the engine, so it waits for a quiet moment
+(upkeep.py). `alone` says whether no call at all is in flight: a reopen closes a
+shard that a call in flight may hold.
 """
 
 from __future__ import annotations
@@ -43,17 +34,8 @@ from typing import Any, NoReturn, TypeVar
 
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.engine import fatal, translate
-from adapters.qdrant.edge.turns import LoopTurns
 
 T = TypeVar("T")
-
-# Engine time the event loop may spend in one iteration: a few short calls (a commit's
-# upsert, a search over a few hundred memories), or one long one (a search over
-# thousands of memories: 4 to 14 ms under load), then the loop polls its sockets.
-# Twice what it was once a long call ran alone in its iteration (turns.py): short
-# calls keep the engine time an iteration they had (benchmarks/README.md, "Sixth slice").
-LOOP_SLICE_S = 0.004
-
 
 class EngineCalls:
     """A small thread pool, and the rule for when to skip it."""
@@ -63,11 +45,9 @@ class EngineCalls:
         self._executor: ThreadPoolExecutor | None = None
         self._syncer: ThreadPoolExecutor | None = None
         self._in_workers = 0  # calls submitted to the pool and not yet returned
-        self._in_flight = 0  # calls not marked background, running or queued (or waiting a turn)
+        self._in_flight = 0  # calls not marked background, running or queued
         self.clock: Callable[[], float] = time.monotonic
-        self.timer: Callable[[], float] = time.perf_counter  # engine time, for the turns
         self._last_active = self.clock()
-        self.turns = LoopTurns(LOOP_SLICE_S)
 
     @property
     def started(self) -> bool:
@@ -88,7 +68,7 @@ class EngineCalls:
         return 0.0 if self._in_flight else max(0.0, self.clock() - self._last_active)
 
     def alone(self) -> bool:
-        """No call in flight, on a worker or on the loop (waiting its turn included)."""
+        """No call in flight, on a thread or on the loop."""
         return not self._in_workers and not self._in_flight
 
     async def worker(self, func: Callable[..., T], *args: Any, background: bool = False) -> T:
@@ -124,22 +104,16 @@ class EngineCalls:
             self._last_active = self.clock()
 
     async def here(self, func: Callable[..., T], *args: Any) -> T:
-        """`func(*args)` on the event loop when no worker call is in flight, else `worker`."""
+        """`func(*args)` on the event loop when no thread's call is in flight, else `worker`."""
         if self._executor is None:
             raise BackendUnavailable("embedded store is not open")
-        self._in_flight += 1  # from now: the shards it was handed stay open (`alone`)
+        if self._in_workers:
+            return await self.worker(func, *args)
+        self._in_flight += 1
         try:
-            await self.turns.take()
-            if self._in_workers or self._executor is None:  # closed while it waited: worker
-                self.turns.spent(0.0)  # the next caller's turn comes in the next iteration
-                return await self.worker(func, *args)
-            started = self.timer()
-            try:
-                return func(*args)
-            except BaseException as error:
-                _raise_translated(error)
-            finally:
-                self.turns.spent(self.timer() - started)
+            return func(*args)
+        except BaseException as error:
+            _raise_translated(error)
         finally:
             self._in_flight -= 1
             self._last_active = self.clock()

@@ -29,7 +29,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-from adapters.callers import current_caller
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge import frames
 from adapters.qdrant.edge.backend import QdrantEdgeBackend
@@ -106,8 +105,7 @@ class Worker:
         await asyncio.gather(*self._calls.values(), return_exceptions=True)
 
     async def _answer(self, message: tuple[Any, ...]) -> None:
-        kind, call_id, caller = message[:3]
-        current_caller.set(caller)  # this task's own context: the store's turns see it
+        kind, call_id = message[:2]
         started = time.perf_counter()
         try:
             value = await self._run(kind, message)

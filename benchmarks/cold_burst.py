@@ -1,0 +1,97 @@
+"""A burst of new namespaces on a fresh store while other processes keep the cores busy.
+
+Against the real server process (`serve` defaults: embedded store, the shipped INFO
+log), as on a node whose other pods are busy or under a CPU limit. Two processes
+spin on the two cores (plain `while True`, at the default priority) from before the
+server starts until the end. Then, each request on its own kept-alive connection
+opened beforehand, all sent at the same moment, each given the platform's 2 s:
+
+1. 200 PUTs of new namespaces (`workspace:cold-N`, spread over every shard);
+2. one commit into each of them.
+
+Checks: no 503 and no timeout in either burst (a 429 is the plugin saying it is
+over capacity, which the platform's client survives). Prints the server's cold
+start and each burst's statuses and latencies. About a minute.
+`python -m benchmarks.cold_burst [--namespaces 200 --spinners 2]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.bursts import shown
+from benchmarks.common import machine
+from benchmarks.fairness_load import DEFAULT_DATA, Texts, check, commit_request, warm
+from benchmarks.http_caller import Connection, Request
+from tests.support.server_process import ServerProcess
+
+CLIENT_TIMEOUT_S = 2.0
+SPIN = "while True: pass"
+
+
+async def at_once(base: str, requests: Sequence[Request]) -> list[tuple[int, float]]:
+    """Each request on a connection of its own, all sent at the same moment."""
+    connections = [Connection(base, CLIENT_TIMEOUT_S) for _ in requests]
+    await warm(connections)
+    try:
+        answers = await asyncio.gather(
+            *(c.send(r) for c, r in zip(connections, requests, strict=True))
+        )
+    finally:
+        for connection in connections:
+            connection.close()
+    return [(status, took) for status, took, _ in answers]
+
+
+def failed(outcomes: Sequence[tuple[int, float]]) -> int:
+    """Answers the platform's client counts against its breaker: 5xx and timeouts."""
+    return sum(1 for status, took in outcomes if status == 0 or status >= 500)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--namespaces", type=int, default=200)
+    parser.add_argument("--spinners", type=int, default=2)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = parser.parse_args()
+    texts = Texts(args.data)
+    rng = random.Random(7)
+    names = [f"workspace:cold-{n}" for n in range(args.namespaces)]
+    puts: list[Request] = [("PUT", f"/v1/namespaces/{n}", {"kind": "workspace"}) for n in names]
+    commits = [commit_request(n, rng.choice(texts.turns), rng) for n in names]
+    print(f"cold_burst ({machine()}); {args.spinners} spinning processes")
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.spinners)]
+    results = []
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+            ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log") as server,
+        ):
+            server.start()
+            print(f"cold start (spawn -> first 200 on /v1/health): {server.wait_healthy():.2f} s")
+            for label, burst in (("namespace PUTs", puts), ("commits, one each", commits)):
+                outcomes = asyncio.run(at_once(server.base_url, burst))
+                results.append(
+                    check(
+                        f"{len(burst)} {label} at once: no 503, no timeout",
+                        failed(outcomes) == 0,
+                        shown(outcomes),
+                    )
+                )
+            server.terminate()
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    print(f"{sum(results)} of {len(results)} checks passed")
+
+
+if __name__ == "__main__":
+    main()
