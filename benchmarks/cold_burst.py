@@ -1,10 +1,14 @@
 """A burst of new namespaces on a fresh store while other processes keep the cores busy.
 
 Against the real server process (`serve` defaults: embedded store, the shipped INFO
-log), as on a node whose other pods are busy or under a CPU limit. Two processes
-spin on the two cores (plain `while True`, at the default priority) from before the
-server starts until the end. Then, each request on its own kept-alive connection
-opened beforehand, all sent at the same moment, each given the platform's 2 s:
+log), as on a node whose other pods are busy. Two processes spin on the two cores
+(plain `while True`) from before the server starts until the end. The server runs
+in a session of its own (tests/support/server_process.py), so where the kernel
+groups tasks by session (autogroup, on here: /proc/sys/kernel/sched_autogroup_enabled)
+its processes share the cores with the spinners as one group, as a pod's share
+the node with other pods'; inside it the plugin's own priorities hold. Then, each
+request on its own kept-alive connection opened beforehand, all sent at the same
+moment, each given the platform's 2 s:
 
 1. 200 PUTs of new namespaces (`workspace:cold-N`, spread over every shard);
 2. one commit into each of them.

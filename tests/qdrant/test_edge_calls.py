@@ -86,4 +86,3 @@ async def test_a_stopped_engine_answers_unavailable() -> None:
     engine.stop()
     with pytest.raises(BackendUnavailable):
         await engine.worker(thread_name)
-

@@ -77,7 +77,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
     mount = tmp_path / "volume"
     mount.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", str(mount)], capture_output=True
+        ["mount", "-t", "tmpfs", "-o", "size=2g", "tmpfs", str(mount)], capture_output=True
     )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")

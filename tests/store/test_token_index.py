@@ -43,7 +43,8 @@ def stored_tokens(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
                 vectors = point.vector if isinstance(point.vector, dict) else {}
                 found[str(point.id)] = (point.payload["content"], vectors.get(TOKENS_VECTOR))
             if offset is None:
-                return found
+                break
+    return found
 
 
 @pytest.fixture(autouse=True)

@@ -32,6 +32,6 @@ async def full_filter_answer(
             EDGE_RANKING, asked, _wheres(pin_sides(memory_filter), scope), limit
         )
 
-    parts = await backend._read(names, build)
+    parts = await backend._reads._read(names, build)
     hits = [[ScoredMemory(m, p.score) for p in part if (m := parsed_memory(p))] for part in parts]
     return hits[0][:limit] if len(hits) == 1 else merge_scored(hits, limit)

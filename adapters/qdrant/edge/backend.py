@@ -30,12 +30,12 @@ records are synced to disk, so it survives a power cut too (log_sync.py,
 tests/store/test_power_loss.py). Where each engine call runs (event loop or
 worker thread) is dispatch.py's. One plugin process per data directory.
 
-The request surface comes in layers, each the backend's own methods: namespaces.py,
-then reads.py, then writes.py; this class adds the lifecycle and health. The
-optional parts (adapters/parts.py) are handed out as they are: `transfer` and
-`store_meta` (transfer.py), `keyword_index` (keyword_index.py), `store_size`
-(store_size.py); checks.py runs the
-integrity checks. All of them share one `EdgeStore` (store.py).
+The request surface is three parts this class hands each call to: namespaces.py,
+reads.py and writes.py; it adds the lifecycle and health itself. The optional
+parts (adapters/parts.py) are handed out as they are: `transfer` and `store_meta`
+(transfer.py), `keyword_index` (keyword_index.py), `token_index` (token_index.py),
+`store_size` (store_size.py); checks.py runs the integrity checks. All of them
+share one `EdgeStore` (store.py).
 """
 
 from __future__ import annotations
@@ -44,11 +44,13 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.checks import EdgeChecks
@@ -56,6 +58,8 @@ from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
 from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
 from adapters.qdrant.edge.keyword_index import EdgeKeywordIndex
 from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
+from adapters.qdrant.edge.namespaces import EdgeNamespaces
+from adapters.qdrant.edge.reads import EdgeReads
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.store_size import EdgeStoreSize
 from adapters.qdrant.edge.token_index import EdgeTokenIndex
@@ -64,8 +68,16 @@ from adapters.qdrant.edge.upkeep import EdgeUpkeep
 from adapters.qdrant.edge.writes import EdgeWrites
 from adapters.values import (
     Durability,
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
     SearchMode,
+    SearchQuery,
+    SparseVector,
     StoreCondition,
+    StoredMemory,
+    TokenVectors,
 )
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
@@ -75,7 +87,7 @@ STORE_DIR = "store"
 VERIFY_EVERY_S = 600.0
 
 
-class QdrantEdgeBackend(EdgeWrites):
+class QdrantEdgeBackend(VectorBackend):
     """Every namespace as a tenant partition of one of a few qdrant-edge shards."""
 
     name = "qdrant-edge"
@@ -93,7 +105,11 @@ class QdrantEdgeBackend(EdgeWrites):
         store = EdgeStore(
             self._data_dir / STORE_DIR, dimension, workers, disk_headroom_bytes, durability
         )
-        super().__init__(dimension, store)
+        super().__init__(dimension)
+        self._store = store
+        self._namespaces = EdgeNamespaces(store)
+        self._reads = EdgeReads(store)
+        self._writes = EdgeWrites(store, self._reads)
         self._records = store.records
         self._shards = store.shards
         self._checks = EdgeChecks(store)
@@ -106,7 +122,7 @@ class QdrantEdgeBackend(EdgeWrites):
 
     @cached_property
     def transfer(self) -> EdgeTransfer:
-        return EdgeTransfer(self._store, self)
+        return EdgeTransfer(self._store, self._writes)
 
     @cached_property
     def store_meta(self) -> EdgeStoreMeta:
@@ -180,7 +196,8 @@ class QdrantEdgeBackend(EdgeWrites):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
             self._watcher = None
-        await self.drain()  # writes, lookups, then purges (the layers, top down)
+        for part in (self._writes, self._reads, self._namespaces):  # what it started, first
+            await part.drain()
         await self._store.commit.drain()
         await calls.worker(self._close)
         calls.stop()
@@ -192,7 +209,7 @@ class QdrantEdgeBackend(EdgeWrites):
         self._records.close()
 
     async def maintain(self) -> None:
-        await self.purge_pending()
+        await self._namespaces.purge_pending()
         await self._upkeep.run()
         if time.monotonic() - self._checks.verified_at >= VERIFY_EVERY_S:
             await self.verify()
@@ -219,3 +236,51 @@ class QdrantEdgeBackend(EdgeWrites):
         unreadable = set(self._records.damaged) | set(self._shards.down(self._records.live))
         unreadable |= self._checks.unreadable()
         return StoreCondition(tuple(sorted(unreadable)), problems)
+
+    # -- the request surface, handed to its parts ------------------------------------
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        return await self._namespaces.get_namespace(name)
+
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        return await self._namespaces.get_namespaces(names)
+
+    async def save_namespace(self, record: NamespaceRecord) -> None:
+        await self._namespaces.save_namespace(record)
+
+    async def delete_namespace(self, name: str) -> bool:
+        return await self._namespaces.delete_namespace(name)
+
+    async def list_namespaces(self) -> list[NamespaceRecord]:
+        return await self._namespaces.list_namespaces()
+
+    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
+        return await self._namespaces.expired_namespaces(now)
+
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+        return await self._reads.get_stored_memory(namespace, memory_id)
+
+    async def query_memories(
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+    ) -> list[ScoredMemory]:
+        return await self._reads.query_memories(namespaces, query, memory_filter, limit)
+
+    async def list_memories(
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+    ) -> list[MemoryRecord]:
+        return await self._reads.list_memories(namespaces, memory_filter, limit)
+
+    async def upsert_memory(
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
+    ) -> None:
+        await self._writes.upsert_memory(memory, vector, keywords, tokens)
+
+    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
+        return await self._writes.delete_memory(namespace, memory_id)
+
+    async def delete_expired_memories(self, now: datetime) -> int:
+        return await self._writes.delete_expired_memories(now)

@@ -22,6 +22,7 @@ than a volume needs. `statvfs` costs microseconds.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
 from pathlib import Path
@@ -94,3 +95,50 @@ def allocated_bytes(root: Path) -> int:
             except FileNotFoundError:
                 continue
     return total
+
+
+def sparse_copy(source: str, target: str) -> None:
+    """Copy a file's data and leave its holes holes (`shutil.copytree`'s `copy_function`)."""
+    with open(source, "rb") as reader, open(target, "wb") as writer:
+        size = os.fstat(reader.fileno()).st_size
+        position = 0
+        while position < size:
+            try:
+                data = os.lseek(reader.fileno(), position, os.SEEK_DATA)
+            except OSError:  # ENXIO: only a hole is left
+                break
+            hole = os.lseek(reader.fileno(), data, os.SEEK_HOLE)
+            reader.seek(data)
+            writer.seek(data)
+            writer.write(reader.read(hole - data))
+            position = hole
+        writer.truncate(size)
+
+
+def sync_tree(root: Path) -> None:
+    """Every file and directory under `root` on disk: the volume written back in one go
+    (syncfs), then each one synced, which finds them clean and is what a filesystem
+    without syncfs needs (FUSE among them)."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+        if syncfs is not None and syncfs(fd) != 0:
+            raise OSError(ctypes.get_errno(), f"syncfs({root})")
+    finally:
+        os.close(fd)
+    for directory, _, files in os.walk(root, topdown=False):
+        for name in files:
+            _fsync(os.path.join(directory, name))
+        _fsync(directory)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_directory(path: Path) -> None:
+    _fsync(str(path))

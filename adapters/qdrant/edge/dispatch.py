@@ -37,6 +37,7 @@ from adapters.qdrant.edge.engine import fatal, translate
 
 T = TypeVar("T")
 
+
 class EngineCalls:
     """A small thread pool, and the rule for when to skip it."""
 

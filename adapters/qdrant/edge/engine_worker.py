@@ -38,8 +38,10 @@ log = logging.getLogger(__name__)
 LOCK_FILE = "engine.lock"
 LOCK_WAIT_S = 10.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# The engine yields a core to the server's event loop, as the model's threads do
-# (plugin/scheduling/thread_priority.py): work waits, the loop answers and refuses.
+# Once the store is open, the engine yields a core to the server's event loop, as the
+# model's threads do (plugin/scheduling/thread_priority.py): work waits, the loop
+# answers and refuses. Not before: opening the store is all there is to do then, and
+# on busy cores a lowered priority made it take ten times as long.
 NICE_INCREMENT = 10
 
 
@@ -177,7 +179,6 @@ async def run(
     fd: int, server_pid: int, data_dir: Path, dimension: int, durability: str, headroom: int
 ) -> int:
     die_with_the_server(server_pid)
-    os.nice(NICE_INCREMENT)
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     root = logging.getLogger()
     root.handlers[:] = [ForwardedLogs(asyncio.get_running_loop(), writer)]
@@ -201,6 +202,7 @@ async def run(
         await writer.drain()
         lock.close()
         return 1
+    os.nice(NICE_INCREMENT)
     writer.write(frames.encode(("ready",)))
     try:
         await Worker(store, reader, writer).serve()

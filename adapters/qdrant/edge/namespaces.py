@@ -1,7 +1,7 @@
 """Namespaces of the embedded store: their records, and the purge of a deleted one's memories.
 
-The first layer of `QdrantEdgeBackend` (backend.py: namespaces, then reads.py,
-writes.py), over the shared `EdgeStore` (store.py). Each namespace incarnation
+A part of `QdrantEdgeBackend` (backend.py), beside its reads (reads.py) and
+writes (writes.py), over the shared `EdgeStore` (store.py). Each namespace incarnation
 has an epoch, carried by its memories and required by every read, so a deleted
 namespace vanishes with its memories the moment its record is buried, and one
 re-created under the same name starts empty. The memories are then removed by a
@@ -16,7 +16,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.values import NamespaceRecord
@@ -32,19 +31,15 @@ def unreadable(name: str) -> StorageDamaged:
     )
 
 
-class EdgeNamespaces(VectorBackend):
-    """The namespace half of `VectorBackend`, and the purges a delete leaves behind.
+class EdgeNamespaces:
+    """The namespace half of `VectorBackend`, and the purges a delete leaves behind."""
 
-    Why layers and not parts the backend forwards to: each layer's methods are the
-    backend's own, so no method of the facade only passes a call on."""
-
-    def __init__(self, dimension: int, store: EdgeStore) -> None:
-        super().__init__(dimension)
+    def __init__(self, store: EdgeStore) -> None:
         self._store = store
         self._purging: set[asyncio.Task[None]] = set()
 
     async def drain(self) -> None:
-        """Wait for what is under way; each layer adds its own (at close)."""
+        """Wait for the purges under way (at close)."""
         await asyncio.gather(*self._purging, return_exceptions=True)
 
     async def purge_pending(self) -> None:
@@ -86,7 +81,7 @@ class EdgeNamespaces(VectorBackend):
 
     def _save(self, record: NamespaceRecord) -> None:
         self._store.disk.check()
-        self._store.shards.of(record.name)  # its shard exists (is created) before its first write
+        self._store.shards.of(record.name)  # raises as its first write would: damaged, full
         self._store.records.save(record)
 
     async def delete_namespace(self, name: str) -> bool:

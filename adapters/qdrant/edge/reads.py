@@ -1,7 +1,7 @@
 """Reads of the embedded store: lookups by id, searches and listings across shards.
 
-A layer of `QdrantEdgeBackend` (backend.py), on its namespaces (namespaces.py)
-over the shared `EdgeStore` (store.py). Every read names namespaces, and each
+A part of `QdrantEdgeBackend` (backend.py), over the shared `EdgeStore`
+(store.py). Every read names namespaces, and each
 namespace lives in one shard (shards.py): a read asks each shard concerned once,
 with the namespaces it holds, and merges the answers (pinned first, then by
 score or newest first, as one shard orders them). A read touching a damaged
@@ -29,17 +29,16 @@ from adapters.qdrant.edge.engine import (
     parsed_memory,
 )
 from adapters.qdrant.edge.namespace_records import LiveNamespace
-from adapters.qdrant.edge.namespaces import EdgeNamespaces
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, Scope, point_id
 from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery, StoredMemory
 
 
-class EdgeReads(EdgeNamespaces):
+class EdgeReads:
     """`query_memories`, `list_memories` and the batched lookups by id."""
 
-    def __init__(self, dimension: int, store: EdgeStore) -> None:
-        super().__init__(dimension, store)
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
         self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
 
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
@@ -57,7 +56,6 @@ class EdgeReads(EdgeNamespaces):
 
     async def drain(self) -> None:
         await self._lookups.drain()
-        await super().drain()
 
     def _scopes(self, namespaces: Sequence[str]) -> list[tuple[Any, Scope]]:
         """The live namespaces asked for, grouped by shard: (shard, their scope) each."""

@@ -11,10 +11,15 @@ The cost, measured in benchmarks/README.md and weighed in docs/backends.md: each
 shard preallocates sparse files (they take disk space only as they fill, but
 on tmpfs opening a shard claims part of them), keeps a few files and a search
 thread open, and a search over namespaces in several shards makes one engine
-call per shard; keyword IDF is counted per shard. A shard is created when its
-first namespace is, so a small store has few.
+call per shard; keyword IDF is counted per shard. Every shard is created when the
+store opens, before the first request: creating one holds the engine for a
+while, and on busy cores a burst of new namespaces spread over every shard
+waited for all of them (benchmarks/cold_burst.py).
 
-Layout: `store/shards/NN/`. A store written before sharding has one shard in
+Layout: `store/shards/NN/`. The engine creates one empty shard; the others are
+copies of it (`NN.new`, synced, then renamed): creating a shard makes many small
+writes and syncs, and on busy cores every wait for the disk was a wait for a
+core as well. A store written before sharding has one shard in
 `store/memories/`; at start it is copied into shards when the volume has room
 for a second copy (`store/shards.partial/` until complete, then renamed), and
 served as one shard until then.
@@ -33,8 +38,14 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.errors import StorageDamaged, StorageFull
-from adapters.qdrant.edge.disk import DiskGuard, allocated_bytes
+from adapters.errors import BackendUnavailable, StorageDamaged, StorageFull
+from adapters.qdrant.edge.disk import (
+    DiskGuard,
+    allocated_bytes,
+    fsync_directory,
+    sparse_copy,
+    sync_tree,
+)
 from adapters.qdrant.edge.engine import dense_vector, fatal, open_shard
 from adapters.qdrant.layout import FIELD_NAMESPACE
 
@@ -79,10 +90,40 @@ class ShardSet:
                 shutil.rmtree(single)
             sharded.mkdir(exist_ok=True)
             self.paths = [sharded / f"{i:02d}" for i in range(SHARD_COUNT)]
+            self._create_missing(sharded)
         self.shards = [None] * len(self.paths)
-        for index, path in enumerate(self.paths):
-            if _exists(path):
-                self._open_one(index)
+        for index in range(len(self.paths)):
+            self._open_one(index)
+
+    def _create_missing(self, sharded: Path) -> None:
+        """Every shard not on disk yet, as a copy of one empty shard the engine creates.
+
+        Left to `_open_one` (which creates each itself, or waits for room) when the
+        volume has no room for them."""
+        for leftover in sharded.glob("*.new"):  # a creation cut short
+            shutil.rmtree(leftover)
+        missing = [path for path in self.paths if not _exists(path)]
+        if not missing:
+            return
+        template = sharded / "template.new"
+        try:
+            self._disk.check()
+            shard = open_shard(template, self._dimension)
+            shard.flush()
+            shard.close()
+            self._disk.check(extra_bytes=allocated_bytes(template) * len(missing))
+        except StorageFull:
+            shutil.rmtree(template, ignore_errors=True)
+            return
+        for path in missing:
+            copy = path.with_name(f"{path.name}.new")
+            shutil.copytree(template, copy, copy_function=sparse_copy)
+            sync_tree(copy)  # on disk before it is a shard: a write trusts its files
+        for path in missing:
+            shutil.rmtree(path, ignore_errors=True)  # an empty directory left by a crash
+            path.with_name(f"{path.name}.new").rename(path)
+        shutil.rmtree(template)
+        fsync_directory(sharded)
 
     def _open_one(self, index: int) -> Any | None:
         """Open (or create) shard `index` unless the volume is too full (a SIGBUS)."""
@@ -188,11 +229,7 @@ class ShardSet:
             )
         if index in self.waiting_for_room:
             raise StorageFull(self.waiting_for_room[index])
-        with self._lock:  # a namespace's first write creates its shard
-            shard = self.shards[index] or self._open_one(index)
-        if shard is None:
-            return self.of(name)
-        return shard
+        raise BackendUnavailable("the embedded store is closed")
 
     def path_of(self, shard: Any) -> Path:
         """The directory of `shard`, one of the open shards."""

@@ -1,12 +1,13 @@
 """Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep.
 
-A layer of `QdrantEdgeBackend` (backend.py), on its reads (reads.py) over the
-shared `EdgeStore` (store.py). Every write counts: a memory new to its namespace's incarnation is
-counted after the engine has it, one deleted is uncounted before the engine
-deletes it (namespace_records.py), so the integrity check (integrity.py) can
-tell a crash's harmless drift from a loss. Upserts from concurrent callers are
-batched into one engine call per shard (batching.py), and each write returns
-once it is on disk (the group commit, log_sync.py; a no-op under `async`).
+A part of `QdrantEdgeBackend` (backend.py), over the shared `EdgeStore`
+(store.py); a delete finds its memory through the reads (reads.py). Every write
+counts: a memory new to its namespace's incarnation is counted after the engine
+has it, one deleted is uncounted before the engine deletes it
+(namespace_records.py), so the integrity check (integrity.py) can tell a crash's
+harmless drift from a loss. Upserts from concurrent callers are batched into one
+engine call per shard (batching.py), and each write returns once it is on disk
+(the group commit, log_sync.py; a no-op under `async`).
 """
 
 from __future__ import annotations
@@ -32,16 +33,16 @@ from adapters.values import MemoryRecord, SparseVector, TokenVectors
 PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, TokenVectors | None, str]
 
 
-class EdgeWrites(EdgeReads):
+class EdgeWrites:
     """`upsert_memory`, `delete_memory`, `delete_expired_memories` and the counted upsert."""
 
-    def __init__(self, dimension: int, store: EdgeStore) -> None:
-        super().__init__(dimension, store)
+    def __init__(self, store: EdgeStore, reads: EdgeReads) -> None:
+        self._store = store
+        self._reads = reads
         self._upserts: CallBatcher[PendingUpsert, None] = CallBatcher(self._write_upserts)
 
     async def drain(self) -> None:
         await self._upserts.drain()
-        await super().drain()
 
     async def upsert_memory(
         self,
@@ -105,7 +106,7 @@ class EdgeWrites(EdgeReads):
             return False
 
         def find() -> Any | None:
-            point = self.retrieve(live, memory_id)
+            point = self._reads.retrieve(live, memory_id)
             return None if point is None else point.id
 
         def delete(found: Any) -> None:
