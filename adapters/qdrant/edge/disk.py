@@ -25,6 +25,7 @@ import contextlib
 import ctypes
 import os
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from adapters.errors import StorageFull
@@ -115,30 +116,28 @@ def sparse_copy(source: str, target: str) -> None:
         writer.truncate(size)
 
 
-def sync_tree(root: Path) -> None:
-    """Every file and directory under `root` on disk: the volume written back in one go
-    (syncfs), then each one synced, which finds them clean and is what a filesystem
-    without syncfs needs (FUSE among them)."""
-    fd = os.open(root, os.O_RDONLY)
+def sync_trees(roots: Sequence[Path]) -> None:
+    """Every file and directory under `roots` (on one volume) on disk: the volume written
+    back in one go (syncfs), then each one synced, which finds them clean and is what a
+    filesystem without syncfs needs (FUSE among them)."""
+    fd = os.open(roots[0], os.O_RDONLY | os.O_CLOEXEC)
     try:
         syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
         if syncfs is not None and syncfs(fd) != 0:
-            raise OSError(ctypes.get_errno(), f"syncfs({root})")
+            raise OSError(ctypes.get_errno(), f"syncfs({roots[0]})")
     finally:
         os.close(fd)
-    for directory, _, files in os.walk(root, topdown=False):
-        for name in files:
-            _fsync(os.path.join(directory, name))
-        _fsync(directory)
+    for root in roots:
+        for directory, _, files in os.walk(root, topdown=False):
+            for name in files:
+                fsync_path(Path(directory, name))
+            fsync_path(Path(directory))
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def fsync_path(path: Path, fsync: Callable[[int], None] = os.fsync) -> None:
+    """`fsync` a file or a directory by its path."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        os.fsync(fd)
+        fsync(fd)
     finally:
         os.close(fd)
-
-
-def fsync_directory(path: Path) -> None:
-    _fsync(str(path))

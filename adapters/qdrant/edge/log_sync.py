@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.qdrant.edge.batching import CallBatcher
+from adapters.qdrant.edge.disk import fsync_path
 from adapters.qdrant.edge.namespace_records import RecordStore
 
 WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment
@@ -116,11 +117,7 @@ class LogSync:
             self._listed[wal] = names
 
     def _sync_dir(self, path: Path) -> None:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            self.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(path, self.fsync)
 
     def close(self) -> None:
         for fd in self._files.values():

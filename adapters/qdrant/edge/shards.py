@@ -42,9 +42,9 @@ from adapters.errors import BackendUnavailable, StorageDamaged, StorageFull
 from adapters.qdrant.edge.disk import (
     DiskGuard,
     allocated_bytes,
-    fsync_directory,
+    fsync_path,
     sparse_copy,
-    sync_tree,
+    sync_trees,
 )
 from adapters.qdrant.edge.engine import dense_vector, fatal, open_shard
 from adapters.qdrant.layout import FIELD_NAMESPACE
@@ -115,15 +115,15 @@ class ShardSet:
         except StorageFull:
             shutil.rmtree(template, ignore_errors=True)
             return
-        for path in missing:
-            copy = path.with_name(f"{path.name}.new")
+        copies = [path.with_name(f"{path.name}.new") for path in missing]
+        for copy in copies:
             shutil.copytree(template, copy, copy_function=sparse_copy)
-            sync_tree(copy)  # on disk before it is a shard: a write trusts its files
-        for path in missing:
+        sync_trees(copies)  # on disk before any is a shard: a write trusts its files
+        for path, copy in zip(missing, copies, strict=True):
             shutil.rmtree(path, ignore_errors=True)  # an empty directory left by a crash
-            path.with_name(f"{path.name}.new").rename(path)
+            copy.rename(path)
         shutil.rmtree(template)
-        fsync_directory(sharded)
+        fsync_path(sharded)
 
     def _open_one(self, index: int) -> Any | None:
         """Open (or create) shard `index` unless the volume is too full (a SIGBUS)."""
