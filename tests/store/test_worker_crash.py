@@ -163,16 +163,17 @@ def test_the_worker_dies_with_the_server(tmp_path: Path) -> None:
 
 async def test_one_process_opens_a_store_at_a_time(tmp_path: Path) -> None:
     """A second store on the same data directory waits until the first has closed it."""
-    first = EngineClient(DIM, tmp_path)
-    await first.start()
-    await first.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
-    second = EngineClient(DIM, tmp_path)
-    opening = asyncio.create_task(second.start())
-    await asyncio.sleep(1.0)
-    assert not opening.done()  # held by the first
-    await first.close()
-    await opening
-    try:
-        assert await second.get_namespace("org:a") is not None
-    finally:
-        await second.close()
+    async with asyncio.timeout(60):  # a wait that never ends fails here, not in CI's limit
+        first = EngineClient(DIM, tmp_path)
+        await first.start()
+        await first.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
+        second = EngineClient(DIM, tmp_path)
+        opening = asyncio.create_task(second.start())
+        await asyncio.sleep(1.0)
+        assert not opening.done()  # held by the first
+        await first.close()
+        await opening
+        try:
+            assert await second.get_namespace("org:a") is not None
+        finally:
+            await second.close()

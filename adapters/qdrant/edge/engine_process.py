@@ -173,7 +173,9 @@ class EngineProcess:
         return await self._process.wait()
 
     async def _heartbeat(self) -> None:
-        while True:
+        # Ends on closing, not only on cancellation: Python 3.11's wait_for drops a
+        # cancellation that arrives as the call it waits for completes.
+        while not self._closing:
             await asyncio.sleep(HEARTBEAT_S)
             if not self.up:
                 continue
