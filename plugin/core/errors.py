@@ -8,6 +8,8 @@ the contract's envelope (`NotFound` 404, `InvalidRequest` 400, a
 
 from __future__ import annotations
 
+from adapters.errors import BackendUnavailable
+
 
 class ServiceError(Exception):
     """A request the service cannot carry out, for a reason the caller can act on."""
@@ -19,3 +21,8 @@ class NotFound(ServiceError):
 
 class InvalidRequest(ServiceError):
     """Well-formed input that the operation cannot accept (e.g. a PATCH with no field)."""
+
+
+class DeadlinePassed(BackendUnavailable):
+    """No answer within the request's deadline (503, unless admission finds that the
+    request was still waiting its turn behind others' work: plugin/scheduling/admission.py)."""

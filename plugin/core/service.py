@@ -39,9 +39,9 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from adapters.base import VectorBackend
-from adapters.errors import BackendUnavailable, StorageDamaged
+from adapters.errors import StorageDamaged
 from adapters.values import MemoryRecord, NamespaceRecord, SearchMode, StoreCondition
-from plugin.core.errors import InvalidRequest, NotFound
+from plugin.core.errors import DeadlinePassed, InvalidRequest, NotFound
 from plugin.core.fields import MemoryFields, NamespaceChanges, NamespaceFields
 from plugin.core.keyed_lock import KeyedLock
 from plugin.core.search import MemorySearch
@@ -133,7 +133,7 @@ class MemoryService(MemorySearch):
             async with asyncio.timeout(self.deadline_s):
                 yield
         except TimeoutError:
-            raise BackendUnavailable(f"no answer within {self.deadline_s:g} s") from None
+            raise DeadlinePassed(f"no answer within {self.deadline_s:g} s") from None
 
     async def ping(self) -> StoreCondition:
         """Raise unless the backend answers; what it serves in a degraded way, if anything."""

@@ -38,7 +38,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
+from adapters.callers import Waiting, current_waiting
 from plugin.embedding.encoders import Encoder, Vector
 from plugin.embedding.length_groups import encode_by_length
 from plugin.scheduling.fair_queue import FairQueue
@@ -110,6 +112,7 @@ class BatchingEmbedder:
         self.max_batch = max_batch
         self.max_linger_s = max_linger_s
         self.stats = BatchStats()
+        self.served = 0  # texts embedded (adapters/callers.py, `Waiting`)
         self._observer = observer
         self._wait_observer = wait_observer
         self._expected = 1  # callers expected at the next batch (see _gather)
@@ -172,6 +175,9 @@ class BatchingEmbedder:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Vector] = loop.create_future()
         self._queues[work.priority].push(work.tenant, (text, future, loop.time(), work.priority))
+        if (waiting := current_waiting.get()) is not None:  # for the request's deadline
+            waiting.joined(self)
+            future.add_done_callback(partial(_embedded, waiting))
         if self._wake is not None and self.queued >= self._wake_at:
             _resolve(self._wake)
         return future
@@ -256,6 +262,7 @@ class BatchingEmbedder:
             self._last_s = time.perf_counter() - started
             self._expected = len(batch) + self.queued
             self.stats.record(len(batch))
+            self.served += len(batch)
             if self._observer is not None:
                 self._observer(len(batch), self._last_s)
             for (_, future, _, _), vector in zip(batch, vectors, strict=True):
@@ -274,6 +281,13 @@ class BatchingEmbedder:
         if self._wait_observer is not None:
             for _, _, queued_at, priority in batch:
                 self._wait_observer(priority, now - queued_at)
+
+
+def _embedded(waiting: Waiting, future: asyncio.Future[Vector]) -> None:
+    """A text's wait is over once it is embedded (or failed); a text whose request gave
+    up while it was queued is still waiting, as far as that request's deadline knows."""
+    if not future.cancelled():
+        waiting.left()
 
 
 def _resolve(wake: asyncio.Future[None]) -> None:

@@ -18,6 +18,12 @@ sharing"):
   alone may use all of it, two each half, and so on.
 - `tenant_max`, when an operator sets one, caps one tenant's requests in flight
   however idle the plugin is (off by default).
+
+What the door cannot foresee (a burst of tenants each with nothing in flight, on a
+plugin slower than its measured cost says) is caught at the deadline: a request
+whose deadline passed while its work still waited its turn behind others' work
+(adapters/callers.py, `Waiting`) is refused too, with reason `deadline`, not
+answered 503; one whose work was under way, or whose queue stood still, is a 503.
 """
 
 from __future__ import annotations
@@ -26,13 +32,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from adapters.callers import current_caller
+from adapters.callers import Waiting, current_caller, current_waiting
+from plugin.core.errors import DeadlinePassed
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.work import tenant_kind
 
 TENANT_MAX = "tenant_max"
 FAIR_SHARE = "fair_share"
-REASONS = (TENANT_MAX, FAIR_SHARE)
+DEADLINE = "deadline"
+REASONS = (TENANT_MAX, FAIR_SHARE, DEADLINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,16 +55,23 @@ class OverShare(Exception):
     def __init__(
         self, tenant: str, reason: str, in_flight: int, share: int, wait_s: float = 0.0
     ) -> None:
-        why = (
-            f"at most {share} requests of one namespace are served at once"
-            if reason == TENANT_MAX
-            else f"the plugin has {wait_s:.2f} s of work queued and each namespace's share "
-            f"is {share} requests"
-        )
-        super().__init__(
-            f"too many requests in flight for namespace {tenant}: {in_flight} already; "
-            f"{why}; retry shortly"
-        )
+        if reason == DEADLINE:
+            message = (
+                f"the plugin is over capacity: this request of namespace {tenant} was still "
+                "waiting its turn behind other requests when its time ran out; retry shortly"
+            )
+        else:
+            why = (
+                f"at most {share} requests of one namespace are served at once"
+                if reason == TENANT_MAX
+                else f"the plugin has {wait_s:.2f} s of work queued and each namespace's "
+                f"share is {share} requests"
+            )
+            message = (
+                f"too many requests in flight for namespace {tenant}: {in_flight} already; "
+                f"{why}; retry shortly"
+            )
+        super().__init__(message)
         self.tenant = tenant
         self.reason = reason
         self.in_flight = in_flight
@@ -137,9 +152,18 @@ class Admission:
         self._total += 1
         self.service_time.started()
         caller = current_caller.set(tenant)
+        waiting = Waiting()
+        waited = current_waiting.set(waiting)
         try:
             yield
+        except DeadlinePassed as error:
+            if not waiting.behind_others():
+                raise
+            mine = self._in_flight[tenant] - 1
+            refusal = OverShare(tenant, DEADLINE, mine, self.fair_share(tenant, self.capacity()))
+            self._refuse(refusal, error)
         finally:
+            current_waiting.reset(waited)
             current_caller.reset(caller)
             self.service_time.finished()
             self._total -= 1
@@ -149,7 +173,7 @@ class Admission:
             else:
                 del self._in_flight[tenant]
 
-    def _refuse(self, refusal: OverShare) -> None:
+    def _refuse(self, refusal: OverShare, cause: BaseException | None = None) -> None:
         if self._on_refused is not None:
             self._on_refused(refusal)
-        raise refusal
+        raise refusal from cause

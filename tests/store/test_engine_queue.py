@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from adapters.callers import Waiting, current_waiting
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.engine_queue import EngineQueue
 
@@ -101,3 +102,62 @@ async def test_a_lost_worker_fails_every_waiting_read() -> None:
     assert queue.in_flight == 0
     assert queue.load_s == 0.0
     await queue.turn("c")  # and the next goes at once
+
+
+async def waited(queue: EngineQueue, caller: str) -> tuple[asyncio.Task[float], Waiting]:
+    """A read of `caller` waiting for its turn, with its request's `Waiting`."""
+    waiting = Waiting()
+    token = current_waiting.set(waiting)  # the task copies the context: its own Waiting
+    task = asyncio.create_task(queue.turn(caller))
+    current_waiting.reset(token)
+    await asyncio.sleep(0)
+    assert waiting.queue is queue
+    return task, waiting
+
+
+async def test_a_read_whose_turn_came_is_no_longer_waiting() -> None:
+    queue = EngineQueue(budget_s=0.0, most=1)
+    held = await queue.turn("a")
+    task, waiting = await waited(queue, "b")
+    queue.done("a", held, 0.001)  # answered: the queue moves
+    other = asyncio.create_task(queue.turn("c"))  # the turn went to b; c waits behind it
+    await asyncio.sleep(0)
+    assert waiting.queue is None  # b's turn came: it no longer waits
+    queue.done("b", await task, 0.001)
+    await other
+
+
+async def test_a_read_cancelled_behind_an_answered_one_is_left_waiting() -> None:
+    queue = EngineQueue(budget_s=1.0, most=2)
+    first, second = await queue.turn("a"), await queue.turn("a")
+    queue.most = 1  # nothing more goes until both are answered
+    task, waiting = await waited(queue, "b")
+    queue.done("a", first, 0.001)
+    task.cancel()  # its request ran out of time
+    await asyncio.gather(task, return_exceptions=True)
+    assert waiting.behind_others()
+    queue.done("a", second, 0.001)
+
+
+async def test_a_read_cancelled_while_the_engine_stands_still_was_not_behind_others() -> None:
+    queue = EngineQueue(budget_s=0.0, most=1)
+    held = await queue.turn("a")  # never answered
+    task, waiting = await waited(queue, "b")
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert waiting.queue is queue
+    assert not waiting.behind_others()
+    queue.done("a", held, None)
+
+
+async def test_a_read_failed_by_a_lost_worker_is_no_longer_waiting() -> None:
+    queue = EngineQueue(budget_s=0.0, most=1)
+    held = await queue.turn("a")
+    queue.done("a", held, 0.001)
+    held = await queue.turn("a")
+    task, waiting = await waited(queue, "b")
+    queue.fail(BackendUnavailable("gone"))
+    with pytest.raises(BackendUnavailable):
+        await task
+    assert waiting.queue is None
+    queue.done("a", held, None)

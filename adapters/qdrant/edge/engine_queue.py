@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from adapters.callers import current_waiting
+
 # Reads whose engine time grows with the namespaces they read.
 WINDOWED = frozenset(
     {
@@ -49,6 +51,7 @@ class EngineQueue:
         self.budget_s = budget_s
         self.most = most
         self.in_flight = 0
+        self.served = 0  # reads answered (adapters/callers.py, `Waiting`)
         self.load_s = 0.0  # the expected engine time of the reads in flight
         self._cost: dict[str | None, float] = {}
         self._waiting: dict[str | None, deque[asyncio.Future[float]]] = {}
@@ -82,18 +85,29 @@ class EngineQueue:
             return self._take(caller)
         ready: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(caller, deque()).append(ready)
+        waiting = current_waiting.get()
+        if waiting is not None:
+            waiting.joined(self)
         try:
-            return await ready
-        except asyncio.CancelledError:
+            expected = await ready
+        except asyncio.CancelledError:  # its request ran out of time: it is left waiting
             if ready.done() and not ready.cancelled():  # its turn came as it was cancelled
                 self.done(caller, ready.result(), None)
             raise
+        except BaseException:
+            if waiting is not None:
+                waiting.left()
+            raise
+        if waiting is not None:
+            waiting.left()
+        return expected
 
     def done(self, caller: str | None, expected: float, took_s: float | None) -> None:
         """A read's answer came (`took_s` in the worker; None: it failed): the next go."""
         self.in_flight -= 1
         self.load_s = max(0.0, self.load_s - expected)
         if took_s is not None:
+            self.served += 1
             self._cost[caller] = expected + SMOOTHING * (took_s - expected)
         while self._waiting:
             caller = min(self._waiting, key=self._start)
