@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from adapters.qdrant.edge.batching import CallBatcher
+from adapters.qdrant.edge.engine_calls import CallBatcher
 
 
 class Doubler:

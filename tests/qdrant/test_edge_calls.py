@@ -1,4 +1,4 @@
-"""Where embedded-engine calls run (adapters/qdrant/edge/dispatch.py), with real threads."""
+"""Where embedded-engine calls run (adapters/qdrant/edge/engine_calls.py), with real threads."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.errors import BackendUnavailable, NamespaceGone, StorageDamaged, StorageFull
-from adapters.qdrant.edge.dispatch import EngineCalls
+from adapters.qdrant.edge.engine_calls import EngineCalls
 
 
 @pytest.fixture

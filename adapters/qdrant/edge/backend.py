@@ -28,13 +28,13 @@ write survives `kill -9` (tests/store/test_durability.py). Under the `sync`
 durability (the default) a write also returns only once that log and the
 records are synced to disk, so it survives a power cut too (log_sync.py,
 tests/store/test_power_loss.py). Where each engine call runs (event loop or
-worker thread) is dispatch.py's. One plugin process per data directory.
+worker thread) is engine_calls.py's. One plugin process per data directory.
 
 The request surface is three parts this class hands each call to: namespaces.py,
 reads.py and writes.py; it adds the lifecycle and health itself. The optional
 parts (adapters/parts.py) are handed out as they are: `transfer` and `store_meta`
-(transfer.py), `keyword_index` (keyword_index.py), `token_index` (token_index.py),
-`store_size` (store_size.py); checks.py runs the integrity checks. All of them
+(writes.py), `keyword_index` and `token_index` (missing_vectors.py),
+`store_size` (checks.py); checks.py runs the integrity checks. All of them
 share one `EdgeStore` (store.py).
 """
 
@@ -53,19 +53,16 @@ from typing import Any
 from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.checks import EdgeChecks
+from adapters.qdrant.edge.checks import EdgeChecks, EdgeStoreSize
 from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
 from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
-from adapters.qdrant.edge.keyword_index import EdgeKeywordIndex
 from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
+from adapters.qdrant.edge.missing_vectors import EdgeKeywordIndex, EdgeTokenIndex
 from adapters.qdrant.edge.namespaces import EdgeNamespaces
 from adapters.qdrant.edge.reads import EdgeReads
 from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.edge.store_size import EdgeStoreSize
-from adapters.qdrant.edge.token_index import EdgeTokenIndex
-from adapters.qdrant.edge.transfer import EdgeStoreMeta, EdgeTransfer
 from adapters.qdrant.edge.upkeep import EdgeUpkeep
-from adapters.qdrant.edge.writes import EdgeWrites
+from adapters.qdrant.edge.writes import EdgeStoreMeta, EdgeTransfer, EdgeWrites
 from adapters.values import (
     Durability,
     MemoryFilter,

@@ -1,20 +1,30 @@
-"""The embedded store's self-checks as a part of `QdrantEdgeBackend` (backend.py).
+"""The embedded store's self-checks and its size, parts of `QdrantEdgeBackend` (backend.py).
 
-What integrity.py finds (records against the engine) and what lost_records.py
+What integrity.py finds (records against the engine) and what `LostRecords` (store.py)
 knows (shards whose names are unknown), kept together over the shared
 `EdgeStore`: the last report, which incarnations are short of memories (reads
 of them answer 503, reads.py), what health says, and the operator's
 `verify-store --accept`. All methods block; the backend runs them on its
 worker threads.
+
+`EdgeStoreSize`: how big the embedded store is, for the metrics (adapters/parts.py, `StoreSizes`).
+
+Namespaces and memories come from the records and the counts the store keeps
+anyway (namespace_records.py), so the figure costs no engine call; bytes are
+what the store's files occupy and what the volume has left. Measured on a worker
+thread: a walk of the store's few hundred files.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from adapters.qdrant.edge import integrity
+from adapters.qdrant.edge.disk import allocated_bytes
 from adapters.qdrant.edge.integrity import IntegrityReport, some
 from adapters.qdrant.edge.store import EdgeStore
+from adapters.values import StoreSize
 
 
 class EdgeChecks:
@@ -68,3 +78,21 @@ class EdgeChecks:
         names = records.accept_rebuilt() + [s.name for s in self.report.shortfalls]
         self.run()
         return sorted(set(names))
+
+
+class EdgeStoreSize:
+    """The `store_size` part of `QdrantEdgeBackend`."""
+
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
+
+    async def measure(self) -> StoreSize:
+        return await self._store.calls.worker(self._measure, background=True)
+
+    def _measure(self) -> StoreSize:
+        namespaces, memories = self._store.records.sizes()
+        root = self._store.root
+        volume = os.statvfs(root)
+        return StoreSize(
+            namespaces, memories, allocated_bytes(root), volume.f_bavail * volume.f_frsize
+        )

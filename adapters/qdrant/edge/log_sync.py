@@ -6,7 +6,7 @@ file, and returns without syncing it. A killed process loses nothing (the
 kernel holds the pages), but a power cut or a kernel crash loses what the kernel
 had not written back: without a sync, a 201 would mean "in memory". Under the
 `sync` durability every write path awaits `GroupCommit.durable()` before it
-answers; one sync, on a thread of its own (dispatch.py), does, in this order:
+answers; one sync, on a thread of its own (engine_calls.py), does, in this order:
 
 1. `fsync` of the files of the write-ahead log that the engine may have
    written, of each shard written since the last sync (an `fsync` writes back
@@ -18,7 +18,7 @@ answers; one sync, on a thread of its own (dispatch.py), does, in this order:
 
 What was written before a sync starts is taken by it (`take`, on the event
 loop); what arrives while it runs waits for the next one. Namespace records are
-synced by SQLite at their own commits (sqlite_file.py). Under `async` no write
+synced by SQLite at their own commits (disk.py). Under `async` no write
 waits (a 201 survives a killed process, not a power cut: docs/backends.md),
 except where a record on disk would otherwise run ahead of the engine: a purge
 forgotten, a store-wide fact (store.py, `purge` and `barrier`).
@@ -33,8 +33,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.qdrant.edge.batching import CallBatcher
 from adapters.qdrant.edge.disk import fsync_path
+from adapters.qdrant.edge.engine_calls import CallBatcher
 from adapters.qdrant.edge.namespace_records import RecordStore
 
 WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment
@@ -129,7 +129,7 @@ class LogSync:
 class GroupCommit:
     """`durable()` returns once everything written before it was called is on disk.
 
-    The callers are batched as the engine calls are (batching.py): the first starts a
+    The callers are batched as the engine calls are (engine_calls.py): the first starts a
     sync at once, and those arriving while it runs share the next one. `sync` runs
     one sync (take, then write); a failure goes to every caller it covered, and the
     next caller starts a new one."""

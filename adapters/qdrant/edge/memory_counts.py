@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from adapters.qdrant.edge.sqlite_file import connect, move_aside
+from adapters.qdrant.edge.disk import connect, move_aside
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,16 @@
-"""Memories stored without one of their vectors, found and given it in place, shard by shard.
+"""Memories stored without one of their vectors, found and given it in place: the
+embedded store's keyword index and token index.
 
-What the keyword index (keyword_index.py) and the token index (token_index.py) of
-the embedded store share: memories lacking a named vector are listed every open
-shard in turn (a cursor is "<shard>:<point id or nothing>", a key "<shard>/<point
-id>", both opaque to the plugin) and given it with `update_vectors` (everything
-else stays), a page per engine call on a worker thread, so the store keeps
-serving. The write carries the same condition, so a memory rewritten since it
-was listed keeps the vector of its new content. Nothing here is lost to
-`kill -9`: the state is the stored vectors themselves.
+`EdgeKeywordIndex` (driven by plugin/embedding/keyword_index.py) and
+`EdgeTokenIndex` (plugin/embedding/token_index.py) are parts of
+`QdrantEdgeBackend` (backend.py). Memories written before keyword or token vectors
+existed, or imported without them, are listed every open shard in turn (a cursor
+is "<shard>:<point id or nothing>", a key "<shard>/<point id>", both opaque to the
+plugin) and given the vector with `update_vectors` (everything else stays), a page
+per engine call, so the store keeps serving. The write carries the same condition,
+so a memory rewritten since it was listed keeps the vector of its new content.
+Nothing here is lost to `kill -9`: the state is the stored vectors themselves. A
+store of another encoder's keyword vectors drops them first.
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
+from adapters.qdrant.edge.engine import (
+    add_keyword_vector,
+    add_token_vector,
+    drop_keyword_vector,
+    sparse,
+)
 from adapters.qdrant.edge.store import EdgeStore
+from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
+from adapters.values import SparseVector, TokenVectors
 
 V = TypeVar("V")
 
@@ -96,3 +107,60 @@ class MissingVectors:
                 self._store.update(
                     shard, qe.UpdateOperation.update_vectors(remaining, condition=self._missing)
                 )
+
+
+class EdgeKeywordIndex:
+    """`prepare_keywords`, `unindexed_memories` and `index_keywords` for the embedded store
+    (the walk and the conditional write: `MissingVectors`)."""
+
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
+        self._missing = MissingVectors(store, KEYWORDS_VECTOR)
+
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        await self._store.calls.worker(self._prepare_keywords, reset)
+
+    def _prepare_keywords(self, reset: bool) -> None:
+        for shard in self._store.shards.open_shards():
+            if reset:
+                drop_keyword_vector(shard)
+            else:
+                add_keyword_vector(shard)
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return await self._missing.page(cursor, limit)
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        return await self._missing.fill(items, sparse)
+
+
+class EdgeTokenIndex:
+    """`prepare_tokens`, `untokenized_memories` and `index_tokens` for the embedded store
+    (the walk and the conditional write: `MissingVectors`)."""
+
+    def __init__(self, store: EdgeStore, dimension: int) -> None:
+        self._store = store
+        self._dimension = dimension
+        self._missing = MissingVectors(store, TOKENS_VECTOR)
+
+    async def prepare_tokens(self) -> None:
+        def prepare() -> None:
+            for shard in self._store.shards.open_shards():
+                add_token_vector(shard, self._dimension)
+
+        await self._store.calls.worker(prepare)
+
+    async def untokenized_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return await self._missing.page(cursor, limit)
+
+    async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
+        return await self._missing.fill(items, _rows)
+
+
+def _rows(vectors: TokenVectors) -> list[list[float]]:
+    """Token vectors as the engine takes a multivector."""
+    return [list(row) for row in vectors]

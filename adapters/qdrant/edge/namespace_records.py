@@ -4,7 +4,7 @@ Why SQLite: the platform PUTs a namespace before every write, so an unchanged
 PUT must cost nothing (it is a dictionary lookup here: no I/O at all), while a
 change must be atomic and durable. SQLite (standard library, WAL journal)
 gives one-transaction changes, synced at every commit under the `sync`
-durability and at checkpoints under `async` (sqlite_file.py), one file for
+durability and at checkpoints under `async` (disk.py), one file for
 thousands of namespaces (the per-namespace JSON files of the old layout cost a
 directory each), and loads 10k records in milliseconds at start.
 
@@ -26,7 +26,7 @@ Tables:
   memories than counted" means loss.
 - `lost_shards(shard)`: shards whose namespace records were lost while the
   shard could not be read; their names are unknown until it opens
-  (lost_records.py).
+  (store.py, `LostRecords`).
 - `rebuilt(name, epoch)`: records rebuilt from the memories whose counts were
   lost too (both files): a loss in the engine at the same time cannot show,
   so health stays `degraded` until an operator accepts them (`verify-store
@@ -51,8 +51,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from adapters.qdrant.edge.disk import connect, move_aside
 from adapters.qdrant.edge.memory_counts import CountStore
-from adapters.qdrant.edge.sqlite_file import connect, move_aside
 from adapters.qdrant.layout import namespace_from_json, namespace_to_json, new_epoch
 from adapters.values import NamespaceRecord
 
@@ -259,7 +259,7 @@ class RecordStore:
             self.purges.pop(epoch, None)
 
     def set_lost_shards(self, shards: set[int]) -> None:
-        """Remember which shards' namespace records are unknown (lost_records.py)."""
+        """Remember which shards' namespace records are unknown (store.py, `LostRecords`)."""
         if shards == self.lost_shards:
             return
         with self._lock:

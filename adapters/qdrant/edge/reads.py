@@ -20,7 +20,6 @@ from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.qdrant import filters, ranking
 from adapters.qdrant.edge import feedback, lean_search, rerank
-from adapters.qdrant.edge.batching import CallBatcher
 from adapters.qdrant.edge.engine import (
     DENSE_VECTOR,
     EDGE,
@@ -28,6 +27,7 @@ from adapters.qdrant.edge.engine import (
     dense_vector,
     parsed_memory,
 )
+from adapters.qdrant.edge.engine_calls import CallBatcher
 from adapters.qdrant.edge.namespace_records import LiveNamespace
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, Scope, point_id

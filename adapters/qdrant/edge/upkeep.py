@@ -1,7 +1,7 @@
 """The janitor's work on the engine's files: flush what was written, vacuum what churned,
 reopen what was written much.
 
-The engine holds the GIL through `flush` and `optimize` (dispatch.py), so every
+The engine holds the GIL through `flush` and `optimize` (engine_calls.py), so every
 request waits while one runs, refusals included; under a write flood a flush
 waits on the disk, GIL held, many times longer than alone. So:
 - each engine call does one shard, and only a shard written since the last

@@ -1,7 +1,9 @@
-"""Where a qdrant-edge call runs: on a thread, or on the engine worker's event loop.
+"""Engine calls: where a qdrant-edge call runs (`EngineCalls`), and concurrent small
+calls joined into one (`CallBatcher`).
 
-The store runs in the engine worker process (engine_worker.py), whose event loop
-does nothing but read calls and send answers, and the server decides what reaches
+`EngineCalls`: on a thread, or on the engine worker's event loop. The store runs
+in the engine worker process (engine_worker.py), whose event loop does nothing but
+read calls and send answers, and the server decides what reaches
 it and when (engine_queue.py). qdrant-edge holds the GIL through its calls
 (update, query, retrieve, optimize and flush; tests/qdrant/test_edge_quirks.py
 pins it for update), so a thread frees nothing for a short call and costs two
@@ -21,16 +23,30 @@ never the loop.
 flush, a vacuum or a reopen holds the engine, so it waits for a quiet moment
 (upkeep.py). `alone` says whether no call at all is in flight: a reopen closes a
 shard that a call in flight may hold.
+
+`CallBatcher`: concurrent small engine calls share one: one engine call, one WAL append.
+
+Why: under concurrent commits each upsert (and each existence check of an
+explicit id) cost an engine call of its own, then a hop to a worker thread and a
+wake-up of the event loop on the way back, on the same two cores the model
+needs: a large share of the event loop went to those wake-ups. The calls now
+mostly run on the event loop, and one engine call for eight
+upserts still beats several: splitting it into smaller chunks lowered the
+8-caller throughput every time (benchmarks/README.md). As the embedder does for
+texts, the first call starts a flush at once (a lone call waits for nothing) and
+every call that arrives while it runs joins the next one. Each caller's await returns only when
+the engine call holding its item has returned; the group commit then makes it
+durable before it is acknowledged (log_sync.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.engine import fatal, translate
@@ -126,3 +142,51 @@ def _raise_translated(error: BaseException) -> NoReturn:
     if translated is error:
         raise error
     raise translated from error
+
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+MAX_BATCH = 256
+
+
+class CallBatcher(Generic[Item, Result]):
+    """`call` takes a list of items and returns one result per item, in order."""
+
+    def __init__(
+        self, call: Callable[[list[Item]], Awaitable[list[Result]]], max_batch: int = MAX_BATCH
+    ) -> None:
+        self._call = call
+        self._max_batch = max_batch
+        self._pending: list[tuple[Item, asyncio.Future[Result]]] = []
+        self._flushing: asyncio.Task[None] | None = None
+
+    async def submit(self, item: Item) -> Result:
+        """The result for `item`, once its batch is done; raise what its batch raised."""
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if self._flushing is None:
+            self._flushing = asyncio.create_task(self._flush(), name="edge calls")
+        return await future
+
+    async def drain(self) -> None:
+        """Wait until every submitted call is done (at close)."""
+        while self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending:
+                batch = self._pending[: self._max_batch]
+                del self._pending[: self._max_batch]
+                try:
+                    results = await self._call([item for item, _ in batch])
+                except Exception as error:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(error)
+                    continue
+                for (_, future), result in zip(batch, results, strict=True):
+                    if not future.done():
+                        future.set_result(result)
+        finally:
+            self._flushing = None
