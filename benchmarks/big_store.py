@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
 from benchmarks.common import machine, print_table, summary_ms

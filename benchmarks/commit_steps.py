@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryRecord, NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences

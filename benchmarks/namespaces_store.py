@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryRecord, NamespaceRecord
 from benchmarks import load
 from benchmarks.common import percentile

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.backend import edge_config
+from adapters.qdrant.edge.edge_backend import edge_config
 from benchmarks.common import machine, percentile
 from benchmarks.sentences import queries, sentences
 from plugin.embedding.encoders import SentenceTransformerEncoder

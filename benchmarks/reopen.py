@@ -24,7 +24,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
 from benchmarks import locomo
 from benchmarks.common import machine

@@ -7,7 +7,7 @@ with its dense, keyword and token vectors (the plugin's own encoders), then ever
 question of categories 1-4 is asked with `limit` 50 per memory mode, ranked by the
 shipped hybrid plan, by keyword feedback alone, and by the rerank as the `rerank`
 mode asks it (keyword feedback, then MaxSim: adapters/qdrant/ranking.py and
-edge/rerank.py) at each weight and depth: the same store and query vectors for
+edge/maxsim_rerank.py) at each weight and depth: the same store and query vectors for
 every row. Prints R@1/5/10/20/50. About 6 minutes on 2 cores.
 """
 

@@ -23,7 +23,7 @@ Why (measured on LoCoMo's development half, benchmarks/README.md):
 
 Keyword feedback (`SearchQuery.feedback`, issue 30): the same plan twice, the
 second time with the keyword query widened by the first's top results
-(adapters/qdrant/feedback.py; the embedded store's passes: edge/feedback.py).
+(adapters/qdrant/feedback.py; the embedded store's passes: edge/feedback_passes.py).
 
 Rerank (`SearchMode.RERANK`, issue 30): the fused ranking's top RERANK_DEPTH,
 reranked by late interaction over the model's token vectors (the multivector
@@ -37,7 +37,7 @@ a short one. The fused stage is stated twice (once for its score, once as the
 candidates MaxSim scores): a formula sees only its own prefetches' scores. The
 embedded store, which pays no round trip for a second request, asks MaxSim by id
 over the search's fused candidates instead and adds it here (`reranked`;
-edge/rerank.py). A memory without token vectors yet (a store being upgraded)
+edge/maxsim_rerank.py). A memory without token vectors yet (a store being upgraded)
 scores MaxSim 0.
 Why this depth and weight: benchmarks/README.md, "The rerank: MaxSim asked by id,
 weight and depth chosen with feedback".
@@ -159,7 +159,7 @@ def reranked(
     candidates: Sequence[tuple[K, float]], max_sim: Mapping[K, float], query_tokens: int, limit: int
 ) -> list[tuple[K, float]]:
     """The `limit` best of `candidates` (key, fused score) by the rerank's score above,
-    for an engine that asks MaxSim in a request of its own (edge/rerank.py); a key
+    for an engine that asks MaxSim in a request of its own (edge/maxsim_rerank.py); a key
     missing from `max_sim` (no token vectors yet) scores MaxSim 0."""
     weight = rerank_weight(query_tokens)
     scored = [(key, fused + weight * max_sim.get(key, 0.0)) for key, fused in candidates]

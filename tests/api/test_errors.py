@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from tests.support.app import AppFactory, ContractClient
 from tests.support.clocks import WallClock

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import VectorBackend
 from adapters.parts import BulkTransfer, KeywordIndex, StoreMeta, TokenIndex
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import NamespaceRecord, SearchQuery
 from plugin.http.keys import EMBEDDER

@@ -10,10 +10,10 @@ import pytest
 import qdrant_edge as qe
 
 from adapters.errors import NamespaceGone
-from adapters.qdrant.edge import namespace_records as edge_records
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge import record_store
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import open_shard, point_vectors
-from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.upkeep import DEADLINE_S, QUIET_S
 from adapters.qdrant.layout import memory_to_payload, new_epoch, point_id
@@ -245,7 +245,7 @@ async def test_concurrent_first_saves_agree_on_one_incarnation(
         minted.append(new_epoch())
         return minted[-1]
 
-    monkeypatch.setattr(edge_records, "new_epoch", counting_epoch)
+    monkeypatch.setattr(record_store, "new_epoch", counting_epoch)
     store = QdrantEdgeBackend(DIM, tmp_path)
     await store.start()
     name = "workspace:new"

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from plugin.cli import main
 from plugin.commands import export_import, import_postgres
 from plugin.embedding.encoders import SentenceTransformerEncoder

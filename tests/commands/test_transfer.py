@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.pinecone import PineconeBackend
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import MemoryRecord, NamespaceRecord, SearchMode
 from plugin.cli import main

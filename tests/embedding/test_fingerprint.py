@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from plugin.core.fingerprint import (
     LEGACY_FINGERPRINT,

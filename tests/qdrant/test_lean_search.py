@@ -19,7 +19,7 @@ import pytest
 import qdrant_edge as qe
 
 from adapters.qdrant.edge import lean_search
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload
 from adapters.values import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
 from plugin.embedding.keywords import KeywordEncoder

@@ -1,4 +1,4 @@
-"""The embedded store's rerank (edge/rerank.py): MaxSim asked by id over the search's
+"""The embedded store's rerank (edge/maxsim_rerank.py): MaxSim asked by id over the search's
 fused top RERANK_DEPTH, scored as ranking.py's one-request plan scores it.
 
 Real embedded store, real keyword vectors; dense and token vectors are small seeded
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord, SearchQuery, TokenVectors
 from plugin.embedding.keywords import KeywordEncoder
 from tests.support.backends import started

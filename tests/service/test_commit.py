@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryRecord, NamespaceRecord
 from plugin.core.service import MemoryService
 from plugin.embedding.embedder import BatchingEmbedder

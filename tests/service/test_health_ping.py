@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from plugin.core.service import MemoryService
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.keywords import KeywordEncoder

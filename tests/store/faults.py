@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from adapters.errors import StorageDamaged
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.values import NamespaceRecord
 from tests.support.records import DIM, T0, everything, memory, unit

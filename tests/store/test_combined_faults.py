@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from adapters.errors import StorageDamaged
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
 from adapters.qdrant.edge.disk import free_bytes
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings

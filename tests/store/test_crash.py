@@ -1,6 +1,6 @@
 """The embedded store across `kill -9`: at every step of a namespace delete, and on upgrade.
 
-A namespace delete is three steps (adapters/qdrant/edge/namespaces.py): bury the record
+A namespace delete is three steps (adapters/qdrant/edge/edge_namespaces.py): bury the record
 (one SQLite transaction: the namespace vanishes for callers), delete its
 incarnation's points by filter, forget the purge. A child process is killed
 with SIGKILL after each step; the store reopened afterwards must show the
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend, edge_config
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend, edge_config
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json
 from adapters.values import NamespaceRecord
 from tests.support.records import DIM, T0, dense, everything, memory, unit
@@ -30,7 +30,7 @@ DOOMED, KEPT = "org:doomed", "org:kept"
 _CHILD = """
 import asyncio, os, signal
 from adapters.base import NamespaceRecord
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from tests.support.records import DIM, T0, memory, unit
 
 async def main(steps):

@@ -17,7 +17,7 @@ import pytest
 import qdrant_edge as qe
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.log_sync import LogSync, Pending
-from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.values import Durability, NamespaceRecord
 from tests.support.backends import started

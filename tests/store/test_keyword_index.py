@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
-from adapters.qdrant.edge.writes import EdgeStoreMeta
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_writes import EdgeStoreMeta
 from adapters.values import NamespaceRecord, SearchQuery
 from plugin.core.fingerprint import META_KEY
 from plugin.embedding import keyword_index

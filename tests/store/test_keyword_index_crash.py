@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from plugin.embedding import keyword_index
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.embedding.keyword_index import BUILDING, COMPLETE, META_ENCODER, META_STATE
@@ -33,7 +33,7 @@ from tests.support.server_process import REPO_ROOT, ServerProcess
 
 _KILLED_MID_FILL = """
 import asyncio, os, signal
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from plugin.embedding import keyword_index
 from plugin.embedding.keywords import KeywordEncoder
 from tests.support.records import DIM

@@ -19,7 +19,7 @@ import pytest
 import qdrant_edge as qe
 
 from adapters.errors import StorageDamaged
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.values import NamespaceRecord
 from plugin import cli

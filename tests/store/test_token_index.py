@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.values import NamespaceRecord, SearchQuery
 from plugin.embedding import token_index

@@ -1,7 +1,7 @@
 """What the embedded store answers when every request carries its full filter.
 
 Why: the store's own plans (edge/lean_search.py's filter by incarnation alone,
-edge/rerank.py's steps) must answer what the plain plan answers, one request per
+edge/maxsim_rerank.py's steps) must answer what the plain plan answers, one request per
 pin side with the full filter, as a Qdrant server is asked; the tests of both
 compare against it.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from adapters.merge import merge_scored, pin_sides
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_reads import _wheres
 from adapters.qdrant.edge.engine import EDGE_RANKING, parsed_memory
-from adapters.qdrant.edge.reads import _wheres
 from adapters.qdrant.layout import Scope
 from adapters.values import MemoryFilter, ScoredMemory, SearchQuery
 

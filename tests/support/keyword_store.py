@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import edge_config, point_vectors
-from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.values import NamespaceRecord

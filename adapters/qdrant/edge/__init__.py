@@ -1,1 +1,1 @@
-"""The embedded store: qdrant-edge in-process, on disk (`backend.py`)."""
+"""The embedded store: qdrant-edge in-process, on disk (`edge_backend.py`)."""

@@ -1,6 +1,6 @@
 """qdrant-edge's shard: how it is configured, opened, and spoken to (filters, errors).
 
-Kept apart from the adapter (backend.py) so that the adapter reads as namespace
+Kept apart from the adapter (edge_backend.py) so that the adapter reads as namespace
 and memory semantics only.
 """
 
@@ -53,10 +53,10 @@ EDGE = EdgeDialect()
 
 class EdgeRanking:
     """qdrant-edge's spelling of a search (adapters/qdrant/ranking.py). Dense stages are
-    exact: indexing is off (backend.py), and the tenant index bounds what they read.
+    exact: indexing is off (edge_backend.py), and the tenant index bounds what they read.
 
     `with_payload` False: answer with ids and scores only (keyword feedback's first
-    pass: edge/feedback.py); a list of fields: with those alone (lean_search.py)."""
+    pass: edge/feedback_passes.py); a list of fields: with those alone (lean_search.py)."""
 
     _EXACT = qe.SearchParams(exact=True)
 

@@ -2,7 +2,7 @@
 
 qdrant-edge holds the GIL for the whole of every call; in the server's process each
 call would stop every request, refusal and answer meanwhile. So the store
-(`QdrantEdgeBackend`, backend.py) runs in a child process (engine_worker.py,
+(`QdrantEdgeBackend`, edge_backend.py) runs in a child process (engine_worker.py,
 watched by engine_process.py), and this class forwards the backend interface and
 its parts to it as plain values (frames.py). The event loop only encodes, sends
 and waits. A worker that dies takes the store away only until it is restarted:

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge import frames
-from adapters.qdrant.edge.backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Why: the two halves of the store live in different files (the engine's
 segments and WAL; `namespaces.sqlite3`), and damage to either used to lose data
 silently, with health `ok`. So the records keep a count of memories per
-namespace incarnation (namespace_records.py), and this module compares them with
+namespace incarnation (record_store.py), and this module compares them with
 what the engine can actually find, grouped by the `epoch` every memory carries
 (one facet query per shard: the cost follows the number of namespaces, not of
 memories):
@@ -30,7 +30,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from adapters.qdrant.edge.engine import fatal, parsed_memory
-from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, FIELD_NAMESPACE
 from adapters.values import NamespaceRecord

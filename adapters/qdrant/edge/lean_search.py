@@ -9,13 +9,13 @@ and 0.8 ms with the incarnation alone (benchmarks/README.md, "Eighth slice").
 The unpinned side holds nearly all of a namespace; the pinned side is small, and
 the engine starts it from the pin index, so it keeps its full filter.
 
-So a search with no kinds asked (edge/reads.py) asks, per shard:
+So a search with no kinds asked (edge/edge_reads.py) asks, per shard:
 - the pinned side, as before;
 - every memory of the incarnations asked for (`filters.any_side`: the incarnation
   token is unique to one incarnation of one namespace, layout.new_epoch), at the
   same limit; then drops its pinned memories (the pinned side answers them).
-Keyword feedback's passes (edge/feedback.py) are asked the same way. The rerank's
-candidates (edge/rerank.py) keep the full filter: asked this way, with the fields
+Keyword feedback's passes (edge/feedback_passes.py) are asked the same way. The rerank's
+candidates (edge/maxsim_rerank.py) keep the full filter: asked this way, with the fields
 checked read for each of its 75 candidates a shard, rerank searches ran no faster
 in `benchmarks.retrieval` (left for another slice).
 

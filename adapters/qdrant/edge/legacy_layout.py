@@ -28,7 +28,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from adapters.qdrant.edge.engine import dense_vector
-from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.layout import (
     FIELD_EPOCH,
     FIELD_MEMORY_ID,

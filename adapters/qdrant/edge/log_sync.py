@@ -35,7 +35,7 @@ from pathlib import Path
 
 from adapters.qdrant.edge.disk import fsync_path
 from adapters.qdrant.edge.engine_calls import CallBatcher
-from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.record_store import RecordStore
 
 WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment
 _OPEN_SEGMENT = "open-"  # the lowest-numbered is written; the others wait, empty

@@ -3,7 +3,7 @@ embedded store's keyword index and token index.
 
 `EdgeKeywordIndex` (driven by plugin/embedding/keyword_index.py) and
 `EdgeTokenIndex` (plugin/embedding/token_index.py) are parts of
-`QdrantEdgeBackend` (backend.py). Memories written before keyword or token vectors
+`QdrantEdgeBackend` (edge_backend.py). Memories written before keyword or token vectors
 existed, or imported without them, are listed every open shard in turn (a cursor
 is "<shard>:<point id or nothing>", a key "<shard>/<point id>", both opaque to the
 plugin) and given the vector with `update_vectors` (everything else stays), a page

@@ -1,7 +1,7 @@
 """What the parts of the embedded backend share: its shards, records, disk guard and threads.
 
-`QdrantEdgeBackend` (backend.py) is a facade over parts that each hold one
-concern (reads.py, writes.py, missing_vectors.py, namespaces.py);
+`QdrantEdgeBackend` (edge_backend.py) is a facade over parts that each hold one
+concern (edge_reads.py, edge_writes.py, missing_vectors.py, edge_namespaces.py);
 they are handed one `EdgeStore` rather than reaching into the backend. Every
 write to a shard goes through `update`, behind the disk guard, counted for
 the janitor's vacuum and marked for the group commit (log_sync.py): under the
@@ -35,7 +35,7 @@ from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine_calls import EngineCalls
 from adapters.qdrant.edge.integrity import some
 from adapters.qdrant.edge.log_sync import GroupCommit, LogSync
-from adapters.qdrant.edge.namespace_records import RecordStore
+from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
 from adapters.values import Durability
 
@@ -151,7 +151,7 @@ class EdgeStore:
 
     async def barrier(self) -> None:
         """Sync the log of every open shard, whatever the durability: before a store-wide
-        fact that says the shards' writes are done (writes.py, `write_store_meta`)."""
+        fact that says the shards' writes are done (edge_writes.py, `write_store_meta`)."""
         for shard in self.shards.open_shards():
             self.log_sync.mark(self.shards.path_of(shard))
         await self.commit.durable(always=True)

@@ -4,7 +4,7 @@ In one request (ranking.py's plan, which a Qdrant server answers) the fused stag
 is stated twice, because a formula sees only its own prefetches' scores, and each
 shard asked reranks its own top RERANK_DEPTH. On the embedded store a request
 costs no round trip, so here, in one hop:
-1. (with keyword feedback) the widened keyword query (feedback.py);
+1. (with keyword feedback) the widened keyword query (feedback_passes.py);
 2. per shard asked, the fused plan at the rerank's depth, per pin side, answered
    with ids and scores only;
 3. per pin side, the best RERANK_DEPTH of all shards' candidates by fused score:
@@ -29,7 +29,7 @@ import qdrant_edge as qe
 
 from adapters.merge import pin_sides
 from adapters.qdrant import filters, ranking
-from adapters.qdrant.edge import feedback
+from adapters.qdrant.edge import feedback_passes
 from adapters.qdrant.edge.engine import EDGE, EdgeRanking
 from adapters.qdrant.layout import Scope
 from adapters.values import MemoryFilter, SearchQuery, TokenVectors
@@ -56,7 +56,7 @@ def search(
     tokens = query.tokens
     assert tokens  # the reads call this for a query with token vectors only
     if query.feedback:
-        query = feedback.widened(scoped, query, memory_filter)
+        query = feedback_passes.widened(scoped, query, memory_filter)
     fused = replace(query, tokens=None, feedback=False)
     depth = max(limit, ranking.RERANK_DEPTH)
     sides = pin_sides(memory_filter)

@@ -11,7 +11,7 @@ per shard asked:
    The sparse index answers these from its posting lists (a batch of 60 took about
    0.2 ms), and the figure is exactly what the store multiplies when it scores
    (per shard, deleted points included until a vacuum: docs/backends.md "Limits");
-3. the search itself, with the widened keyword query (`reads.py` asks it).
+3. the search itself, with the widened keyword query (`edge_reads.py` asks it).
 The first pass asks by incarnation alone where lean_search.py applies, as the
 plain search does.
 Measured in-process (3 namespaces, 3 shards): the first pass costs what a hybrid
@@ -41,7 +41,7 @@ from adapters.values import MemoryFilter, SearchQuery, SparseVector
 FIRST_PASS = EdgeRanking(with_payload=False)
 FIRST_PASS_CHECKED = EdgeRanking(with_payload=lean_search.CHECKED_FIELDS)
 
-# The second pass: the shards asked with the widened query (reads.py).
+# The second pass: the shards asked with the widened query (edge_reads.py).
 Then = Callable[[list[tuple[Any, Scope]], SearchQuery], list[list[Any]]]
 
 
@@ -56,7 +56,7 @@ def widened(
     scoped: list[tuple[Any, Scope]], query: SearchQuery, memory_filter: MemoryFilter
 ) -> SearchQuery:
     """`query` with its keyword vector widened by the first pass's best memories' words
-    (steps 1 and 2 above); the rerank (rerank.py) asks its candidates with it."""
+    (steps 1 and 2 above); the rerank (maxsim_rerank.py) asks its candidates with it."""
     dense, keywords = query.dense, query.keywords
     assert dense is not None  # SearchQuery admits feedback on a fused search only
     assert keywords is not None

@@ -5,7 +5,7 @@ The zero-config default. The server runs it in its engine worker process
 Layout under `data_dir`:
 
     store/shards/NN/          the qdrant-edge shards holding the memories (shards.py)
-    store/namespaces.sqlite3  namespace records and pending purges (namespace_records.py)
+    store/namespaces.sqlite3  namespace records and pending purges (record_store.py)
 
 Why a few shards for every namespace: a real installation has thousands of
 namespaces, and one shard per namespace (the old layout) meant thousands of open
@@ -30,10 +30,10 @@ records are synced to disk, so it survives a power cut too (log_sync.py,
 tests/store/test_power_loss.py). Where each engine call runs (event loop or
 worker thread) is engine_calls.py's. One plugin process per data directory.
 
-The request surface is three parts this class hands each call to: namespaces.py,
-reads.py and writes.py; it adds the lifecycle and health itself. The optional
+The request surface is three parts this class hands each call to: edge_namespaces.py,
+edge_reads.py and edge_writes.py; it adds the lifecycle and health itself. The optional
 parts (adapters/parts.py) are handed out as they are: `transfer` and `store_meta`
-(writes.py), `keyword_index` and `token_index` (missing_vectors.py),
+(edge_writes.py), `keyword_index` and `token_index` (missing_vectors.py),
 `store_size` (checks.py); checks.py runs the integrity checks. All of them
 share one `EdgeStore` (store.py).
 """
@@ -55,14 +55,14 @@ from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.checks import EdgeChecks, EdgeStoreSize
 from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
+from adapters.qdrant.edge.edge_namespaces import EdgeNamespaces
+from adapters.qdrant.edge.edge_reads import EdgeReads
+from adapters.qdrant.edge.edge_writes import EdgeStoreMeta, EdgeTransfer, EdgeWrites
 from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
 from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge.missing_vectors import EdgeKeywordIndex, EdgeTokenIndex
-from adapters.qdrant.edge.namespaces import EdgeNamespaces
-from adapters.qdrant.edge.reads import EdgeReads
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.upkeep import EdgeUpkeep
-from adapters.qdrant.edge.writes import EdgeStoreMeta, EdgeTransfer, EdgeWrites
 from adapters.values import (
     Durability,
     MemoryFilter,

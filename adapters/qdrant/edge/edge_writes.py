@@ -1,10 +1,10 @@
 """Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep.
 
-A part of `QdrantEdgeBackend` (backend.py), over the shared `EdgeStore`
-(store.py); a delete finds its memory through the reads (reads.py). Every write
+A part of `QdrantEdgeBackend` (edge_backend.py), over the shared `EdgeStore`
+(store.py); a delete finds its memory through the reads (edge_reads.py). Every write
 counts: a memory new to its namespace's incarnation is counted after the engine
 has it, one deleted is uncounted before the engine deletes it
-(namespace_records.py), so the integrity check (integrity.py) can tell a crash's
+(record_store.py), so the integrity check (integrity.py) can tell a crash's
 harmless drift from a loss. Upserts from concurrent callers are batched into one
 engine call per shard (engine_calls.py, `CallBatcher`), and each write returns once it is on disk
 (the group commit, log_sync.py; a no-op under `async`).
@@ -24,6 +24,7 @@ import qdrant_edge as qe
 
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
+from adapters.qdrant.edge.edge_reads import EdgeReads
 from adapters.qdrant.edge.engine import (
     DENSE_VECTOR,
     EDGE,
@@ -33,7 +34,6 @@ from adapters.qdrant.edge.engine import (
 )
 from adapters.qdrant.edge.engine_calls import CallBatcher
 from adapters.qdrant.edge.integrity import engine_counts
-from adapters.qdrant.edge.reads import EdgeReads
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_EPOCH, Scope, memory_to_payload, point_id
 from adapters.values import (
@@ -101,7 +101,7 @@ class EdgeWrites:
 
     def counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
         """Upsert (one call per shard), then count the memories new to their incarnation:
-        a count goes up only once the engine has them (namespace_records.py)."""
+        a count goes up only once the engine has them (record_store.py)."""
         by_shard: dict[int, list[tuple[Any, str, str]]] = {}
         for item in points:
             by_shard.setdefault(self._store.shards.index_of(item[1]), []).append(item)
@@ -132,7 +132,7 @@ class EdgeWrites:
         found = await self._store.calls.here(find)
         if found is None:
             return False
-        # The count down on disk before the engine deletes (namespace_records.py).
+        # The count down on disk before the engine deletes (record_store.py).
         await self._store.calls.worker(self._uncount, live.epoch)
         await self._store.calls.here(delete, found)
         await self._store.commit.durable()

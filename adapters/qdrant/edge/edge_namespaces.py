@@ -1,7 +1,7 @@
 """Namespaces of the embedded store: their records, and the purge of a deleted one's memories.
 
-A part of `QdrantEdgeBackend` (backend.py), beside its reads (reads.py) and
-writes (writes.py), over the shared `EdgeStore` (store.py). Each namespace incarnation
+A part of `QdrantEdgeBackend` (edge_backend.py), beside its reads (edge_reads.py) and
+writes (edge_writes.py), over the shared `EdgeStore` (store.py). Each namespace incarnation
 has an epoch, carried by its memories and required by every read, so a deleted
 namespace vanishes with its memories the moment its record is buried, and one
 re-created under the same name starts empty. The memories are then removed by a

@@ -1,6 +1,6 @@
 """Reads of the embedded store: lookups by id, searches and listings across shards.
 
-A part of `QdrantEdgeBackend` (backend.py), over the shared `EdgeStore`
+A part of `QdrantEdgeBackend` (edge_backend.py), over the shared `EdgeStore`
 (store.py). Every read names namespaces, and each
 namespace lives in one shard (shards.py): a read asks each shard concerned once,
 with the namespaces it holds, and merges the answers (pinned first, then by
@@ -19,7 +19,7 @@ import qdrant_edge as qe
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored, pin_sides
 from adapters.qdrant import filters, ranking
-from adapters.qdrant.edge import feedback, lean_search, rerank
+from adapters.qdrant.edge import feedback_passes, lean_search, maxsim_rerank
 from adapters.qdrant.edge.engine import (
     DENSE_VECTOR,
     EDGE,
@@ -28,7 +28,7 @@ from adapters.qdrant.edge.engine import (
     parsed_memory,
 )
 from adapters.qdrant.edge.engine_calls import CallBatcher
-from adapters.qdrant.edge.namespace_records import LiveNamespace
+from adapters.qdrant.edge.record_store import LiveNamespace
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, Scope, point_id
 from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery, StoredMemory
@@ -142,11 +142,11 @@ class EdgeReads:
             return []
         calls = self._store.calls
         if query.tokens:  # MaxSim asked by id
-            ranked = await calls.here(rerank.search, scoped, query, memory_filter, limit)
+            ranked = await calls.here(maxsim_rerank.search, scoped, query, memory_filter, limit)
             found = [ScoredMemory(m, p.score) for p in ranked if (m := parsed_memory(p))]
             return merge_scored([found], limit)  # equal scores ordered as across shards
         if query.feedback:  # two passes, one hop
-            answers = await calls.here(feedback.search, scoped, query, memory_filter, plain)
+            answers = await calls.here(feedback_passes.search, scoped, query, memory_filter, plain)
         else:
             answers = await calls.here(plain, scoped, query)
         parts = [
