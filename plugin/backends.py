@@ -20,9 +20,9 @@ ServerBackend = TypeVar("ServerBackend", bound="QdrantServerBase")
 
 def _embedded(settings: Settings, dimension: int) -> VectorBackend:
     """Qdrant's engine (qdrant-edge) in a worker process, on disk under MEMORY_PLUGIN_DATA_DIR."""
-    from adapters.qdrant.edge.engine_client import EngineClient
+    from adapters.qdrant.edge.edge_backend import QdrantEdgeInWorker
 
-    return EngineClient(dimension, settings.data_dir, durability=settings.durability)
+    return QdrantEdgeInWorker(dimension, settings.data_dir, durability=settings.durability)
 
 
 def qdrant_server(

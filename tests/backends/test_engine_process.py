@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.qdrant.edge.engine_client import EngineClient
+from adapters.qdrant.edge.edge_backend import QdrantEdgeInWorker
 from adapters.values import NamespaceRecord
+from adapters.worker.engine_client import EngineClient, WorkerSpec
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
@@ -22,13 +23,13 @@ from tests.support.records import DIM, T0
 
 class TestEngineProcess(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     @pytest.fixture
-    async def backend(self, tmp_path: Path) -> AsyncIterator[EngineClient]:
-        async with started(EngineClient(DIM, tmp_path)) as store:
+    async def backend(self, tmp_path: Path) -> AsyncIterator[QdrantEdgeInWorker]:
+        async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:
             yield store
 
 
 @contextmanager
-def held(store: EngineClient) -> Iterator[None]:
+def held(store: QdrantEdgeInWorker) -> Iterator[None]:
     """The worker stopped (SIGSTOP) for the block: what it would answer, it answers later."""
     assert store.worker.pid is not None
     os.kill(store.worker.pid, signal.SIGSTOP)
@@ -39,7 +40,7 @@ def held(store: EngineClient) -> Iterator[None]:
 
 
 async def test_a_known_namespace_is_answered_while_the_engine_is_busy(tmp_path: Path) -> None:
-    async with started(EngineClient(DIM, tmp_path)) as store:
+    async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:
         record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
         await store.save_namespace(record)
         with held(store):
@@ -50,9 +51,9 @@ async def test_a_known_namespace_is_answered_while_the_engine_is_busy(tmp_path: 
 
 async def test_a_record_read_as_it_is_deleted_is_not_kept(tmp_path: Path) -> None:
     record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
-    async with started(EngineClient(DIM, tmp_path)) as store:
+    async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:
         await store.save_namespace(record)
-    async with started(EngineClient(DIM, tmp_path)) as store:  # knows no record yet
+    async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:  # knows no record yet
         with held(store):
             read = asyncio.create_task(store.get_namespace("org:a"))
             deleted = asyncio.create_task(store.delete_namespace("org:a"))
@@ -61,3 +62,26 @@ async def test_a_record_read_as_it_is_deleted_is_not_kept(tmp_path: Path) -> Non
         assert await deleted is True
         assert await store.get_namespace("org:a") is None
         assert await store.get_namespaces(["org:a", "org:b"]) == {}
+
+
+async def test_a_worker_named_something_that_is_not_a_backend_fails_its_start(
+    tmp_path: Path,
+) -> None:
+    spec = WorkerSpec("adapters.values:StoreCondition", {}, tmp_path, frozenset())
+    client = EngineClient(DIM, spec)
+    with pytest.raises(TypeError) as failed:
+        await client.start()
+    assert str(failed.value) == (
+        "adapters.values:StoreCondition built StoreCondition, not a VectorBackend"
+    )
+    await client.close()
+    assert client.worker.pid is not None
+    assert not client.worker.up
+
+
+async def test_a_worker_hands_its_factory_the_options_as_given(tmp_path: Path) -> None:
+    """The options travel as JSON on the worker's command line, and build the store."""
+    async with started(QdrantEdgeInWorker(DIM, tmp_path / "elsewhere")) as store:
+        await store.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
+    assert (tmp_path / "elsewhere" / "store" / "namespaces.sqlite3").exists()
+    assert (tmp_path / "elsewhere" / "engine.lock").exists()

@@ -5,7 +5,8 @@
 `plugin/core/fields.py`) or `plugin.commands`. `adapters/` never imports aiohttp
 (backends are reached through their SDKs) nor anything of the plugin's. The `check`
 command (plugin/commands/check.py) verifies any plugin over HTTP, so it imports
-nothing from `adapters/`.
+nothing from `adapters/`. The process layer (`adapters/worker/`) carries any backend,
+so it imports none.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ CORE = sorted((ROOT / "plugin" / "core").glob("*.py"))
 ADAPTERS = sorted((ROOT / "adapters").rglob("*.py"))
 NOT_IN_CORE = ("aiohttp", "pydantic", "plugin.http", "plugin.commands")
 NOT_IN_ADAPTERS = ("aiohttp", "plugin")
+WORKER = sorted((ROOT / "adapters" / "worker").glob("*.py"))
+BACKEND_PACKAGES = ("adapters.qdrant", "adapters.pinecone", "qdrant_edge", "qdrant_client")
 CHECK = ROOT / "plugin" / "commands" / "check.py"
 
 
@@ -81,3 +84,8 @@ def test_adapters_import_neither_aiohttp_nor_the_plugin(source: Path) -> None:
 
 def test_check_imports_nothing_from_adapters() -> None:
     assert offending(CHECK, ("adapters",)) == []
+
+
+@pytest.mark.parametrize("source", WORKER, ids=lambda path: path.name)
+def test_the_worker_process_layer_imports_no_backend(source: Path) -> None:
+    assert offending(source, BACKEND_PACKAGES) == []

@@ -8,7 +8,7 @@ import pytest
 
 from adapters.callers import Waiting, current_waiting
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.engine_queue import EngineQueue
+from adapters.worker.engine_queue import EngineQueue
 
 
 async def read(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.qdrant.edge.engine_client import EngineClient
+from adapters.qdrant.edge.edge_backend import QdrantEdgeInWorker
 from adapters.values import NamespaceRecord
 from plugin.http.keys import BACKEND
 from tests.support.app import ContractClient
@@ -24,9 +24,9 @@ SEARCHERS = 8
 KILLS = 20
 
 
-def engine(api: ContractClient) -> EngineClient:
+def engine(api: ContractClient) -> QdrantEdgeInWorker:
     backend = api.app[BACKEND]
-    assert isinstance(backend, EngineClient)
+    assert isinstance(backend, QdrantEdgeInWorker)
     return backend
 
 
@@ -164,10 +164,10 @@ def test_the_worker_dies_with_the_server(tmp_path: Path) -> None:
 async def test_one_process_opens_a_store_at_a_time(tmp_path: Path) -> None:
     """A second store on the same data directory waits until the first has closed it."""
     async with asyncio.timeout(60):  # a wait that never ends fails here, not in CI's limit
-        first = EngineClient(DIM, tmp_path)
+        first = QdrantEdgeInWorker(DIM, tmp_path)
         await first.start()
         await first.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
-        second = EngineClient(DIM, tmp_path)
+        second = QdrantEdgeInWorker(DIM, tmp_path)
         opening = asyncio.create_task(second.start())
         await asyncio.sleep(1.0)
         assert not opening.done()  # held by the first

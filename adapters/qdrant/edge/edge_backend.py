@@ -1,7 +1,8 @@
 """The embedded store: Qdrant's own engine (qdrant-edge), on disk.
 
 The zero-config default. The server runs it in its engine worker process
-(engine_worker.py) and reaches it through `EngineClient` (engine_client.py).
+(adapters/worker/engine_worker.py) and reaches it through `EngineClient`
+(adapters/worker/engine_client.py).
 Layout under `data_dir`:
 
     store/shards/NN/          the qdrant-edge shards holding the memories (shards.py)
@@ -76,6 +77,7 @@ from adapters.values import (
     StoredMemory,
     TokenVectors,
 )
+from adapters.worker.engine_client import EngineClient, WorkerSpec
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
@@ -281,3 +283,28 @@ class QdrantEdgeBackend(VectorBackend):
 
     async def delete_expired_memories(self, now: datetime) -> int:
         return await self._writes.delete_expired_memories(now)
+
+
+class QdrantEdgeInWorker(EngineClient):
+    """The embedded store as the server holds it: `QdrantEdgeBackend` in an engine worker
+    process (adapters/worker/), built there from these settings."""
+
+    name = "qdrant-edge"
+
+    def __init__(
+        self,
+        dimension: int,
+        data_dir: Path,
+        *,
+        disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+        durability: Durability = "sync",
+    ) -> None:
+        options = {
+            "dimension": dimension,
+            "data_dir": str(Path(data_dir).absolute()),
+            "disk_headroom_bytes": disk_headroom_bytes,
+            "durability": durability,
+        }
+        factory = f"{QdrantEdgeBackend.__module__}:{QdrantEdgeBackend.__qualname__}"
+        spec = WorkerSpec(factory, options, Path(data_dir), ranking.QDRANT_SEARCH_MODES)
+        super().__init__(dimension, spec)

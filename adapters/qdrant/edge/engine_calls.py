@@ -2,9 +2,9 @@
 calls joined into one (`CallBatcher`).
 
 `EngineCalls`: on a thread, or on the engine worker's event loop. The store runs
-in the engine worker process (engine_worker.py), whose event loop does nothing but
+in the engine worker process (adapters/worker/), whose event loop does nothing but
 read calls and send answers, and the server decides what reaches
-it and when (engine_queue.py). qdrant-edge holds the GIL through its calls
+it and when (adapters/worker/engine_queue.py). qdrant-edge holds the GIL through its calls
 (update, query, retrieve, optimize and flush; tests/qdrant/test_edge_quirks.py
 pins it for update), so a thread frees nothing for a short call and costs two
 thread hops. `here()` runs a call on the loop, unless another call is in flight

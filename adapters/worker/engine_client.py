@@ -1,17 +1,20 @@
-"""The embedded backend as the server sees it: the store lives in an engine worker process.
+"""A backend in a worker process, as the server sees it: the backend interface, forwarded.
 
-qdrant-edge holds the GIL for the whole of every call; in the server's process each
-call would stop every request, refusal and answer meanwhile. So the store
-(`QdrantEdgeBackend`, edge_backend.py) runs in a child process (engine_worker.py,
-watched by engine_process.py), and this class forwards the backend interface and
-its parts to it as plain values (frames.py). The event loop only encodes, sends
-and waits. A worker that dies takes the store away only until it is restarted:
-calls answer `BackendUnavailable` (503) meanwhile and health is `degraded`.
+A backend whose engine holds the GIL for the whole of every call (the embedded
+store, adapters/qdrant/edge/) would stop every request, refusal and answer of the
+server meanwhile. So it runs in a child process (engine_worker.py, watched by
+engine_process.py), built there from a `WorkerSpec`, and this class forwards the
+backend interface and its parts to it as plain values (frames.py). The event loop
+only encodes, sends and waits. A worker that dies takes the store away only until
+it is restarted: calls answer `BackendUnavailable` (503) meanwhile and health is
+`degraded`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -19,12 +22,7 @@ from typing import Any
 
 from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
-from adapters.qdrant import ranking
-from adapters.qdrant.edge import frames
-from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
-from adapters.qdrant.edge.engine_process import EngineProcess
 from adapters.values import (
-    Durability,
     MemoryFilter,
     MemoryRecord,
     NamespaceRecord,
@@ -37,6 +35,8 @@ from adapters.values import (
     StoreSize,
     TokenVectors,
 )
+from adapters.worker import frames
+from adapters.worker.engine_process import EngineProcess
 
 
 class _Part:
@@ -114,32 +114,34 @@ class _StoreSize(_Part):
         return await self._call("measure")  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """Which backend a worker builds, and how: all of it plain values, for its command line."""
+
+    factory: str  # "module:callable", called in the worker with `options`
+    options: Mapping[str, Any]  # the factory's keyword arguments, as JSON
+    data_dir: Path  # what the backend owns: one process holds it at a time (a lock file)
+    search_modes: frozenset[SearchMode]
+
+    def argv(self) -> list[str]:
+        return [
+            "--factory",
+            self.factory,
+            "--options",
+            json.dumps(dict(self.options)),
+            "--data-dir",
+            str(self.data_dir.absolute()),
+        ]
+
+
 class EngineClient(VectorBackend):
-    """The embedded store (qdrant-edge) in a worker process, behind the backend interface."""
+    """The backend `spec` builds, in a worker process, behind the backend interface. A
+    backend offered this way subclasses it with its `name` and its own constructor."""
 
-    name = "qdrant-edge"
-
-    def __init__(
-        self,
-        dimension: int,
-        data_dir: Path,
-        *,
-        disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
-        durability: Durability = "sync",
-    ) -> None:
+    def __init__(self, dimension: int, spec: WorkerSpec) -> None:
         super().__init__(dimension)
-        self.worker = EngineProcess(
-            [
-                "--data-dir",
-                str(Path(data_dir).absolute()),
-                "--dimension",
-                str(dimension),
-                "--durability",
-                durability,
-                "--headroom",
-                str(disk_headroom_bytes),
-            ]
-        )
+        self._search_modes = spec.search_modes
+        self.worker = EngineProcess(spec.argv())
         self._known: dict[str, NamespaceRecord] = {}
         self._records_of = 0  # the worker's restarts when `_known` was filled
         self._changes = 0  # namespace saves and deletes begun
@@ -149,7 +151,7 @@ class EngineClient(VectorBackend):
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
-        return ranking.QDRANT_SEARCH_MODES
+        return self._search_modes
 
     @cached_property
     def transfer(self) -> _Transfer:
@@ -192,7 +194,7 @@ class EngineClient(VectorBackend):
         return await self._call("verify")  # type: ignore[no-any-return]
 
     async def accept(self) -> list[str]:
-        """verify-store --accept: the store as it is now is vouched for (checks.py)."""
+        """verify-store --accept: the store as it is now is vouched for."""
         return await self._call("accept")  # type: ignore[no-any-return]
 
     def _records(self) -> dict[str, NamespaceRecord]:

@@ -22,9 +22,9 @@ from typing import Any
 
 from adapters.callers import current_caller
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge import frames
-from adapters.qdrant.edge.engine_queue import WINDOWED, EngineQueue
 from adapters.values import StoreCondition
+from adapters.worker import frames
+from adapters.worker.engine_queue import WINDOWED, EngineQueue
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class EngineProcess:
                 sys.executable,
                 "-I",  # isolated: the working directory (the data volume) is not on the path
                 "-m",
-                "adapters.qdrant.edge.engine_worker",
+                "adapters.worker.engine_worker",
                 "--fd",
                 str(theirs.fileno()),
                 "--server-pid",

@@ -1,14 +1,17 @@
-"""The engine worker: a child process that owns the embedded store and answers its calls.
+"""The engine worker: a child process that builds a backend, owns it, and answers its calls.
 
-qdrant-edge holds the GIL for the whole of every call, so the store lives here, in
-a process of its own, and the server's event loop never waits for it
-(engine_process.py starts and watches this process). The worker opens the store,
-says `ready`, then serves each message (frames.py) as a task of its own loop, so
-the store's own batching and group commit see calls that arrive together. It
-closes the store on `stop`, or when the server is gone (end of the socket).
+A backend whose engine holds the GIL for the whole of every call (the embedded
+store) lives here, in a process of its own, and the server's event loop never
+waits for it (engine_process.py starts and watches this process). The worker
+takes the lock of the backend's data directory, builds the backend with the
+factory it is named (engine_client.py, `WorkerSpec`), starts it, says `ready`,
+then serves each message (frames.py) as a task of its own loop, so the backend's
+own batching and group commit see calls that arrive together. It closes the
+backend on `stop`, or when the server is gone (end of the socket).
 
-    python -m adapters.qdrant.edge.engine_worker --fd N --server-pid P --data-dir D \
-        --dimension 384 --headroom BYTES
+    python -m adapters.worker.engine_worker --fd N --server-pid P \
+        --factory adapters.qdrant.edge.edge_backend:QdrantEdgeBackend \
+        --options '{"dimension": 384, "data_dir": "/data"}' --data-dir /data
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
+import importlib
+import json
 import logging
 import os
 import signal
@@ -29,9 +34,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge import frames
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.worker import frames
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +73,7 @@ class Worker:
     """Serves one store's calls until `stop` or the end of the socket."""
 
     def __init__(
-        self, store: QdrantEdgeBackend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, store: VectorBackend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         self._store = store
         self._reader = reader
@@ -175,8 +180,17 @@ async def hold_the_store(data_dir: Path) -> TextIO:
             await asyncio.sleep(0.05)
 
 
+def built(factory: str, options: dict[str, Any]) -> VectorBackend:
+    """`factory` ("module:callable") called with `options`: the backend this worker serves."""
+    module, _, name = factory.partition(":")
+    backend = getattr(importlib.import_module(module), name)(**options)
+    if not isinstance(backend, VectorBackend):
+        raise TypeError(f"{factory} built {type(backend).__name__}, not a VectorBackend")
+    return backend
+
+
 async def run(
-    fd: int, server_pid: int, data_dir: Path, dimension: int, durability: str, headroom: int
+    fd: int, server_pid: int, factory: str, options: dict[str, Any], data_dir: Path
 ) -> int:
     die_with_the_server(server_pid)
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
@@ -189,13 +203,8 @@ async def run(
         writer.write(frames.encode(("failed", error)))
         await writer.drain()
         return 1
-    store = QdrantEdgeBackend(
-        dimension,
-        data_dir,
-        durability="async" if durability == "async" else "sync",
-        disk_headroom_bytes=headroom,
-    )
     try:
+        store = built(factory, options)
         await store.start()
     except Exception as error:
         writer.write(frames.encode(("failed", frames.portable(error))))
@@ -219,21 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="engine_worker")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--server-pid", type=int, required=True)
+    parser.add_argument("--factory", required=True)
+    parser.add_argument("--options", type=json.loads, required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
-    parser.add_argument("--dimension", type=int, required=True)
-    parser.add_argument("--durability", choices=("sync", "async"), default="sync")
-    parser.add_argument("--headroom", type=int, required=True)
     args = parser.parse_args(argv)
-    return asyncio.run(
-        run(
-            args.fd,
-            args.server_pid,
-            args.data_dir,
-            args.dimension,
-            args.durability,
-            args.headroom,
-        )
-    )
+    return asyncio.run(run(args.fd, args.server_pid, args.factory, args.options, args.data_dir))
 
 
 if __name__ == "__main__":
