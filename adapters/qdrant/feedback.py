@@ -1,4 +1,4 @@
-"""Keyword feedback (issue 30, item 5): the BM25 query widened by the first results' words.
+"""Keyword feedback: the BM25 query widened by the first results' words.
 
 RM3-style pseudo-relevance feedback with no model call: the first fused ranking's
 top FEEDBACK_DOCS memories lend their stored keyword vectors; each term's weight

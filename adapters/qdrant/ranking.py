@@ -21,11 +21,11 @@ Why (measured on LoCoMo's development half, benchmarks/README.md):
   much deeper for it, doubling its time and missing the search latency target.
   Not worth it.
 
-Keyword feedback (`SearchQuery.feedback`, issue 30): the same plan twice, the
+Keyword feedback (`SearchQuery.feedback`): the same plan twice, the
 second time with the keyword query widened by the first's top results
 (adapters/qdrant/feedback.py; the embedded store's passes: edge/feedback_passes.py).
 
-Rerank (`SearchMode.RERANK`, issue 30): the fused ranking's top RERANK_DEPTH,
+Rerank (`SearchMode.RERANK`): the fused ranking's top RERANK_DEPTH,
 reranked by late interaction over the model's token vectors (the multivector
 `TOKENS_VECTOR`, compared by MaxSim), in the same request on a Qdrant server:
 

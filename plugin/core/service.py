@@ -213,10 +213,9 @@ class MemoryService(MemorySearch):
             if await self._live_namespace(namespace) is None:
                 raise NotFound(f"namespace {namespace} not found")
             # The existence check of an explicit id (a backfill's every write) comes before
-            # the model: when it finds this content stored, the model is not asked. It
-            # used to run beside the model, but a lone text reached the model before even
-            # the embedded store's 50-microsecond lookup answered, every time; a backfill
-            # re-run then paid the model for every row.
+            # the model, not beside it: when it finds this content stored, the model is
+            # not asked. Run side by side, a lone text reaches the model before even the
+            # embedded store's lookup answers, and a backfill re-run pays for every row.
             existing, vector = None, None
             if body.id is not None:
                 existing, vector = await self._stored(namespace, body.id, body.content)

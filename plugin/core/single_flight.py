@@ -5,7 +5,7 @@ checks (every caller's connection warming up together, probes stacking up behind
 slow disk) made as many backend pings, and on the embedded store each is a worker
 thread's call: while any ran, the request path's engine calls queued behind it on
 worker threads too (adapters/qdrant/edge/engine_calls.py), where they fought the event
-loop for the GIL and held every refusal up (benchmarks/README.md, "Sixth slice").
+loop for the GIL and held every refusal up.
 Callers arriving meanwhile learn what the call in flight learns; the next caller
 after it has finished starts a fresh one, so nothing is served stale. Nor is a call
 joined once it has run `join_within_s`: its first callers have given up on it by

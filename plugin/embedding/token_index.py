@@ -1,4 +1,4 @@
-"""Token vectors for memories stored without them: the upgrade of an older store (issue 30).
+"""Token vectors for memories stored without them: the upgrade of an older store.
 
 Every memory written by this version carries its token vectors (the same model call
 as its sentence vector). Those that do not (a store written before token vectors

@@ -1,4 +1,4 @@
-"""A sentence vector with the token vectors the same model call computed (issue 30).
+"""A sentence vector with the token vectors the same model call computed.
 
 The model computes a vector for every token of a text and pooling throws them away;
 kept, normalised and without the special tokens ([CLS], [SEP], padding), they let the

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_backend import QdrantEdgeInWorker
 from adapters.values import NamespaceRecord
 from adapters.worker.engine_client import EngineClient, WorkerSpec
@@ -47,6 +48,32 @@ async def test_a_known_namespace_is_answered_while_the_engine_is_busy(tmp_path: 
             assert await asyncio.wait_for(store.get_namespace("org:a"), 1.0) == record
             both = store.get_namespaces(["org:a"])
             assert await asyncio.wait_for(both, 1.0) == {"org:a": record}
+
+
+async def test_a_known_namespace_answers_unavailable_while_the_worker_is_down(
+    tmp_path: Path,
+) -> None:
+    """A request over a namespace whose record the server holds is refused at its
+    first step, not after the model has embedded its text for a store that is away."""
+    async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:
+        record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
+        await store.save_namespace(record)
+        assert store.worker.pid is not None
+        os.kill(store.worker.pid, signal.SIGKILL)
+        await until(lambda: not store.worker.up, 5)
+        with pytest.raises(BackendUnavailable):
+            await store.get_namespace("org:a")
+        with pytest.raises(BackendUnavailable):
+            await store.get_namespaces(["org:a"])
+        await until(lambda: store.worker.up, 30)  # restarted: the record is read again
+        assert await store.get_namespace("org:a") == record
+
+
+async def until(condition: Callable[[], bool], timeout_s: float) -> None:
+    """Poll `condition` every millisecond until it holds (TimeoutError after `timeout_s`)."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 (a property of another task's state)
+            await asyncio.sleep(0.001)
 
 
 async def test_a_record_read_as_it_is_deleted_is_not_kept(tmp_path: Path) -> None:

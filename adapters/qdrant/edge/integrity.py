@@ -1,7 +1,7 @@
 """The embedded store checks itself: records against the memories the engine holds.
 
 Why: the two halves of the store live in different files (the engine's
-segments and WAL; `namespaces.sqlite3`), and damage to either used to lose data
+segments and WAL; `namespaces.sqlite3`), and damage to either would lose data
 silently, with health `ok`. So the records keep a count of memories per
 namespace incarnation (record_store.py), and this module compares them with
 what the engine can actually find, grouped by the `epoch` every memory carries

@@ -3,9 +3,9 @@
 Why: qdrant-edge starts a filtered search from the payload index of one condition
 and checks every other condition point by point, from indexes grown a point at a
 time as writes arrive (scattered through memory until the shard is loaded again).
-Over a namespace of 6,300 memories just written, the exact dense top 10 took 3.5
-ms with a search's full filter (namespace, incarnation, pin side, not expired)
-and 0.8 ms with the incarnation alone (benchmarks/README.md, "Eighth slice").
+Over a large namespace just written, the exact dense top 10 took several times
+longer with a search's full filter (namespace, incarnation, pin side, not
+expired) than with the incarnation alone.
 The unpinned side holds nearly all of a namespace; the pinned side is small, and
 the engine starts it from the pin index, so it keeps its full filter.
 
@@ -17,7 +17,7 @@ So a search with no kinds asked (edge/edge_reads.py) asks, per shard:
 Keyword feedback's passes (edge/feedback_passes.py) are asked the same way. The rerank's
 candidates (edge/maxsim_rerank.py) keep the full filter: asked this way, with the fields
 checked read for each of its 75 candidates a shard, rerank searches ran no faster
-in `benchmarks.retrieval` (left for another slice).
+in `benchmarks.retrieval`.
 
 Why that is the search's answer: with P pinned memories in the namespace and P
 under `limit`, at most P of the `limit` best are pinned, so the `limit` - P best

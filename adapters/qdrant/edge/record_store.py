@@ -17,7 +17,7 @@ Tables:
   row is only removed once they are gone. A `kill -9` anywhere in between
   leaves a row that the next purge finishes.
 
-- `counts(epoch, memories)`, kept in `counts.sqlite3` beside it since issue 28
+- `counts(epoch, memories)`, kept in `counts.sqlite3` beside it
   (memory_counts.py; this table only hands them over once): how many memories
   each live incarnation holds, so that a loss in the engine's files is noticed
   (integrity.py). A count

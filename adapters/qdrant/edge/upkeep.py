@@ -21,7 +21,7 @@ compact. The engine grows them a point at a time as writes arrive, scattered
 through memory; loaded at once they lie together. A search checks its filter
 (namespace, incarnation) point by point over the namespaces asked, and on a shard
 just written that check cost most of a search over a large namespace: it ran
-faster after a reopen (benchmarks/README.md, "Seventh slice"). So a shard
+faster after a reopen. So a shard
 written REOPEN_AFTER_WRITES times since it was opened is reopened at a quiet
 moment only (never at a deadline), on the event loop, with no engine call in
 flight (a call holds its shard), one shard at a time. Loading holds the GIL, in
