@@ -125,18 +125,6 @@ class EdgeReads:
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
-        def plain(scoped: list[tuple[Any, Scope]], asked: SearchQuery) -> list[list[Any]]:
-            """Each shard's points for `asked`: per pin side, pinned first."""
-            if lean_search.applies(memory_filter):
-                return lean_search.search(scoped, asked, memory_filter, limit)
-            sides = pin_sides(memory_filter)
-            return self._ask(
-                [
-                    (shard, ranking.requests(EDGE_RANKING, asked, _wheres(sides, scope), limit))
-                    for shard, scope in scoped
-                ]
-            )
-
         scoped = self._scopes(namespaces)
         if not scoped:
             return []
@@ -145,10 +133,7 @@ class EdgeReads:
             ranked = await calls.here(maxsim_rerank.search, scoped, query, memory_filter, limit)
             found = [ScoredMemory(m, p.score) for p in ranked if (m := parsed_memory(p))]
             return merge_scored([found], limit)  # equal scores ordered as across shards
-        if query.feedback:  # two passes, one hop
-            answers = await calls.here(feedback_passes.search, scoped, query, memory_filter, plain)
-        else:
-            answers = await calls.here(plain, scoped, query)
+        answers = await calls.here(self._search, scoped, query, memory_filter, limit)
         parts = [
             [ScoredMemory(memory, p.score) for p in points if (memory := parsed_memory(p))]
             for points in answers
@@ -156,6 +141,27 @@ class EdgeReads:
         if len(parts) == 1:  # one shard has already ordered them
             return parts[0][:limit]
         return merge_scored(parts, limit)
+
+    def _search(
+        self,
+        scoped: list[tuple[Any, Scope]],
+        query: SearchQuery,
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[list[Any]]:
+        """Each shard's points for `query`, per pin side, pinned first: in one engine
+        turn, with keyword feedback's first pass widening the query before it."""
+        if query.feedback:
+            query = feedback_passes.widened(scoped, query, memory_filter)
+        if lean_search.applies(memory_filter):
+            return lean_search.search(scoped, query, memory_filter, limit)
+        sides = pin_sides(memory_filter)
+        return self._ask(
+            [
+                (shard, ranking.requests(EDGE_RANKING, query, _wheres(sides, scope), limit))
+                for shard, scope in scoped
+            ]
+        )
 
     async def list_memories(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int

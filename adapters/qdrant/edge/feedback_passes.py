@@ -11,7 +11,8 @@ per shard asked:
    The sparse index answers these from its posting lists (a batch of 60 took about
    0.2 ms), and the figure is exactly what the store multiplies when it scores
    (per shard, deleted points included until a vacuum: docs/backends.md "Limits");
-3. the search itself, with the widened keyword query (`edge_reads.py` asks it).
+3. the search itself, with the widened keyword query (edge_reads.py and
+   maxsim_rerank.py ask it).
 The first pass asks by incarnation alone where lean_search.py applies, as the
 plain search does.
 Measured in-process (3 namespaces, 3 shards): the first pass costs what a hybrid
@@ -24,7 +25,6 @@ either way), so the plan stays the shipped one.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -40,16 +40,6 @@ from adapters.values import MemoryFilter, SearchQuery, SparseVector
 # incarnation alone, with what lean_search.py checks).
 FIRST_PASS = EdgeRanking(with_payload=False)
 FIRST_PASS_CHECKED = EdgeRanking(with_payload=lean_search.CHECKED_FIELDS)
-
-# The second pass: the shards asked with the widened query (edge_reads.py).
-Then = Callable[[list[tuple[Any, Scope]], SearchQuery], list[list[Any]]]
-
-
-def search(
-    scoped: list[tuple[Any, Scope]], query: SearchQuery, memory_filter: MemoryFilter, then: Then
-) -> list[list[Any]]:
-    """Each shard's points for `query` after keyword feedback, as `then` answers them."""
-    return then(scoped, widened(scoped, query, memory_filter))
 
 
 def widened(
