@@ -6,12 +6,11 @@ dense where keyword vectors cannot be kept. `feedback` (hybrid, then again with 
 keyword query widened by the first results' words; the embedded store only) and
 `rerank` (reranked by token vectors: on the embedded store after feedback, on a
 Qdrant server the hybrid candidates) recall more but are never chosen by
-themselves: feedback's first pass is a whole hybrid search (about 0.7x hybrid's
-searches a second, docs/backends.md "Keyword feedback"); rerank costs a search
-about three times the engine time and a memory about twelve times the disk
-(docs/backends.md, "Reranking by token vectors"), so token vectors are computed
-and kept only in that mode. A mode the backend cannot answer stops
-start-up with one line instead of silently ranking another way.
+themselves: feedback's first pass is a whole hybrid search (docs/backends.md,
+"Keyword feedback"); rerank costs a search several times the engine time and a
+memory many times the disk (docs/backends.md, "Reranking by token vectors"), so
+token vectors are computed and kept only in that mode. A mode the backend cannot
+answer stops start-up with one line instead of silently ranking another way.
 """
 
 from __future__ import annotations

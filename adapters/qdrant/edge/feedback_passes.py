@@ -8,18 +8,17 @@ per shard asked:
 2. the store's own IDF of their terms: qdrant-edge does not expose IDF, so for each
    term a one-term query restricted to the lending memories scores each
    `IDF x weight`, and their sum is the term's IDF-weighted weight across them.
-   The sparse index answers these from its posting lists (a batch of 60 took about
-   0.2 ms), and the figure is exactly what the store multiplies when it scores
+   The sparse index answers these cheaply from its posting lists, and the figure
+   is exactly what the store multiplies when it scores
    (per shard, deleted points included until a vacuum: docs/backends.md "Limits");
 3. the search itself, with the widened keyword query (edge_reads.py and
    maxsim_rerank.py ask it).
 The first pass asks by incarnation alone where lean_search.py applies, as the
 plain search does.
-Measured in-process (3 namespaces, 3 shards): the first pass costs what a hybrid
-search does, the IDF about 1 ms, the second pass a hybrid search again (22 terms
-cost the keyword stage little); restricting the second pass's dense stage to the
-first pass's candidates saved nothing (the engine plans on the tenant index
-either way), so the plan stays the shipped one.
+The first pass costs what a hybrid search does, the IDF little, the second pass a
+hybrid search again (its extra terms cost the keyword stage little); its dense
+stage is not restricted to the first pass's candidates, which saves nothing (the
+engine plans on the tenant index either way).
 """
 
 from __future__ import annotations
