@@ -1,42 +1,14 @@
-"""The embedded store: Qdrant's own engine (qdrant-edge), on disk.
+"""The embedded store: Qdrant's own engine (qdrant-edge) on disk, the zero-config default.
 
-The zero-config default. The server runs it in its engine worker process
-(adapters/worker/engine_worker.py) and reaches it through `EngineClient`
-(adapters/worker/engine_client.py).
-Layout under `data_dir`:
-
-    store/shards/NN/          the qdrant-edge shards holding the memories (shards.py)
-    store/namespaces.sqlite3  namespace records and pending purges (record_store.py)
-
-Why a few shards for every namespace: a real installation has thousands of
-namespaces, and one shard per namespace (the old layout) meant thousands of open
-shards, each with a search thread, reopened on demand (far slower commits; the
-case is in docs/backends.md). Here a namespace is a tenant partition: every
-memory carries its namespace in `ns`, a keyword payload field indexed with
-`is_tenant=true`, and every read, count and delete filters on it
-(adapters/qdrant/layout.py, filters.py).
-
-Search is exact (`indexing_threshold=0`): qdrant-edge builds HNSW inside
-`optimize()` holding the GIL, freezing the server; exact search over the tenant
-index costs time in proportion to the namespaces searched, not the store
-(benchmarks/README.md). Each point also holds a keyword vector (named sparse
-vector, IDF from the shard); a search ranks by either or both, fused in one query
-(adapters/qdrant/ranking.py).
-
-Durability: qdrant-edge appends every update to its write-ahead log before
-`update()` returns, and records are SQLite transactions, so an acknowledged
-write survives `kill -9` (tests/store/test_durability.py). Under the `sync`
-durability (the default) a write also returns only once that log and the
-records are synced to disk, so it survives a power cut too (log_sync.py,
-tests/store/test_power_loss.py). Where each engine call runs (event loop or
-worker thread) is engine_calls.py's. One plugin process per data directory.
-
-The request surface is three parts this class hands each call to: edge_namespaces.py,
-edge_reads.py and edge_writes.py; it adds the lifecycle and health itself. The optional
-parts (adapters/parts.py) are handed out as they are: `transfer` and `store_meta`
-(edge_writes.py), `keyword_index` and `token_index` (missing_vectors.py),
-`store_size` (checks.py); checks.py runs the integrity checks. All of them
-share one `EdgeStore` (store.py).
+`QdrantEdgeBackend` runs in the engine worker process (adapters/worker/); the server
+reaches it through `QdrantEdgeInWorker`, below. Under `data_dir/store/`: 16 shards
+(shards.py), each namespace a tenant partition of the shard its name hashes to, and
+the namespace records and memory counts in SQLite (record_store.py, memory_counts.py).
+Requests go to three parts over one `EdgeStore` (store.py): edge_namespaces.py,
+edge_reads.py and edge_writes.py; this class adds the lifecycle, health, the
+integrity checks (checks.py) and the optional parts (adapters/parts.py). Why this
+layout, exact search and what a 201 means: docs/backends.md, "Embedded (default)"
+and "Durability".
 """
 
 from __future__ import annotations

@@ -1,42 +1,13 @@
-"""Engine calls: where a qdrant-edge call runs (`EngineCalls`), and concurrent small
-calls joined into one (`CallBatcher`).
+"""Where a qdrant-edge call runs (`EngineCalls`), and concurrent small calls joined (`CallBatcher`).
 
-`EngineCalls`: on a thread, or on the engine worker's event loop. The store runs
-in the engine worker process (adapters/worker/), whose event loop does nothing but
-read calls and send answers, and the server decides what reaches
-it and when (adapters/worker/engine_queue.py). qdrant-edge holds the GIL through its calls
-(update, query, retrieve, optimize and flush; tests/qdrant/test_edge_quirks.py
-pins it for update), so a thread frees nothing for a short call and costs two
-thread hops. `here()` runs a call on the loop, unless another call is in flight
-on a thread: then it queues behind it there, so the loop never waits on a
-shard's lock for another thread (qdrant-edge has no threads of its own that take
-it). `worker()` is for what is long or does I/O that releases the GIL: opening,
-SQLite commits, purges, maintenance, the disk check, bulk transfer. Both
-translate failures alike (engine.translate).
-
-`syncing()` runs the group commit's syncs (log_sync.py) on a thread of their
-own: an `fsync` releases the GIL and takes no shard's lock, so the engine goes on
-while the disk works, and a disk that stalls holds up the writes waiting for it,
-never the loop.
-
-`idle_for` tells the janitor how long no call but its own has been in flight: a
-flush, a vacuum or a reopen holds the engine, so it waits for a quiet moment
-(upkeep.py). `alone` says whether no call at all is in flight: a reopen closes a
-shard that a call in flight may hold.
-
-`CallBatcher`: concurrent small engine calls share one: one engine call, one WAL append.
-
-Why: under concurrent commits each upsert (and each existence check of an
-explicit id) cost an engine call of its own, then a hop to a worker thread and a
-wake-up of the event loop on the way back, on the same two cores the model
-needs: a large share of the event loop went to those wake-ups. The calls now
-mostly run on the event loop, and one engine call for eight
-upserts still beats several: splitting it into smaller chunks lowered the
-8-caller throughput every time (benchmarks/README.md). As the embedder does for
-texts, the first call starts a flush at once (a lone call waits for nothing) and
-every call that arrives while it runs joins the next one. Each caller's await returns only when
-the engine call holding its item has returned; the group commit then makes it
-durable before it is acknowledged (log_sync.py).
+The engine holds the GIL through its calls, so in the engine worker a short call runs
+on the worker's event loop (`here`), queued behind one in flight on a thread; what is
+long or waits on the disk runs on a thread (`worker`: opening, SQLite commits, purges,
+upkeep, bulk transfer), the group commit's syncs on a thread of their own (`syncing`),
+where a stalled disk holds up the writes waiting for it, never the loop. `idle_for`
+and `alone` tell the janitor when the engine is quiet. `CallBatcher`: calls arriving
+while one runs join the next, one engine call and one log append for all of them; a
+lone call waits for nothing. Failures translate alike (engine.translate).
 """
 
 from __future__ import annotations
