@@ -60,8 +60,8 @@ async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -
             statuses[reply.status] += 1
             if reply.status == 201:
                 acknowledged[name].append(reply.body["id"])
-            else:
-                assert reply.status == 503, reply
+            else:  # 429: over capacity on a slow machine, its deadline passed in a queue
+                assert reply.status in (429, 503), reply
                 assert reply.body["code"] == "unavailable"
                 await asyncio.sleep(0.01)
 
@@ -69,8 +69,8 @@ async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -
         while not done.is_set():
             reply = await api.search(name, query="which fact", limit=5, check=False)
             statuses[reply.status] += 1
-            assert reply.status in (200, 503), reply
-            if reply.status == 503:
+            assert reply.status in (200, 429, 503), reply
+            if reply.status != 200:
                 assert reply.body["code"] == "unavailable"
                 await asyncio.sleep(0.01)
 
