@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import VectorBackend
-from adapters.errors import BackendUnavailable, StorageDamaged
+from adapters.errors import StorageDamaged
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
@@ -214,17 +214,10 @@ class EngineClient(VectorBackend):
         if changes == self._changes:
             self._records().update(found)
 
-    def _serving(self) -> None:
-        """A copy is answered only while the worker is up: a request over a namespace
-        of a store that is away is refused at its first step, before the model works
-        for it."""
-        if not self.worker.up:
-            raise BackendUnavailable(
-                f"the embedded store's {self.worker.label} is restarting; try again shortly"
-            )
-
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        self._serving()
+        # A copy is answered only while the worker is up: a request over a namespace of
+        # a store that is away is refused at its first step, before the model works for it.
+        self.worker.require_up()
         if (known := self._records().get(name)) is not None:
             return known
         changes = self._changes
@@ -234,7 +227,7 @@ class EngineClient(VectorBackend):
         return found
 
     async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        self._serving()
+        self.worker.require_up()  # as get_namespace
         records = self._records()
         known = {name: records[name] for name in names if name in records}
         missing = [name for name in names if name not in known]

@@ -189,11 +189,16 @@ class EngineProcess:
             except BackendUnavailable:
                 continue
 
-    def _send(self, message: tuple[Any, ...]) -> None:
+    def require_up(self) -> None:
+        """`BackendUnavailable` unless the worker is up (it is restarting)."""
         if not self.up or self._writer is None:
             raise BackendUnavailable(
                 f"the embedded store's {self.label} is restarting; try again shortly"
             )
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        self.require_up()
+        assert self._writer is not None  # require_up checked it
         self._writer.write(frames.encode(message))
 
     async def _ask(self, message: tuple[Any, ...], read: bool = False) -> Any:
