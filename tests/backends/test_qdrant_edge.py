@@ -9,16 +9,13 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.errors import NamespaceGone
+from adapters.errors import BackendMisconfigured, NamespaceGone
 from adapters.qdrant.edge import record_store
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import open_shard, point_vectors
-from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.upkeep import DEADLINE_S, QUIET_S
-from adapters.qdrant.layout import memory_to_payload, new_epoch, point_id
-from adapters.values import NamespaceRecord, SearchQuery, StoreCondition
-from plugin.embedding.keywords import KeywordEncoder
+from adapters.qdrant.layout import new_epoch
+from adapters.values import NamespaceRecord
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
@@ -256,54 +253,18 @@ async def test_concurrent_first_saves_agree_on_one_incarnation(
     await store.close()
 
 
-def _write_single_shard_store(data: Path, names: list[str]) -> dict[str, str]:
-    """A data directory as the version before shards left it: every memory in one
-    shard (`store/memories`), with keyword vectors; {memory id: namespace}."""
-    root = data / "store"
-    root.mkdir(parents=True)
-    records = RecordStore(root / "namespaces.sqlite3")
-    records.open()
-    shard = open_shard(root / "memories", DIM)
-    written: dict[str, str] = {}
-    for n, name in enumerate(names):
-        epoch = records.save(NamespaceRecord(name=name, kind="workspace", created_at=T0))
-        stored = [memory(name, content=f"note {i} about {name}") for i in range(2)]
-        keywords = KeywordEncoder()
-        points = [
-            qe.Point(
-                point_id(name, m.id),
-                point_vectors(unit(1, n), keywords.document(m.content)),
-                memory_to_payload(m, epoch),
-            )
-            for m in stored
-        ]
-        shard.update(qe.UpdateOperation.upsert_points(points))
-        written.update((m.id, name) for m in stored)
-    shard.flush()
-    shard.close()
-    records.close()
-    return written
-
-
-@pytest.mark.parametrize("interrupted", [False, True])
-async def test_a_single_shard_store_is_split_into_shards(tmp_path: Path, interrupted: bool) -> None:
-    names = [f"workspace:w{i}" for i in range(40)]
-    written = _write_single_shard_store(tmp_path, names)
-    if interrupted:  # an earlier split killed midway left a partial copy
-        (tmp_path / "store" / "shards.partial" / "03").mkdir(parents=True)
+@pytest.mark.parametrize("layout", ["namespaces/memory-workspace~a", "store/memories"])
+async def test_a_development_builds_layout_stops_start_up(tmp_path: Path, layout: str) -> None:
+    """Not served empty, not rewritten: one line saying what was found and what to do."""
+    (tmp_path / layout).mkdir(parents=True)
     store = QdrantEdgeBackend(DIM, tmp_path)
-    await store.start()
-    try:
-        assert sorted(p.name for p in (tmp_path / "store").iterdir() if p.is_dir()) == ["shards"]
-        assert point_count(store) == len(written)
-        assert len(store._shards.open_shards()) > 8
-        listed = await store.list_memories(names, everything(), 1000)
-        assert {m.id: m.namespace for m in listed} == written
-        # Keyword vectors came along: a keyword search finds a namespace's own notes.
-        query = SearchQuery(keywords=KeywordEncoder().query(f"about {names[5]}"))
-        hits = await store.query_memories([names[5], names[6]], query, everything(), 2)
-        assert {h.memory.namespace for h in hits} == {names[5]}
-        assert store.condition() == StoreCondition()
-        assert store._records.counts == {live.epoch: 2 for live in store._records.live.values()}
-    finally:
-        await store.close()
+    with pytest.raises(BackendMisconfigured) as refused:
+        await store.start()
+    await store.close()
+    top = "store/memories" if layout.startswith("store") else "namespaces"
+    assert str(refused.value) == (
+        f"{tmp_path} holds a store of a development build ({top}/), which this version does"
+        " not read: export it with that build and import it here, or move it away to start"
+        " empty"
+    )
+    assert not (tmp_path / "store" / "shards").exists()

@@ -32,8 +32,8 @@ from adapters.qdrant.edge.edge_namespaces import EdgeNamespaces
 from adapters.qdrant.edge.edge_reads import EdgeReads
 from adapters.qdrant.edge.edge_writes import EdgeStoreMeta, EdgeTransfer, EdgeWrites
 from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
-from adapters.qdrant.edge.legacy_layout import LEGACY_DIR, migrate_legacy_layout
 from adapters.qdrant.edge.missing_vectors import EdgeKeywordIndex, EdgeTokenIndex
+from adapters.qdrant.edge.shards import refuse_other_layouts
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.upkeep import EdgeUpkeep
 from adapters.values import (
@@ -140,12 +140,10 @@ class QdrantEdgeBackend(VectorBackend):
         self._watcher = asyncio.create_task(self._upkeep.watch(), name="edge shard upkeep")
 
     def _open(self) -> None:
+        refuse_other_layouts(self._data_dir)
         self._store.root.mkdir(parents=True, exist_ok=True)
         self._records.open()
         self._shards.open()
-        legacy = self._data_dir / LEGACY_DIR
-        if legacy.is_dir():
-            migrate_legacy_layout(legacy, self._shards.of, self._records)
         self._checks.run(at_start=True)
         self._store.lost.settle()
 

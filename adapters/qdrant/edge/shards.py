@@ -19,10 +19,8 @@ waited for all of them (benchmarks/cold_burst.py).
 Layout: `store/shards/NN/`. The engine creates one empty shard; the others are
 copies of it (`NN.new`, synced, then renamed): creating a shard makes many small
 writes and syncs, and on busy cores every wait for the disk was a wait for a
-core as well. A store written before sharding has one shard in
-`store/memories/`; at start it is copied into shards when the volume has room
-for a second copy (`store/shards.partial/` until complete, then renamed), and
-served as one shard until then.
+core as well. A data directory of another layout (no release wrote one) stops
+start-up with one line (`refuse_other_layouts`) rather than serving it empty.
 """
 
 from __future__ import annotations
@@ -36,9 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import qdrant_edge as qe
-
-from adapters.errors import BackendUnavailable, StorageDamaged, StorageFull
+from adapters.errors import BackendMisconfigured, BackendUnavailable, StorageDamaged, StorageFull
 from adapters.qdrant.edge.disk import (
     DiskGuard,
     allocated_bytes,
@@ -46,15 +42,26 @@ from adapters.qdrant.edge.disk import (
     sparse_copy,
     sync_trees,
 )
-from adapters.qdrant.edge.engine import dense_vector, fatal, open_shard
-from adapters.qdrant.layout import FIELD_NAMESPACE
+from adapters.qdrant.edge.engine import fatal, open_shard
 
 log = logging.getLogger(__name__)
 
 SHARD_COUNT = 16
 SHARDS_DIR = "shards"
-SINGLE_SHARD_DIR = "memories"  # the layout before sharding
-_PAGE = 512
+# Layouts of development builds before this one, under the data directory: one
+# shard per namespace, then every namespace in one shard.
+OTHER_LAYOUTS = ("namespaces", "store/memories")
+
+
+def refuse_other_layouts(data_dir: Path) -> None:
+    """Stop start-up on a data directory a development build wrote in another layout."""
+    found = [layout for layout in OTHER_LAYOUTS if (data_dir / layout).is_dir()]
+    if found:
+        raise BackendMisconfigured(
+            f"{data_dir} holds a store of a development build ({', '.join(found)}/), which"
+            " this version does not read: export it with that build and import it here, or"
+            " move it away to start empty"
+        )
 
 
 def shard_index(name: str, count: int) -> int:
@@ -79,18 +86,10 @@ class ShardSet:
     # -- opening ---------------------------------------------------------------------
 
     def open(self) -> None:
-        single = self._root / SINGLE_SHARD_DIR
         sharded = self._root / SHARDS_DIR
-        if single.is_dir() and not sharded.is_dir():
-            self._try_resharding(single, sharded)
-        if single.is_dir() and not sharded.is_dir():
-            self.paths = [single]  # not split (no room, or damaged): served as one shard
-        else:
-            if single.is_dir():  # copied and renamed, then stopped before this removal
-                shutil.rmtree(single)
-            sharded.mkdir(exist_ok=True)
-            self.paths = [sharded / f"{i:02d}" for i in range(SHARD_COUNT)]
-            self._create_missing(sharded)
+        sharded.mkdir(exist_ok=True)
+        self.paths = [sharded / f"{i:02d}" for i in range(SHARD_COUNT)]
+        self._create_missing(sharded)
         self.shards = [None] * len(self.paths)
         for index in range(len(self.paths)):
             self._open_one(index)
@@ -188,28 +187,6 @@ class ShardSet:
         """Shards on disk that do not serve: damaged, or waiting for room."""
         return self.damaged | set(self.waiting_for_room)
 
-    def _try_resharding(self, single: Path, sharded: Path) -> None:
-        partial = self._root / f"{SHARDS_DIR}.partial"
-        try:
-            self._disk.check(extra_bytes=allocated_bytes(single))
-        except StorageFull as full:
-            log.warning("the store stays in one shard until there is room to split it: %s", full)
-            return
-        shutil.rmtree(partial, ignore_errors=True)  # an earlier, interrupted split
-        try:
-            source = qe.EdgeShard.load(str(single))
-        except BaseException as error:
-            if fatal(error):
-                raise
-            log.error("the store could not be split into shards (damaged files): %s", error)
-            return
-        try:
-            copied = _split(source, [partial / f"{i:02d}" for i in range(SHARD_COUNT)])
-        finally:
-            source.close()
-        partial.rename(sharded)
-        log.warning("the memory store was split into %d shards (%d memories)", SHARD_COUNT, copied)
-
     # -- routing ---------------------------------------------------------------------
 
     def index_of(self, name: str) -> int:
@@ -262,35 +239,3 @@ class ShardSet:
 
 def _exists(path: Path) -> bool:
     return (path / "segments").is_dir() or (path / "edge_config.json").is_file()
-
-
-def _split(source: Any, targets: list[Path]) -> int:
-    """Copy every point of `source` into `targets` by its namespace; points copied."""
-    opened: dict[int, Any] = {}
-
-    copied, offset = 0, None
-    try:
-        while True:
-            request = qe.ScrollRequest(
-                offset=offset, limit=_PAGE, with_payload=True, with_vector=True
-            )
-            page, offset = source.scroll(request)
-            by_shard: dict[int, list[Any]] = {}
-            for point in page:
-                name = str(point.payload.get(FIELD_NAMESPACE, ""))
-                index = shard_index(name, len(targets))
-                if index not in opened:  # the dimension the store was written with
-                    opened[index] = open_shard(targets[index], len(dense_vector(point)))
-                by_shard.setdefault(index, []).append(
-                    qe.Point(point.id, point.vector, point.payload)
-                )
-            for index, points in by_shard.items():
-                opened[index].update(qe.UpdateOperation.upsert_points(points))
-                copied += len(points)
-            if offset is None:
-                break
-    finally:
-        for shard in opened.values():
-            shard.flush()
-            shard.close()
-    return copied
