@@ -38,7 +38,7 @@ import aiohttp
 from benchmarks.common import run_against_server
 from benchmarks.model import load_model, one_text_times_s, single_text_s
 from benchmarks.sentences import sentences
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 KINDS = ("workspace", "team", "org")
 

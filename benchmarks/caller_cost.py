@@ -22,7 +22,7 @@ import aiohttp
 
 from benchmarks.common import machine
 from benchmarks.http_caller import Connection
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 REQUESTS = 4000
 CALLERS = 32

@@ -3,7 +3,7 @@
 Against the real server process (`serve` defaults: embedded store, the shipped INFO
 log), as on a node whose other pods are busy. Two processes spin on the two cores
 (plain `while True`) from before the server starts until the end. The server runs
-in a session of its own (tests/support/server_process.py), so where the kernel
+in a session of its own (harness/server_process.py), so where the kernel
 groups tasks by session (autogroup, on here: /proc/sys/kernel/sched_autogroup_enabled)
 its processes share the cores with the spinners as one group, as a pod's share
 the node with other pods'; inside it the plugin's own priorities hold. Then, each
@@ -34,7 +34,7 @@ from benchmarks.bursts import shown
 from benchmarks.common import machine
 from benchmarks.fairness_load import DEFAULT_DATA, Texts, check, commit_request, warm
 from benchmarks.http_caller import Connection, Request
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 CLIENT_TIMEOUT_S = 2.0
 SPIN = "while True: pass"

@@ -23,7 +23,7 @@ from pathlib import Path
 from benchmarks.closed_loop import CLOSED_LOOP_S, wrk_closed_loop
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
-from tests.support.server_process import WIDE_SHARES, ServerProcess
+from harness.server_process import WIDE_SHARES, ServerProcess
 
 NAMESPACE = "workspace:commit-cpu"
 # (seconds on a core, seconds runnable and waiting, times scheduled) per thread kind

@@ -58,7 +58,7 @@ def run_against_server(
 
     `command` replaces `memory-plugin-vector serve` (see `ServerProcess`).
     """
-    from tests.support.server_process import ServerProcess
+    from harness.server_process import ServerProcess
 
     print(f"{title} ({machine()})")
     with (

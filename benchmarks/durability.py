@@ -44,7 +44,7 @@ from benchmarks.common import machine, wrk_output
 from benchmarks.latency import CONCURRENCY, NAMESPACE, TIMEOUT, preload, timed
 from benchmarks.model import CALLERS, SAMPLES, load_model, single_text_s
 from benchmarks.sentences import sentences
-from tests.support.server_process import WIDE_SHARES, ServerProcess
+from harness.server_process import WIDE_SHARES, ServerProcess
 
 PRELOAD = 2_000
 WINDOWS = 4  # per server

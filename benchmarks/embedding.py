@@ -132,7 +132,7 @@ def recall_at_10(
 
 
 def cold_start(backend: str, onnx_dir: str, tmp: Path) -> float:
-    from tests.support.server_process import ServerProcess
+    from harness.server_process import ServerProcess
 
     env = {"MEMORY_PLUGIN_EMBEDDING_BACKEND": backend, "MEMORY_PLUGIN_ONNX_DIR": onnx_dir}
     with ServerProcess(tmp / f"data-{backend}", tmp / f"{backend}.log", env=env) as server:

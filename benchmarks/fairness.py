@@ -43,7 +43,7 @@ from benchmarks.fairness_load import (
     phase,
     run_checks,
 )
-from tests.support.platform_client import Breaker
+from harness.platform_client import Breaker
 
 NOISY = "workspace:noisy"
 FLOOD = 256

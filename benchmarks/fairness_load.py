@@ -284,7 +284,7 @@ def phase(
 @contextmanager
 def served(env: Mapping[str, str], layout: Mapping[str, int], texts: Texts) -> Iterator[str]:
     """A fresh server process (the shipped INFO log), seeded with `layout`, warmed up."""
-    from tests.support.server_process import ServerProcess
+    from harness.server_process import ServerProcess
 
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,

@@ -4,7 +4,7 @@
     python -m benchmarks.faults --repo DIR  # another checkout (e.g. a worktree of an
                                             # older commit), for before/after figures
 
-Each case drives a fresh server process (`tests/support/server_process.py`) over real
+Each case drives a fresh server process (`harness/server_process.py`) over real
 HTTP and prints what happened and whether that is what the contract intends
 (`ok`) or not (`FAIL`). The disk-full case needs root (it mounts a small tmpfs)
 and is skipped otherwise. The unit tests hold the same cases as assertions; this
@@ -74,8 +74,8 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=REPO_ROOT)
     parser.add_argument("cases", nargs="*", help="case numbers to run (default: all)")
     args = parser.parse_args()
-    from tests.support import server_process
-    from tests.support.server_process import WIDE_SHARES, ServerProcess
+    from harness import server_process
+    from harness.server_process import WIDE_SHARES, ServerProcess
 
     server_process.REPO_ROOT = args.repo.resolve()  # the checkout whose server runs
     print(f"faults against {args.repo.resolve()}")

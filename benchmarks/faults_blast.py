@@ -125,7 +125,7 @@ async def survey(base: str, expected: dict[str, set[str]]) -> dict[str, int]:
 
 
 def _repo() -> Path:
-    from tests import server_process  # faults.py points it at the checkout measured
+    from harness import server_process  # faults.py points it at the checkout measured
 
     return Path(server_process.REPO_ROOT)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.support.raw_http import half_open
+from harness.raw_http import half_open
 
 Outcome = tuple[str, bool]
 HOST = "127.0.0.1"

@@ -115,7 +115,7 @@ def verdict(
 
 
 def run_pair(repo: Path, root: Path, faults: tuple[str, ...]) -> str:
-    from tests.support.server_process import ServerError, ServerProcess
+    from harness.server_process import ServerError, ServerProcess
 
     full = "full" in faults
     volume = root / "volume"
@@ -187,7 +187,7 @@ def run_pairs(repo: Path, chosen: set[tuple[str, ...]], out: Any = print) -> boo
 
 async def all_pairs(server: Any, _: aiohttp.ClientSession, __: Path) -> tuple[str, bool]:
     """Case 29 of benchmarks/faults.py: the whole matrix (its own servers and stores)."""
-    from tests.support import server_process
+    from harness import server_process
 
     server.terminate()
     lines: list[str] = []
@@ -200,7 +200,7 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=REPO_ROOT)
     parser.add_argument("pairs", nargs="*", help='pairs to run, as "shard+full" (default: all)')
     args = parser.parse_args()
-    from tests.support import server_process
+    from harness import server_process
 
     server_process.REPO_ROOT = args.repo.resolve()
     print(f"fault pairs against {args.repo.resolve()}: {NAMESPACES} namespaces x 5 memories,")

@@ -1,6 +1,6 @@
 """Request latency of the real server on the embedded default (qdrant-edge), loopback.
 
-Starts `memory-plugin-vector serve` as a child process (tests/support/server_process.py)
+Starts `memory-plugin-vector serve` as a child process (harness/server_process.py)
 on a fresh data directory, prints its cold start (spawn to first 200 on
 /v1/health), preloads 10,000 varied memories into one namespace through the
 HTTP API (32 requests in flight, so the server's embedder batches them), then
@@ -53,7 +53,7 @@ from benchmarks.closed_loop import (
 from benchmarks.common import print_table, run_against_server, summary_ms
 from benchmarks.model import CALLERS, SAMPLES, batch8_rate, load_model, pool_rate, single_text_s
 from benchmarks.sentences import queries, sentences
-from tests.support.server_process import WIDE_SHARES, ServerProcess
+from harness.server_process import WIDE_SHARES, ServerProcess
 
 NAMESPACE = "workspace:bench-latency"
 PRELOAD = 10_000

@@ -21,7 +21,7 @@ import aiohttp
 
 from benchmarks.common import percentile
 from benchmarks.sentences import queries, sentences
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 CALLERS = 8
 KINDS = ("workspace", "team", "org")

@@ -68,7 +68,7 @@ from benchmarks.namespaces_store import (
     print_model,
     run_store_scale,
 )
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 # -- 2. N namespaces on a fresh server -------------------------------------------------
 

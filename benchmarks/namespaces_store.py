@@ -26,8 +26,8 @@ from adapters.values import MemoryRecord, NamespaceRecord
 from benchmarks import load
 from benchmarks.common import percentile
 from benchmarks.sentences import sentences
+from harness.server_process import ServerProcess
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from tests.support.server_process import ServerProcess
 
 BATCH = 8
 BATCHES = 40

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 
 from benchmarks.common import run_against_server, run_wrk
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 ROUNDS = 5
 WINDOW_S = 6

@@ -19,7 +19,7 @@ import aiohttp
 
 from benchmarks.common import percentile, run_against_server
 from benchmarks.sentences import sentences
-from tests.support.server_process import WIDE_SHARES, ServerProcess
+from harness.server_process import WIDE_SHARES, ServerProcess
 
 NAMESPACE = "workspace:bench-parallel"
 PARALLEL = 100

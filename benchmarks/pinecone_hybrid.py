@@ -6,7 +6,7 @@ Pinecone keeps no corpus statistics, so its sparse-dense query scores
 `dense dot + sparse dot` without IDF (adapters/pinecone/keywords.py). This writes
 every LoCoMo conversation (dialog turns and observations, as benchmarks/retrieval.py
 does) through `PineconeBackend` into the HTTP-level fake of a `dotproduct` index
-(tests/support/pinecone_fake.py, which scores as Pinecone documents), embeds with the real
+(harness/pinecone_fake.py, which scores as Pinecone documents), embeds with the real
 model in this process, and prints recall@k, categories 1-4, for the dense and the
 hybrid query side by side. Nothing here is a Pinecone latency: the fake answers
 in-process. About 2 minutes.
@@ -23,12 +23,12 @@ from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQ
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
+from harness.pinecone_backend import pinecone_backend
+from harness.pinecone_fake import FakePinecone
 from plugin.core.service import utc_now
 from plugin.embedding.encoders import load_encoder
 from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
-from tests.support.pinecone import pinecone_backend
-from tests.support.pinecone_fake import FakePinecone
 
 
 def embed(encoder: Any, texts: list[str]) -> list[list[float]]:

@@ -84,9 +84,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = parser.parse_args()
+    from harness.server_process import REPO_ROOT, ServerProcess, clean_env
     from plugin.embedding.encoders import load_encoder
     from plugin.settings import Settings
-    from tests.support.server_process import REPO_ROOT, ServerProcess, clean_env
 
     texts = Texts(args.data)
     encoder = load_encoder(Settings())

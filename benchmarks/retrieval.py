@@ -38,7 +38,7 @@ import aiohttp
 
 from benchmarks import locomo
 from benchmarks.common import REPO_ROOT, machine, percentile
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 SEARCH_MODES = ("dense", "keyword", "hybrid", "feedback", "rerank")
 # The modes timed in alternating windows (keyword, with no model call, after them).

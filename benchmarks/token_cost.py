@@ -26,7 +26,7 @@ from pathlib import Path
 from benchmarks import locomo
 from benchmarks.common import REPO_ROOT, machine
 from benchmarks.retrieval import DEFAULT_DATA, write_all
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 
 def serve_from(root: Path) -> list[str]:

@@ -7,7 +7,7 @@ Adapter level, no HTTP, on the embedded store: N memories (default 10,000) in
 - import of that file into a fresh store, same fingerprint (vectors reused);
 - import with re-embedding (as for a file made by another model);
 - import-postgres of the same corpus from a real PostgreSQL server started here
-  (tests/support/postgres_server.py), parity check included, then its idempotent re-run.
+  (harness/postgres_server.py), parity check included, then its idempotent re-run.
 About 2-3 minutes on 2 cores. `python -m benchmarks.transfer [--memories 10000]`
 """
 
@@ -129,7 +129,7 @@ async def import_from(
 def measure_import_postgres(root: Path, encoder: SentenceTransformerEncoder, count: int) -> None:
     import psycopg
 
-    from tests.support.postgres_server import fresh_database, running_server
+    from harness.postgres_server import fresh_database, running_server
 
     records, memories = corpus(count)
     export_import.load_encoder = lambda _: encoder  # type: ignore[assignment] # loaded already

@@ -90,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--kills", type=int, default=20)
     args = parser.parse_args()
-    from tests.support.server_process import ServerProcess
+    from harness.server_process import ServerProcess
 
     print(f"engine worker kills ({machine()})")
     with (

@@ -2,16 +2,14 @@
 
 Every command that reads the settings from the environment reads them here, once:
 a bad setting prints one line on stderr and exits 2 before anything is loaded or
-bound. The commands themselves (one module each under plugin/commands/):
-- serve: the HTTP server (`plugin/commands/serve.py`);
-- check URL: verify any plugin over the v1 contract (`plugin/commands/check.py`);
-  exit 0 only when every step passed;
+bound. Each command's module under plugin/commands/ is imported only when it runs:
+- serve: the HTTP server (`serve.py`);
+- check URL: verify any plugin over the v1 contract (`check.py`); exit 0 only when every
+  step passed;
 - verify-store: namespace records against stored memories (`verify_store.py`);
-- migrate-layout: a Qdrant server from one collection per namespace to the shared
-  layout (`migrate_layout.py`);
-- export, import, import-postgres: `export_import.py`, `import_postgres.py`
-  (plugin/transfer/, docs/export-format.md);
-- export-onnx: the model's ONNX files, made before the first start (`export_onnx.py`).
+- migrate-layout: a Qdrant server's per-namespace collections into the shared layout;
+- export, import, import-postgres: `export_import.py`, `import_postgres.py` (plugin/transfer/,
+  docs/export-format.md); export-onnx: the model's ONNX files, before the first start.
 """
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ import pytest
 from aiohttp import web
 
 from adapters.base import VectorBackend
+from harness.clocks import ManualClock, WallClock
+from harness.pinecone_backend import pinecone_backend
+from harness.pinecone_fake import FakePinecone
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.app import create_app
 from plugin.settings import Settings
 from tests.support.app import AppFactory, ContractClient, served
-from tests.support.clocks import ManualClock, WallClock
-from tests.support.pinecone import pinecone_backend
-from tests.support.pinecone_fake import FakePinecone
 from tests.support.records import DIM
 
 

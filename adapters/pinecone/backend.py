@@ -1,24 +1,14 @@
 """`VectorBackend` on a Pinecone serverless index, through the official SDK's async client.
 
-Layout (see docs/backends.md, "Pinecone"):
-- One existing index (classic vector API, cosine, the embedder's dimension).
-- A namespace of ours is the Pinecone namespace `prefix + name`. Pinecone takes
-  1-512 ASCII characters without NUL; our names are at most 256 characters of
-  `[a-z:A-Z0-9_.-]`, so the mapping is the identity plus the prefix: injective.
-- Namespace records live in one reserved Pinecone namespace, `prefix + "~namespaces"`,
-  one vector per namespace with the name as its id (`~` never starts a name, so
-  the reserved namespace cannot collide with a mapped one): `adapters.pinecone.namespace_records`.
-  So `get_namespaces` (and a search's look-up of its namespaces) is one fetch.
-- Memory ids are the vector ids; upsert is native, so a retried commit updates in
-  place (`upsert_memory` here; many at once: `adapters.pinecone.writes`).
-- Metadata layout, the 40 KB limit and namespace epochs: `adapters.pinecone.vector_metadata`.
-- The optional parts (adapters/parts.py): `transfer` (`adapters.pinecone.writes`),
-  `store_meta` (`adapters.pinecone.store_meta`), `keyword_index` (`adapters.pinecone.keywords`).
-- Read-your-writes: `adapters.pinecone.overlay`. Retries and errors: `adapters.pinecone.calls`.
-- Searches over several namespaces: `adapters.pinecone.reads`; listing without a
-  query: `adapters.pinecone.listing`.
-- Expiry, the exception to "cost independent of the namespace count":
-  `adapters.pinecone.expiry`.
+One existing index (classic vector API, the embedder's dimension, cosine or dotproduct for
+hybrid). A namespace of ours is the Pinecone namespace `prefix + name`, unchanged, so the
+mapping is injective; namespace records live in the reserved namespace `prefix + "~namespaces"`
+(`~` never starts a name), one fetch for many (`adapters.pinecone.namespace_records`). Memory
+ids are the vector ids: upsert is native, so a retried commit updates in place. One module
+per concern beside it: `vector_metadata` (layout, the 40 KB limit, epochs), `overlay`
+(read-your-writes), `calls` (retries, errors), `reads`, `listing`, `expiry`, and the optional
+parts (adapters/parts.py) in `writes`, `store_meta` and `keywords`. See docs/backends.md,
+"Pinecone".
 """
 
 from __future__ import annotations

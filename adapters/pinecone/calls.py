@@ -1,17 +1,14 @@
 """Every Pinecone SDK call goes through `call`: a time budget, retries, and our errors.
 
-The platform gives a request about 2 s; the plugin's deadline is
-`MEMORY_PLUGIN_BACKEND_TIMEOUT` (1.5 s by default). The SDK's own retry loop
-(up to 3 retries with jitter, `Retry-After` honoured up to 60 s) does not know
-that budget, so it is switched off and this module retries instead:
-429, 408 and 5xx answers, timeouts and refused connections are retried with
-exponential backoff (50 ms doubling, with jitter), and `Retry-After` is
-honoured, but only while the next attempt still fits in the budget. When it
-does not, the call fails fast with `BackendUnavailable` (HTTP 503). Every
-write this plugin sends is idempotent (upsert by id, delete by id or filter),
-so a retry can never duplicate anything.
-
-SDK exceptions never leave this module: they become `adapters.errors` types.
+The platform gives a request about 2 s; the plugin's deadline is `MEMORY_PLUGIN_BACKEND_TIMEOUT`.
+The SDK's own retry loop does not know that budget, so `open_index` switches it off and `call`
+retries instead: 429, 408 and 5xx answers (`_RETRIED_STATUSES`), timeouts and refused
+connections, with jittered exponential backoff from `FIRST_BACKOFF_S`, and `Retry-After`
+honoured, but only while the next attempt still fits in the budget; otherwise it fails at once
+with `BackendUnavailable` (HTTP 503). Every write this plugin sends is idempotent (upsert by
+id, delete by id or filter), so a retry can never duplicate anything. SDK exceptions never
+leave this module: `translate` makes them `adapters.errors` types.
+See docs/backends.md, "Pinecone" (its "Faults" item).
 """
 
 from __future__ import annotations

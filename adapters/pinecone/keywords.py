@@ -1,23 +1,15 @@
 """Keyword vectors on Pinecone: sparse-dense search on a `dotproduct` index.
 
-Pinecone scores a query with both vectors as the dot product of the dense ones plus
-the dot product of the sparse ones, with no inverse document frequency (it keeps no
-corpus statistics). So a memory's keyword vector (BM25 term weights) is stored as
-its sparse values, and a query's (weight 1 per word) is sent scaled by
-KEYWORD_WEIGHT:
+Pinecone scores a query as the dense vectors' dot product (unit length: the cosine) plus the
+sparse ones', with no IDF (it keeps no corpus statistics). So a memory's keyword vector (BM25
+term weights) is stored as its sparse values, and a query's (1 per word) scaled by KEYWORD_WEIGHT:
 
     score = cosine + KEYWORD_WEIGHT * (sum of the memory's weights for the query's words)
 
-(the dense vectors have unit length, so their dot product is the cosine).
-KEYWORD_WEIGHT was chosen with this very scoring on LoCoMo's development half:
-0.08 to 0.15 recalled alike, 0.05 less at the top ranks; without IDF the fusion
-stays a point or two below the Qdrant backends' (benchmarks/README.md,
-`benchmarks/pinecone_hybrid.py` through the Pinecone fake).
-
-A cosine index cannot hold sparse values, so it stays dense-only; keyword vectors
-are written whenever the index is dotproduct, so switching a dotproduct index to
-hybrid later needs nothing. Pinecone cannot find records without sparse values,
-so a dotproduct index filled by another writer is completed by export and import.
+A cosine index cannot hold sparse values and stays dense-only; a dotproduct index gets keyword
+vectors on every write, so switching it to hybrid needs nothing. Pinecone cannot find records
+without sparse values: export and import complete a dotproduct index filled by another writer
+(docs/backends.md, "Hybrid search").
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """Newest-first listing on Pinecone, which has no ordered scan.
 
-A query returns at most `scan` (1000) matches with metadata, in similarity
-order, not time order. So:
-1. Query everything the filter admits. Fewer than `scan` matches means the
-   whole set came back: sort it by `created_at` and stop (one query; every
-   namespace under 1000 live memories per pin side ends here).
-2. Otherwise the answer was a sample. Its `want`-th newest memory has a
-   creation time `cutoff` such that at least `want` memories are at least
-   that new, so the true newest `want` all lie in `created_us >= cutoff`.
-   Query that window and repeat: each round keeps about want/scan of the
-   previous window (a tenth for a listing of 100).
-3. After `MAX_ROUNDS` rounds, or when the cutoff stops moving (more than
-   `scan` memories share one microsecond), return the newest of the last
-   sample: the only case where the listing can miss a newer memory.
-
-Cost: one query per round, each counted by Pinecone in read units that grow
-with the namespace's size.
+A query returns at most `scan_size` matches (with metadata), in similarity order. So:
+1. Query everything the filter admits. Fewer than `scan_size` matches is the whole set: sort
+   it by `created_at` and stop.
+2. Otherwise the answer was a sample. At least `want` memories are as new as its `want`-th
+   newest (created at `cutoff`), so the true newest `want` all lie in `created_us >= cutoff`:
+   query that window and repeat.
+3. After `MAX_ROUNDS` rounds, or when the cutoff stops moving (more than `scan_size` memories
+   share one microsecond), return the newest of the last sample: the only case where the
+   listing can miss a newer memory.
+Each round is one query, in Pinecone read units that grow with the namespace's size.
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
 """Read-your-writes on an eventually consistent index: a bounded overlay of recent writes.
 
-Pinecone acknowledges a write before its queries, fetches and listings show it
-(usually within seconds). The platform writes and then searches at once, and
-the backfill verifier lists right after applying, so the plugin keeps what it
-wrote or deleted during the last `window_s` seconds and merges it into every
-read: a recent upsert replaces whatever Pinecone returns for that id (or is
-added when Pinecone does not return it yet), a recent delete hides it.
-
-Why a time window and not Pinecone's LSNs: a query reports how far the index
-has reconciled, but a fetch reports nothing, and the SDK documents that fetch
-and query see a write at different times. Dropping an entry because a query
-caught up could make the next fetch miss it. The window is simple and safe as
-long as Pinecone's lag stays below it.
-
-Bounds: at most `max_entries` entries (memories and namespace records
-together); the oldest go first, and `evicted_early` counts entries dropped
-before their window ended (read-your-writes is no longer guaranteed for those).
-Each memory entry holds its record and a float32 vector: about 1.5 KB plus
-the content for a 384-dimension model.
-
-The overlay is per process: with several replicas, a search served by another
-replica than the write sees the write only once Pinecone does.
+Pinecone acknowledges a write before its queries, fetches and listings show it, and the
+platform searches right after writing. So the plugin keeps what it wrote or deleted in the
+last `window_s` seconds and merges it into every read of the same namespace epoch: a recent
+upsert replaces Pinecone's answer for that id (or is added, scored locally as Pinecone would),
+a recent delete hides it. A time window, not Pinecone's LSNs, because a fetch reports none; it
+holds while Pinecone's lag stays below the window. At most `max_entries` entries (memories and
+namespace records together), oldest dropped first; `evicted_early` counts those dropped before
+their window ended, which lose the guarantee. Per process: another replica sees a write only
+once Pinecone does. See docs/backends.md, "Pinecone" (Freshness).
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """How memories and namespace records are laid out in Pinecone vector metadata.
 
-Pinecone metadata values must be strings, numbers, booleans or lists of
-strings: no nulls and no nested objects, and at most 40 KB per vector. So:
-- an absent optional field (`expires_at`, `propagation`) is left out, never null;
-- `propagation` and a namespace's `metadata` (opaque JSON objects) are stored
-  serialised, as strings;
-- times are kept twice, as the RFC 3339 string the API returns and as integer
-  microseconds since the epoch for filters and ordering (a float64 holds every
-  microsecond up to the year 2255 exactly);
-- a memory without expiry carries `expires_us = NEVER_US`, so "not expired" is
-  one range condition instead of an `$or` with `$exists`.
-
-Every memory also carries its namespace's `epoch`, a token minted when the
-namespace is created. Reads filter on it, so memories of a deleted namespace
-stay invisible to a namespace re-created under the same name even while
-Pinecone is still deleting them (deletes, like writes, become visible late).
+Pinecone metadata values must be strings, numbers, booleans or lists of strings (no nulls, no
+nested objects), at most `METADATA_LIMIT_BYTES` per vector: larger is refused, never truncated.
+So an absent optional field is left out, never null; `propagation` and a namespace's `metadata`
+are stored as JSON strings; times are kept twice, as the RFC 3339 string the API returns and
+as integer microseconds for filters and ordering (exact in a float64 up to the year 2255); a
+memory without expiry carries `expires_us = NEVER_US`, so "not expired" is one range condition.
+Every memory carries its namespace's `epoch`, minted when the namespace is created, and reads
+filter on it: memories of a deleted namespace stay invisible to one re-created under the same
+name even while Pinecone is still deleting them. See docs/backends.md, "Pinecone".
 """
 
 from __future__ import annotations

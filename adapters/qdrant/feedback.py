@@ -1,21 +1,14 @@
 """Keyword feedback: the BM25 query widened by the first results' words.
 
-RM3-style pseudo-relevance feedback with no model call: the first fused ranking's
-top FEEDBACK_DOCS memories lend their stored keyword vectors; each term's weight
-across them is the sum of its BM25 document weights times its IDF (the store's
-own, asked of the engine: edge/feedback_passes.py); the FEEDBACK_TERMS heaviest terms
-join the query, each at FEEDBACK_WEIGHT x (its weight / the heaviest term's), added
-to the query's own weight of 1 where the term is already asked for. The store
-then applies IDF to the widened query as to any other, and the fused score is
-computed again with it.
-
-Why: a question rarely shares all its words with its answer ("What pets does
-Melanie have?" against "we got another cat named Bailey"), but the memories it
-does match well talk about the same things in the answer's words. The issue's
-probe lent the top 5; on LoCoMo's development half in the store (per-shard IDF)
-the top 2, 3 or 4 recalled more than 5 at R@1 to R@10 and 3 the most, and 5 lost
-observations' R@5 to hybrid; 20 terms at 0.3 were the probe's, and no neighbour
-was better at every k (`python -m benchmarks.feedback_sweep`, benchmarks/README.md).
+RM3-style pseudo-relevance feedback with no model call: the first fused ranking's top
+FEEDBACK_DOCS memories lend their stored keyword vectors; each term's weight across them is
+the sum of its BM25 document weights times its IDF (the store's own, asked of the engine:
+edge/feedback_passes.py); the FEEDBACK_TERMS heaviest terms join the query, each at
+FEEDBACK_WEIGHT x (its weight / the heaviest term's), added to the query's own weight of 1
+where the term is already asked for. The store then applies IDF to the widened query as to
+any other, and the fused score is computed again with it. Why: a question rarely shares all
+its words with its answer, but the memories it matches best tend to use the answer's words.
+Why these constants: docs/backends.md, "Keyword feedback".
 """
 
 from __future__ import annotations

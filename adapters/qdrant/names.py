@@ -1,19 +1,14 @@
 """Namespace name to collection name, injectively.
 
-Namespace names match `^[a-z]+:[A-Za-z0-9_:.\\-]+$` and may be 256 characters
-long. A Qdrant server rejects `< > : " / \\ | ? *` and control characters in
-collection names and caps them at 255 characters (and a file name, which the
-embedded store uses, is capped at 255 bytes).
-
-The mapping, with `prefix` (default `memory-`):
-- short form: `prefix + name.replace(":", "~")`, when that fits in 255
-  characters. `~` never occurs in a namespace name, so this is a bijection, and
-  the result starts with `prefix` and then a lower-case letter.
-- long form: `prefix + "~" + sha256(name)`, otherwise. It starts with `prefix`
-  and then `~`, so it can never equal a short form. The full name is kept in
-  the namespace record; an adapter that finds a different name there raises
+Namespace names match `^[a-z]+:[A-Za-z0-9_:.\\-]+$` and may be 256 characters long. A Qdrant
+server rejects `< > : " / \\ | ? *` and control characters in collection names and caps them
+at 255 characters (a file name, which the embedded store uses, at 255 bytes). With `prefix`
+(default `memory-`):
+- short form: `prefix + name.replace(":", "~")`, when that fits in 255 characters. `~` never
+  occurs in a namespace name: a bijection, starting with `prefix`, then a lower-case letter;
+- long form otherwise: `prefix + "~" + sha256(name)`, which can never equal a short form. The
+  full name is kept in the namespace record; an adapter that finds a different name there raises
   `NamespaceConflict` instead of merging two namespaces.
-
 Only characters safe in a URL path segment are produced (`A-Z a-z 0-9 - . _ ~`).
 """
 

@@ -1,52 +1,15 @@
 """How a search with a query ranks, for every Qdrant layout and engine: one request per pin side.
 
-Dense: cosine over the embeddings. Keyword: BM25 over the keyword vectors (the
-store applies IDF). Hybrid, fused inside the engine in the same one request:
-
-    candidates = top CANDIDATES by cosine, and top CANDIDATES by BM25
-    score      = cosine + KEYWORD_WEIGHT * BM25
-
-Every candidate's cosine is computed (one stage re-scores both lists by the
-dense vector); its BM25 is the keyword list's, and 0 for a candidate outside
-it (a weak keyword match at best).
-
-Why (measured on LoCoMo's development half, benchmarks/README.md):
-- rank fusion (RRF, any k or weights) and DBSF either lost to BM25 alone at the
-  top rank or to dense alone deep in the list; a weighted sum of the two scores
-  did neither and recalled the most at every k;
-- a candidate found by BM25 alone must get its real cosine: counting it as
-  "cosine 0" lost recall at the top ranks;
-- the BM25 of the dense candidates beyond the keyword list would add recall
-  deep in the list (little at the top), but the engine must search once more or
-  much deeper for it, doubling its time and missing the search latency target.
-  Not worth it.
-
-Keyword feedback (`SearchQuery.feedback`): the same plan twice, the
-second time with the keyword query widened by the first's top results
-(adapters/qdrant/feedback.py; the embedded store's passes: edge/feedback_passes.py).
-
-Rerank (`SearchMode.RERANK`): the fused ranking's top RERANK_DEPTH,
-reranked by late interaction over the model's token vectors (the multivector
-`TOKENS_VECTOR`, compared by MaxSim), in the same request on a Qdrant server:
-
-    score = fused + RERANK_WEIGHT * MaxSim / (the query's token count)
-
-Qdrant's MaxSim sums the best cosine of each query token; dividing by the count
-makes it the mean the weight was chosen for, so a long query weighs no more than
-a short one. The fused stage is stated twice (once for its score, once as the
-candidates MaxSim scores): a formula sees only its own prefetches' scores. The
-embedded store, which pays no round trip for a second request, asks MaxSim by id
-over the search's fused candidates instead and adds it here (`reranked`;
-edge/maxsim_rerank.py). A memory without token vectors yet (a store being upgraded)
-scores MaxSim 0.
-Why this depth and weight: benchmarks/README.md, "The rerank: MaxSim asked by id,
-weight and depth chosen with feedback".
-
-A score is comparable within one answer only: BM25 grows with the store's term
-statistics, so a fused score's scale depends on the store.
-
-Engines spell requests with different classes, so each supplies a small
-`RankingDialect` (as `filters.Dialect`); the plan is decided here once.
+Dense: cosine. Keyword: BM25 over the keyword vectors (the store applies IDF). Hybrid, fused in
+the engine: the top `CANDIDATES` by cosine and by BM25, each scored cosine + `KEYWORD_WEIGHT` *
+BM25 (every candidate's real cosine; BM25 0 outside the keyword list). Rerank: the fused top
+`RERANK_DEPTH`, scored fused + `RERANK_WEIGHT` * MaxSim / (query token count) over the
+multivector `TOKENS_VECTOR`: the division makes Qdrant's summed MaxSim a mean, and a memory
+without token vectors scores 0. The fused stage is stated twice, since a formula sees only its
+own prefetches' scores; the embedded store asks MaxSim by id on its own and uses `reranked`.
+Scores compare within one answer only (BM25 follows the store's term statistics). Each engine
+supplies a `RankingDialect` (as `filters.Dialect`); the plan is decided here once. More:
+docs/backends.md, "Hybrid search", "Keyword feedback" and "Reranking by token vectors".
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """Which engine read goes to the worker next: tenant by tenant, a few at a time.
 
-The engine serialises its calls (it holds the GIL), so whatever is sent to the
-worker runs in the order it arrived there. The server therefore sends only a
-little engine time at once and keeps the rest here, a queue per caller (adapters/
-callers.py: the request's tenant). The next read is the caller's that has had the
-least engine time (start-time fair queuing: each read's start is its caller's
-last finish, or now if later): a tenant with one search waiting goes next, however
-many another tenant has queued.
-
-"A little" is counted in time: each caller's reads cost what its last ones cost in
-the worker (a moving average), and reads go while those in flight add up to at most
-`budget_s`, one at least. A read over a big namespace then waits for the one in
-flight, and reads over small ones go several at a time, so the worker never idles
-while an answer travels back. Writes do not wait here: their engine work is short
-and batched, and most of their time is the group commit's sync.
+The engine worker serialises its calls, so what it is sent runs in the order it arrived. The
+server therefore sends only a little engine time at once and keeps the rest here, a queue per
+caller (adapters/callers.py: the request's tenant). The next read is the caller's that has had
+the least engine time (start-time fair queuing: a read starts at its caller's last finish, or
+now if later), so a tenant with one search waiting goes next however many another has queued.
+Each caller's reads are expected to cost what its last ones cost in the worker (a moving
+average); reads go while those in flight add up to at most `budget_s` (and `most`), one at
+least. Only the reads in WINDOWED wait here; writes do not: their engine work is short and
+batched. See docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """The messages between the server process and its engine worker, over a socket pair.
 
-A frame is a 4-byte big-endian length and a pickle of a tuple of plain values:
-`adapters.values` dataclasses, strings, numbers, lists, and the exceptions of
-`adapters.errors`. Both ends are this package, started from the same files, so
-pickle is a private format here, never read from anyone else.
-
-Server to worker:
-    ("call", id, caller, part, method, args, kwargs)
-                                    part: None (the backend) or a part's name; caller:
-                                    whom it is for (adapters/callers.py), or None
-    ("open", id, caller, part, method, args, kwargs)
-                                    start an async generator, kept under id
-    ("next", id, caller, generator_id)  its next page (END when it is done)
-    ("cancel", id)                  the caller gave up: cancel the call
-    ("discard", generator_id)       close a generator left unfinished
-    ("stop",)                       close the store and exit
-Worker to server:
-    ("ready",) or ("failed", error) once, after the store opened (or did not)
-    ("reply", id, True, value, seconds)  a call's result, and the time it took here
-    ("reply", id, False, error)     the exception it raised
-    ("log", record)                 a log record, handled by the server's logging
+A frame is a 4-byte big-endian length and a pickle of a tuple of plain values: `adapters.values`
+dataclasses, strings, numbers, lists, `adapters.errors` exceptions. Both ends are this package,
+so pickle is a private format here. See docs/backends.md, "The engine worker process".
+Server to worker (part: None for the backend, or a part's name; caller: adapters/callers.py):
+    ("call" or "open", id, caller, part, method, args, kwargs)   open: an async generator, by id
+    ("next", id, caller, generator_id): its next page (END when done); ("cancel", id): gave up
+    ("discard", generator_id): close one left unfinished; ("stop",): close the store and exit
+Worker to server: ("ready",) or ("failed", error) once, after the store opened (or did not);
+    ("reply", id, True, value, seconds) or ("reply", id, False, error); ("log", record)
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """`memory-plugin-vector import-postgres DSN`: move the built-in postgres plugin's data here.
 
-The platform's backfill reads only the legacy `agent_memories` table; an
-installation already cut over to the built-in plugin keeps its memories in
-that plugin's own tables, `memory_namespaces` and `memory_records` (columns in
-the contract's POSTGRES-PLUGIN-SCHEMA.md). This reads them in one read-only
-REPEATABLE READ transaction (one snapshot of both tables, however long the
-copy takes), skips what has expired, keeps ids and `created_at`, embeds
-content, and writes through the same `StoreWriter` as `import`: a second run
-embeds and writes nothing. The caller-supplied `embedding` column is ignored
-(vectors of another model are not comparable). Then a parity check
-(`plugin.transfer.parity`) in the spirit of the backfill's `-verify`; any mismatch
-exits 1.
+The built-in plugin keeps its memories in its own tables, `memory_namespaces` and
+`memory_records` (columns in the contract's POSTGRES-PLUGIN-SCHEMA.md), which the platform's
+backfill does not read. This reads both in one read-only REPEATABLE READ snapshot, skips what
+has expired, keeps ids and `created_at`, embeds content (the tables' `embedding` column is
+ignored: another model's vectors are not comparable) and writes through the same `StoreWriter`
+as `import`, so a second run embeds and writes nothing. A parity check (`plugin.transfer.parity`,
+like the backfill's `-verify`) follows; a mismatch or an invalid row exits 1.
+Operator steps: docs/runbook.md, "From the built-in postgres plugin".
 """
 
 from __future__ import annotations

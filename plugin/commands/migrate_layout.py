@@ -1,16 +1,12 @@
-"""`memory-plugin-vector migrate-layout`: a Qdrant server from one collection per namespace
-to the shared layout.
+"""`memory-plugin-vector migrate-layout`: per-namespace Qdrant collections to the shared layout.
 
-The shared layout refuses to start while per-namespace collections exist (so
-nothing is silently ignored), and its one-line refusal names this command. It
-copies every live namespace record and memory with its stored vector through
-the same `StoreWriter` as `import` (plugin/transfer/bulk.py: nothing is
-re-embedded, and running it twice writes nothing), prints one line per
-namespace and a summary, and drops the old collections only with
-`--drop-source`, once every namespace was copied. Then the shared store's
-keyword vectors are brought up to date from content
-(plugin/embedding/keyword_index.py), so it searches as the old layout did.
-Settings come from the environment, as for `serve`.
+The shared layout refuses to start while per-namespace collections exist, and its one-line
+refusal names this command. It copies every live namespace record and memory with its stored
+vector through the same `StoreWriter` as `import` (plugin/transfer/bulk.py: nothing is
+re-embedded, and a second run writes nothing), then brings the shared store's keyword
+vectors up to date from content (plugin/embedding/keyword_index.py). The old collections
+are dropped only with `--drop-source`, and only once every namespace has been copied. Settings
+come from the environment, as for `serve`; see docs/backends.md, "Qdrant server".
 """
 
 from __future__ import annotations

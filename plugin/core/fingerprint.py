@@ -1,22 +1,14 @@
 """The store's embedding fingerprint: recorded once, checked at every start.
 
-A store's vectors are only comparable with query vectors from the same vector
-space, so the store records the fingerprint (`Encoder.fingerprint`, model/runtime)
-of what wrote it, and start-up refuses an encoder of another space rather than
-mix vectors silently (docs/embedding.md):
-- an empty store (no namespace, no record) adopts the configured fingerprint;
-- a store with namespaces but no record was written before records existed, by the
-  only encoder there was: it gets "all-MiniLM-L6-v2/torch";
-- torch and onnx are one space: the same weights and graph in fp32 (their vectors
-  agree: benchmarks/README.md, and tests/embedding/test_onnx.py holds it). onnx-int8
-  changes the vectors, so it is a space of its own, as is every other model;
-- a mismatch stops start-up with one line: what the store has, what is configured,
-  and what to do (set it back, or re-embed through export/import).
-
-A remote store that does not answer at start is checked as soon as it does: by a
-task that ends with `FingerprintMismatch` when it finds one. Whoever runs the
-server decides what that means (plugin/http/app.py asks it to stop, and `serve` stops
-as on SIGTERM).
+A store's vectors compare only with query vectors of the same vector space, so the store
+records the fingerprint (`Encoder.fingerprint`, model/runtime) of what wrote it, and start-up
+refuses an encoder of another space rather than mix vectors silently. An empty store adopts
+the configured fingerprint; one with namespaces but no record gets `LEGACY_FINGERPRINT`.
+torch and onnx are one space (`_SAME_SPACE`); onnx-int8 and every other model are their own.
+A remote store that does not answer at start is checked once it does, by a task that ends
+with `FingerprintMismatch`; whoever runs the server decides what that means (plugin/http/app.py
+asks it to stop, and `serve` stops as on SIGTERM). The rules, and the ways out of a mismatch
+(set the encoder back, or re-embed by export/import): docs/embedding.md, "The fingerprint rule".
 """
 
 from __future__ import annotations

@@ -1,16 +1,14 @@
 """Which ranking a search with a query uses: MEMORY_PLUGIN_SEARCH against what the store answers.
 
-Unset means the best the backend answers at today's cost: hybrid on Qdrant and on a
-dotproduct Pinecone index (the measured default, docs/backends.md "Hybrid search"),
-dense where keyword vectors cannot be kept. `feedback` (hybrid, then again with the
-keyword query widened by the first results' words; the embedded store only) and
-`rerank` (reranked by token vectors: on the embedded store after feedback, on a
-Qdrant server the hybrid candidates) recall more but are never chosen by
-themselves: feedback's first pass is a whole hybrid search (docs/backends.md,
-"Keyword feedback"); rerank costs a search several times the engine time and a
-memory many times the disk (docs/backends.md, "Reranking by token vectors"), so
-token vectors are computed and kept only in that mode. A mode the backend cannot
-answer stops start-up with one line instead of silently ranking another way.
+Unset means the first of PREFERENCE that the backend answers: hybrid on Qdrant and on a
+dotproduct Pinecone index, dense where keyword vectors cannot be kept (docs/backends.md,
+"Hybrid search"). `feedback` (hybrid, then again with the keyword query widened by the first
+results' words; the embedded store only) and `rerank` (reranked by token vectors: on the
+embedded store after feedback, on a Qdrant server the hybrid candidates) recall more but are
+never chosen by themselves: each costs a search more engine time, and token vectors are
+computed and kept only in rerank mode (docs/backends.md, "Keyword feedback" and "Reranking by
+token vectors"). A mode the backend cannot answer stops start-up with one line instead of
+silently ranking another way.
 """
 
 from __future__ import annotations

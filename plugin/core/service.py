@@ -1,31 +1,15 @@
 """The contract's operations in terms of a `VectorBackend` and an embedder.
 
-No HTTP here: handlers parse and serialise, this module decides. Rules that
-hold for every backend live here, once:
-- An expired namespace or memory behaves exactly as if the janitor had already
-  deleted it: not found, never returned, and re-creating it starts afresh.
-- Ordering: pinned first; within each side by score (with a query) or newest
-  first (without). `limit` applies to the merged result of all namespaces, and
-  the backend answers a search over many namespaces with one read.
-- Every operation finishes within `deadline_s` or fails as unavailable (503), so
-  the platform's 2 s client timeout never fires on us.
-- Writes to one namespace record (PUT, PATCH, DELETE) are serialised per name in
-  this process: 50 concurrent first PUTs create it once and all answer the same
-  `created_at`, and a PUT racing a DELETE sees the delete before or after, never
-  half of it. (Replicas sharing a Qdrant server are not serialised with each
-  other; docs/behaviour.md, "Concurrency".)
-- Searches: plugin/core/search.py.
-- The model reads at most its first 256 tokens, so only the first
-  `MAX_EMBEDDED_CHARS` characters are handed to it (`clip_for_model`): tokenising
-  a very long content in full held the shared embedder and stalled every caller.
-- Every memory is stored with its keyword vector (plugin/embedding/keywords.py, on the
-  event loop: microseconds).
-- A commit with an explicit id whose content is stored as is costs no model call:
-  the vector read with the stored memory is reused (a backfill re-run sends every
-  row again). Only once the store's vectors are known to be of the configured
-  encoder's space (`vectors_verified`, set by the fingerprint check); the vector
-  is read together with the content it was made from, so a write racing its
-  retry stores each content with its own vector.
+No HTTP here: handlers parse and serialise, this module decides. Rules every backend shares:
+- An expired namespace or memory behaves as if the janitor had deleted it: not found, never
+  returned, and re-creating it starts afresh. Search order and `limit`: plugin/core/search.py.
+- Every operation finishes within `deadline_s` or fails as unavailable (503).
+- Writes to one namespace record (PUT, PATCH, DELETE) are serialised per name in this process
+  only (docs/behaviour.md, "Concurrency").
+- The clip: only the first `MAX_EMBEDDED_CHARS` characters reach the model (`clip_for_model`).
+- Every memory is stored with its keyword vector. An explicit-id commit of unchanged content
+  reuses the stored vector, read with that content, once `vectors_verified` holds
+  (docs/embedding.md, "An unchanged memory costs no model call").
 """
 
 from __future__ import annotations

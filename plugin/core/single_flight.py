@@ -1,16 +1,11 @@
 """One call in flight at a time; callers that arrive while it runs share its outcome.
 
-Why: health is cheap for one caller, not for hundreds at once. A burst of health
-checks (every caller's connection warming up together, probes stacking up behind a
-slow disk) made as many backend pings, and on the embedded store each is a worker
-thread's call: while any ran, the request path's engine calls queued behind it on
-worker threads too (adapters/qdrant/edge/engine_calls.py), where they fought the event
-loop for the GIL and held every refusal up.
-Callers arriving meanwhile learn what the call in flight learns; the next caller
-after it has finished starts a fresh one, so nothing is served stale. Nor is a call
-joined once it has run `join_within_s`: its first callers have given up on it by
-then, and a check that never returns must not keep health unavailable after the
-backend is back.
+Health uses it so that a burst of checks makes one backend ping, not one each (on the
+embedded store a ping is an engine call that the request path's own calls would wait
+behind). The next caller after a call has finished starts a fresh one, so nothing is
+served stale; a call that has run `join_within_s` is not joined, so a check that never
+returns cannot keep health unavailable once the backend is back. A caller that gives up
+leaves the call running for the others. See docs/behaviour.md, the "Health" entry.
 """
 
 from __future__ import annotations

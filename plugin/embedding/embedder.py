@@ -1,34 +1,14 @@
 """Text to vectors by the in-process model (plugin/embedding/encoders.py), requests batched.
 
-Batching is not optional: embedding each of many parallel writes on its own made
-the slowest wait past the platform's timeout; batched, they finish well inside it
-(benchmarks/README.md). `BatchingEmbedder` keeps up to `Encoder.parallelism`
-encodes in flight on worker threads (one per ONNX Runtime session of the pool,
-plugin/embedding/onnx_model.py; one for torch); everything that arrives meanwhile
-joins the next batch, so a lone request pays no extra latency.
-
-A lone text on an encoder that allows it (`Encoder.inline_lone_text`: the ONNX
-backends) is embedded on the event loop itself, when callers come one at a time:
-nothing else queued or being embedded, and the last batch a lone text too. On a
-worker thread it paid for the hand-offs: the executor's queue, the thread's
-wake-up, the self-pipe back to the loop, and the GIL passing between the thread
-and the loop while ONNX Runtime's own threads still held the cores; a sequential
-backfill spent much of its overhead there, and a long tail (benchmarks/README.md).
-The price: while that one text is embedded, nothing else on the loop runs, so a
-request arriving then waits at most one text's model time. Under load texts go to
-the threads as before, and so does a text alone for a moment in a load: on the
-loop it held up the requests around it. torch keeps its thread (its single text is
-much slower).
-
-Texts wait in fair queues (plugin/scheduling/fair_queue.py), one per priority: a
-batch takes searches first, tenant by tenant in turn, and keeps a quarter of its
-places for writes when writes wait, so a search flood slows writes but never stops
-them; a batch with a search in it carries no more writes than that. A text
-that has waited `overdue_s` goes first among its priority's, oldest first. The model is
-called once per group of texts of about the same length
-(plugin/embedding/length_groups.py). A batch holds at most `MAX_BATCH` texts:
-past a few texts a batch embeds no more texts a second, only longer, and a search
-that arrives while one runs waits for it (benchmarks/README.md, "Fair sharing").
+`BatchingEmbedder` keeps up to `Encoder.parallelism` encodes in flight on worker threads (one
+per ONNX Runtime session, one for torch); what arrives meanwhile joins the next batch, of at
+most `MAX_BATCH` texts, the model called once per group of about one length. Texts wait in
+fair queues (plugin/scheduling/fair_queue.py), one per priority: searches first, tenant by
+tenant, one place in `WRITE_SHARE` kept for waiting writes (a search flood slows writes, never
+stops them); a text waiting `overdue_s` goes first. When callers come one at a time, a lone
+text on an `Encoder.inline_lone_text` encoder (ONNX) is embedded on the event loop, sparing
+the thread hand-offs; a request arriving meanwhile waits for that one text. Under load, even
+one ebbing for a moment, texts go to the threads (docs/embedding.md, "Sessions side by side").
 """
 
 from __future__ import annotations

@@ -1,28 +1,15 @@
 """The store's keyword index: which encoder made it, and filling in what is missing.
 
-Every memory written by this plugin carries its keyword vector. Memories that
-do not (a store written before keyword vectors existed, an import or layout
-migration that copied dense vectors only, a replica of an older version still
-writing during a rolling update) get one from their stored content: no model
-call, no re-embedding, the dense vector and payload untouched.
-
-The store records the encoder's identity (`KeywordEncoder.identity`) beside the
-embedding fingerprint, in store metadata, with a state:
-- `building`: memories may lack keyword vectors; `fill` is (re)running;
-- `complete`: every memory written before the last fill has one;
-- `resetting`: the store held vectors of another encoder; they are dropped
-  (`prepare_keywords(reset=True)`) before the fill. The new identity is
-  recorded first, so a `kill -9` anywhere repeats the drop, never mixes.
-A store that records no encoder was written before keyword vectors existed: it
-adopts this one and is filled. Unlike the embedding fingerprint, a mismatch is
-repaired, not refused: keyword vectors come from content alone, at tens of
-thousands a second.
-
-`maintain_in_background` runs at every start, beside the serving plugin: one
-page of at most `PAGE` memories per engine call, so requests keep flowing. Meanwhile
-a search ranks the memories still missing a keyword vector by cosine alone (in
-hybrid mode) or not at all (in keyword mode); nothing else changes. The progress
-survives `kill -9`: it is the stored vectors themselves.
+Every memory written by this plugin carries its keyword vector; one that does not (a copy of
+dense vectors only, a write by another plugin version during a rolling update) gets one from
+its stored content: no model call, the dense vector and payload untouched. The store records
+the encoder's identity (`KeywordEncoder.identity`) in store metadata, with a state: `building`
+(`fill` is (re)running), `complete`, or `resetting` (another encoder's vectors are dropped before
+the fill; the new identity is recorded first, so a `kill -9` repeats the drop, never mixes).
+A store recording no encoder adopts this one. `maintain_in_background` runs at every start
+beside the serving plugin, a page of at most `PAGE` memories per engine call; until it is done,
+a search ranks unindexed memories by cosine alone (hybrid) or not at all (keyword). The progress
+is the stored vectors themselves (docs/backends.md, "Hybrid search").
 """
 
 from __future__ import annotations

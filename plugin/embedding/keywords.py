@@ -1,25 +1,15 @@
 """Keyword vectors: BM25 term weights of a memory's content, computed by the plugin.
 
-Why: agents ask about names, places, dates and identifiers ("When did Caroline go
-to the LGBTQ support group?", an order number), which a small sentence model
-blurs. BM25 finds them, and the plugin's own dense ranking is weakest exactly
-there (docs/backends.md, "Hybrid search"; recall on LoCoMo in benchmarks/README.md).
-
-The encoder is Qdrant's own (`qdrant_edge.Bm25`: word tokenizer, English stop
-words and Snowball stemmer, token ids hashed to 32 bits, documented as matching a
-Qdrant server's BM25), so the embedded store and a server index the same tokens.
-A document gets term-frequency weights saturated by k1 and normalised by length
-(b, avg_len); a query gets weight 1 per distinct token; the inverse document
-frequency comes from the store itself (a sparse vector with the IDF modifier), so
-nothing here needs corpus statistics.
-
-Parameters: Qdrant's defaults (k1 1.2, b 0.75, avg_len 256), kept on measurement:
-on LoCoMo's development half no other k1, b, avg_len, stemming or stop-word
-choice recalled more (benchmarks/README.md).
-
-`identity` names everything that decides the vectors, the library version
-included: a store records it (plugin/embedding/keyword_index.py), and vectors of another
-configuration are never mixed in silently.
+They find the names, places, dates and identifiers a small sentence model blurs
+(docs/backends.md, "Hybrid search"). The encoder is Qdrant's own (`qdrant_edge.Bm25`: word
+tokenizer, English stop words, Snowball stemmer, token ids hashed to 32 bits), so the embedded
+store and a Qdrant server index the same tokens. A document gets term frequencies saturated by
+`K1` and normalised by length (`B`, `AVG_LEN`: Qdrant's defaults); a query gets weight 1 per
+distinct token; the store applies the inverse document frequency (a sparse vector with the IDF
+modifier), so nothing here needs corpus statistics.
+`identity` names everything that decides the vectors, the library version included: a store
+records it (plugin/embedding/keyword_index.py), so vectors of another configuration are never
+mixed in silently.
 """
 
 from __future__ import annotations

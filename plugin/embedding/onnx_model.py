@@ -1,35 +1,14 @@
 """The sentence-transformers model on ONNX Runtime: exported once, offline, then run without torch.
 
-Why not sentence-transformers' own `backend="onnx"`: it loads through optimum-onnx,
-whose only release (0.1.0) requires transformers<4.58 and fails to import under the
-transformers 5 that sentence-transformers 6.2 requires. So the same recipe runs here
-directly, with nothing fetched:
-- fp32: the model's Transformer module exported with `torch.onnx` from the packaged
-  weights (`model.onnx`);
-- int8: ONNX Runtime's dynamic quantisation with the settings of optimum's `avx2`
-  config, what `export_dynamic_quantized_onnx_model(model, "avx2", ...)` applies
-  (`model_quint8_avx2.onnx`);
-- at run time: the model's own `tokenizer.json`, its pooling (any of sentence-transformers'
-  modes, plugin/embedding/pooling.py) and normalisation in numpy, and ONNX Runtime. No
-  torch import, so start-up is quick (tests/embedding/test_onnx.py and
-  test_own_model.py hold the output to sentence-transformers').
-
-Sessions (`OnnxEncoder.load(sessions=N)`): on N > 1 cores, N single-threaded sessions
-that take whole batches side by side, plus one N-threaded session for a lone text
-embedded on the event loop (`encode_lone`: callers one at a time, nothing else
-running). A lone text of a load takes a single-threaded session like any batch:
-given the N-threaded one, a batch starting beside it put N + 1 threads on N cores,
-and under a write flood the model embedded about a tenth fewer texts a second
-while a quiet tenant searched (benchmarks/README.md, "Fair sharing"). On 2 cores
-(benchmarks/README.md, "Embedding sessions"), two single-threaded sessions embed
-more texts a second than one two-threaded session, each on its own batch
-(splitting one batch across them gained nothing), but one text is faster on two
-threads. The sessions share the weights: each is given the
-same initializer buffers (`add_initializer`), so a session costs its packed copies
-and arenas, not another copy of the weights.
-
-`memory-plugin-vector export-onnx` (plugin/commands/export_onnx.py) exports ahead of the
-first start: scripts/install and the image's build run it.
+`memory-plugin-vector export-onnx` (plugin/commands/export_onnx.py, run by scripts/install and
+the image build) writes `model.onnx` (fp32, `torch.onnx` from the packaged weights) and
+`model_quint8_avx2.onnx` (ONNX Runtime's dynamic quantisation with optimum's `avx2` settings).
+At run time: the model's `tokenizer.json`, its pooling (plugin/embedding/pooling.py) and
+normalisation in numpy, and ONNX Runtime; torch is not imported. tests/embedding/test_onnx.py
+holds the output to sentence-transformers'. With `load(sessions=N)`, N > 1: N single-threaded
+sessions take whole batches side by side, and one N-threaded session serves `encode_lone` (one
+caller, nothing else running; a lone text during a load takes a single-threaded one). All share
+one copy of the weights (`add_initializer`). Why: docs/embedding.md, "Sessions side by side".
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """Token vectors for memories stored without them: the upgrade of an older store.
 
-Every memory written by this version carries its token vectors (the same model call
-as its sentence vector). Those that do not (a store written before token vectors
-existed, an import, a layout migration that copied the sentence vectors only, a
-re-commit whose unchanged content reused its stored vector) are given them here,
-from their stored content, in the background: a page at a time through the shared
-embedder, as writes of a tenant of their own (`TENANT`), so the platform's searches
-and commits go first and a big store takes the model's idle time. The sentence vector
-and payload stay as they are. Meanwhile a search ranks a memory without token vectors
-by the fused score alone (MaxSim counts 0); nothing else changes. The progress survives
-`kill -9`: it is the stored vectors themselves.
-
-Unlike keyword vectors these cost a model call each, so they are only ever made by
-the store's own encoder: the fingerprint check (plugin/core/fingerprint.py) has
-already refused a store of another vector space when this runs.
+Some memories carry no token vectors (an older store's, an import's, a layout migration's,
+a re-commit's that reused its stored sentence vector). Once the fingerprint check has verified
+the store's vector space, they are given theirs from their stored content, in the background:
+a `PAGE` at a time through the shared embedder, as writes of a tenant of their own (`TENANT`),
+so the platform's searches and commits go first. Sentence vector and payload stay as they are;
+until then a search ranks such a memory by its fused score alone (MaxSim counts 0). The progress
+is the stored vectors themselves, so it survives `kill -9`. Each costs a model call, so only the
+store's own encoder makes them.
+See docs/backends.md, "Reranking by token vectors".
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """Connections: read deadlines, a cap on open connections, and aiohttp's own errors.
 
-aiohttp reads a request head for as long as a client cares to send it, waits for a
-body forever, and accepts connections until file descriptors run out: a few
-clients that send half a request, or nothing, hold a connection each for as long
-as they like. Here, on top of aiohttp's connection protocol:
-
-- a request head must arrive whole within `MEMORY_PLUGIN_HEADER_TIMEOUT`, counted
-  from the connection's opening or from the first byte of a later request;
-- its body within `MEMORY_PLUGIN_BODY_TIMEOUT` of the head: the handler reading it
-  gets `BodyTimeout` (the middleware answers 408) and the connection is closed;
-- between requests a kept-alive connection may idle for
-  `MEMORY_PLUGIN_KEEPALIVE_TIMEOUT`, longer than the platform's Go client keeps an
-  idle connection, so that the client, not the plugin, closes it and never sends a
-  request into a connection the plugin is closing;
-- at most `MEMORY_PLUGIN_MAX_CONNECTIONS` are open; a new one beyond that is closed
-  at once, unanswered, and the open ones are untouched.
-
-A client closed for being slow is logged once, at info level; these lines are
-throttled (`plugin/observability/log_throttle.py`). What aiohttp answers itself, before any
-middleware runs (a request it cannot parse, an unknown `Expect`), is the contract's
-JSON envelope (`plugin.http.envelope.from_protocol`) and echoes nothing of the request.
+On top of aiohttp's connection protocol, which alone waits for a request forever and accepts
+connections until file descriptors run out (docs/behaviour.md, "Connections"):
+- a request head must arrive whole within `MEMORY_PLUGIN_HEADER_TIMEOUT` of the connection's
+  opening or of a later request's first byte; its body within `MEMORY_PLUGIN_BODY_TIMEOUT` of
+  the head, else the handler reading it gets `BodyTimeout` (408) and the connection is closed;
+- a kept-alive connection idles up to `MEMORY_PLUGIN_KEEPALIVE_TIMEOUT`, longer than the
+  platform's client keeps one, so that the client closes it, not the plugin;
+- at most `MEMORY_PLUGIN_MAX_CONNECTIONS` are open; one beyond is closed at once, unanswered.
+What aiohttp answers itself (a request it cannot parse, an unknown `Expect`) is the contract's
+envelope (`envelope.from_protocol`), echoing nothing; slow clients closed are logged, throttled.
 """
 
 from __future__ import annotations

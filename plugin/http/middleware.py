@@ -1,31 +1,15 @@
 """Request ids, one log line and metrics per request, and the error envelope.
 
-Whatever goes wrong, the answer is the contract's `{"code","message"}`:
-aiohttp's own 404/405/413 included (405 with its `Allow` header). The plugin's
-own trouble (a backend down, a full disk, damaged files) is a 503 `unavailable`
-whose message names no file path: the details go to the log with the request
-id. Only a bug (an exception nobody expected) is a 500 `internal`.
-
-A namespace over its share of the requests in flight (plugin/scheduling/admission.py)
-is answered 429 `unavailable` with `Retry-After`, at once: the platform's breaker
-ignores a 4xx, so one tenant's flood never turns memory off for the others. The
-refusal is logged at warning level naming the namespace, a few lines a second at
-most (the logger is throttled, plugin/observability/logs.py), and counted in the
-metrics; it gets no access line of its own: under a flood those lines would be the
-log flood the throttle is there to prevent, and the bulk of a refusal's cost.
-
-The connection a refusal goes out on is not read again for `REFUSED_PAUSE_S`: the
-refusal itself is answered at once, but a caller that sends again the moment it is
-refused (an agent loop; the platform's client does not wait `Retry-After`) waits
-that long for its next request to be read, so hundreds of such callers cannot keep
-the event loop busy refusing them while a quiet tenant's requests wait their turn
-behind those refusals.
-
-A client that hangs up before its body arrived is nobody's error: it is logged
-at info level without a traceback and counted with status 499 (nginx's "client
-closed request"), so an alert on 5xx does not fire for it. One too slow to send
-its body (`plugin/http/connections.py`) is answered 408 and counted so; the connection
-layer has logged it already.
+Whatever goes wrong, the answer is the contract's `{"code","message"}`, aiohttp's own
+404/405/413 included (405 with its `Allow` header). The plugin's own trouble (a backend down,
+a full disk, damaged files) is a 503 `unavailable` naming no file path, the details logged with
+the request id; only a bug (an exception nobody expected) is a 500 `internal`.
+A namespace over its share of the requests in flight (plugin/scheduling/admission.py) gets 429
+`unavailable` with `Retry-After` at once: logged by a throttled logger, counted, no access line
+(docs/behaviour.md, "429: the plugin's extension of the contract"). Its connection is not read
+again for `REFUSED_PAUSE_S`, so callers that resend at once cannot keep the event loop busy
+refusing them. A client that hangs up mid-body is logged at info and counted as 499; one too
+slow to send its body (plugin/http/connections.py) gets 408.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Request and response bodies of the v1 contract, validated strictly.
 
-Mirrors `components/schemas` of memory-plugin-v1.yaml and the client-side rules
-in NOTES.md. Validation is strict about types (no "2" for 2, no 1 for true) and
-lenient about unknown fields, which the spec allows and a newer client may send.
-
-Times must carry an offset: the platform's Go client cannot decode one without,
-so naive input is refused and every time goes out as UTC with a `Z`. Fractions
-finer than microseconds (Go sends nanoseconds) are truncated. A valid time
-whose UTC equivalent falls outside years 1..9999 (`9999-12-31T23:59:59-23:59`)
-is clamped to the first or last representable microsecond: it is accepted, and
-it expires never (in practice) or already.
-
-Opaque JSON (`metadata`, `propagation`) must be JSON: numbers that overflow a
-double (`1e400`) and the non-JSON literals `NaN`/`Infinity` (which the parser
-tolerates) are refused with a 400, because they could not be answered back as
-JSON. Integers of any size are kept exactly as sent.
+Mirrors `components/schemas` of memory-plugin-v1.yaml and the client-side rules in NOTES.md.
+Validation is strict about types (no "2" for 2, no 1 for true) and ignores unknown fields,
+which the spec allows and a newer client may send. Times must carry an offset (the platform's
+Go client cannot decode one without) and go out as UTC with a `Z`; fractions finer than
+microseconds are truncated, and a valid time whose UTC form falls outside years 1..9999 is
+clamped to the first or last representable microsecond. Opaque JSON (`metadata`,
+`propagation`) must be JSON: `1e400` and `NaN`/`Infinity` are refused with a 400, as they
+could not be answered back; integers of any size are kept exactly as sent. See
+docs/behaviour.md, the "Times" and "Numbers in opaque JSON" entries.
 """
 
 from __future__ import annotations

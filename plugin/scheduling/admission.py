@@ -1,29 +1,15 @@
 """Admission at the door: refuse only the work that would wait past the deadline.
 
-Whatever a request waits for (the model, the engine, the event loop), it waits
-with every other request in flight. Unbounded, one tenant's burst makes that queue
-long enough for everybody's answers to run past the platform's 2 s timeout, and the
-503s it draws open the platform's breaker for all workspaces. So the queue is
-weighed in time: the requests in flight times what one costs when the plugin is
-busy (`ServiceTime`, measured) is the wait a newcomer would face. A tenant over its
-share of that wait is refused at once with `OverShare` (answered 429: the breaker
-ignores a 4xx), never held until the deadline. The rules (docs/behaviour.md, "Fair
-sharing"):
-
-- A tenant with nothing in flight is always admitted: a sequential caller (the
-  platform's backfill sends one row at a time) is never refused.
-- While the queue's wait is under `budget_s`, every request is admitted, whoever
-  sends it (work-conserving: a burst of one workspace on an idle plugin is served
-  whole). At or over it, each tenant is held to an equal part of the budget: a tenant
-  alone may use all of it, two each half, and so on.
-- `tenant_max`, when an operator sets one, caps one tenant's requests in flight
-  however idle the plugin is (off by default).
-
-What the door cannot foresee (a burst of tenants each with nothing in flight, on a
-plugin slower than its measured cost says) is caught at the deadline: a request
-whose deadline passed while its work still waited its turn behind others' work
-(adapters/callers.py, `Waiting`) is refused too, with reason `deadline`, not
-answered 503; one whose work was under way, or whose queue stood still, is a 503.
+Every request in flight waits with every other (for the model, the engine, the event loop), so
+the queue is weighed in time: requests in flight times what one costs when the plugin is busy
+(`ServiceTime`) is the wait a newcomer would face. A tenant over its share of that wait is
+refused at once with `OverShare` (answered 429: the platform's breaker ignores a 4xx), never
+held until the deadline. The rules (docs/behaviour.md, "Fair sharing"):
+- a tenant with nothing in flight is always admitted: a sequential caller is never refused;
+- under `budget_s` of queued wait everyone is admitted; at or over it each tenant is held to an
+  equal part; `tenant_max`, when set, caps one tenant's requests in flight however idle.
+A request whose deadline passed while its work still waited behind others' (adapters/callers.py,
+`Waiting`) is refused too, reason `deadline`; otherwise a passed deadline stays a 503.
 """
 
 from __future__ import annotations

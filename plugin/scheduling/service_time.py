@@ -1,26 +1,14 @@
 """How long the plugin takes per request when it is busy: what admission weighs a queue by.
 
-Two measurements, the larger wins:
-
-- **Busy time per answer.** The requests in flight are the work the plugin is doing;
-  while `parallelism` or more are in flight (the model's sessions all busy) every
-  second is a second of service, while fewer are, it counts in proportion. That busy
-  time divided by the requests answered in it is the time one request costs when the
-  plugin is full (the inverse of its throughput), whatever the bottleneck: the model,
-  the engine on the event loop, or the loop itself. Counted from the first answer of
-  each busy spell (requests in flight without a pause): the time before it is one
-  request's latency, not a cost per request, and a burst on an idle plugin would
-  read it as one. Sampled over windows of `WINDOW_REQUESTS` answers, or of `WINDOW_S`
-  of busy time once they hold `LEAST_WINDOW_REQUESTS` (a stall of the event loop
-  spread over a handful of answers is not what every request costs), smoothed.
-- **The model's time per text** divided by its sessions, from the batches it embeds,
-  taken over `MODEL_WINDOW_TEXTS` texts at a time (the first batches after a start are
-  slow, and a small batch costs more per text than a full one): a model slowed down (a
-  CPU limit, a busy node, longer texts) is seen within a few batches, before a load
-  has shown it in the answers.
-
-Until either has been measured, `INITIAL_S`; never less than `LEAST_S`. All times come
-from `clock` (monotonic seconds), so tests move it by hand.
+Two measurements, the larger wins. **Busy time per answer:** time with requests in flight,
+counted in full while `parallelism` or more are in flight and in proportion while fewer are,
+divided by the requests answered in it, whatever the bottleneck. A busy spell counts from its
+first answer (the time before it is one request's latency, not a cost per request); samples
+are windows of `WINDOW_REQUESTS` answers, or of `WINDOW_S` busy time once they hold
+`LEAST_WINDOW_REQUESTS`, smoothed. **The model's time per text** divided by its sessions, over
+`MODEL_WINDOW_TEXTS` texts at a time, so a slowed model shows before the answers do.
+Until either is measured, `INITIAL_S`; never less than `LEAST_S`. All times come from `clock`
+(monotonic seconds), so tests move it by hand. See docs/behaviour.md, "Fair sharing".
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """The model's threads give way to the event loop and the engine when cores are short.
 
-Why: with more runnable threads than cores, the kernel time-slices the event loop
-with the model's threads. The loop, and a qdrant-edge call on a worker thread, hold
-the GIL while they run; one preempted in the middle keeps the GIL, and every request
-waits until the kernel lets it finish. Under a flood on two cores, the longest
-refusal was several times longer with the model's threads at the loop's priority
-than below it (benchmarks/README.md, "Fair sharing"). The model's threads release
-the GIL for the whole model call, so they lose nothing by waiting for a free core:
-they run at a lower priority (a higher nice value), and still get every cycle the
-loop leaves idle.
-
-Linux only, and only ever lowered: raising a thread's priority needs a privilege the
-plugin does not have. Elsewhere, or where the kernel refuses, threads keep the
-default scheduling.
+With more runnable threads than cores, the kernel time-slices the event loop with the model's
+threads. The loop, and a qdrant-edge call on a worker thread, hold the GIL while they run;
+one preempted midway keeps it, and every request waits. The model's threads release the GIL
+for the whole model call, so they lose nothing by waiting for a free core: they run at a
+lower priority (nice raised by `MODEL_NICE_INCREMENT`) and still get every idle cycle.
+Linux only, and only ever lowered (raising needs a privilege the plugin lacks); elsewhere,
+or where the kernel refuses, threads keep the default scheduling.
+See docs/behaviour.md, "Fair sharing: one tenant's flood never fails another".
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
 """Export a store to JSON Lines and import one, on any backend (`export`, `import`).
 
-Export: namespace records are listed once at the start, then each namespace's
-memories are streamed page by page (the backend's `transfer` part). What that
-guarantees on a store that keeps taking writes (docs/export-format.md):
-- every namespace that exists, and every memory that is live, for the whole
-  export is in the file exactly once, with all its fields and its vector;
-- each memory line is one memory as it was at one instant (never half of an
-  update); a memory written, updated or forgotten during the export may be in
-  the file as it was before or after, or (written or forgotten) absent;
-- a namespace created during the export is not in it; one deleted during it
-  may come with part of its memories.
-It is not a point-in-time snapshot of the whole store: that would mean
-stopping writes for the duration (on the embedded store, see the runbook's
-offline copy).
-
-Import (and `import-postgres`) write through `StoreWriter`, which applies the
-HTTP API's rules: a namespace is written before its memories, an expired
-namespace or memory is skipped, ids and `created_at` are kept, and a memory
-already stored exactly so is not written again, so a second run writes
-nothing. Vectors are reused when the file's fingerprint is the configured
-model's; otherwise content is re-embedded (`clip_for_model`: what the model reads,
-as on the HTTP path), unless the store already holds that very content under that
-id: then its stored vector is reused, as the HTTP path does (callers check the
-store's fingerprint first). Keyword vectors are not in the file: they are
-computed from content as memories are written (microseconds each, no model).
+Export lists namespace records once at the start, then streams each namespace's memories page
+by page (the backend's `transfer` part). On a store taking writes it is no point-in-time
+snapshot: each memory line is one memory at one instant, and whatever is live for the whole
+export is in it exactly once (docs/export-format.md, "What an export of a live store guarantees").
+Import (and `import-postgres`) write through `StoreWriter`, under the HTTP API's rules: a
+namespace before its memories, expired ones skipped, ids and `created_at` kept, a memory already
+stored exactly so not written again (a second run writes nothing). Vectors are reused when the
+file's fingerprint is the configured model's (callers check the store's fingerprint first) or
+the store holds that very content under that id; else content is re-embedded (`clip_for_model`,
+as on the HTTP path). Keyword vectors are not in the file: they are computed on every write.
 """
 
 from __future__ import annotations

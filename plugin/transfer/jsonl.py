@@ -7,10 +7,9 @@ Layout (docs/export-format.md is the reference):
     {"type": "memory", "namespace": ..., "id": ..., ..., "vector": "<base64>"} one per memory
     {"type": "end", "namespaces": N, "memories": M, "finished_at": ...}
 
-Why JSON Lines: it streams (neither side holds the store in memory), any tool
-reads it, and a file cut short is detected by its missing `end` line. Vectors
-are the stored float32 values, little-endian, base64: a quarter of the size of
-JSON numbers and exact, so an import that reuses them searches identically.
+It streams (neither side holds the store in memory), and a file cut short lacks its `end` line.
+Vectors are the stored float32 values, little-endian, base64: exact, so an import that reuses
+them searches identically.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from harness.clocks import WallClock
 from tests.support.app import AppFactory, ContractClient, served
-from tests.support.clocks import WallClock
 
 
 @pytest.fixture

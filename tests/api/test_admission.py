@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
+from harness.clocks import ManualClock, WallClock
+from harness.platform_client import Breaker, CallError, surfaced
 from plugin.http import middleware
 from plugin.http.app import create_app
 from plugin.http.keys import ADMISSION
 from plugin.scheduling.service_time import INITIAL_S
 from plugin.settings import Settings
 from tests.support.app import ContractClient, Reply, served
-from tests.support.clocks import ManualClock, WallClock
 from tests.support.encoders import GatedEncoder
-from tests.support.platform_client import Breaker, CallError, surfaced
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ import asyncio
 
 import pytest
 
+from harness.clocks import WallClock
 from plugin.http.app import create_app
 from plugin.settings import Settings
 from tests.support.app import ContractClient, served
-from tests.support.clocks import WallClock
 from tests.support.encoders import GatedEncoder, PacedEncoder
 
 TENANTS = [f"workspace:w{n}" for n in range(16)]

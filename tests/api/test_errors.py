@@ -10,8 +10,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
+from harness.clocks import WallClock
 from tests.support.app import AppFactory, ContractClient
-from tests.support.clocks import WallClock
 
 pytestmark = pytest.mark.every_backend
 

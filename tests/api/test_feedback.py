@@ -5,8 +5,8 @@ words with the memories that match it best, is found by `feedback` and not by `h
 
 from __future__ import annotations
 
+from harness.clocks import WallClock
 from tests.support.app import AppFactory, ContractClient, served
-from tests.support.clocks import WallClock
 
 NS = "workspace:helpdesk"
 QUESTION = "status of ticket XJ-4471"

@@ -20,11 +20,11 @@ from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import SearchMode, SearchQuery
+from harness.clocks import WallClock
+from harness.pinecone_backend import pinecone_backend
+from harness.pinecone_fake import FakePinecone
 from plugin.http.keys import ENCODER, SERVICE
 from tests.support.app import AppFactory, ContractClient, served
-from tests.support.clocks import WallClock
-from tests.support.pinecone import pinecone_backend
-from tests.support.pinecone_fake import FakePinecone
 from tests.support.qdrant_local import stored_points
 
 NS = "workspace:helpdesk"

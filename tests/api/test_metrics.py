@@ -19,12 +19,12 @@ from adapters.parts import BulkTransfer, KeywordIndex, StoreMeta, TokenIndex
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import NamespaceRecord, SearchQuery
+from harness.clocks import WallClock
+from harness.server_process import free_port
 from plugin.http.keys import EMBEDDER
 from plugin.observability.instrumented import instrumented
 from tests.support.app import AppFactory, ContractClient
-from tests.support.clocks import WallClock
 from tests.support.records import DIM, T0, everything, memory, unit
-from tests.support.server_process import free_port
 
 NS = "workspace:metrics"
 MEMORY_ID = "7d1c3a52-1d4e-4b8e-9a55-0c2f6f2f4b11"

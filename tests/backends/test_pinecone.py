@@ -16,12 +16,12 @@ from adapters.base import VectorBackend
 from adapters.pinecone import PineconeBackend
 from adapters.pinecone.keywords import KEYWORD_WEIGHT
 from adapters.values import MemoryRecord
+from harness.clocks import ManualClock
+from harness.pinecone_backend import pinecone_backend
+from harness.pinecone_fake import FakePinecone
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import FAR, KEYWORDS, QUERY_VECTOR, HybridSuite
 from tests.support.backends import started
-from tests.support.clocks import ManualClock
-from tests.support.pinecone import pinecone_backend
-from tests.support.pinecone_fake import FakePinecone
 from tests.support.records import DIM, cosine
 
 

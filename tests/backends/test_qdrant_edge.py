@@ -16,11 +16,11 @@ from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.upkeep import DEADLINE_S, QUIET_S
 from adapters.qdrant.layout import new_epoch
 from adapters.values import NamespaceRecord
+from harness.clocks import ManualClock
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
-from tests.support.clocks import ManualClock
 from tests.support.records import DIM, T0, dense, everything, memory, unit
 
 

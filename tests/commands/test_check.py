@@ -22,9 +22,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from harness.server_process import REPO_ROOT, clean_env, free_port
 from plugin.commands.check import CheckOptions, run_check
 from tests.support.app import ContractClient
-from tests.support.server_process import REPO_ROOT, clean_env, free_port
 
 STEPS = [
     "health",

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.server_process import HOST, clean_env
 from tests.support.cli import PROG, one_line, run_cli, serve_env
-from tests.support.server_process import HOST, clean_env
 
 FAST_S = 5.0
 SECRET = "s3cr3t-api-key-value-4f1c"

@@ -1,6 +1,6 @@
 """`import-postgres` against a real PostgreSQL server holding the built-in plugin's tables.
 
-The server is started by the tests themselves (tests/support/postgres_server.py), the
+The server is started by the tests themselves (harness/postgres_server.py), the
 tables are created from the contract's column list, and content is embedded
 with the real model into the real embedded store.
 """
@@ -18,11 +18,11 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from harness.postgres_server import fresh_database, running_server
 from plugin.cli import main
 from plugin.commands import export_import, import_postgres
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
-from tests.support.postgres_server import fresh_database, running_server
 
 NOW = datetime.now(UTC)
 T0 = datetime(2025, 6, 1, 12, 0, 0, 123456, tzinfo=UTC)

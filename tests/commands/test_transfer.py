@@ -20,14 +20,14 @@ from adapters.pinecone import PineconeBackend
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import MemoryRecord, NamespaceRecord, SearchMode
+from harness.pinecone_backend import pinecone_backend
+from harness.pinecone_fake import FakePinecone
 from plugin.cli import main
 from plugin.commands import export_import
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from plugin.transfer import jsonl
 from tests.support.backends import started
-from tests.support.pinecone import pinecone_backend
-from tests.support.pinecone_fake import FakePinecone
 from tests.support.transfer import (
     NAMES,
     NOW,

@@ -28,9 +28,9 @@ import aiohttp
 import pytest
 import yaml
 
+from harness.server_process import ServerProcess, free_port
 from tests.deploy.test_grafana_dashboard import dashboard, panels
 from tests.support.helm import FULLNAME, NAMESPACE, one, render
-from tests.support.server_process import ServerProcess, free_port
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.slow

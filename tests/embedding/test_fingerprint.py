@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
+from harness.server_process import free_port
 from plugin.core.fingerprint import (
     LEGACY_FINGERPRINT,
     META_KEY,
@@ -22,7 +23,6 @@ from plugin.core.fingerprint import (
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.app import AppFactory
 from tests.support.cli import PROG, one_line, run_cli, serve_env
-from tests.support.server_process import free_port
 
 TORCH, ONNX, INT8 = (f"all-MiniLM-L6-v2/{b}" for b in ("torch", "onnx", "onnx-int8"))
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.server_process import REPO_ROOT, clean_env
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import (
     Encoder,
@@ -32,7 +33,6 @@ from plugin.embedding.model_files import resolve_model_dir
 from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, OnnxEncoder, check_export
 from plugin.embedding.token_vectors import tokens_of
 from plugin.settings import Settings, SettingsError
-from tests.support.server_process import REPO_ROOT, clean_env
 
 TEXTS = [
     "the user prefers tabs for indentation",

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.server_process import REPO_ROOT, ServerProcess, clean_env
 from plugin.embedding import encoders
 from plugin.embedding.encoders import SentenceTransformerEncoder, load_encoder
 from plugin.embedding.model_files import Pooling, model_dimension, read_pooling
 from plugin.settings import Settings
 from tests.embedding.own_models import HIDDEN, save_model, save_transformer, write_legacy_config
-from tests.support.server_process import REPO_ROOT, ServerProcess, clean_env
 
 TEXTS = [
     "the user prefers tabs",

@@ -8,9 +8,9 @@ import pytest
 
 from adapters.pinecone import PineconeBackend
 from adapters.values import NamespaceRecord
-from tests.support.clocks import ManualClock
-from tests.support.pinecone import NS, adapter_backend
-from tests.support.pinecone_fake import FakePinecone
+from harness.clocks import ManualClock
+from harness.pinecone_backend import NS, adapter_backend
+from harness.pinecone_fake import FakePinecone
 from tests.support.records import T0
 
 

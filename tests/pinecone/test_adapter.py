@@ -2,7 +2,7 @@
 
 Faults and start-up checks: test_adapter_faults.py; the `backend` fixture: conftest.py.
 
-All through the real SDK against the HTTP-level fake in tests/support/pinecone_fake.py.
+All through the real SDK against the HTTP-level fake in harness/pinecone_fake.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from datetime import timedelta
 
 from adapters.pinecone import PineconeBackend
 from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
-from tests.support.clocks import ManualClock
-from tests.support.pinecone import (
+from harness.clocks import ManualClock
+from harness.pinecone_backend import (
     DELETE,
     FETCH,
     NS,
@@ -20,7 +20,7 @@ from tests.support.pinecone import (
     RECORDS,
     adapter_backend,
 )
-from tests.support.pinecone_fake import FakePinecone
+from harness.pinecone_fake import FakePinecone
 from tests.support.records import T0, dense, everything, memory, unit
 
 # -- read-your-writes ------------------------------------------------------------------

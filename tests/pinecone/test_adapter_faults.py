@@ -1,6 +1,6 @@
 """The Pinecone adapter under faults and at start-up: retries, budgets, limits, bad indexes.
 
-All through the real SDK against the HTTP-level fake in tests/support/pinecone_fake.py.
+All through the real SDK against the HTTP-level fake in harness/pinecone_fake.py.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 from adapters.errors import BackendMisconfigured, BackendRejected, BackendUnavailable
 from adapters.pinecone import PineconeBackend
 from adapters.values import NamespaceRecord
-from tests.support.clocks import ManualClock
-from tests.support.pinecone import (
+from harness.clocks import ManualClock
+from harness.pinecone_backend import (
     NS,
     QUERY,
     UPSERT,
     pinecone_backend,
 )
-from tests.support.pinecone_fake import FakePinecone
+from harness.pinecone_fake import FakePinecone
 from tests.support.records import DIM, T0, dense, everything, memory, unit
 
 # -- faults ----------------------------------------------------------------------------

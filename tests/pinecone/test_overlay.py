@@ -8,7 +8,7 @@ import pytest
 
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.values import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
-from tests.support.clocks import ManualClock
+from harness.clocks import ManualClock
 from tests.support.records import T0, cosine, memory, unit
 
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.pinecone_fake import FakePinecone
 from plugin.cli import main
 from plugin.observability.logs import CHATTY_LIBRARIES
-from tests.support.pinecone_fake import FakePinecone
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from adapters.errors import StorageFull
 from adapters.qdrant.edge import upkeep
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord, SearchQuery
-from tests.support.clocks import ManualClock
+from harness.clocks import ManualClock
 from tests.support.records import DIM, T0, everything, memory, unit
 
 NAME = "org:busy"

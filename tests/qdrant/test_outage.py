@@ -18,8 +18,8 @@ import pytest
 import respx
 
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from harness.clocks import WallClock
 from tests.support.app import AppFactory, ContractClient, served
-from tests.support.clocks import WallClock
 from tests.support.qdrant_rest import mock_shared_ready, ok
 
 URL = "http://qdrant.test:6333"

@@ -11,10 +11,10 @@ from contextlib import ExitStack
 import pytest
 
 from adapters.callers import current_caller
+from harness.clocks import ManualClock
 from plugin.scheduling.admission import FAIR_SHARE, TENANT_MAX, Admission, OverShare, Shares
 from plugin.scheduling.service_time import INITIAL_S, LEAST_S, MODEL_WINDOW_TEXTS, ServiceTime
 from plugin.scheduling.work import search_tenant, tenant_kind
-from tests.support.clocks import ManualClock
 
 
 def hold(admission: Admission, stack: ExitStack, tenant: str, count: int) -> None:

@@ -1,7 +1,7 @@
 """The connection layer over real TCP (issue 21, items 7 and 8): aiohttp's own errors
 in the envelope, read deadlines, keep-alive, the connection cap.
 
-Every case talks to a real server process through raw sockets (`tests/support/raw_http.py`),
+Every case talks to a real server process through raw sockets (`harness/raw_http.py`),
 because what is tested happens before any request reaches the app. Time bounds are
 generous (a deadline plus `SLACK_S`): a test fails when a connection is held, not
 when a machine is slow. The log flood (item 9) is in test_log_flood.py.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.raw_http import (
+from harness.raw_http import (
     HEALTH,
     SLACK_S,
     connect,
@@ -28,7 +28,7 @@ from tests.support.raw_http import (
     serve,
     until_closed,
 )
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 HEADER_TIMEOUT_S = 1.0
 BODY_TIMEOUT_S = 1.0

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.raw_http import HEALTH, connect, half_open, log_lines, one_response, serve
+from harness.raw_http import HEALTH, connect, half_open, log_lines, one_response, serve
 
 CONNECTIONS = 1000
 SERVER_OPEN_FILES = 256

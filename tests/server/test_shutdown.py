@@ -28,8 +28,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from harness.server_process import HOST, WIDE_SHARES, ServerProcess
 from plugin.commands.serve import SHUTDOWN_GRACE_S
-from tests.support.server_process import HOST, WIDE_SHARES, ServerProcess
 
 NS = "workspace:shutdown"
 COMMITS = 20

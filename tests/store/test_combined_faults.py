@@ -18,12 +18,12 @@ from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.disk import free_bytes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
+from harness.clocks import WallClock
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.store import faults
 from tests.support.app import AppFactory, served
 from tests.support.backends import started
-from tests.support.clocks import WallClock
 from tests.support.records import DIM, T0, everything
 
 

@@ -20,8 +20,8 @@ import qdrant_edge as qe
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
+from harness.server_process import REPO_ROOT
 from tests.support.records import DIM, T0, dense, everything
-from tests.support.server_process import REPO_ROOT
 
 DOOMED, KEPT = "org:doomed", "org:kept"
 

@@ -21,10 +21,10 @@ from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
+from harness.clocks import WallClock
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.support.app import AppFactory, ContractClient, served
-from tests.support.clocks import WallClock
 
 GOOD, BAD = "workspace:good", "workspace:bad"
 CAPABILITIES = ["embedding", "ttl", "pin"]

@@ -22,7 +22,7 @@ import pytest
 
 from adapters.errors import StorageFull
 from adapters.qdrant.edge.disk import MIB, DiskGuard, free_bytes, sparse_bytes
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 NAMESPACE = "workspace:full"
 

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.server_process import ServerProcess
+from harness.server_process import ServerProcess
 
 pytestmark = pytest.mark.slow
 

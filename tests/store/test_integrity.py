@@ -24,11 +24,11 @@ from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.integrity import kind_of
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.values import MemoryRecord, NamespaceRecord
+from harness.clocks import WallClock
 from plugin import cli
 from plugin.http.keys import SERVICE
 from plugin.settings import Settings
 from tests.support.app import AppFactory, ContractClient, served
-from tests.support.clocks import WallClock
 from tests.support.records import DIM, T0, memory, unit
 
 GOOD, BAD = "workspace:good", "team:bad"

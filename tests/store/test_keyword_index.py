@@ -20,6 +20,8 @@ from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.edge_writes import EdgeStoreMeta
 from adapters.values import NamespaceRecord, SearchQuery
+from harness.pinecone_backend import pinecone_backend
+from harness.pinecone_fake import FakePinecone
 from plugin.core.fingerprint import META_KEY
 from plugin.embedding import keyword_index
 from plugin.embedding.keyword_index import COMPLETE, META_ENCODER, META_STATE
@@ -32,8 +34,6 @@ from tests.support.keyword_store import (
     matches,
     stored_keywords,
 )
-from tests.support.pinecone import pinecone_backend
-from tests.support.pinecone_fake import FakePinecone
 from tests.support.records import DIM, T0, everything, memory, unit
 
 

@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from harness.server_process import REPO_ROOT, ServerProcess
 from plugin.embedding import keyword_index
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.embedding.keyword_index import BUILDING, COMPLETE, META_ENCODER, META_STATE
@@ -29,7 +30,6 @@ from tests.support.keyword_store import (
     write_previous_version,
 )
 from tests.support.records import DIM, everything
-from tests.support.server_process import REPO_ROOT, ServerProcess
 
 _KILLED_MID_FILL = """
 import asyncio, os, signal

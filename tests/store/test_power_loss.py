@@ -21,10 +21,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from harness.server_process import WIDE_SHARES, ServerProcess
 from tests.support.acknowledged import Writer, check
 from tests.support.cli import run_cli
 from tests.support.power_cut import PowerCutMount, unavailable
-from tests.support.server_process import WIDE_SHARES, ServerProcess
 
 pytestmark = [
     pytest.mark.slow,

@@ -14,10 +14,10 @@ import pytest
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeInWorker
 from adapters.values import NamespaceRecord
+from harness.server_process import ServerProcess
 from plugin.http.keys import BACKEND
 from tests.support.app import ContractClient
 from tests.support.records import DIM, T0
-from tests.support.server_process import ServerProcess
 
 WRITERS = 8
 SEARCHERS = 8

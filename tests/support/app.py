@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.support.clocks import WallClock
+from harness.clocks import WallClock
 from tests.support.contract import assert_conforms
 
 AppFactory = Callable[..., web.Application]

@@ -4,7 +4,7 @@ How each is built: `QdrantEdgeInWorker(DIM, path)` (the embedded store in its en
 process, as the server runs it) or `QdrantEdgeBackend(DIM, path)` (the same store in the
 test's own process, where a test reaches into it), `QdrantServerBackend(DIM, location=":memory:")`
 or `QdrantCollectionsBackend(...)` directly, and Pinecone through
-`tests.support.pinecone.pinecone_backend` on the HTTP-level fake.
+`harness.pinecone_backend.pinecone_backend` on the HTTP-level fake.
 """
 
 from __future__ import annotations

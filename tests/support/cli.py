@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.server_process import REPO_ROOT, clean_env
+from harness.server_process import REPO_ROOT, clean_env
 
 PROG = "memory-plugin-vector"
 

@@ -1,18 +1,15 @@
 """The embedded store's self-checks and its size, parts of `QdrantEdgeBackend` (edge_backend.py).
 
-What integrity.py finds (records against the engine) and what `LostRecords` (store.py)
-knows (shards whose names are unknown), kept together over the shared
-`EdgeStore`: the last report, which incarnations are short of memories (reads
-of them answer 503, edge_reads.py), what health says, and the operator's
-`verify-store --accept`. All methods block; the backend runs them on its
-worker threads.
+`EdgeChecks` keeps together, over the shared `EdgeStore`, what integrity.py finds (records
+against the engine) and what `LostRecords` (store.py) knows (shards whose names are unknown):
+the last report, which incarnations are short of memories (reads of them answer 503,
+edge_reads.py), what health says, and the operator's `verify-store --accept`. All methods
+block; the backend runs them on its worker threads.
 
-`EdgeStoreSize`: how big the embedded store is, for the metrics (adapters/parts.py, `StoreSizes`).
-
-Namespaces and memories come from the records and the counts the store keeps
-anyway (record_store.py), so the figure costs no engine call; bytes are
-what the store's files occupy and what the volume has left. Measured on a worker
-thread: a walk of the store's few hundred files.
+`EdgeStoreSize`: how big the embedded store is, for the metrics (adapters/parts.py,
+`StoreSizes`). Namespaces and memories come from the records and the counts the store keeps
+anyway (record_store.py), so no engine call; bytes are what the store's files occupy and what
+the volume has left, from a walk of the store's files on a worker thread.
 """
 
 from __future__ import annotations

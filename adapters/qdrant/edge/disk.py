@@ -1,33 +1,15 @@
 """Refuse writes before the data volume fills: a full disk must not kill the plugin.
 
-Why: qdrant-edge writes through memory-mapped files (its WAL segments, vector
-chunks, payload pages) that it creates at full size but sparse. Touching a page
-that the filesystem cannot allocate is not an error the engine can return: the
-kernel sends SIGBUS and the whole process dies, every in-flight request with it
-(measured: a full tmpfs killed the plugin on the next commit; a restart on a
-nearly full tmpfs killed it before it listened).
-
-So the guard keeps `headroom_bytes` free at all times: before every write it
-checks that the volume has that much (plus what the write itself will copy,
-for a vacuum), far more than the pages one write claims; below that, writes
-fail fast with `StorageFull` (HTTP 503), reads go on, and writes resume by
-themselves once space returns. Opening a shard is checked harder: on tmpfs,
-mapping its files claims part of their holes at once, so opening needs room
-for every hole of that shard (apparent size minus allocated blocks) as well.
-Holes elsewhere are not counted: they take space only as writes fill them,
-and with one shard per hash bucket (shards.py) they add up to far more
-than a volume needs. `statvfs` costs microseconds.
-
-The store's SQLite files (`connect`, `move_aside`) are opened and checked here, and
-a damaged one moved aside. The namespace records and the memory counts each live
-in a file of their own. A file that is not a database (garbled, cut) must not stop
-the start: its owner moves it aside, with its WAL and shared memory, and starts a
-new one.
-
-Both use SQLite's WAL journal. `synchronous=FULL` syncs that journal at every
-commit, so a committed change survives a power cut (the `sync` durability);
-`NORMAL` syncs it only at checkpoints, so a commit survives a killed process but a
-power cut may take the last ones (`async`).
+qdrant-edge writes through sparse memory-mapped files: touching a page the filesystem cannot
+allocate makes the kernel send SIGBUS, killing the process and every request in flight. So
+`DiskGuard` keeps `headroom_bytes` free: before every write it checks the volume has that much
+(plus what the write will copy, for a vacuum); below it, writes fail fast with `StorageFull`
+(503), reads go on, and writes resume once space returns (docs/repair.md, "Full volume").
+Opening a shard also needs room for that shard's holes, which mapping claims at once on tmpfs.
+The store's SQLite files (namespace records, memory counts) are opened here in WAL mode
+(`connect`); its owner moves one that is not a database aside (`move_aside`, with its WAL and
+shared memory) and starts a new one. `synchronous=FULL` (`sync` durability) syncs at every
+commit, `NORMAL` (`async`) only at checkpoints (docs/backends.md, "Durability").
 """
 
 from __future__ import annotations

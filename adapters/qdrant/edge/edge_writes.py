@@ -1,16 +1,14 @@
 """Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep.
 
-A part of `QdrantEdgeBackend` (edge_backend.py), over the shared `EdgeStore`
-(store.py); a delete finds its memory through the reads (edge_reads.py). Every write
-counts: a memory new to its namespace's incarnation is counted after the engine
-has it, one deleted is uncounted before the engine deletes it
-(record_store.py), so the integrity check (integrity.py) can tell a crash's
-harmless drift from a loss. Upserts from concurrent callers are batched into one
-engine call per shard (engine_calls.py, `CallBatcher`), and each write returns once it is on disk
-(the group commit, log_sync.py; a no-op under `async`).
-
-Bulk transfer and store metadata (`adapters.parts`): parts that `QdrantEdgeBackend`
-hands out as `transfer` and `store_meta`, through the counted upsert of `EdgeWrites`.
+A part of `QdrantEdgeBackend` (edge_backend.py), over the shared `EdgeStore` (store.py); a
+delete finds its memory through the reads (edge_reads.py). Every write counts: a memory new to
+its namespace's incarnation is counted after the engine has it, one deleted is uncounted before
+the engine deletes it (record_store.py), so the integrity check (integrity.py) can tell a
+crash's harmless drift from a loss. Concurrent upserts are batched into one engine call per
+shard (engine_calls.py, `CallBatcher`); each write returns once it is on disk (the group
+commit, log_sync.py; a no-op under `async`). A write whose namespace is deleted meanwhile is
+purged and raises `NamespaceGone`. `EdgeTransfer` and `EdgeStoreMeta` are the `transfer` and
+`store_meta` parts (adapters/parts.py) that `QdrantEdgeBackend` hands out.
 """
 
 from __future__ import annotations

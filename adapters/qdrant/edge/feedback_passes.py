@@ -1,24 +1,14 @@
 """Keyword feedback in the embedded store: the search in two passes, in one hop.
 
-A search with `SearchQuery.feedback` (adapters/qdrant/feedback.py says what and why),
-per shard asked:
-1. the fused plan over both pin sides (relevance decides whose words are lent, not
-   pinning), answered with its top FEEDBACK_DOCS' ids and scores only; the best
-   FEEDBACK_DOCS of all shards' lend their stored keyword vectors (read by id);
-2. the store's own IDF of their terms: qdrant-edge does not expose IDF, so for each
-   term a one-term query restricted to the lending memories scores each
-   `IDF x weight`, and their sum is the term's IDF-weighted weight across them.
-   The sparse index answers these cheaply from its posting lists, and the figure
-   is exactly what the store multiplies when it scores
-   (per shard, deleted points included until a vacuum: docs/backends.md "Limits");
-3. the search itself, with the widened keyword query (edge_reads.py and
-   maxsim_rerank.py ask it).
-The first pass asks by incarnation alone where lean_search.py applies, as the
-plain search does.
-The first pass costs what a hybrid search does, the IDF little, the second pass a
-hybrid search again (its extra terms cost the keyword stage little); its dense
-stage is not restricted to the first pass's candidates, which saves nothing (the
-engine plans on the tenant index either way).
+A search with `SearchQuery.feedback` (adapters/qdrant/feedback.py says what and why), per shard:
+1. the fused plan over both pin sides (relevance decides whose words are lent, not pinning),
+   answered with ids and scores only, by incarnation alone where lean_search.py applies; the
+   best `feedback.FEEDBACK_DOCS` of all shards' lend their stored keyword vectors (read by id);
+2. the store's own IDF of their terms, which qdrant-edge does not expose: per term, a one-term
+   query restricted to the lenders scores each `IDF x weight`, and the sum is exactly the
+   term's IDF-weighted weight across them, as the store scores it;
+3. the search itself, with the widened keyword query (edge_reads.py and maxsim_rerank.py ask it).
+See docs/backends.md, "Keyword feedback".
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """The embedded store checks itself: records against the memories the engine holds.
 
-Why: the two halves of the store live in different files (the engine's
-segments and WAL; `namespaces.sqlite3`), and damage to either would lose data
-silently, with health `ok`. So the records keep a count of memories per
-namespace incarnation (record_store.py), and this module compares them with
-what the engine can actually find, grouped by the `epoch` every memory carries
-(one facet query per shard: the cost follows the number of namespaces, not of
-memories):
-
-- fewer memories than counted: loss (a truncated id tracker, a damaged WAL).
-  Health says `degraded` and names the namespaces; the log and a metric too.
-- more than counted: a crash between an engine write and its count (counts
-  go up after the engine and down before it); re-counted at start, ignored
-  later (a write may be in flight).
-- memories of an incarnation no record names: the record was lost (a deleted
-  row, a replaced or truncated file). When no live namespace has that name,
-  the record is rebuilt from the memories' `ns` (kind from the name's prefix,
-  created at its oldest memory); otherwise they are reported, not touched.
+The two halves of the store live in different files (the engine's segments and WAL;
+`namespaces.sqlite3`), and damage to either would lose data silently. So the records keep a
+count of memories per namespace incarnation (record_store.py), and `check` compares them with
+what the engine finds, grouped by the `epoch` every memory carries (one facet query per shard):
+- fewer than counted: loss; health says `degraded` and names them, the log and a metric too;
+- more than counted: a crash between an engine write and its count (counts go up after the
+  engine, down before it); re-counted at start, ignored later (a write may be in flight);
+- memories of an incarnation no record names: the record was lost. When no live namespace has
+  that name, it is rebuilt from the memories' `ns` (kind from the name's prefix, created at its
+  oldest memory); otherwise they are reported, not touched. Repairs: docs/repair.md.
 """
 
 from __future__ import annotations

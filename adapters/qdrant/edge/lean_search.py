@@ -1,33 +1,15 @@
 """A plain search's unpinned side, filtered by one condition and checked afterwards.
 
-Why: qdrant-edge starts a filtered search from the payload index of one condition
-and checks every other condition point by point, from indexes grown a point at a
-time as writes arrive (scattered through memory until the shard is loaded again).
-Over a large namespace just written, the exact dense top 10 took several times
-longer with a search's full filter (namespace, incarnation, pin side, not
-expired) than with the incarnation alone.
-The unpinned side holds nearly all of a namespace; the pinned side is small, and
-the engine starts it from the pin index, so it keeps its full filter.
-
-So a search with no kinds asked (edge/edge_reads.py) asks, per shard:
-- the pinned side, as before;
-- every memory of the incarnations asked for (`filters.any_side`: the incarnation
-  token is unique to one incarnation of one namespace, layout.new_epoch), at the
-  same limit; then drops its pinned memories (the pinned side answers them).
-Keyword feedback's passes (edge/feedback_passes.py) are asked the same way. The rerank's
-candidates (edge/maxsim_rerank.py) keep the full filter: asked this way, with the fields
-checked read for each of its 75 candidates a shard, rerank searches ran no faster
-in `benchmarks.retrieval`.
-
-Why that is the search's answer: with P pinned memories in the namespace and P
-under `limit`, at most P of the `limit` best are pinned, so the `limit` - P best
-unpinned are among them, and the merge (pinned first) needs no more. A memory the
-full filter would not admit (expired but not yet swept by the janitor, or one
-whose payload names a namespace not asked for) makes the shard be asked again
-with the full filters, in the same engine turn: nothing it excludes is answered.
-The one difference: the fused plan's candidate lists (ranking.CANDIDATES each)
-may hold pinned or expired memories, so an unpinned memory at a list's edge can
-drop out of them; it ranks below the list's others by that list's score.
+qdrant-edge checks all but one filter condition point by point, slowly over a namespace just
+written. So a search with no kinds asked (edge/edge_reads.py) asks per shard the pinned side
+with its full filter, and every memory of the incarnations asked for (`filters.any_side`: an
+incarnation token is unique to one namespace) at the same limit, dropping the pinned
+ones: with P < `limit` pinned, the `limit` - P best unpinned are among those. If the full
+filter would not admit one of them (expired, another namespace), the shard is asked again with
+it in the same engine turn. Caveat: the fused plan's candidate lists (`ranking.CANDIDATES`)
+may hold pinned or expired memories, so an unpinned memory at a list's edge can drop out.
+Keyword feedback's passes (edge/feedback_passes.py) are asked this way; the rerank's
+candidates (edge/maxsim_rerank.py) keep the full filter.
 """
 
 from __future__ import annotations

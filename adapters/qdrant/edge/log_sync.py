@@ -1,27 +1,15 @@
-"""Group commit: a write is answered once what it changed is on disk, and writes that
-arrive together share one sync.
+"""Group commit: a write is answered once what it changed is on disk, one sync for many.
 
-Why: qdrant-edge appends each update to its write-ahead log, a memory-mapped
-file, and returns without syncing it. A killed process loses nothing (the
-kernel holds the pages), but a power cut or a kernel crash loses what the kernel
-had not written back: without a sync, a 201 would mean "in memory". Under the
-`sync` durability every write path awaits `GroupCommit.durable()` before it
-answers; one sync, on a thread of its own (engine_calls.py), does, in this order:
-
-1. `fsync` of the files of the write-ahead log that the engine may have
-   written, of each shard written since the last sync (an `fsync` writes back
-   the pages dirtied through the mapping as well; `_written_files` says which),
-   and of the directories above a shard it syncs for the first time;
-2. the memory counts held back meanwhile (memory_counts.py), in one SQLite
-   transaction: a count is never on disk ahead of the memories it counts, so
-   after a power cut only a real loss reads as one (integrity.py).
-
-What was written before a sync starts is taken by it (`take`, on the event
-loop); what arrives while it runs waits for the next one. Namespace records are
-synced by SQLite at their own commits (disk.py). Under `async` no write
-waits (a 201 survives a killed process, not a power cut: docs/backends.md),
-except where a record on disk would otherwise run ahead of the engine: a purge
-forgotten, a store-wide fact (store.py, `purge` and `barrier`).
+qdrant-edge appends each update to its memory-mapped write-ahead log without syncing it, so
+a power cut would lose what the kernel had not written back. Under `sync` durability every
+write path awaits `GroupCommit.durable()` before it answers; one sync, on a thread of its own
+(engine_calls.py), then (1) `fsync`s the log files that each shard written since the last
+sync may have changed (`_written_files`), and a new shard's directories, and (2) writes the
+memory counts held back meanwhile (memory_counts.py) in one SQLite transaction: a count is
+never on disk ahead of the memories it counts (integrity.py). A sync takes what has been written
+before it starts (`take`); later writes wait for the next. Under `async` no write waits, except
+where a record would run ahead of the engine (store.py, `purge`, `barrier`). See
+docs/backends.md, "Durability".
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """The rerank in the embedded store: MaxSim over the fused candidates, asked by id.
 
-In one request (ranking.py's plan, which a Qdrant server answers) the fused stage
-is stated twice, because a formula sees only its own prefetches' scores, and each
-shard asked reranks its own top RERANK_DEPTH. On the embedded store a request
-costs no round trip, so here, in one hop:
+A Qdrant server answers it in one request (ranking.py's plan), each shard reranking its own top
+RERANK_DEPTH. On the embedded store a request costs no round trip, so here, in one hop:
 1. (with keyword feedback) the widened keyword query (feedback_passes.py);
-2. per shard asked, the fused plan at the rerank's depth, per pin side, answered
-   with ids and scores only;
-3. per pin side, the best RERANK_DEPTH of all shards' candidates by fused score:
-   the depth is the search's, not each shard's, so a search over three
-   namespaces scores a third of the MaxSims it did;
-4. per shard holding some, one request scoring them by MaxSim, restricted to
-   their ids (the engine compares the query's token vectors with theirs only);
-5. the rerank's score (`ranking.reranked`: the same formula and weight) and, per
-   pin side, the best `limit`, whose payloads are read by id.
-For a search of one namespace the ranking is the one-request plan's. The engine
-time this saves: benchmarks/README.md, "The rerank: MaxSim asked by id, weight and
-depth chosen with feedback".
+2. per shard asked and per pin side, the fused plan at the rerank's depth, ids and scores only;
+3. per pin side, the best RERANK_DEPTH of all shards' candidates: the search's depth, not a shard's;
+4. per shard holding some, one request scoring them by MaxSim, restricted to their ids;
+5. the rerank's score (`ranking.reranked`: the same formula and weight) and, per pin side, the
+   best `limit`, payloads read by id. For one namespace this ranks as the one-request plan does.
+See docs/backends.md, "Reranking by token vectors".
 """
 
 from __future__ import annotations

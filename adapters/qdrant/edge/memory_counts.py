@@ -1,28 +1,15 @@
 """How many memories each namespace incarnation holds, in a file of its own.
 
-Why a file apart from the namespace records (`namespaces.sqlite3`): the counts
-are how a loss in the engine's files is noticed (integrity.py). Kept in the
-records' file, they went with it: a truncated records file plus a cut id
-tracker or a WAL garbled after `kill -9` left every namespace rebuilt with the
-memories found, a partial list looking whole. In `counts.sqlite3` they survive
-the loss of the records (and the other way round), so a rebuilt namespace is
-still compared with what was written; each count names its namespace, so one
-whose memories all went with its record is still known (integrity.py).
-
-A count must never be on disk ahead of the memories it counts: after a power
-cut that would read as a loss. So under the `sync` durability a count going up
-from the event loop is held back (`defer`) and written by the group commit
-(log_sync.py) once the engine's log holding its memories is synced, without a
-sync of its own: a power cut may take the last of them, which leaves counts
-behind their memories, and the start re-counts those (integrity.py). What must
-be on disk before the engine changes is synced at its commit (under `sync`): a
-count going down (before the engine deletes), counts set, and dropped ones
-(whatever the durability: a dropped count that came back would bring back its
-deleted namespace). Changes are written as differences, so those held back and
-those written at once add up in any order. A store from before this file takes
-its counts from the records' `counts` table once. A file that is not a database
-is moved aside and counting starts again from what the engine holds (as for a
-store from before counts). The caller (`RecordStore`) serialises every call.
+The counts are how a loss in the engine's files is noticed (integrity.py). In `counts.sqlite3`,
+apart from the records (`namespaces.sqlite3`), they survive the loss of the records and the other
+way round, and each names its namespace, so even a namespace lost with its record is compared
+with what was written. A count must never be on disk ahead of the memories it counts (after a
+power cut that reads as a loss): under `sync` durability a count going up from the event loop is
+held back (`defer`) and written by the group commit (log_sync.py) once the engine's log is synced,
+while a count going down and counts set are synced at commit; drops are synced whatever the
+durability (a dropped count that came back would bring back its deleted namespace). Changes are
+written as differences, so held and immediate ones add up in any order. A file that is not a
+database is moved aside and counting restarts from the engine. `RecordStore` serialises calls.
 """
 
 from __future__ import annotations

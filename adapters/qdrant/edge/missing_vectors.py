@@ -1,16 +1,14 @@
-"""Memories stored without one of their vectors, found and given it in place: the
-embedded store's keyword index and token index.
+"""The embedded store's keyword and token indexes: memories missing a vector, given it in place.
 
-`EdgeKeywordIndex` (driven by plugin/embedding/keyword_index.py) and
-`EdgeTokenIndex` (plugin/embedding/token_index.py) are parts of
-`QdrantEdgeBackend` (edge_backend.py). Memories written before keyword or token vectors
-existed, or imported without them, are listed every open shard in turn (a cursor
-is "<shard>:<point id or nothing>", a key "<shard>/<point id>", both opaque to the
-plugin) and given the vector with `update_vectors` (everything else stays), a page
-per engine call, so the store keeps serving. The write carries the same condition,
-so a memory rewritten since it was listed keeps the vector of its new content.
-Nothing here is lost to `kill -9`: the state is the stored vectors themselves. A
-store of another encoder's keyword vectors drops them first.
+`EdgeKeywordIndex` (driven by plugin/embedding/keyword_index.py) and `EdgeTokenIndex`
+(plugin/embedding/token_index.py) are parts of `QdrantEdgeBackend` (edge_backend.py).
+Memories stored without the vector (imported without it, or in a shard that lacked it) are
+listed shard by shard (a cursor is "<shard>:<point id or nothing>", a key "<shard>/<point id>",
+both opaque to the plugin) and given it with `update_vectors` (everything else stays), a page
+per engine call, so the store keeps serving. The write carries the same missing-vector
+condition, so a memory rewritten since it was listed keeps the vector of its new content.
+Nothing here is lost to `kill -9`: the state is the stored vectors themselves. A store of
+another encoder's keyword vectors drops them first.
 """
 
 from __future__ import annotations

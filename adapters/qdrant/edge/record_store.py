@@ -1,45 +1,15 @@
 """Namespace records of the embedded store: SQLite on disk, mirrored in memory.
 
-Why SQLite: the platform PUTs a namespace before every write, so an unchanged
-PUT must cost nothing (it is a dictionary lookup here: no I/O at all), while a
-change must be atomic and durable. SQLite (standard library, WAL journal)
-gives one-transaction changes, synced at every commit under the `sync`
-durability and at checkpoints under `async` (disk.py), one file for
-thousands of namespaces (the per-namespace JSON files of the old layout cost a
-directory each), and loads 10k records in milliseconds at start.
-
-Tables:
-- `namespaces(name, epoch, record)`: one row per live namespace; `epoch` names
-  its current incarnation, and every memory it writes carries it.
-- `purges(epoch, name)`: incarnations deleted for callers whose memories may
-  still be on disk. Deleting a namespace moves its row here in one
-  transaction, so it vanishes at once; the memories go afterwards, and a purge
-  row is only removed once they are gone. A `kill -9` anywhere in between
-  leaves a row that the next purge finishes.
-
-- `counts(epoch, memories)`, kept in `counts.sqlite3` beside it
-  (memory_counts.py; this table only hands them over once): how many memories
-  each live incarnation holds, so that a loss in the engine's files is noticed
-  (integrity.py). A count
-  goes up after the engine has the write and down before the engine deletes,
-  so a crash in between leaves the engine ahead, never behind: only "fewer
-  memories than counted" means loss.
-- `lost_shards(shard)`: shards whose namespace records were lost while the
-  shard could not be read; their names are unknown until it opens
-  (store.py, `LostRecords`).
-- `rebuilt(name, epoch)`: records rebuilt from the memories whose counts were
-  lost too (both files): a loss in the engine at the same time cannot show,
-  so health stays `degraded` until an operator accepts them (`verify-store
-  --accept`) or the namespace is deleted.
-
-A row whose record cannot be parsed is not fatal: `open` skips it, keeps its
-name and epoch in `damaged` (the adapter answers 503 for that namespace and
-health counts it), and `bury` can still drop it with its memories. A file that
-is not a database at all is moved aside and a new one started: the adapter
-then rebuilds the records from the memories' own `ns` and `epoch`
-(integrity.py), so no namespace with memories is lost.
-
-All methods block; the adapter calls them from its worker threads.
+An unchanged PUT is a dictionary lookup; a change is one SQLite transaction (disk.py). Tables:
+`namespaces(name, epoch, record)`, `epoch` naming the incarnation its memories carry;
+`purges(epoch, name)`: a delete moves the row here in one transaction, and it goes only once
+the memories are gone, so a crash leaves a purge to finish; `counts` (`counts.sqlite3`,
+memory_counts.py): memories per incarnation, up after the engine writes and down before it
+deletes, so only "fewer than counted" means loss (integrity.py); `lost_shards` (store.py);
+`rebuilt`: records rebuilt without counts, `degraded` until `verify-store --accept`. An
+unparsable row goes to `damaged` (503 for it); a file that is not a database is moved aside
+and the records are rebuilt from the memories' `ns` and `epoch`. All methods block: call them
+from worker threads. Repairs: docs/repair.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
-"""The embedded store's shards: each namespace lives in one of a fixed number of
-qdrant-edge shards, chosen by a hash of its name.
+"""The embedded store's shards: each namespace lives in one of `SHARD_COUNT`, by a hash of its name.
 
-Why: qdrant-edge refuses a whole shard when one of its files is damaged (a
-garbled payload page, a truncated vector chunk), at run time and at the next
-start. With every namespace in one shard, one bad page took every namespace
-down. Split by a hash of the name, the same damage takes down the namespaces of
-one shard and the rest serve; health counts and the log names the others.
-
-The cost, measured in benchmarks/README.md and weighed in docs/backends.md: each
-shard preallocates sparse files (they take disk space only as they fill, but
-on tmpfs opening a shard claims part of them), keeps a few files and a search
-thread open, and a search over namespaces in several shards makes one engine
-call per shard; keyword IDF is counted per shard. Every shard is created when the
-store opens, before the first request: creating one holds the engine for a
-while, and on busy cores a burst of new namespaces spread over every shard
-waited for all of them (benchmarks/cold_burst.py).
-
-Layout: `store/shards/NN/`. The engine creates one empty shard; the others are
-copies of it (`NN.new`, synced, then renamed): creating a shard makes many small
-writes and syncs, and on busy cores every wait for the disk was a wait for a
-core as well. A data directory of another layout (no release wrote one) stops
-start-up with one line (`refuse_other_layouts`) rather than serving it empty.
+qdrant-edge refuses a whole shard when one of its files is damaged, at run time and at the next
+start; split by a stable hash of the name (`shard_index`), damage takes down one shard's
+namespaces and the rest serve (health counts those down, the log names them). The cost: each
+shard has sparse files, open files and a search thread, a search over several shards makes one
+engine call per shard, and keyword IDF is counted per shard. Every shard is created when the
+store opens, ahead of any request, under `store/shards/NN/`: copies of one empty shard the
+engine creates (`NN.new`, synced, then renamed), since creating one makes many small writes and
+syncs. A data directory of another layout stops start-up with one line (`refuse_other_layouts`)
+rather than serving it empty. See docs/backends.md, "Embedded (default): qdrant-edge on disk".
 """
 
 from __future__ import annotations

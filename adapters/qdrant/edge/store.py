@@ -1,23 +1,15 @@
 """What the parts of the embedded backend share: its shards, records, disk guard and threads.
 
-`QdrantEdgeBackend` (edge_backend.py) is a facade over parts that each hold one
-concern (edge_reads.py, edge_writes.py, missing_vectors.py, edge_namespaces.py);
-they are handed one `EdgeStore` rather than reaching into the backend. Every
-write to a shard goes through `update`, behind the disk guard, counted for
-the janitor's vacuum and marked for the group commit (log_sync.py): under the
-`sync` durability a write path awaits `commit.durable()` before it answers.
+`QdrantEdgeBackend` (edge_backend.py) is a facade over parts that each hold one concern
+(edge_reads.py, edge_writes.py, missing_vectors.py, edge_namespaces.py); they are handed one
+`EdgeStore` rather than reaching into the backend. Every write to a shard goes through
+`update`: behind the disk guard, counted for the janitor's vacuum and marked for the group
+commit (log_sync.py); under `sync` durability a write path awaits `commit.durable()` to answer.
 
-`LostRecords`: namespaces whose record was lost while their shard could not be read.
-
-Why: the records (`namespaces.sqlite3`) are rebuilt from the memories when the
-file is lost (integrity.py), but a shard that does not open (damaged files, or
-a volume too full to map them) cannot say which namespaces it holds. Answering
-404 for them would drop them silently, and inventing a record would serve them
-empty. So such a shard is remembered in the records (`lost_shards`) until it
-opens again: any name that hashes to it and has no record answers 503 naming
-itself, health is `degraded` and counts the names asked for; once the shard
-opens (repaired, at the next start, on `verify-store`, or when a full volume has
-room again), the records of what it holds are rebuilt and it is forgotten.
+`LostRecords`: namespaces whose record was lost while their shard could not be opened, so it
+cannot say which names it holds. Until it opens, a name hashing to it with no record answers
+503 and health is `degraded` (not 404, nor served empty); once it opens, the records of what it
+holds are rebuilt. See docs/repair.md, "Records lost and a shard does not open".
 """
 
 from __future__ import annotations

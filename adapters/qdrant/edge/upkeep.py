@@ -1,33 +1,15 @@
-"""The janitor's work on the engine's files: flush what was written, vacuum what churned,
-reopen what was written much.
+"""The janitor's work on the engine's files: flush what was written, vacuum what churned, reopen.
 
-The engine holds the GIL through `flush` and `optimize` (engine_calls.py), so every
-request waits while one runs, refusals included; under a write flood a flush
-waits on the disk, GIL held, many times longer than alone. So:
-- each engine call does one shard, and only a shard written since the last
-  flush (or vacuum) is touched: under a flood into one namespace a sweep
-  flushes that namespace's shard, not all sixteen;
-- the work waits for a quiet moment: it runs at a sweep that finds no request's
-  engine call for `QUIET_S`, or once it has waited `DEADLINE_S` whatever the load.
-
-Nothing acknowledged depends on a flush: each update is in the engine's
-write-ahead log before it returns (tests/store/test_durability.py), and that
-log is synced before the write is acknowledged (log_sync.py). A flush
-persists the segments so that the log can be cut and a start replays less; a
-vacuum gives back the space of replaced and deleted points.
-
-A reopen (close the shard, load it again from its files) makes its payload indexes
-compact. The engine grows them a point at a time as writes arrive, scattered
-through memory; loaded at once they lie together. A search checks its filter
-(namespace, incarnation) point by point over the namespaces asked, and on a shard
-just written that check cost most of a search over a large namespace: it ran
-faster after a reopen. So a shard
-written REOPEN_AFTER_WRITES times since it was opened is reopened at a quiet
-moment only (never at a deadline), on the event loop, with no engine call in
-flight (a call holds its shard), one shard at a time. Loading holds the GIL, in
-proportion to the shard's points, so a shard over REOPEN_MAX_POINTS is left as it
-is (the next start loads it). The watcher looks for such a moment every WATCH_S,
-between the janitor's sweeps.
+The engine holds the GIL through `flush` and `optimize` (engine_calls.py), so every request
+waits while one runs. So each engine call does one shard, only a shard written since its last
+flush (or vacuum) is touched, and the work waits for a quiet moment: a sweep that finds no
+request's engine call for `QUIET_S`, or `DEADLINE_S` of waiting, whatever the load.
+Nothing acknowledged depends on a flush: each update is in the engine's write-ahead log, synced
+before the write is acknowledged (log_sync.py). A flush lets the log be cut (a start replays
+less); a vacuum gives back the space of replaced and deleted points. A reopen (close the shard,
+load it from its files) compacts its payload indexes, which speeds a search's filter checks: a
+shard written `REOPEN_AFTER_WRITES` times since opened is reopened at a quiet moment only, on the
+event loop with no engine call in flight, unless it holds over `REOPEN_MAX_POINTS` points.
 """
 
 from __future__ import annotations

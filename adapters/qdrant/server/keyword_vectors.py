@@ -1,16 +1,13 @@
 """Keyword vectors on a Qdrant server, for both layouts: how they are spelt, created and filled.
 
-Each memory collection has a named sparse vector `keywords` with the IDF
-modifier (Qdrant 1.10+), beside its unnamed dense vector; searches fuse both in
-one Query API request (`adapters.qdrant.ranking`; formula queries need 1.14+).
-A collection created before keyword vectors existed gains the sparse vector in
-place (`PUT /collections/{name}/vectors/{vector}`, Qdrant 1.18+): nothing is
-copied, no point is rewritten, and plugin/embedding/keyword_index.py then fills the
-vectors in with `update_vectors` under a "has no keyword vector" condition, so
-a memory rewritten meanwhile keeps the vector of its new content. A server older
-than 1.18 cannot do this in place; start-up then names the way out (docs/backends.md,
-"Hybrid search"). The walk and the conditional fill (`missing_page`, `fill_page`) serve
-the token vectors too (token_vectors.py).
+Each memory collection has a named sparse vector `keywords` with the IDF modifier (Qdrant
+1.10+), beside its unnamed dense vector; searches fuse both in one Query API request
+(`adapters.qdrant.ranking`; formula queries need 1.14+). A collection without it gains it in
+place (Qdrant 1.18+: nothing is copied, no point rewritten), and
+plugin/embedding/keyword_index.py fills it in with `update_vectors` under a "has no keyword
+vector" condition, so a memory rewritten meanwhile keeps its new content's vector. On an older
+server start-up names the way out (docs/backends.md, "Hybrid search"). The walk and the
+conditional fill (`missing_page`, `fill_page`) serve the token vectors too (token_vectors.py).
 """
 
 from __future__ import annotations

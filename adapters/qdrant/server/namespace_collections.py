@@ -1,21 +1,14 @@
 """`VectorBackend` on a Qdrant server, one collection per namespace (`collections` layout).
 
-Its limit: one collection per namespace. Qdrant advises against hundreds or
-thousands of collections (each has its own segments, WAL and HNSW graph) and
-Qdrant Cloud caps a cluster at 1000, so this layout is for operators who want
-hard isolation and have few namespaces; the default is the shared layout
-(`adapters.qdrant.server.tenants`), and `migrate-layout`
-(plugin/commands/migrate_layout.py) copies this one into it.
-
-The namespace record lives in the collection's metadata: the namespace methods are
-the first layer, `CollectionNamespaces` (collection_records.py), which the backend
-inherits; its parts are the keyword and token index
-(namespace_collections_keywords.py), transfer (namespace_collections_transfer.py)
-and `CollectionStoreMeta`.
-Reads over several namespaces ask each collection once (both pin
-sides in one `query_batch_points`) and merge with `adapters.merge`; the
-expired-memory sweep visits every collection. Calls go through
-`adapters.qdrant.server.connection`, which maps SDK errors to `adapters.errors`.
+Qdrant advises against hundreds or thousands of collections and Qdrant Cloud caps a cluster at
+1000, so this layout is for operators who want hard isolation and have few namespaces; the default
+is the shared layout (`adapters.qdrant.server.tenants`), into which `migrate-layout` copies this
+one (docs/backends.md, "Qdrant server"). The namespace record lives in the collection's metadata
+(`CollectionNamespaces`, collection_records.py, which the backend inherits); the parts are the
+keyword and token index (namespace_collections_keywords.py), transfer
+(namespace_collections_transfer.py) and `CollectionStoreMeta`. Reads over several namespaces ask
+each collection once (both pin sides in one `query_batch_points`), merged by `adapters.merge`; the
+expiry sweep visits every collection. Calls go through `adapters.qdrant.server.connection`.
 """
 
 from __future__ import annotations

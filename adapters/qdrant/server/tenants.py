@@ -1,20 +1,15 @@
 """`VectorBackend` on a Qdrant server in the shared (multitenant) layout.
 
-Installations have thousands of namespaces; Qdrant advises against thousands of
-collections (Qdrant Cloud caps a cluster at 1000) and recommends one collection
-partitioned by a tenant key. So every memory lives in `<prefix>memories`, keyed
-by the `ns` payload field (a tenant index; payload layout in
-`adapters.qdrant.layout`). Namespace records and pending purges live in
-`<prefix>namespaces` (namespace_records.py); both collections are set up on
-first use (tenant_collections.py).
-
-Reads see only memories of the namespaces' current epochs, so a delete (purge
-point written and record removed in one request) is immediate for every caller
-while the physical delete by epoch may finish later (`maintain`). The plugin
-boots while Qdrant is down. The one-collection-per-namespace layout is
-namespace_collections.py. The optional parts (adapters/parts.py): `transfer`,
-`keyword_index` and `token_index` from tenant_parts.py, `store_meta` the namespace
-records.
+Qdrant advises one collection partitioned by a tenant key over thousands of collections, so
+every memory lives in `<prefix>memories`, keyed by the `ns` payload field (a tenant index;
+payload layout in `adapters.qdrant.layout`). Namespace records and pending purges live in
+`<prefix>namespaces` (namespace_records.py); both collections are set up on first use
+(tenant_collections.py), so the plugin boots while Qdrant is down. Reads see only memories of
+the namespaces' current epochs, so a delete (purge point written and record removed in one
+request) is immediate for every caller while the physical delete by epoch may finish later
+(`maintain`). Optional parts (adapters/parts.py): `transfer`, `keyword_index` and `token_index`
+from tenant_parts.py, `store_meta` the namespace records. The one-collection-per-namespace layout
+is namespace_collections.py (docs/backends.md, "Qdrant server").
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """Token vectors on a Qdrant server, for both layouts: how they are configured, added, filled.
 
 Each memory collection keeps the model's token vectors in the multivector `tokens`
-(`ranking.TOKENS_VECTOR`), as the embedded store does (edge/engine.py, `token_params`):
-MaxSim, no graph of its own (it only rescores the fused top 75: `m=0, payload_m=0`,
-also where the collection builds a graph per tenant), float16 storage, an int8 copy
-for scoring, originals on disk. Multivectors need Qdrant 1.10+, so every collection
-this version creates has the vector, in every mode: unused it costs next to nothing, and
-switching to `rerank` later needs no upgrade.
-
-A collection created before has no `tokens`. In `rerank` mode it gains the vector in
-place (`PUT /collections/{name}/vectors/tokens`, Qdrant 1.18+, as the keyword vector
-does), then the placement the create call cannot say (`PATCH /collections/{name}`:
-no graph, int8, on disk; the server would otherwise infer them from the collection's
-defaults, a per-tenant graph in the shared layout). plugin/embedding/token_index.py
-then fills the vectors in through `untokenized_page` and `index_page`. An older
-server cannot add a vector in place: start-up stops with one line naming the ways
-out (docs/backends.md, "Reranking by token vectors").
+(`ranking.TOKENS_VECTOR`), as the embedded store does (edge/engine.py, `token_params`): MaxSim,
+no graph of its own (`m=0, payload_m=0`, even where the collection builds a graph per tenant:
+it only rescores the fused top `ranking.RERANK_DEPTH`), float16 storage, an int8 copy for
+scoring, originals on disk. Every collection created here has it, in every mode, so switching
+to `rerank` needs no upgrade. In `rerank` mode a collection without it gains it in place
+(`PUT /collections/{name}/vectors/tokens`, Qdrant 1.18+), then the placement the add cannot say
+(`PATCH /collections/{name}`); plugin/embedding/token_index.py then fills the vectors through
+`untokenized_page` and `index_page`. An older server stops start-up with one line naming the
+ways out (docs/backends.md, "Reranking by token vectors").
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pinecone import (
 )
 from pinecone._internal import http_client
 
-from tests.support.pinecone_fake import FakePinecone
+from harness.pinecone_fake import FakePinecone
 from tests.support.pinecone_sdk import KEY
 
 

@@ -15,8 +15,8 @@ from pinecone import (
     ServiceError,
 )
 
-from tests.support.clocks import ManualClock
-from tests.support.pinecone_fake import FakePinecone
+from harness.clocks import ManualClock
+from harness.pinecone_fake import FakePinecone
 from tests.support.pinecone_sdk import KEY, NS, ROWS, ids_of, info, upsert
 
 # --- eventual consistency ---------------------------------------------------------------------

@@ -18,8 +18,8 @@ from pinecone import (
 from pinecone.models.indexes.deployment import ManagedDeployment
 from pinecone.models.indexes.schema import DenseVectorField
 
-from tests.support.clocks import ManualClock
-from tests.support.pinecone_fake import DEFAULT_NAMESPACE, FakePinecone
+from harness.clocks import ManualClock
+from harness.pinecone_fake import DEFAULT_NAMESPACE, FakePinecone
 from tests.support.pinecone_sdk import KEY, NS, ROWS, ids_of, upsert
 
 # --- control plane ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pinecone import (
     PayloadTooLargeError,
 )
 
-from tests.support.pinecone_fake import FakePinecone
+from harness.pinecone_fake import FakePinecone
 from tests.support.pinecone_sdk import NS, ROWS, upsert
 
 # --- filters --------------------------------------------------------------------------------

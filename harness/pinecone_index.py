@@ -1,6 +1,6 @@
 """The Pinecone fake's index: the data-plane operations on its vectors.
 
-`IndexData` is the half of `FakePinecone` (tests/support/pinecone_fake.py) that upserts,
+`IndexData` is the half of `FakePinecone` (harness/pinecone_fake.py) that upserts,
 queries, fetches, deletes, lists and counts the stored vectors; `FakePinecone` adds the
 transport, the faults, the eventual consistency and the control plane.
 """
@@ -15,8 +15,8 @@ from urllib.parse import unquote
 import httpx
 import numpy as np
 
-from tests.support.pinecone_filters import matches
-from tests.support.pinecone_requests import (
+from harness.pinecone_filters import matches
+from harness.pinecone_requests import (
     BATCH_MAX,
     DEFAULT_NAMESPACE,
     LIST_LIMIT_DEFAULT,

@@ -1,12 +1,12 @@
-"""One way to build `PineconeBackend` on the HTTP-level fake (tests/support/pinecone_fake.py)."""
+"""One way to build `PineconeBackend` on the HTTP-level fake (harness/pinecone_fake.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from adapters.pinecone import PineconeBackend
-from tests.support.clocks import ManualClock
-from tests.support.pinecone_fake import FakePinecone
+from harness.clocks import ManualClock
+from harness.pinecone_fake import FakePinecone
 
 # Route keys of the fake's requests, and the namespace the adapter keeps its records in.
 UPSERT = "POST /vectors/upsert"

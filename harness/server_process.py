@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 HEALTH_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 30.0

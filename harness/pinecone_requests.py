@@ -1,7 +1,7 @@
 """The Pinecone fake's request rules: body parsing, names, vectors, metadata and filters.
 
 What Pinecone answers 400 (or 413) to, with its messages: `RequestRules` is the
-validating half of `IndexData` (tests/support/pinecone_index.py).
+validating half of `IndexData` (harness/pinecone_index.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from tests.support.pinecone_filters import FilterError, validate_filter
+from harness.pinecone_filters import FilterError, validate_filter
 
 DEFAULT_NAMESPACE = "__default__"  # what "" (the default namespace) is called in stats
 METADATA_MAX_BYTES = 40_960

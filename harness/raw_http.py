@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.server_process import HOST, ServerProcess
+from harness.server_process import HOST, ServerProcess
 
 SLACK_S = 5.0  # how much later than its deadline a connection may close
 HEALTH = f"GET /v1/health HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()

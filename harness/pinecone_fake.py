@@ -8,8 +8,8 @@ a dict: reads are eventually consistent, bad requests get Pinecone's 400s, numbe
 come back as floats and vector values as float32.
 
 This module is the transport, the faults, the eventual consistency and the control
-plane; the data plane is tests/support/pinecone_index.py, the request rules
-tests/support/pinecone_requests.py, the filter rules tests/support/pinecone_filters.py.
+plane; the data plane is harness/pinecone_index.py, the request rules
+harness/pinecone_requests.py, the filter rules harness/pinecone_filters.py.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from urllib.parse import unquote
 import httpx
 import respx
 
-from tests.support.pinecone_index import IndexData
-from tests.support.pinecone_requests import (
+from harness.pinecone_index import IndexData
+from harness.pinecone_requests import (
     DEFAULT_NAMESPACE,
     Namespaces,
     Record,

@@ -1,0 +1,72 @@
+"""The house style a reader relies on, checked: short modules, short module docstrings,
+no history in the product's text, and benchmarks that stand apart from the tests.
+
+Module docstrings say what and why in a few lines (the detail lives in docs/); a
+module of `plugin/` or `adapters/` stays small enough to read at once; no docstring
+or comment names an issue or a work slice (that story lives in git); `benchmarks/`
+and `harness/` never import `tests`, so measuring does not depend on checking.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = sorted([*(ROOT / "plugin").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")])
+APART = sorted([*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "harness").glob("*.py")])
+MAX_DOCSTRING_LINES = 12
+MAX_MODULE_LINES = 300
+HISTORY = re.compile(
+    r"\b(issue|slice)\s*#?\d+|\b(first|second|third|fourth|fifth|sixth|seventh|eighth) slice\b",
+    re.IGNORECASE,
+)
+
+
+def _name(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("path", PRODUCT, ids=_name)
+def test_a_module_docstring_is_a_few_lines(path: Path) -> None:
+    docstring = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+    assert len(docstring.splitlines()) <= MAX_DOCSTRING_LINES
+
+
+@pytest.mark.parametrize("path", PRODUCT, ids=_name)
+def test_a_module_is_small(path: Path) -> None:
+    assert len(path.read_text().splitlines()) <= MAX_MODULE_LINES
+
+
+@pytest.mark.parametrize("path", PRODUCT, ids=_name)
+def test_no_docstring_or_comment_names_an_issue_or_a_slice(path: Path) -> None:
+    text = path.read_text()
+    found = [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type in (tokenize.COMMENT, tokenize.STRING) and HISTORY.search(token.string)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize("path", APART, ids=_name)
+def test_benchmarks_and_the_harness_never_import_tests(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    imported = [
+        alias.name if isinstance(node, ast.Import) else (node.module or "")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (node.names if isinstance(node, ast.Import) else node.names[:1])
+    ]
+    assert [name for name in imported if name == "tests" or name.startswith("tests.")] == []
+
+
+def test_the_history_pattern_finds_what_it_is_for() -> None:
+    assert HISTORY.search("measured in issue 44")
+    assert HISTORY.search("the Sixth slice of the work")
+    assert not HISTORY.search("the kernel time-slices the event loop")
