@@ -22,7 +22,7 @@ Durability = Literal["sync", "async"]
 # A memory with the vector the store keeps for it (export, import, migrations);
 # on Qdrant that vector is normalised, for cosine.
 StoredMemory = tuple["MemoryRecord", list[float]]
-# A text's token vectors, one unit-length row per token (plugin/embedding/token_vectors.py).
+# A text's token vectors, one unit-length row per token (plugin/embedding/embedding_tokens.py).
 TokenVectors = Sequence[Sequence[float]]
 
 

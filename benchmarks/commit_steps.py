@@ -31,9 +31,9 @@ from adapters.values import MemoryRecord, NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin.core.service import MemoryService
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import load_encoder
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.http.wire import MemoryWrite
 from plugin.settings import Settings
 

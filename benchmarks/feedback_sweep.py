@@ -21,7 +21,7 @@ from pathlib import Path
 from adapters.qdrant import feedback
 from adapters.values import SearchQuery
 from benchmarks import locomo, sweep
-from plugin.embedding.token_vectors import tokens_of
+from plugin.embedding.embedding_tokens import tokens_of
 
 # (label, feedback (documents, terms, weight) or None, rerank by token vectors)
 CONFIGS: list[tuple[str, tuple[int, int, float] | None, bool]] = [

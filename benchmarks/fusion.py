@@ -5,7 +5,7 @@
 
 Offline, no server: every memory and question of the file is embedded by the
 plugin's own encoder (in-process), every memory gets its BM25 keyword vector
-(plugin/embedding/keywords.py) and the inverse document frequency is counted over the
+(plugin/embedding/bm25.py) and the inverse document frequency is counted over the
 whole store as the shared layout sees it (all conversations, both memory modes;
 Qdrant's formula). Then every memory is scored for every question and each
 ranking applied, so fusions compare on exactly the same scores:
@@ -34,8 +34,8 @@ import numpy as np
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import load_encoder
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
 
 Scores = np.ndarray

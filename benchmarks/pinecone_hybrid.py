@@ -26,8 +26,8 @@ from benchmarks.retrieval import DEFAULT_DATA
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.service import utc_now
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import load_encoder
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
 
 

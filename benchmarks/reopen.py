@@ -29,8 +29,8 @@ from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQ
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import load_encoder
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
 
 NAME = "workspace:big"

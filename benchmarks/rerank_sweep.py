@@ -18,7 +18,7 @@ from pathlib import Path
 from adapters.qdrant import ranking
 from adapters.values import SearchQuery
 from benchmarks import locomo, sweep
-from plugin.embedding.token_vectors import tokens_of
+from plugin.embedding.embedding_tokens import tokens_of
 
 WEIGHTS = (1.5, 2.0, 3.0, 4.0, 5.0, 6.0)
 DEPTHS = (50, 75, 100)

@@ -22,9 +22,9 @@ from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQ
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA, LIMIT
+from plugin.embedding.bm25 import KeywordEncoder
+from plugin.embedding.embedding_tokens import tokens_of
 from plugin.embedding.encoders import Vector, load_encoder
-from plugin.embedding.keywords import KeywordEncoder
-from plugin.embedding.token_vectors import tokens_of
 from plugin.settings import Settings
 
 BATCH = 32

@@ -27,8 +27,8 @@ from adapters.values import MemoryRecord, NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin.commands import export_import, import_postgres
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer import jsonl
 from plugin.transfer.bulk import StoreWriter, import_lines, stream_export

@@ -3,7 +3,7 @@
 One existing index (classic vector API, the embedder's dimension, cosine or dotproduct for
 hybrid). A namespace of ours is the Pinecone namespace `prefix + name`, unchanged, so the
 mapping is injective; namespace records live in the reserved namespace `prefix + "~namespaces"`
-(`~` never starts a name), one fetch for many (`adapters.pinecone.namespace_records`). Memory
+(`~` never starts a name), one fetch for many (`adapters.pinecone.reserved_records`). Memory
 ids are the vector ids: upsert is native, so a retried commit updates in place. One module
 per concern beside it: `vector_metadata` (layout, the 40 KB limit, epochs), `overlay`
 (read-your-writes), `calls` (retries, errors), `reads`, `listing`, `expiry`, and the optional
@@ -24,12 +24,12 @@ from adapters.base import DEFAULT_PREFIX, VectorBackend
 from adapters.errors import NamespaceGone
 from adapters.pinecone import transfer, vector_metadata
 from adapters.pinecone.calls import PineconeMissing, call
-from adapters.pinecone.connection import PineconeConnection
 from adapters.pinecone.expiry import ExpirySweep
+from adapters.pinecone.index_connection import PineconeConnection
 from adapters.pinecone.keywords import PineconeKeywordIndex, stored_sparse
-from adapters.pinecone.namespace_records import NamespaceRecords
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
+from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.shared import Shared
 from adapters.pinecone.store_meta import PineconeStoreMeta
 from adapters.pinecone.writes import PineconeTransfer

@@ -14,8 +14,8 @@ from datetime import datetime
 
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import PineconeMissing, call
-from adapters.pinecone.namespace_records import NamespaceRecords
 from adapters.pinecone.reads import MemoryReads
+from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.shared import Shared
 from adapters.times import to_micros
 

@@ -21,7 +21,7 @@ from adapters.errors import BackendMisconfigured
 from adapters.values import SparseVector
 
 if TYPE_CHECKING:
-    from adapters.pinecone.connection import PineconeConnection
+    from adapters.pinecone.index_connection import PineconeConnection
 
 KEYWORD_WEIGHT = 0.12
 

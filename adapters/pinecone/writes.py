@@ -17,9 +17,9 @@ from pinecone import AsyncIndex
 from adapters.errors import NamespaceGone
 from adapters.pinecone import transfer, vector_metadata
 from adapters.pinecone.calls import call
-from adapters.pinecone.connection import PineconeConnection
+from adapters.pinecone.index_connection import PineconeConnection
 from adapters.pinecone.keywords import stored_sparse
-from adapters.pinecone.namespace_records import NamespaceRecords
+from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.shared import Shared
 from adapters.values import MemoryRecord, SparseVector, StoredMemory, with_keywords
 

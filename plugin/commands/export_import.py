@@ -26,10 +26,10 @@ from plugin.backends import build_backend
 from plugin.commands import Print
 from plugin.core.fingerprint import check_store, same_vector_space
 from plugin.core.service import utc_now
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import Encoder, configured_dimension, configured_fingerprint
 from plugin.embedding.encoders import load_encoder as load_encoder  # re-exported: tests replace it
 from plugin.embedding.keyword_index import index_store
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer import jsonl
 from plugin.transfer.bulk import EmbedMany, StoreWriter, import_lines, stream_export

@@ -25,8 +25,8 @@ from plugin.commands import Print, export_import
 from plugin.commands.export_import import ProgressBar, embedder, opened_backend, rate
 from plugin.core.fingerprint import check_store
 from plugin.core.service import utc_now
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.keyword_index import index_store
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer.bulk import StoreWriter
 from plugin.transfer.parity import verify

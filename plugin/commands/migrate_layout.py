@@ -19,8 +19,8 @@ from adapters.qdrant.server.namespace_collections import QdrantCollectionsBacken
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from plugin.commands import Print
 from plugin.core.service import utc_now
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.keyword_index import index_store
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer.bulk import WRITE_BATCH, StoreWriter
 

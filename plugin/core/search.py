@@ -24,12 +24,12 @@ from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored
 from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
 from plugin.core.fields import SearchFields
-from plugin.embedding.token_vectors import tokens_of
+from plugin.embedding.embedding_tokens import tokens_of
 from plugin.scheduling.work import Priority, Work, search_tenant
 
 if TYPE_CHECKING:
     from adapters.base import VectorBackend
-    from plugin.embedding.keywords import KeywordEncoder
+    from plugin.embedding.bm25 import KeywordEncoder
 
 log = logging.getLogger(__name__)
 # The modes whose keyword query is widened by the first results (docs/backends.md,

@@ -25,14 +25,14 @@ from typing import Protocol
 from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
 from adapters.values import MemoryRecord, NamespaceRecord, SearchMode, StoreCondition
-from plugin.core.errors import DeadlinePassed, InvalidRequest, NotFound
 from plugin.core.fields import MemoryFields, NamespaceChanges, NamespaceFields
 from plugin.core.keyed_lock import KeyedLock
 from plugin.core.search import MemorySearch
+from plugin.core.service_errors import DeadlinePassed, InvalidRequest, NotFound
 from plugin.core.single_flight import SingleFlight
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import clip_for_model
-from plugin.embedding.keywords import KeywordEncoder
-from plugin.embedding.token_vectors import tokens_of
+from plugin.embedding.embedding_tokens import tokens_of
 from plugin.scheduling.work import Priority, Work
 
 Clock = Callable[[], datetime]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from plugin.embedding.embedding_tokens import Embedding, token_rows
 from plugin.embedding.model_files import (
     DEFAULT_MODEL,
     check_onnx_modules,
@@ -26,7 +27,6 @@ from plugin.embedding.model_files import (
     model_name,
     resolve_model_dir,
 )
-from plugin.embedding.token_vectors import Embedding, token_rows
 
 if TYPE_CHECKING:
     from plugin.settings import Settings

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from adapters.base import VectorBackend
 from plugin.embedding.background import retried
-from plugin.embedding.keywords import KeywordEncoder
+from plugin.embedding.bm25 import KeywordEncoder
 
 META_ENCODER = "keyword_encoder"
 META_STATE = "keyword_index"

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from plugin.embedding.embedding_tokens import Embedding, token_rows
 from plugin.embedding.model_files import (
     Pooling,
     check_onnx_modules,
@@ -32,7 +33,6 @@ from plugin.embedding.model_files import (
 )
 from plugin.embedding.onnx_weights import read_initializers
 from plugin.embedding.pooling import pool
-from plugin.embedding.token_vectors import Embedding, token_rows
 
 # The ONNX files per embedding backend, named as sentence-transformers names them.
 ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model_quint8_avx2.onnx"}

@@ -22,7 +22,7 @@ from adapters.base import VectorBackend
 from adapters.parts import TokenIndex
 from plugin.embedding.background import retried
 from plugin.embedding.embedder import clip_for_model
-from plugin.embedding.token_vectors import TokenVectors, tokens_of
+from plugin.embedding.embedding_tokens import TokenVectors, tokens_of
 from plugin.scheduling.work import Priority, Work
 
 PAGE = 64

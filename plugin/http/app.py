@@ -30,10 +30,10 @@ from plugin.core.janitor import run_janitor
 from plugin.core.search_mode import choose_search_mode
 from plugin.core.service import Clock, MemoryService, utc_now
 from plugin.embedding import token_index
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder, load_encoder
 from plugin.embedding.keyword_index import maintain_in_background
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.http.admin import admin_routes
 from plugin.http.handlers import routes
 from plugin.http.keys import (

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from adapters.errors import BackendError
 from plugin import CAPABILITIES, CONTRACT_VERSION
-from plugin.core.names import canonical_uuid, check_namespace_name
+from plugin.core.contract_names import canonical_uuid, check_namespace_name
 from plugin.http.envelope import bad_request, from_validation
 from plugin.http.keys import ADMISSION, METRICS, SERVICE
 from plugin.http.middleware import MEMORY_ID_KEY, NAMESPACE_KEY, SEARCHED_KEY

@@ -10,9 +10,9 @@ from aiohttp import web
 from adapters.base import VectorBackend
 from adapters.values import SearchMode
 from plugin.core.service import MemoryService
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.observability.metrics import Metrics
 from plugin.observability.store_size_gauges import StoreSizeGauges
 from plugin.scheduling.admission import Admission

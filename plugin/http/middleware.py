@@ -29,7 +29,7 @@ from adapters.errors import (
     NamespaceGone,
     StorageDamaged,
 )
-from plugin.core.errors import NotFound, ServiceError
+from plugin.core.service_errors import NotFound, ServiceError
 from plugin.http.connections import BodyTimeout
 from plugin.http.envelope import ApiError, bad_request, not_found, unavailable
 from plugin.http.keys import METRICS

@@ -29,7 +29,7 @@ from pydantic import (
 
 from adapters.times import format_optional_time, format_time
 from adapters.values import MemoryRecord, NamespaceRecord
-from plugin.core.names import canonical_uuid, check_namespace_name
+from plugin.core.contract_names import canonical_uuid, check_namespace_name
 
 RFC3339 = re.compile(
     r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"

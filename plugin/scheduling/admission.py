@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from adapters.callers import Waiting, current_caller, current_waiting
-from plugin.core.errors import DeadlinePassed
+from plugin.core.service_errors import DeadlinePassed
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.work import tenant_kind
 

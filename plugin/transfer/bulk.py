@@ -21,10 +21,10 @@ from datetime import datetime
 from adapters.base import VectorBackend
 from adapters.parts import BulkTransfer
 from adapters.values import MemoryRecord, NamespaceRecord, StoredMemory
-from plugin.core.names import canonical_uuid, check_namespace_name
+from plugin.core.contract_names import canonical_uuid, check_namespace_name
 from plugin.core.service import unexpired_namespace
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import clip_for_model
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.transfer import jsonl
 
 # Texts in, vectors out (the model on a worker thread); None when vectors are reused.

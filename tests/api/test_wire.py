@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from plugin.core.names import canonical_uuid, check_namespace_name
+from plugin.core.contract_names import canonical_uuid, check_namespace_name
 from plugin.http.wire import MemoryWrite, SearchRequest
 
 BASE = '{"content":"c","kind":"fact","source":"agent"'

@@ -21,6 +21,7 @@ import pytest
 
 from harness.server_process import REPO_ROOT, clean_env
 from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.embedding_tokens import tokens_of
 from plugin.embedding.encoders import (
     Encoder,
     SentenceTransformerEncoder,
@@ -31,7 +32,6 @@ from plugin.embedding.encoders import (
 )
 from plugin.embedding.model_files import resolve_model_dir
 from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, OnnxEncoder, check_export
-from plugin.embedding.token_vectors import tokens_of
 from plugin.settings import Settings, SettingsError
 
 TEXTS = [

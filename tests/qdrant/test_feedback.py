@@ -20,7 +20,7 @@ from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import open_shard, point_vectors
 from adapters.qdrant.feedback import FEEDBACK_WEIGHT, expanded, term_weights
 from adapters.values import NamespaceRecord, ScoredMemory, SearchQuery, SparseVector
-from plugin.embedding.keywords import KeywordEncoder
+from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.records import DIM, T0, cosine, everything, memory, unit
 

@@ -22,7 +22,7 @@ from adapters.qdrant.edge import lean_search
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload
 from adapters.values import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
-from plugin.embedding.keywords import KeywordEncoder
+from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.edge_plans import full_filter_answer
 from tests.support.records import DIM, T0, everything, memory, unit

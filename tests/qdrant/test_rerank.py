@@ -16,7 +16,7 @@ import pytest
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord, SearchQuery, TokenVectors
-from plugin.embedding.keywords import KeywordEncoder
+from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.edge_plans import full_filter_answer
 from tests.support.records import DIM, T0, everything, memory, unit

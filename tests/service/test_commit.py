@@ -22,8 +22,8 @@ from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryRecord, NamespaceRecord
 from plugin.core.service import MemoryService
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.http.wire import MemoryWrite
 from tests.support.encoders import GatedEncoder
 

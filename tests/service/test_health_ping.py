@@ -19,8 +19,8 @@ import pytest
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from plugin.core.service import MemoryService
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
-from plugin.embedding.keywords import KeywordEncoder
 from tests.support.encoders import GatedEncoder
 
 

@@ -3,8 +3,8 @@ no history in the product's text, and benchmarks that stand apart from the tests
 
 Module docstrings say what and why in a few lines (the detail lives in docs/); a
 module of `plugin/` or `adapters/` stays small enough to read at once; no docstring
-or comment names an issue or a work slice (that story lives in git); `benchmarks/`
-and `harness/` never import `tests`, so measuring does not depend on checking.
+or comment names an issue or a work slice (that story lives in git); `benchmarks/`,
+`harness/` and `scenarios/` never import `tests`: measuring does not depend on checking.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = sorted([*(ROOT / "plugin").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")])
-APART = sorted([*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "harness").glob("*.py")])
+APART = sorted(
+    path for part in ("benchmarks", "harness", "scenarios") for path in (ROOT / part).glob("*.py")
+)
 MAX_DOCSTRING_LINES = 12
 MAX_MODULE_LINES = 300
 HISTORY = re.compile(
@@ -55,7 +57,7 @@ def test_no_docstring_or_comment_names_an_issue_or_a_slice(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", APART, ids=_name)
-def test_benchmarks_and_the_harness_never_import_tests(path: Path) -> None:
+def test_benchmarks_scenarios_and_the_harness_never_import_tests(path: Path) -> None:
     tree = ast.parse(path.read_text())
     imported = [
         alias.name if isinstance(node, ast.Import) else (node.module or "")

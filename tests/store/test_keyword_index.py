@@ -24,8 +24,8 @@ from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.fingerprint import META_KEY
 from plugin.embedding import keyword_index
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.keyword_index import COMPLETE, META_ENCODER, META_STATE
-from plugin.embedding.keywords import KeywordEncoder
 from tests.support.keyword_store import (
     NAMES,
     PER_NAMESPACE,

@@ -19,9 +19,9 @@ import pytest
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from harness.server_process import REPO_ROOT, ServerProcess
 from plugin.embedding import keyword_index
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.embedding.keyword_index import BUILDING, COMPLETE, META_ENCODER, META_STATE
-from plugin.embedding.keywords import KeywordEncoder
 from tests.support.keyword_store import (
     NAMES,
     RARE,
@@ -35,7 +35,7 @@ _KILLED_MID_FILL = """
 import asyncio, os, signal
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from plugin.embedding import keyword_index
-from plugin.embedding.keywords import KeywordEncoder
+from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.records import DIM
 
 pages = []

@@ -19,9 +19,9 @@ from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.values import NamespaceRecord, SearchQuery
 from plugin.embedding import token_index
+from plugin.embedding.bm25 import KeywordEncoder
+from plugin.embedding.embedding_tokens import tokens_of
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from plugin.embedding.keywords import KeywordEncoder
-from plugin.embedding.token_vectors import tokens_of
 from plugin.scheduling.work import Work
 from tests.support.keyword_store import NAMES, PER_NAMESPACE, RARE, write_previous_version
 from tests.support.records import T0, everything, memory

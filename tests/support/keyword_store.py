@@ -14,6 +14,7 @@ import qdrant_edge as qe
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import edge_config, point_vectors
 from adapters.qdrant.edge.record_store import RecordStore
+from adapters.qdrant.edge.shards import SHARD_COUNT, SHARDS_DIR, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.values import NamespaceRecord
@@ -36,8 +37,8 @@ def write_previous_version(data: Path, vectors: Any = None, keywords: Any = None
     """A data directory as the version before keyword vectors left it: a shard without a
     sparse vector, namespace records, and store metadata naming only the embedding.
 
-    With a keyword encoder `keywords`: as the version before token vectors left it
-    (issue 30): every memory with its keyword vector, the keyword index complete, no
+    With a keyword encoder `keywords`: as the version before token vectors left it:
+    every memory with its keyword vector, the keyword index complete, no
     token vectors."""
     root = data / "store"
     root.mkdir(parents=True)
@@ -53,7 +54,14 @@ def write_previous_version(data: Path, vectors: Any = None, keywords: Any = None
         max_search_threads=1,
         optimizers=old.optimizers,
     )
-    shard = qe.EdgeShard.create(str(root / "memories"), config)
+    opened: dict[int, Any] = {}
+
+    def shard_of(name: str) -> Any:
+        index = shard_index(name, SHARD_COUNT)
+        if index not in opened:  # the other shards the store creates when it opens
+            path = root / SHARDS_DIR / f"{index:02d}"
+            opened[index] = qe.EdgeShard.create(str(path), config)
+        return opened[index]
 
     def keyword_vector(text: str) -> Any:
         return None if keywords is None else keywords.document(text)
@@ -72,14 +80,15 @@ def write_previous_version(data: Path, vectors: Any = None, keywords: Any = None
             for m in [memory(name, content=text)]
             for payload in [memory_to_payload(m, epoch)]
         ]
-        shard.update(qe.UpdateOperation.upsert_points(points))
+        shard_of(name).update(qe.UpdateOperation.upsert_points(points))
     fingerprint = "all-MiniLM-L6-v2/torch" if vectors is not None else "test/synthetic"
     records.set_meta(META_KEY, fingerprint)
     if keywords is not None:
         records.set_meta(META_ENCODER, keywords.identity)
         records.set_meta(META_STATE, COMPLETE)
-    shard.flush()
-    shard.close()
+    for shard in opened.values():
+        shard.flush()
+        shard.close()
     records.close()
 
 

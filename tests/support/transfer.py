@@ -19,9 +19,9 @@ from adapters.values import MemoryRecord, NamespaceRecord, SearchMode
 from plugin.commands import export_import
 from plugin.core.search_mode import choose_search_mode
 from plugin.core.service import MemoryService
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from plugin.embedding.keywords import KeywordEncoder
 from plugin.http.wire import SearchRequest
 from plugin.transfer import jsonl
 from plugin.transfer.bulk import StoreWriter, import_lines, stream_export

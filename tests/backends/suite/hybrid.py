@@ -15,7 +15,7 @@ import pytest
 from adapters.base import VectorBackend
 from adapters.qdrant.ranking import KEYWORD_WEIGHT
 from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchMode, SearchQuery
-from plugin.embedding.keywords import KeywordEncoder
+from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.records import T0, cosine, everything, memory, unit
 
 KEYWORDS = KeywordEncoder()

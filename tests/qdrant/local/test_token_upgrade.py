@@ -22,8 +22,8 @@ from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.qdrant.server.token_vectors import has_token_vector
 from adapters.values import NamespaceRecord, SearchQuery
 from plugin.embedding import token_index
-from plugin.embedding.keywords import KeywordEncoder
-from plugin.embedding.token_vectors import Embedding
+from plugin.embedding.bm25 import KeywordEncoder
+from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Work
 from tests.support.qdrant_local import client
 from tests.support.records import DIM, T0, everything, memory, unit

@@ -1,4 +1,4 @@
-"""Hostile input and races for benchmarks/faults.py (issue 9, cases 4 to 11).
+"""Hostile input and races for scenarios/__main__.py.
 
 Odd numbers and times, large content, a PUT racing a DELETE, concurrent first
 PUTs, a client that hangs up, a 405, a burst of commits with one id.

@@ -1,4 +1,4 @@
-"""The connection cases of `benchmarks/faults.py` (issue 21, items 7 to 9).
+"""The connection cases of `scenarios/__main__.py`.
 
 What happens before a request reaches the app: a request line over aiohttp's limit,
 clients that send half a request or nothing, idle kept-alive connections, more

@@ -1,6 +1,6 @@
-"""Store faults for benchmarks/faults.py (issue 21, cases 1 to 6): damage, full volumes.
+"""Store faults for scenarios/__main__.py: damage, full volumes.
 
-Each case stops the server faults.py started, prepares its own data directory
+Each case stops the server __main__.py started, prepares its own data directory
 (filled through the checkout's own `import` command, so that an older checkout
 can be measured the same way), damages it as a bad disk or a careless hand
 would, serves it again and says what callers see. The blast-radius cases print
@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.faults_blast import blast_radius, engine_file, garble
+from scenarios.blast_radius import blast_radius, engine_file, garble
 
 Outcome = tuple[str, bool]
 

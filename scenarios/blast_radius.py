@@ -1,4 +1,4 @@
-"""The blast radius of one damaged engine file, for benchmarks/faults_store.py (issue 21).
+"""The blast radius of one damaged engine file, for scenarios/store_damage.py.
 
 A store of 1,000 namespaces of 20 memories is filled through the checkout's own
 `import` command (so that an older checkout can be measured the same way), 4 KiB
@@ -125,7 +125,7 @@ async def survey(base: str, expected: dict[str, set[str]]) -> dict[str, int]:
 
 
 def _repo() -> Path:
-    from harness import server_process  # faults.py points it at the checkout measured
+    from harness import server_process  # __main__.py points it at the checkout measured
 
     return Path(server_process.REPO_ROOT)
 

@@ -1,10 +1,9 @@
-"""Two faults at once (issue 28): every pair of six faults applied to a stopped store,
+"""Two faults at once: every pair of six faults applied to a stopped store,
 then a start; what every namespace answers, and what health says.
 
-    python -m benchmarks.faults_matrix            # this checkout, all 15 pairs and the
-                                                  # issue's own case
-    python -m benchmarks.faults_matrix --repo DIR # another checkout (before/after)
-    python -m benchmarks.faults_matrix "shard+full" ...
+    python -m scenarios.fault_matrix             # this checkout: all 15 pairs, then ISSUE_CASE
+    python -m scenarios.fault_matrix --repo DIR  # another checkout (before/after)
+    python -m scenarios.fault_matrix "shard+full" ...
 
 A pair passes when the server starts; no namespace answers with other or fewer
 memories than were written (each lists all of them or answers 503); health is
@@ -26,8 +25,8 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.faults_blast import garble
-from benchmarks.faults_pairs import (
+from scenarios.blast_radius import garble
+from scenarios.fault_pairs import (
     DAMAGE,
     FAULTS,
     NAMESPACES,
@@ -40,7 +39,7 @@ from benchmarks.faults_pairs import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ISSUE_CASE = ("garbled page", "records cut")  # the combination issue 28 was filed on
+ISSUE_CASE = ("garbled page", "records cut")  # the combination that prompted the matrix
 
 
 async def _write_wal_namespace(base: str, store: Store) -> None:
@@ -186,7 +185,7 @@ def run_pairs(repo: Path, chosen: set[tuple[str, ...]], out: Any = print) -> boo
 
 
 async def all_pairs(server: Any, _: aiohttp.ClientSession, __: Path) -> tuple[str, bool]:
-    """Case 29 of benchmarks/faults.py: the whole matrix (its own servers and stores)."""
+    """Case 29 of scenarios/__main__.py: the whole matrix (its own servers and stores)."""
     from harness import server_process
 
     server.terminate()

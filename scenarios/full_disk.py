@@ -1,4 +1,4 @@
-"""Damage and a full disk for benchmarks/faults.py (issue 9, cases 1 to 3)."""
+"""Damage and a full disk for scenarios/__main__.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.faults_input import commit, memory_body, put_ns
+from scenarios.hostile_input import commit, memory_body, put_ns
 
 Outcome = tuple[str, bool]
 

@@ -1,8 +1,7 @@
 """Hostile input and faults against the real server: one line per case, what it answered.
 
-    python -m benchmarks.faults            # this checkout
-    python -m benchmarks.faults --repo DIR  # another checkout (e.g. a worktree of an
-                                            # older commit), for before/after figures
+    python -m scenarios             # this checkout
+    python -m scenarios --repo DIR  # another checkout (a worktree of an older commit)
 
 Each case drives a fresh server process (`harness/server_process.py`) over real
 HTTP and prints what happened and whether that is what the contract intends
@@ -26,23 +25,23 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.faults_connections import CASES as CONNECTION_CASES
-from benchmarks.faults_connections import SERVER_OPTIONS
-from benchmarks.faults_disk import CASES as DISK_CASES
-from benchmarks.faults_input import CASES as INPUT_CASES
-from benchmarks.faults_matrix import all_pairs
-from benchmarks.faults_store import CASES as STORE_CASES
+from scenarios.connection_abuse import CASES as CONNECTION_CASES
+from scenarios.connection_abuse import SERVER_OPTIONS
+from scenarios.fault_matrix import all_pairs
+from scenarios.full_disk import CASES as DISK_CASES
+from scenarios.hostile_input import CASES as INPUT_CASES
+from scenarios.store_damage import CASES as STORE_CASES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 Outcome = tuple[str, bool]
 Case = Callable[[Any, aiohttp.ClientSession, Path], Awaitable[Outcome]]
 
 CASES: dict[str, Case] = {
-    **DISK_CASES,  # issue 9, cases 1 to 3: benchmarks/faults_disk.py
-    **INPUT_CASES,  # issue 9, cases 4 to 11: benchmarks/faults_input.py
-    **CONNECTION_CASES,  # issue 21, items 7 to 9: benchmarks/faults_connections.py
-    **STORE_CASES,  # issue 21, items 1 to 6: benchmarks/faults_store.py
-    "29 two faults at once": all_pairs,  # issue 28: benchmarks/faults_matrix.py
+    **DISK_CASES,  # cases 1 to 3: scenarios/full_disk.py
+    **INPUT_CASES,  # cases 4 to 11: scenarios/hostile_input.py
+    **CONNECTION_CASES,  # cases 7 to 9: scenarios/connection_abuse.py
+    **STORE_CASES,  # cases 1 to 6: scenarios/store_damage.py
+    "29 two faults at once": all_pairs,  # scenarios/fault_matrix.py
 }
 
 

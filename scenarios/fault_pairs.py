@@ -1,4 +1,4 @@
-"""The six faults of issue 28's matrix, and the store they are applied to.
+"""The six faults of the fault matrix, and the store they are applied to.
 
 A store of 32 namespaces of 5 memories is imported with the checkout's own
 `import` (so an older checkout is measured the same way); one more namespace
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.faults_blast import corpus_file, garble, import_into
+from scenarios.blast_radius import corpus_file, garble, import_into
 
 NAMESPACES, MEMORIES, WAL_MEMORIES = 32, 5, 15
 SHARDS = 16
