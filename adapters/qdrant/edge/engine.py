@@ -23,12 +23,14 @@ from adapters.values import MemoryRecord, SparseVector, TokenVectors
 
 log = logging.getLogger(__name__)
 
+# Each integer index keeps only the structures its filters use: every one a shard loads
+# is held in memory, and a worker's memory is what the kernel tears down when it dies.
 _INDEX_SCHEMAS: dict[IndexKind, Any] = {
     IndexKind.TENANT: qe.KeywordIndexParams(is_tenant=True),
     IndexKind.KEYWORD: qe.PayloadSchemaType.Keyword,
-    IndexKind.ORDERED_INTEGER: qe.PayloadSchemaType.Integer,
-    IndexKind.RANGE_INTEGER: qe.PayloadSchemaType.Integer,
-    IndexKind.MATCH_INTEGER: qe.PayloadSchemaType.Integer,
+    IndexKind.ORDERED_INTEGER: qe.IntegerIndexParams(lookup=False, range=True),
+    IndexKind.RANGE_INTEGER: qe.IntegerIndexParams(lookup=False, range=True),
+    IndexKind.MATCH_INTEGER: qe.IntegerIndexParams(lookup=True, range=False),
 }
 
 
