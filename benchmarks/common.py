@@ -8,6 +8,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -42,6 +43,12 @@ def print_table(title: str, rows: list[tuple[str, int, dict[str, float]]]) -> No
     print(f"  {'operation':<34} {'n':>5} " + " ".join(f"{c + ' ms':>10}" for c in columns))
     for name, count, stats in rows:
         print(f"  {name:<34} {count:>5} " + " ".join(f"{stats[c]:>10.1f}" for c in columns))
+
+
+def command_line() -> str:
+    """How this process was started, as `python -m module args` (a chart's note)."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    return " ".join(["python -m", spec.name if spec else sys.argv[0], *sys.argv[1:]])
 
 
 def machine() -> str:

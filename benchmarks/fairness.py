@@ -20,14 +20,20 @@ INFO log), with LoCoMo's dialog turns as memories and its questions as queries:
 Every answer of every phase, merged in the order they finished, goes through a
 model of the platform's one client (2 s timeout; 3 consecutive 5xx or timeouts
 open its breaker; a 4xx or a 2xx resets the count). The model's own rate, in this
-process, is printed as the yardstick. About 6 minutes.
-`python -m benchmarks.fairness [--duration 8] [--data PATH]`
+process, is printed as the yardstick. About 6 minutes. With `--plot DIR`, also draws
+each flood's p99s (DIR/fairness_floods.svg) and every stream's answers a second over
+the run (DIR/fairness_timeline.svg).
+`python -m benchmarks.fairness [--duration 8] [--data PATH] [--plot DIR]`
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 
 from benchmarks.common import percentile
 from benchmarks.fairness_load import (
@@ -43,6 +49,7 @@ from benchmarks.fairness_load import (
     phase,
     run_checks,
 )
+from benchmarks.plots import PALETTE, Series, bar_chart, line_chart
 from harness.platform_client import Breaker
 
 NOISY = "workspace:noisy"
@@ -62,9 +69,25 @@ def jain(values: list[float]) -> float:
     return sum(values) ** 2 / (len(values) * sum(v * v for v in values)) if values else 0.0
 
 
-def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
+@dataclass
+class Record:
+    """What `--plot` draws: each flood's p99s in ms, and every answer of every phase."""
+
+    floods: dict[str, dict[str, float]] = field(default_factory=dict)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+
+def measure_floods(
+    base: str, texts: Texts, duration: float, record: Record | None = None
+) -> list[bool]:
+    def run(flood: Flood | None, quiet: bool, number: int, backfill: bool = False) -> list[Outcome]:
+        out = phase(base, texts, duration, flood, quiet, number, backfill=backfill)
+        if record is not None:
+            record.outcomes.extend(out)
+        return out
+
     results = []
-    quiet_alone = phase(base, texts, duration, None, True, 1)
+    quiet_alone = run(None, True, 1)
     print(
         describe("quiet alone: searches", [o for o in quiet_alone if o.stream == "quiet"], duration)
     )
@@ -75,10 +98,10 @@ def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
             flood = Flood(kind, (NOISY,), FLOOD, texts.turns, texts.questions, honour)
             callers = "waiting Retry-After" if honour else "retrying at once"
             # A B B A: this machine's speed drifts within a minute; the order cancels a drift.
-            alone = phase(base, texts, duration, flood, False, seed_)
-            both = phase(base, texts, duration, flood, True, seed_ + 1)
-            both += phase(base, texts, duration, flood, True, seed_ + 2)
-            alone += phase(base, texts, duration, flood, False, seed_ + 3)
+            alone = run(flood, False, seed_)
+            both = run(flood, True, seed_ + 1)
+            both += run(flood, True, seed_ + 2)
+            alone += run(flood, False, seed_ + 3)
             seed_ += 4
             span = 2 * duration
             mixed += both
@@ -94,6 +117,11 @@ def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
             refusal_p99 = percentile(refusals or [0.0], 99)
             ratio = sum(map(ok, noisy)) / max(1, sum(map(ok, alone)))
             flood_bad = sum(1 for o in noisy + alone if o.status == 0 or o.status >= 500)
+            if record is not None:
+                record.floods[f"{kind}s,\n{callers}"] = {
+                    QUIET_P99: round(quiet_p99),
+                    REFUSALS_P99: round(refusal_p99 * 1000),
+                }
             results += [
                 check(
                     f"quiet p99 under a {kind} flood <= 250 ms",
@@ -112,7 +140,7 @@ def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
                 check("flood accepted, beside quiet / alone >= 0.8", ratio >= 0.8, f"{ratio:.2f}x"),
             ]
     flood = Flood("commit", (NOISY,), FLOOD, texts.turns, texts.questions)
-    with_writer = phase(base, texts, duration, flood, True, seed_, backfill=True)
+    with_writer = run(flood, True, seed_, True)
     mixed += with_writer
     writer = [o for o in with_writer if o.stream == "backfill"]
     print(f"{FLOOD} callers flooding commits, the quiet tenant and a sequential backfill writer:")
@@ -125,9 +153,7 @@ def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
         )
     )
     tenants = TENANTS
-    many = phase(
-        base, texts, duration, Flood("commit", tenants, 4, texts.turns, ()), False, seed_ + 1
-    )
+    many = run(Flood("commit", tenants, 4, texts.turns, ()), False, seed_ + 1)
     mixed += many
     rates = [sum(1 for o in many if o.stream == t and ok(o)) / duration for t in tenants]
     p99s = [
@@ -157,10 +183,59 @@ def measure_floods(base: str, texts: Texts, duration: float) -> list[bool]:
     return results
 
 
+QUIET_P99, REFUSALS_P99 = "quiet tenant's p99", "flood's refusals' p99"
+
+
+def draw_floods(floods: Mapping[str, Mapping[str, float]], path: Path, note: str) -> Path:
+    """Per flood (`floods[flood][figure]`): the quiet tenant's p99 and the refusals' p99."""
+    names = list(floods)
+    series = [Series(f, [floods[n][f] for n in names]) for f in (QUIET_P99, REFUSALS_P99)]
+    targets = {"quiet p99 target 250 ms": 250.0, "refusals p99 target 50 ms": 50.0}
+    title = "A 256-caller flood beside a quiet tenant: p99s"
+    return bar_chart(path, title, names, series, y_label="ms", note=note, references=targets)
+
+
+def draw_timeline(outcomes: Sequence[Outcome], path: Path, note: str) -> Path:
+    """Answers a second over the run, by stream (a colour each) and by accepted (2xx),
+    refused (429, dashed) or failed (anything else, a colour of its own)."""
+    start = min(o.finished - o.seconds for o in outcomes)
+    seconds = int(max(o.finished for o in outcomes) - start) + 1
+    streams, tenants = ("flood", "quiet", "backfill", "64 tenants"), frozenset(TENANTS)
+    lines: dict[tuple[str, str], list[float]] = {}
+    for o in outcomes:
+        who = o.stream if o.stream in ("quiet", "backfill") else "flood"
+        who = "64 tenants" if o.stream in tenants else who
+        what = "accepted" if ok(o) else "refused" if o.status == 429 else "failed"
+        lines.setdefault((who, what), [0.0] * seconds)[int(o.finished - start)] += 1
+    series = [
+        Series(
+            f"{who}, {what}",
+            lines[who, what],
+            PALETTE[i + 4 * (what == "failed")],
+            what == "refused",
+        )
+        for i, who in enumerate(streams)
+        for what in ("accepted", "refused", "failed")
+        if (who, what) in lines
+    ]
+    title = "Answers a second over the fairness run, by stream"
+    x = list(range(seconds))
+    return line_chart(path, title, x, series, x_label="second", y_label="answers", note=note)
+
+
+def draw(record: Record, directory: Path, note: str) -> list[Path]:
+    drawn = [draw_floods(record.floods, directory / "fairness_floods.svg", note)]
+    if record.outcomes:
+        drawn.append(draw_timeline(record.outcomes, directory / "fairness_timeline.svg", note))
+    return drawn
+
+
 def main() -> None:
     layout = {QUIET: 200, NOISY: 200, "team:shared": 50, "org:shared": 50, BACKFILL: 0}
     layout |= {tenant: 20 for tenant in TENANTS}
-    run_checks(__doc__, "fairness", {}, layout, measure_floods)
+    record = Record()
+    measure = partial(measure_floods, record=record)
+    run_checks(__doc__, "fairness", {}, layout, measure, partial(draw, record))
 
 
 if __name__ == "__main__":

@@ -25,10 +25,11 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import machine, percentile
+from benchmarks.common import command_line, machine, percentile
 from benchmarks.http_caller import Connection, Request
 from benchmarks.locomo import load
 
@@ -93,7 +94,7 @@ async def closed_loop(
     The jitter is what retrying clients do (tenacity, urllib3): without it, callers
     refused together came back together, each wave sent by one child process in one
     loop iteration (50 requests, 74 ms) while the answers to the first of them waited
-    to be read, and measured as the server's (benchmarks/README.md, "Fifth slice")."""
+    to be read, and measured as the server's (measured on 2026-11-25)."""
     jitter = random.Random()  # each caller its own, seeded from the system
     while time.time() < until:
         status, took, retry_after = await connection.send(make())
@@ -144,7 +145,7 @@ async def warm(connections: Sequence[Connection]) -> None:
     """Open the callers' connections (a health check each, not measured) before the loops
     start: the platform's client keeps its connections alive, and a fresh child process
     setting up dozens at once stalled its own loop for up to 83 ms, which the first
-    answers measured as the server's (benchmarks/README.md, "Fifth slice")."""
+    answers measured as the server's (measured on 2026-11-25)."""
     await asyncio.gather(*(c.send(("GET", "/v1/health", None)) for c in connections))
 
 
@@ -340,18 +341,25 @@ def run_checks(
     env: Mapping[str, str],
     layout: Mapping[str, int],
     measure: Callable[[str, Texts, float], list[bool]],
+    plot: Callable[[Path, str], list[Path]] | None = None,
 ) -> None:
     """A benchmark's command line: parse `--duration` and `--data`, serve `layout`,
-    `measure` it, and count the checks that passed."""
+    `measure` it, and count the checks that passed. With `plot`, `--plot DIR` too:
+    `plot(DIR, note)` draws what `measure` recorded, `note` naming the date and command."""
     parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    if plot is not None:
+        parser.add_argument("--plot", type=Path, metavar="DIR", help="draw the figures into DIR")
     args = parser.parse_args()
     texts = Texts(args.data)
     print(f"{title} ({machine()}); {model_rate()}")
     with served(env, layout, texts) as base:
         results = measure(base, texts, args.duration)
     print(f"{sum(results)} of {len(results)} checks passed")
+    if plot is not None and args.plot is not None:
+        for path in plot(args.plot, f"{date.today()}, {command_line()}"):
+            print(f"drew {path}")
 
 
 def model_rate() -> str:

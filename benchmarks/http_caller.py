@@ -7,8 +7,8 @@ taken from the server and, worse, delays the reading of answers that have alread
 come back, which the benchmark then counts as the server's time. This one is an
 asyncio protocol that parses only what the plugin answers (`Content-Length`
 bodies on a connection kept alive, as the platform's client keeps it), and spent
-a fraction of aiohttp's client CPU per request (benchmarks/README.md, "Sixth
-slice").
+a fraction of aiohttp's client CPU per request (`python -m benchmarks.caller_cost`:
+90 against 203 to 220 microseconds of user CPU a request).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Retrieval quality on LoCoMo through the real server, per search mode, and search latency.
 
     python -m benchmarks.retrieval [--data ../shared/data/locomo/locomo-dev.json]
-                                   [--turns speaker|dated]
+                                   [--turns speaker|dated] [--plot DIR]
 
 1. One server process (in the rerank mode, which keeps token vectors) writes every
    conversation over HTTP, as the platform's agents would: a namespace per
@@ -19,7 +19,8 @@
    that alternate dense, hybrid, feedback and rerank (each round reversed: drift hits
    all alike); p50 and p99, and the median over windows of each.
 Ends with the checks of issues 17 and 30 (met / NOT met; their targets were set on
-the `speaker` construction). About 5 minutes on 2 cores.
+the `speaker` construction). About 5 minutes on 2 cores. With `--plot DIR`, also
+draws recall at k per ranking and memory mode into DIR/recall_at_k.svg.
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from benchmarks import locomo
-from benchmarks.common import REPO_ROOT, machine, percentile
+from benchmarks.common import REPO_ROOT, command_line, machine, percentile
+from benchmarks.plots import PALETTE, Series, line_chart
 from harness.server_process import ServerProcess
 
 SEARCH_MODES = ("dense", "keyword", "hybrid", "feedback", "rerank")
@@ -157,6 +161,28 @@ def print_recall(tables: dict[str, dict[str, locomo.RecallTable]]) -> None:
                 print(f"    {search:<8}" + "".join(f"{x:7.3f}" for x in row))
 
 
+def draw_recall(rows: Mapping[str, Mapping[str, Sequence[float]]], path: Path, note: str) -> Path:
+    """Recall at each of `locomo.KS` (`rows[ranking][memory mode]`), categories 1-4: a
+    colour per ranking, dialog turns solid and observations dashed."""
+    series = [
+        Series(f"{ranking}, {memory}", values, PALETTE[i % len(PALETTE)], memory != "dialog")
+        for i, (ranking, by_memory) in enumerate(rows.items())
+        for memory, values in by_memory.items()
+    ]
+    title = "Recall at k on LoCoMo, categories 1-4, per ranking"
+    return line_chart(
+        path,
+        title,
+        locomo.KS,
+        series,
+        x_label="k",
+        y_label="recall",
+        note=note,
+        even_x=True,
+        y_low=None,
+    )
+
+
 def checks(
     tables: dict[str, dict[str, locomo.RecallTable]], latencies: dict[str, list[list[float]]]
 ) -> None:
@@ -220,6 +246,7 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=6.0)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--turns", choices=locomo.TURN_FORMATS, default="speaker")
+    parser.add_argument("--plot", type=Path, metavar="DIR", help="draw recall at k into DIR")
     args = parser.parse_args()
     conversations = locomo.load(args.data, args.turns)
     print(
@@ -248,6 +275,13 @@ def main() -> None:
                 for mode, server in servers.items()
             }
             print_recall(tables)
+            if args.plot is not None:
+                rows = {
+                    s: {m: tables[s][m].mean(locomo.HEADLINE) for m in locomo.MODES}
+                    for s in SEARCH_MODES
+                }
+                note = f"{date.today()}, {command_line()}"
+                print(f"drew {draw_recall(rows, args.plot / 'recall_at_k.svg', note)}")
             questions = [q.text for c in conversations for q in c.questions]
             searched = [c.namespace("dialog") for c in conversations[:3]]
             bodies = [{"namespaces": searched, "query": text, "limit": 10} for text in questions]

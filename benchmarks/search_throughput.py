@@ -7,12 +7,16 @@ closed-loop searches (one namespace each, limit 10), 8 and 64 callers, over 64
 namespaces of 50 memories and over one of 5,000. Admission is widened here (64 in
 flight per namespace) so that the pipeline, not the shares, is measured. The
 model's own rate, in this process, is printed as the yardstick. About 3 minutes.
-`python -m benchmarks.search_throughput [--duration 8] [--data PATH]`
+With `--plot DIR`, also draws the commits and searches a second of each load into
+DIR/search_throughput.svg.
+`python -m benchmarks.search_throughput [--duration 8] [--data PATH] [--plot DIR]`
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
 
 from benchmarks.fairness_load import (
     Flood,
@@ -23,13 +27,18 @@ from benchmarks.fairness_load import (
     phase,
     run_checks,
 )
+from benchmarks.plots import Series, bar_chart
 
 SMALL = tuple(f"workspace:small-{n:02d}" for n in range(64))
 BIG = "workspace:big"
 WIDE = {"MEMORY_PLUGIN_ADMISSION_BUDGET": "60"}
 
 
-def measure(base: str, texts: Texts, duration: float) -> list[bool]:
+def measure(
+    base: str, texts: Texts, duration: float, figures: dict[str, dict[str, float]] | None = None
+) -> list[bool]:
+    """The phases and their checks; each load's commits and searches a second go into
+    `figures` (keyed by load, then "commit" and "search") when one is given."""
     results = []
     # Each phase its own seed: a commit phase seeded as an earlier one re-sends that
     # phase's ids and contents, which the plugin answers without a model call or a
@@ -46,6 +55,8 @@ def measure(base: str, texts: Texts, duration: float) -> list[bool]:
                 rates[kind] = sum(map(ok, out)) / duration
                 print(describe(f"{callers} callers, {kind}s, {label}", out, duration))
             ratio = rates["search"] / max(rates["commit"], 1e-9)
+            if figures is not None:
+                figures[f"{callers} callers,\n{label}"] = rates
             results.append(
                 check(
                     f"searches / commits, {callers} callers, {label} >= 0.9",
@@ -56,9 +67,28 @@ def measure(base: str, texts: Texts, duration: float) -> list[bool]:
     return results
 
 
+def draw_rates(figures: Mapping[str, Mapping[str, float]], path: Path, note: str) -> Path:
+    """Commits and searches a second, a pair of bars per load (`figures[load][kind]`)."""
+    loads = list(figures)
+    series = [
+        Series(f"{kind}s a second", [round(figures[load][kind]) for load in loads])
+        for kind in ("commit", "search")
+    ]
+    title = "Closed-loop commits and searches a second"
+    return bar_chart(path, title, loads, series, y_label="answers a second", note=note)
+
+
 def main() -> None:
     layout = {name: 50 for name in SMALL} | {BIG: 5000}
-    run_checks(__doc__, "search throughput", WIDE, layout, measure)
+    figures: dict[str, dict[str, float]] = {}
+    run_checks(
+        __doc__,
+        "search throughput",
+        WIDE,
+        layout,
+        partial(measure, figures=figures),
+        lambda directory, note: [draw_rates(figures, directory / "search_throughput.svg", note)],
+    )
 
 
 if __name__ == "__main__":
