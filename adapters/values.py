@@ -85,10 +85,12 @@ class ScoredMemory:
 
     Cosine similarity for a dense query, BM25 for a keyword query, and for a hybrid
     query the fused score (adapters/qdrant/ranking.py, docs/backends.md "Hybrid search").
+    None where no query ranked it (a search without one lists newest first): backends
+    always score, the service's answer to a listing does not.
     """
 
     memory: MemoryRecord
-    score: float
+    score: float | None
 
 
 @dataclass(frozen=True, slots=True)

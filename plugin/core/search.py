@@ -1,7 +1,7 @@
 """Searches: one backend read over every live namespace asked for, ranked as configured.
 
-A mixin of `MemoryService` (plugin/core/service.py), apart so that each reads as one
-concern; it uses the service's backend, keyword encoder, embedder and clock.
+`MemorySearch` is the part of `MemoryService` (plugin/core/service.py) that answers
+searches, handed the service's backend, keyword encoder, embedding and deadline.
 - With a query, the search computes what `search_mode` ranks by: the query's
   embedding, its keyword vector, or both (docs/backends.md, "Hybrid search"); a
   keyword search costs no model call. Without one, newest first.
@@ -16,20 +16,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored
-from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchMode, SearchQuery
+from adapters.values import MemoryFilter, ScoredMemory, SearchMode, SearchQuery
 from plugin.core.fields import SearchFields
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import tokens_of
 from plugin.scheduling.work import Priority, Work, search_tenant
-
-if TYPE_CHECKING:
-    from adapters.base import VectorBackend
-    from plugin.embedding.bm25 import KeywordEncoder
 
 log = logging.getLogger(__name__)
 # The modes whose keyword query is widened by the first results (docs/backends.md,
@@ -37,26 +33,29 @@ log = logging.getLogger(__name__)
 _FEEDBACK = frozenset({SearchMode.FEEDBACK, SearchMode.RERANK})
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    memory: MemoryRecord
-    score: float | None
-
-
 class MemorySearch:
-    """`search` for `MemoryService`."""
+    """`search`, and the namespaces it found unreadable (for health)."""
 
-    if TYPE_CHECKING:  # provided by MemoryService
-        backend: VectorBackend
-        keywords: KeywordEncoder
-        search_mode: SearchMode
-        clock: Callable[[], datetime]
-        _unreadable: set[str]
+    def __init__(
+        self,
+        backend: VectorBackend,
+        keywords: KeywordEncoder,
+        search_mode: SearchMode,
+        *,
+        clock: Callable[[], datetime],
+        deadline: Callable[[], AbstractAsyncContextManager[None]],
+        embed: Callable[[str, Work], Awaitable[list[float]]],
+    ) -> None:
+        self.backend = backend
+        self.keywords = keywords
+        self.search_mode = search_mode
+        self.clock = clock
+        self._deadline = deadline
+        self._embed = embed
+        # Namespaces a search found unreadable (left out of its answer), for health.
+        self.unreadable: set[str] = set()
 
-        def _deadline(self) -> AbstractAsyncContextManager[None]: ...
-        def _embed(self, text: str, work: Work) -> Awaitable[list[float]]: ...
-
-    async def search(self, request: SearchFields) -> list[Hit]:
+    async def search(self, request: SearchFields) -> list[ScoredMemory]:
         """One backend read over every live namespace asked for; pinned first, `limit` in all."""
         limit = request.effective_limit
         kinds = frozenset(request.kinds) if request.kinds else None
@@ -91,27 +90,26 @@ class MemorySearch:
 
     async def _read(
         self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int
-    ) -> list[Hit]:
+    ) -> list[ScoredMemory]:
         if query is None:
             listed = await self.backend.list_memories(namespaces, wanted, limit)
-            return [Hit(memory, None) for memory in listed]
-        found = await self.backend.query_memories(namespaces, query, wanted, limit)
-        return [Hit(scored.memory, scored.score) for scored in found]
+            return [ScoredMemory(memory, None) for memory in listed]
+        return await self.backend.query_memories(namespaces, query, wanted, limit)
 
     async def _read_around_damage(
         self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int
-    ) -> list[Hit]:
+    ) -> list[ScoredMemory]:
         """Read each namespace alone; leave out (and remember) those that fail; 503 if all do."""
-        parts: list[list[Hit]] = []
+        parts: list[list[ScoredMemory]] = []
         for name in namespaces:
             try:
                 parts.append(await self._read([name], query, wanted, limit))
             except StorageDamaged as error:
-                if name not in self._unreadable:
+                if name not in self.unreadable:
                     log.error("namespace unreadable, left out of searches: %s (%s)", name, error)
-                self._unreadable.add(name)
+                self.unreadable.add(name)
                 continue
-            self._unreadable.discard(name)
+            self.unreadable.discard(name)
         if not parts:
             named = ", ".join(namespaces[:5]) + (", ..." if len(namespaces) > 5 else "")
             raise StorageDamaged(
@@ -120,8 +118,5 @@ class MemorySearch:
             )
         if query is None:
             listed = merge_listed(([hit.memory for hit in part] for part in parts), limit)
-            return [Hit(memory, None) for memory in listed]
-        scored = merge_scored(
-            ([ScoredMemory(h.memory, h.score or 0.0) for h in part] for part in parts), limit
-        )
-        return [Hit(hit.memory, hit.score) for hit in scored]
+            return [ScoredMemory(memory, None) for memory in listed]
+        return merge_scored(parts, limit)

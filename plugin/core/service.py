@@ -24,8 +24,14 @@ from typing import Protocol
 
 from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
-from adapters.values import MemoryRecord, NamespaceRecord, SearchMode, StoreCondition
-from plugin.core.fields import MemoryFields, NamespaceChanges, NamespaceFields
+from adapters.values import (
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    SearchMode,
+    StoreCondition,
+)
+from plugin.core.fields import MemoryFields, NamespaceChanges, NamespaceFields, SearchFields
 from plugin.core.keyed_lock import KeyedLock
 from plugin.core.search import MemorySearch
 from plugin.core.service_errors import DeadlinePassed, InvalidRequest, NotFound
@@ -84,7 +90,7 @@ def _utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment is not None else None
 
 
-class MemoryService(MemorySearch):
+class MemoryService:
     def __init__(
         self,
         backend: VectorBackend,
@@ -106,8 +112,14 @@ class MemoryService(MemorySearch):
         self._vectors_verified = vectors_verified
         self._on_reused = on_reused
         self._namespace_writes = KeyedLock()
-        # Namespaces a search found unreadable (left out of its answer), for health.
-        self._unreadable: set[str] = set()
+        self._search = MemorySearch(
+            backend,
+            keywords,
+            search_mode,
+            clock=clock,
+            deadline=self._deadline,
+            embed=self._embed,
+        )
         # A burst of health checks pings once; a ping past the deadline is not joined.
         self._ping = SingleFlight(lambda: self.backend.ping(), join_within_s=deadline_s)
 
@@ -127,8 +139,12 @@ class MemoryService(MemorySearch):
 
     def condition(self) -> StoreCondition:
         found = self.backend.condition()
-        unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._unreadable))
+        unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._search.unreadable))
         return StoreCondition(unreadable, found.problems)
+
+    async def search(self, request: SearchFields) -> list[ScoredMemory]:
+        """Pinned first, then by score (or newest first without a query); plugin/core/search.py."""
+        return await self._search.search(request)
 
     def _embed(self, text: str, work: Work) -> Awaitable[list[float]]:
         """What the model reads of `text`, queued for it (module docstring: the clip)."""
@@ -181,12 +197,12 @@ class MemoryService(MemorySearch):
                 existing = await self.backend.get_namespace(name)
             except StorageDamaged:
                 await self.backend.delete_namespace(name)
-                self._unreadable.discard(name)
+                self._search.unreadable.discard(name)
                 return
             if existing is None:
                 raise NotFound(f"namespace {name} not found")
             await self.backend.delete_namespace(name)
-            self._unreadable.discard(name)
+            self._search.unreadable.discard(name)
             if existing.is_expired(self.clock()):
                 raise NotFound(f"namespace {name} not found (it had expired)")
 
