@@ -102,13 +102,13 @@ async def test_a_write_racing_a_delete_leaves_no_orphan(
     await store.maintain()
     # ... but the writer looked the namespace up before the delete.
     store._records.live[name] = writer_view
-    write = store._update
+    write = store._store.update
 
     def write_then_see_the_delete(shard: object, operation: object) -> None:
         write(shard, operation)
         store._records.live.pop(name, None)
 
-    monkeypatch.setattr(store, "_update", write_then_see_the_delete)
+    monkeypatch.setattr(store._store, "update", write_then_see_the_delete)
     with pytest.raises(NamespaceGone):
         await store.upsert_memory(memory(name), unit(1))
     assert point_count(store) == 0
@@ -208,7 +208,7 @@ async def test_maintain_vacuums_the_written_shards_after_many_changes(tmp_path: 
     clock = ManualClock()
     store, shards = await counted_store(tmp_path, names, clock)
     written = memory("org:busy")
-    store._changes = 19_990
+    store._store.changes = 19_990
     for index in range(20):
         await store.upsert_memory(
             memory("org:busy", id=written.id, content=f"v{index}"), unit(1, index)
@@ -221,9 +221,9 @@ async def test_maintain_vacuums_the_written_shards_after_many_changes(tmp_path: 
     await store.maintain()
     await store.maintain()
     assert vacuums(shards) == {index_of("org:busy"): 1, index_of("org:calm"): 1}
-    assert store._changes >= 20_000  # the round ends at the sweep that finds none left
+    assert store._store.changes >= 20_000  # the round ends at the sweep that finds none left
     await store.maintain()
-    assert store._changes == 0
+    assert store._store.changes == 0
     assert vacuums(shards) == {index_of("org:busy"): 1, index_of("org:calm"): 1}
     assert [m.content for m in await store.list_memories(["org:busy"], everything(), 5)] == ["v19"]
     await store.close()

@@ -41,7 +41,7 @@ async def main(steps):
     epoch = store._records.live[{doomed!r}].epoch
     done = [
         lambda: store._records.bury({doomed!r}),
-        lambda: store._delete_incarnation({doomed!r}, epoch),
+        lambda: store._store.delete_incarnation({doomed!r}, epoch),
         lambda: store._records.purged(epoch),
     ]
     for step in done[:steps]:

@@ -17,11 +17,10 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable
@@ -110,27 +109,6 @@ class QdrantEdgeBackend(VectorBackend):
     @cached_property
     def token_index(self) -> EdgeTokenIndex:
         return EdgeTokenIndex(self._store, self.dimension)
-
-    # -- what tests reach for: the write path and the vacuum's change count ----------
-
-    @property
-    def _update(self) -> Callable[[Any, Any], None]:
-        return self._store.update
-
-    @_update.setter
-    def _update(self, write: Callable[[Any, Any], None]) -> None:
-        self._store.update = write
-
-    @property
-    def _changes(self) -> int:
-        return self._store.changes
-
-    @_changes.setter
-    def _changes(self, value: int) -> None:
-        self._store.changes = value
-
-    def _delete_incarnation(self, name: str, epoch: str) -> None:
-        self._store.delete_incarnation(name, epoch)
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ RECORDS_FILE = "namespaces.sqlite3"
 
 
 class EdgeStore:
-    """The state of one embedded store; `update` is an attribute so that a test can wrap it."""
+    """The state of one embedded store, shared by the backend's parts."""
 
     def __init__(
         self,
@@ -66,9 +66,8 @@ class EdgeStore:
         # Incarnations holding fewer memories than counted: searches answer 503, not a
         # partial list; writes go on, so that an import can restore them (integrity.py).
         self.short: frozenset[str] = frozenset()
-        self.update: Callable[[Any, Any], None] = self._update
 
-    def _update(self, shard: Any, operation: Any) -> None:
+    def update(self, shard: Any, operation: Any) -> None:
         self.disk.check()
         self.log_sync.mark(self.shards.path_of(shard))  # before: a sync under way takes it
         try:
