@@ -1,4 +1,5 @@
-"""The export file: JSON Lines, one object per line, gzip when the name ends in `.gz`.
+"""The export file: JSON Lines, one object per line; gzip written when the name ends in `.gz`,
+read whatever the name (by its magic bytes).
 
 Layout (docs/export-format.md is the reference):
 
