@@ -1,5 +1,4 @@
-"""The export file: JSON Lines, one object per line; gzip written when the name ends in `.gz`,
-read whatever the name (by its magic bytes).
+"""The export file: JSON Lines; gzip written for a `.gz` name, read by its magic bytes.
 
 Layout (docs/export-format.md is the reference):
 
