@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,11 @@ def print_table(title: str, rows: list[tuple[str, int, dict[str, float]]]) -> No
         print(f"  {name:<34} {count:>5} " + " ".join(f"{stats[c]:>10.1f}" for c in columns))
 
 
-def command_line() -> str:
-    """How this process was started, as `python -m module args` (a chart's note)."""
+def chart_note() -> str:
+    """A chart's note: today's date and how this process was started (`python -m ...`)."""
     spec = getattr(sys.modules["__main__"], "__spec__", None)
-    return " ".join(["python -m", spec.name if spec else sys.argv[0], *sys.argv[1:]])
+    command = " ".join(["python -m", spec.name if spec else sys.argv[0], *sys.argv[1:]])
+    return f"{date.today()}, {command}"
 
 
 def machine() -> str:

@@ -25,11 +25,10 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import command_line, machine, percentile
+from benchmarks.common import chart_note, machine, percentile
 from benchmarks.http_caller import Connection, Request
 from benchmarks.locomo import load
 
@@ -358,7 +357,7 @@ def run_checks(
         results = measure(base, texts, args.duration)
     print(f"{sum(results)} of {len(results)} checks passed")
     if plot is not None and args.plot is not None:
-        for path in plot(args.plot, f"{date.today()}, {command_line()}"):
+        for path in plot(args.plot, chart_note()):
             print(f"drew {path}")
 
 

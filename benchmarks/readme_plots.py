@@ -30,8 +30,8 @@ def main() -> None:
     rates = {  # 64 callers; commits and searches a second
         "64 of 50,\n2026-11-26": {"commit": 188, "search": 344},
         "one of 5,000,\n2026-11-26": {"commit": 186, "search": 297},
-        "64 of 50,\n2026-11-27": {"commit": 132, "search": 247},
-        "one of 5,000,\n2026-11-27": {"commit": 134, "search": 128},
+        "64 of 50,\n2026-11-27": {"commit": 151, "search": 277},
+        "one of 5,000,\n2026-11-27": {"commit": 139, "search": 164},
     }
     note = (
         "2026-11-26 and 2026-11-27, python -m benchmarks.search_throughput;"

@@ -33,14 +33,13 @@ import statistics
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from datetime import date
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from benchmarks import locomo
-from benchmarks.common import REPO_ROOT, command_line, machine, percentile
+from benchmarks.common import REPO_ROOT, chart_note, machine, percentile
 from benchmarks.plots import PALETTE, Series, line_chart
 from harness.server_process import ServerProcess
 
@@ -280,7 +279,7 @@ def main() -> None:
                     s: {m: tables[s][m].mean(locomo.HEADLINE) for m in locomo.MODES}
                     for s in SEARCH_MODES
                 }
-                note = f"{date.today()}, {command_line()}"
+                note = chart_note()
                 print(f"drew {draw_recall(rows, args.plot / 'recall_at_k.svg', note)}")
             questions = [q.text for c in conversations for q in c.questions]
             searched = [c.namespace("dialog") for c in conversations[:3]]

@@ -106,7 +106,6 @@ class MemoryService:
         self.backend = backend
         self.embedder = embedder
         self.keywords = keywords
-        self.search_mode = search_mode
         self.deadline_s = deadline_s
         self.clock = clock
         self._vectors_verified = vectors_verified
@@ -141,6 +140,11 @@ class MemoryService:
         found = self.backend.condition()
         unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._search.unreadable))
         return StoreCondition(unreadable, found.problems)
+
+    @property
+    def search_mode(self) -> SearchMode:
+        """How a search with a query ranks (plugin/core/search_mode.py)."""
+        return self._search.search_mode
 
     async def search(self, request: SearchFields) -> list[ScoredMemory]:
         """Pinned first, then by score (or newest first without a query); plugin/core/search.py."""
