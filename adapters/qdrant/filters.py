@@ -68,7 +68,7 @@ def memories(dialect: Dialect[F, C], memory_filter: MemoryFilter, scope: Scope |
 def any_side(dialect: Dialect[F, C], scope: Scope) -> F:
     """Every memory of the scope's incarnations, either pin side, expired or not: one
     condition, where the engine starts from its index and checks nothing point by
-    point (edge/lean_search.py says why, and what checks the answer)."""
+    point (edge/search_passes.py `lean_search` says why, and what checks the answer)."""
     epochs = sorted(scope.epochs)
     if len(epochs) == 1:
         return dialect.filter([dialect.match_value(FIELD_EPOCH, epochs[0])], [])

@@ -122,7 +122,7 @@ def reranked(
     candidates: Sequence[tuple[K, float]], max_sim: Mapping[K, float], query_tokens: int, limit: int
 ) -> list[tuple[K, float]]:
     """The `limit` best of `candidates` (key, fused score) by the rerank's score above,
-    for an engine that asks MaxSim in a request of its own (edge/maxsim_rerank.py); a key
+    for an engine that asks MaxSim in a request of its own (edge/search_passes.py); a key
     missing from `max_sim` (no token vectors yet) scores MaxSim 0."""
     weight = rerank_weight(query_tokens)
     scored = [(key, fused + weight * max_sim.get(key, 0.0)) for key, fused in candidates]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge import feedback_passes
+from adapters.qdrant.edge import search_passes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import open_shard, point_vectors
 from adapters.qdrant.feedback import FEEDBACK_WEIGHT, expanded, term_weights
@@ -74,7 +74,7 @@ def test_the_idf_weighted_weight_is_the_stores_own_idf(tmp_path: Path) -> None:
         qe.Point(i + 1, point_vectors(unit(1, i), vector), {}) for i, vector in enumerate(vectors)
     ]
     shard.update(qe.UpdateOperation.upsert_points(points))
-    found = feedback_passes._idf_weighted(shard, [1, 2])
+    found = search_passes.idf_weighted(shard, [1, 2])
 
     def idf(term: int) -> float:
         n = sum(term in vector.indices for vector in vectors)

@@ -1,5 +1,5 @@
-"""The embedded store's plain search (edge/lean_search.py): the unpinned side asked by
-incarnation alone and checked afterwards answers what the full filters answer.
+"""The embedded store's plain search (edge/search_passes.py, `lean_search`): the unpinned
+side asked by incarnation alone and checked afterwards answers what the full filters answer.
 
 Real embedded store, real keyword vectors; dense vectors are small seeded random
 unit vectors, so rankings are rich but reproducible. Namespaces stay under the
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge import lean_search
+from adapters.qdrant.edge import search_passes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload
 from adapters.values import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
@@ -38,22 +38,22 @@ async def backend(tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    """A call to lean_search's `name` per item: a congruence that never ran it proves nothing."""
+    """A call to search_passes's `name` per item: a congruence that never ran it proves nothing."""
     calls: list[int] = []
-    real = getattr(lean_search, name)
+    real = getattr(search_passes, name)
 
     def counted(*args: Any) -> Any:
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(lean_search, name, counted)
+    monkeypatch.setattr(search_passes, name, counted)
     return calls
 
 
 @pytest.fixture
 def lean_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many searches took the lean plan."""
-    return _counted(monkeypatch, "search")
+    return _counted(monkeypatch, "lean_search")
 
 
 def _random_unit(rng: random.Random) -> list[float]:
@@ -221,7 +221,7 @@ async def test_feedback_answers_what_the_full_filters_answer(
         found = await backend.query_memories(names, asked, everything(), limit)
         assert gone.id not in [hit.memory.id for hit in found]
         with monkeypatch.context() as full:
-            full.setattr(lean_search, "applies", lambda _: False)
+            full.setattr(search_passes, "lean_applies", lambda _: False)
             expected = await backend.query_memories(names, asked, everything(), limit)
         assert _answer(found) == _answer(expected)
     assert checked

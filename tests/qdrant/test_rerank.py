@@ -1,5 +1,5 @@
-"""The embedded store's rerank (edge/maxsim_rerank.py): MaxSim asked by id over the search's
-fused top RERANK_DEPTH, scored as ranking.py's one-request plan scores it.
+"""The embedded store's rerank (edge/search_passes.py, `reranked_search`): MaxSim asked by
+id over the search's fused top RERANK_DEPTH, scored as ranking.py's one-request plan scores it.
 
 Real embedded store, real keyword vectors; dense and token vectors are small seeded
 random unit vectors, so rankings are rich but reproducible.

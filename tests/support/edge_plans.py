@@ -1,18 +1,17 @@
 """What the embedded store answers when every request carries its full filter.
 
-Why: the store's own plans (edge/lean_search.py's filter by incarnation alone,
-edge/maxsim_rerank.py's steps) must answer what the plain plan answers, one request per
+Why: the store's own plans (edge/search_passes.py: the filter by incarnation alone,
+the rerank's steps) must answer what the plain plan answers, one request per
 pin side with the full filter, as a Qdrant server is asked; the tests of both
 compare against it.
 """
 
 from __future__ import annotations
 
-from adapters.merge import merge_scored, pin_sides
-from adapters.qdrant import ranking
+from adapters.merge import merge_scored
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.edge_reads import _wheres
-from adapters.qdrant.edge.engine import EDGE_RANKING, parsed_memory
+from adapters.qdrant.edge.engine import parsed_memory
+from adapters.qdrant.edge.search_passes import full_filter_requests
 from adapters.qdrant.layout import Scope
 from adapters.values import MemoryFilter, ScoredMemory, SearchQuery
 
@@ -28,9 +27,7 @@ async def full_filter_answer(
     each shard's own top in the same request), merged as the reads merge."""
 
     def build(scope: Scope) -> list[object]:
-        return ranking.requests(
-            EDGE_RANKING, asked, _wheres(pin_sides(memory_filter), scope), limit
-        )
+        return full_filter_requests(asked, memory_filter, scope, limit)
 
     parts = await backend._reads._read(names, build)
     hits = [[ScoredMemory(m, p.score) for p in part if (m := parsed_memory(p))] for part in parts]

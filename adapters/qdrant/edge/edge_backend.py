@@ -6,7 +6,7 @@ reaches it through `QdrantEdgeInWorker`, below. Under `data_dir/store/`: 16 shar
 the namespace records and memory counts in SQLite (record_store.py, memory_counts.py).
 Requests go to three parts over one `EdgeStore` (store.py): edge_namespaces.py,
 edge_reads.py and edge_writes.py; this class adds the lifecycle, health, the
-integrity checks (checks.py) and the optional parts (adapters/parts.py). Why this
+integrity checks (upkeep.py) and the optional parts (adapters/parts.py). Why this
 layout, exact search and what a 201 means: docs/backends.md, "Embedded (default)"
 and "Durability".
 """
@@ -25,7 +25,6 @@ from pathlib import Path
 from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.checks import EdgeChecks, EdgeStoreSize
 from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
 from adapters.qdrant.edge.edge_namespaces import EdgeNamespaces
 from adapters.qdrant.edge.edge_reads import EdgeReads
@@ -34,7 +33,7 @@ from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
 from adapters.qdrant.edge.missing_vectors import EdgeKeywordIndex, EdgeTokenIndex
 from adapters.qdrant.edge.shards import refuse_other_layouts
 from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.edge.upkeep import EdgeUpkeep
+from adapters.qdrant.edge.upkeep import EdgeChecks, EdgeStoreSize, EdgeUpkeep
 from adapters.values import (
     Durability,
     MemoryFilter,
@@ -131,7 +130,7 @@ class QdrantEdgeBackend(VectorBackend):
         return await self._store.calls.worker(self._checks.verify, unreadable)  # not on the loop
 
     async def accept(self) -> list[str]:
-        """verify-store --accept: the store as it is now is vouched for (checks.py)."""
+        """verify-store --accept: the store as it is now is vouched for (upkeep.py)."""
         return await self._store.calls.worker(self._checks.accept)
 
     async def close(self) -> None:

@@ -18,12 +18,11 @@ import qdrant_edge as qe
 
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed, merge_scored, pin_sides
-from adapters.qdrant import filters, ranking
-from adapters.qdrant.edge import feedback_passes, lean_search, maxsim_rerank
+from adapters.qdrant import filters
+from adapters.qdrant.edge import search_passes
 from adapters.qdrant.edge.engine import (
     DENSE_VECTOR,
     EDGE,
-    EDGE_RANKING,
     dense_vector,
     parsed_memory,
 )
@@ -106,13 +105,6 @@ class EdgeReads:
             for point, (live, _) in zip(points, items, strict=True)
         ]
 
-    def _ask(self, asks: list[tuple[Any, list[Any]]]) -> list[list[Any]]:
-        """Each shard's requests in one engine call; per shard, its points in order."""
-        return [
-            [point for side in shard.query_batch(qe.QueryBatchRequest(requests)) for point in side]
-            for shard, requests in asks
-        ]
-
     async def _read(
         self, namespaces: Sequence[str], build: Callable[[Scope], list[Any]]
     ) -> list[list[Any]]:
@@ -120,7 +112,7 @@ class EdgeReads:
         if not scopes:
             return []
         asks = [(shard, build(scope)) for shard, scope in scopes]
-        return await self._store.calls.here(self._ask, asks)
+        return await self._store.calls.here(search_passes.asked, asks)
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
@@ -130,10 +122,12 @@ class EdgeReads:
             return []
         calls = self._store.calls
         if query.tokens:  # MaxSim asked by id
-            ranked = await calls.here(maxsim_rerank.search, scoped, query, memory_filter, limit)
+            ranked = await calls.here(
+                search_passes.reranked_search, scoped, query, memory_filter, limit
+            )
             found = [ScoredMemory(m, p.score) for p in ranked if (m := parsed_memory(p))]
             return merge_scored([found], limit)  # equal scores ordered as across shards
-        answers = await calls.here(self._search, scoped, query, memory_filter, limit)
+        answers = await calls.here(search_passes.fused_search, scoped, query, memory_filter, limit)
         parts = [
             [ScoredMemory(memory, p.score) for p in points if (memory := parsed_memory(p))]
             for points in answers
@@ -141,27 +135,6 @@ class EdgeReads:
         if len(parts) == 1:  # one shard has already ordered them
             return parts[0][:limit]
         return merge_scored(parts, limit)
-
-    def _search(
-        self,
-        scoped: list[tuple[Any, Scope]],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-    ) -> list[list[Any]]:
-        """Each shard's points for `query`, per pin side, pinned first: in one engine
-        turn, with keyword feedback's first pass widening the query before it."""
-        if query.feedback:
-            query = feedback_passes.widened(scoped, query, memory_filter)
-        if lean_search.applies(memory_filter):
-            return lean_search.search(scoped, query, memory_filter, limit)
-        sides = pin_sides(memory_filter)
-        return self._ask(
-            [
-                (shard, ranking.requests(EDGE_RANKING, query, _wheres(sides, scope), limit))
-                for shard, scope in scoped
-            ]
-        )
 
     async def list_memories(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
@@ -186,7 +159,3 @@ class EdgeReads:
         if len(parts) == 1:
             return parts[0][:limit]
         return merge_listed(parts, limit)
-
-
-def _wheres(sides: list[MemoryFilter], scope: Scope) -> list[Any]:
-    return [filters.memories(EDGE, side, scope) for side in sides]

@@ -58,7 +58,7 @@ class EdgeRanking:
     exact: indexing is off (edge_backend.py), and the tenant index bounds what they read.
 
     `with_payload` False: answer with ids and scores only (keyword feedback's first
-    pass: edge/feedback_passes.py); a list of fields: with those alone (lean_search.py)."""
+    pass: edge/search_passes.py); a list of fields: with those alone (`lean_search`)."""
 
     _EXACT = qe.SearchParams(exact=True)
 

@@ -1,26 +1,28 @@
-"""The janitor's work on the engine's files: flush what was written, vacuum what churned, reopen.
+"""The embedded store's upkeep beside the requests: the janitor's work and the self-checks.
 
-The engine holds the GIL through `flush` and `optimize` (engine_calls.py), so every request
-waits while one runs. So each engine call does one shard, only a shard written since its last
-flush (or vacuum) is touched, and the work waits for a quiet moment: a sweep that finds no
-request's engine call for `QUIET_S`, or `DEADLINE_S` of waiting, whatever the load.
-Nothing acknowledged depends on a flush: each update is in the engine's write-ahead log, synced
-before the write is acknowledged (log_sync.py). A flush lets the log be cut (a start replays
-less); a vacuum gives back the space of replaced and deleted points. A reopen (close the shard,
-load it from its files) compacts its payload indexes, which speeds a search's filter checks: a
-shard written `REOPEN_AFTER_WRITES` times since opened is reopened at a quiet moment only, on the
-event loop with no engine call in flight, unless it holds over `REOPEN_MAX_POINTS` points.
+`EdgeUpkeep`: flush what was written, vacuum what churned, reopen a shard written often
+(which compacts its payload indexes). The engine holds the GIL through `flush` and
+`optimize`, so each engine call does one shard written since it was last touched, and the
+work waits for a quiet moment (no request's engine call for `QUIET_S`) or `DEADLINE_S`.
+Nothing acknowledged depends on a flush: each update is in the synced write-ahead log.
+`EdgeChecks`: the last integrity report (integrity.py), the incarnations short of memories
+(their reads answer 503), what health says, and verify-store `--accept`. `EdgeStoreSize`:
+the store's size for the metrics, from the records and counts and a walk of its files.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 
+from adapters.qdrant.edge import integrity
 from adapters.qdrant.edge.disk import allocated_bytes
 from adapters.qdrant.edge.engine import fatal
+from adapters.qdrant.edge.integrity import IntegrityReport, some
 from adapters.qdrant.edge.store import EdgeStore, Upkeep
+from adapters.values import StoreSize
 
 # Vacuum once this many points were replaced or deleted since the last time.
 OPTIMIZE_AFTER_CHANGES = 20_000
@@ -122,3 +124,74 @@ class EdgeUpkeep:
         if shard is not None:
             self._store.settled(index, since="flush")  # a write during the flush marks it again
             shard.flush()
+
+
+class EdgeChecks:
+    """The last integrity report and what follows from it."""
+
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
+        self.report = IntegrityReport()
+        self.verified_at = float("-inf")
+
+    def run(self, *, at_start: bool = False) -> IntegrityReport:
+        store = self._store
+        unreadable = self.report.unreadable
+        self.report = integrity.check(store.shards, store.records, at_start=at_start)
+        if not at_start:  # rebuilt at start and unreadable then: still, unless dropped since
+            self.report.unreadable = [n for n in unreadable if n in store.records.live]
+        store.short = frozenset(s.epoch for s in self.report.shortfalls)
+        self.verified_at = time.monotonic()
+        return self.report
+
+    def opened_late(self, indexes: list[int]) -> None:
+        """Shards a full volume kept closed opened: rebuild the records they hold."""
+        store = self._store
+        found = integrity.rebuild(store.shards, store.records, indexes)
+        self.report.unreadable += found.unreadable
+        store.lost.opened(indexes)
+        self.run()  # and compare their namespaces' counts, left out at start
+
+    def problems(self) -> tuple[str, ...]:
+        return self.report.problems() + self._store.lost.problems()
+
+    def unreadable(self) -> set[str]:
+        """Names that answer 503 for want of data: unknown ones asked for, rebuilt unreadable."""
+        store = self._store
+        found = {name for name in store.lost.asked if store.lost.covers(name)}
+        return found | {name for name in self.report.unreadable if name in store.records.live}
+
+    def verify(self, unreadable: tuple[str, ...]) -> tuple[str, ...]:
+        """verify-store's lines: a check now, with the names that answer 503 anyway."""
+        self.run()
+        found = (f"{len(unreadable)} namespace(s) unreadable: {some(unreadable)}",)
+        return (found if unreadable else ()) + self.problems()
+
+    def accept(self) -> list[str]:
+        """An operator vouches for the store as it is (verify-store --accept): rebuilt
+        records are confirmed, and short counts set to what the engine holds (after an
+        import restored what it could, or to accept the loss). The names concerned."""
+        self.run()
+        records = self._store.records
+        records.set_counts({s.epoch: s.found for s in self.report.shortfalls})
+        names = records.accept_rebuilt() + [s.name for s in self.report.shortfalls]
+        self.run()
+        return sorted(set(names))
+
+
+class EdgeStoreSize:
+    """The `store_size` part of `QdrantEdgeBackend`."""
+
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
+
+    async def measure(self) -> StoreSize:
+        return await self._store.calls.worker(self._measure, background=True)
+
+    def _measure(self) -> StoreSize:
+        namespaces, memories = self._store.records.sizes()
+        root = self._store.root
+        volume = os.statvfs(root)
+        return StoreSize(
+            namespaces, memories, allocated_bytes(root), volume.f_bavail * volume.f_frsize
+        )
