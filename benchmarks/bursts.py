@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 from benchmarks.common import percentile
 from benchmarks.fairness_load import Texts, check, commit_request, run_checks, warm
-from benchmarks.http_caller import Connection, Request
+from benchmarks.http_caller import Connection, Request, gather_then_close
 
 BURST = "workspace:burst"
 AGENTS = "workspace:agents"
@@ -61,11 +61,7 @@ async def burst(base: str, callers: int, script: Script, seed: int) -> list[tupl
     ]
     await asyncio.sleep(0.2)  # every caller waits at the gate
     gate.set()
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for connection in connections:
-            connection.close()
+    await gather_then_close(connections, *tasks)
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.common import run_wrk
+from benchmarks.common import run_wrk, wrk_post_script
 from benchmarks.model import CALLERS
 
 CLOSED_LOOP_S = 6.0
@@ -54,25 +54,15 @@ async def closed_loop(session: aiohttp.ClientSession, url: str, texts: list[str]
     return done / (time.perf_counter() - started)
 
 
-WRK_SCRIPT = """
-local texts = {%s}
-local n = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  n = n + 1
-  local body = string.format(
+COMMIT_BODY = """string.format(
     '{"content":%%s,"kind":"fact","source":"agent","id":"7f3e2a10-0000-4000-8%03d-%%012d"}',
-    texts[(n %% #texts) + 1], n)
-  return wrk.format(nil, nil, nil, body)
-end
-"""
+    texts[(n %% #texts) + 1], n)"""
 
 
 def commit_script(texts: list[str], window: int) -> str:
     """wrk's request script: commits of `texts` in turn, with ids unique to `window`."""
     quoted = ",".join(f"[==[{json.dumps(text)}]==]" for text in texts)
-    return WRK_SCRIPT % (quoted, window)
+    return wrk_post_script(COMMIT_BODY % window, setup=f"local texts = {{{quoted}}}\n")
 
 
 def wrk_closed_loop(url: str, texts: list[str], window: int = 0) -> float | None:

@@ -21,7 +21,6 @@ start and each burst's statuses and latencies. About a minute.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
 import subprocess
@@ -32,8 +31,8 @@ from pathlib import Path
 
 from benchmarks.bursts import shown
 from benchmarks.common import machine
-from benchmarks.fairness_load import DEFAULT_DATA, Texts, check, commit_request, warm
-from benchmarks.http_caller import Connection, Request
+from benchmarks.fairness_load import Texts, check, command_line, commit_request, warm
+from benchmarks.http_caller import Connection, Request, gather_then_close
 from harness.server_process import ServerProcess
 
 CLIENT_TIMEOUT_S = 2.0
@@ -44,13 +43,8 @@ async def at_once(base: str, requests: Sequence[Request]) -> list[tuple[int, flo
     """Each request on a connection of its own, all sent at the same moment."""
     connections = [Connection(base, CLIENT_TIMEOUT_S) for _ in requests]
     await warm(connections)
-    try:
-        answers = await asyncio.gather(
-            *(c.send(r) for c, r in zip(connections, requests, strict=True))
-        )
-    finally:
-        for connection in connections:
-            connection.close()
+    sends = (c.send(r) for c, r in zip(connections, requests, strict=True))
+    answers = await gather_then_close(connections, *sends)
     return [(status, took) for status, took, _ in answers]
 
 
@@ -60,11 +54,7 @@ def failed(outcomes: Sequence[tuple[int, float]]) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--namespaces", type=int, default=200)
-    parser.add_argument("--spinners", type=int, default=2)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args()
+    args = command_line(__doc__, namespaces=200, spinners=2).parse_args()
     texts = Texts(args.data)
     rng = random.Random(7)
     names = [f"workspace:cold-{n}" for n in range(args.namespaces)]

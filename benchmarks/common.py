@@ -100,6 +100,24 @@ def run_wrk(
     return (float(found.group(1)) if found else None), non_2xx
 
 
+WRK_POST = """
+{setup}local n = 0
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  n = n + 1
+  local body = {body}
+  return wrk.format(nil, nil, nil, body)
+end
+"""
+
+
+def wrk_post_script(body: str, setup: str = "") -> str:
+    """wrk's request script for POSTs of JSON: `body` is a Lua expression of `n`, the
+    request's number from 1; `setup` is Lua run once before (each line ending in a newline)."""
+    return WRK_POST.format(setup=setup, body=body)
+
+
 def wrk_output(url: str, lua: str, connections: int, seconds: float, *options: str) -> str:
     """What wrk (one thread, the request script `lua`, and `options` such as
     `--latency`) prints for `url`."""

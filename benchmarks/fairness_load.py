@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import chart_note, machine, percentile
-from benchmarks.http_caller import Connection, Request
+from benchmarks.http_caller import Connection, Request, gather_then_close
 from benchmarks.locomo import load
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo-dev.json"
@@ -132,11 +132,7 @@ async def run_flood(
             loop = closed_loop(connection, tenant, make, until, out, 0.0, flood.honour_retry_after)
             loops.append(_after(delay, loop))
     await warm(connections)
-    try:
-        await asyncio.gather(*loops)
-    finally:
-        for connection in connections:
-            connection.close()
+    await gather_then_close(connections, *loops)
     return out
 
 
@@ -334,6 +330,16 @@ def check(label: str, passed: bool, figure: str) -> bool:
     return passed
 
 
+def command_line(doc: str | None, **defaults: float) -> argparse.ArgumentParser:
+    """A benchmark's options, described by `doc`'s first line: one per `defaults`
+    (`--name`, typed as its default), then `--data`."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    for name, default in defaults.items():
+        parser.add_argument(f"--{name}", type=type(default), default=default)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    return parser
+
+
 def run_checks(
     doc: str | None,
     title: str,
@@ -345,9 +351,7 @@ def run_checks(
     """A benchmark's command line: parse `--duration` and `--data`, serve `layout`,
     `measure` it, and count the checks that passed. With `plot`, `--plot DIR` too:
     `plot(DIR, note)` draws what `measure` recorded, `note` naming the date and command."""
-    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
-    parser.add_argument("--duration", type=float, default=8.0)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser = command_line(doc, duration=8.0)
     if plot is not None:
         parser.add_argument("--plot", type=Path, metavar="DIR", help="draw the figures into DIR")
     args = parser.parse_args()

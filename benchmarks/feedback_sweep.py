@@ -21,7 +21,6 @@ from pathlib import Path
 from adapters.qdrant import feedback
 from adapters.values import SearchQuery
 from benchmarks import locomo, sweep
-from plugin.embedding.embedding_tokens import tokens_of
 
 # (label, feedback (documents, terms, weight) or None, rerank by token vectors)
 CONFIGS: list[tuple[str, tuple[int, int, float] | None, bool]] = [
@@ -49,11 +48,11 @@ async def run(conversations: list[locomo.Conversation], data: Path) -> None:
                 docs, terms, weight = widening
                 feedback.FEEDBACK_DOCS, feedback.FEEDBACK_TERMS = docs, terms
                 feedback.FEEDBACK_WEIGHT = weight
-            for conversation, question, vector in seeded.questions:
+            for conversation, question, embedded in seeded.questions:
                 query = SearchQuery(
-                    list(vector),
+                    embedded.vector,
                     seeded.keywords.query(question.text),
-                    tokens_of(vector) if rerank else None,
+                    embedded.tokens if rerank else None,
                     feedback=widening is not None,
                 )
                 await seeded.record(found[label], conversation, question, query)

@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 Request = tuple[str, str, Any]  # method, path, JSON body
 TIMEOUT_S = 2.0  # the platform's client: 2 s per call, a slower answer is a failure
+T = TypeVar("T")
 
 
 class _Answers(asyncio.Protocol):
@@ -121,3 +123,12 @@ class Connection:
         finally:
             deadline.cancel()
         return status, time.perf_counter() - started, retry_after
+
+
+async def gather_then_close(connections: Sequence[Connection], *work: Awaitable[T]) -> list[T]:
+    """Await all of `work` together, then close `connections`, however the work ended."""
+    try:
+        return await asyncio.gather(*work)
+    finally:
+        for connection in connections:
+            connection.close()

@@ -25,26 +25,18 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
-from benchmarks.common import run_against_server, run_wrk
+from benchmarks.common import run_against_server, run_wrk, wrk_post_script
 from harness.server_process import ServerProcess
+from plugin.embedding.embedding_tokens import Embedding
 
 ROUNDS = 5
 WINDOW_S = 6
 CALLERS = 8
 NAMESPACE = "workspace:overhead"
 DIMENSION = 384
-WRK_SCRIPT = """
-local n = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  n = n + 1
-  local body = string.format(
+WRK_SCRIPT = wrk_post_script("""string.format(
     '{"content":"memory %d: the deploy window moved to thursday","kind":"fact",'
-    .. '"source":"agent","id":"7f3e2a10-0000-4000-8000-%012d"}', n, n)
-  return wrk.format(nil, nil, nil, body)
-end
-"""
+    .. '"source":"agent","id":"7f3e2a10-0000-4000-8000-%012d"}', n, n)""")
 
 
 class InstantEncoder:
@@ -61,7 +53,10 @@ class InstantEncoder:
     def encode(self, texts: list[str]) -> list[list[float]]:
         return [list(self._vector) for _ in texts]
 
-    encode_lone = encode
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        return [Embedding(vector) for vector in self.encode(texts)]
+
+    embed_lone = embed
 
 
 def serve() -> None:

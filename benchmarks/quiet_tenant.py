@@ -19,7 +19,6 @@ quiet tenant's p99 beside the flood against its p99 alone (target: at most 4x).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import subprocess
 import sys
@@ -33,12 +32,12 @@ import numpy as np
 from adapters.values import MemoryRecord, NamespaceRecord
 from benchmarks.common import machine, percentile
 from benchmarks.fairness_load import (
-    DEFAULT_DATA,
     QUIET,
     Flood,
     Outcome,
     Texts,
     check,
+    command_line,
     describe,
     model_rate,
     phase,
@@ -79,11 +78,7 @@ def quiet_only(outcomes: list[Outcome]) -> list[Outcome]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--big", type=int, default=100_000)
-    parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    args = parser.parse_args()
+    args = command_line(__doc__, big=100_000, duration=10.0).parse_args()
     from harness.server_process import REPO_ROOT, ServerProcess, clean_env
     from plugin.embedding.encoders import load_encoder
     from plugin.settings import Settings

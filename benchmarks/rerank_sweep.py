@@ -7,7 +7,7 @@ with its dense, keyword and token vectors (the plugin's own encoders), then ever
 question of categories 1-4 is asked with `limit` 50 per memory mode, ranked by the
 shipped hybrid plan, by keyword feedback alone, and by the rerank as the `rerank`
 mode asks it (keyword feedback, then MaxSim: adapters/qdrant/ranking.py and
-edge/maxsim_rerank.py) at each weight and depth: the same store and query vectors for
+edge/search_passes.py) at each weight and depth: the same store and query vectors for
 every row. Prints R@1/5/10/20/50. About 6 minutes on 2 cores.
 """
 
@@ -18,7 +18,6 @@ from pathlib import Path
 from adapters.qdrant import ranking
 from adapters.values import SearchQuery
 from benchmarks import locomo, sweep
-from plugin.embedding.embedding_tokens import tokens_of
 
 WEIGHTS = (1.5, 2.0, 3.0, 4.0, 5.0, 6.0)
 DEPTHS = (50, 75, 100)
@@ -32,10 +31,10 @@ async def run(conversations: list[locomo.Conversation], data: Path) -> None:
         found = sweep.tables([label for label, _, _, _ in configs])
         for label, weight, depth, widened in configs:
             ranking.RERANK_WEIGHT, ranking.RERANK_DEPTH = weight, depth
-            for conversation, question, vector in seeded.questions:
-                tokens = tokens_of(vector) if weight else None
+            for conversation, question, embedded in seeded.questions:
+                tokens = embedded.tokens if weight else None
                 keywords = seeded.keywords.query(question.text)
-                query = SearchQuery(list(vector), keywords, tokens, feedback=widened)
+                query = SearchQuery(embedded.vector, keywords, tokens, feedback=widened)
                 await seeded.record(found[label], conversation, question, query)
         sweep.print_tables(found)
 

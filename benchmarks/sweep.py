@@ -23,8 +23,8 @@ from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA, LIMIT
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.embedding.embedding_tokens import tokens_of
-from plugin.embedding.encoders import Vector, load_encoder
+from plugin.embedding.embedding_tokens import Embedding
+from plugin.embedding.encoders import load_encoder
 from plugin.settings import Settings
 
 BATCH = 32
@@ -34,11 +34,11 @@ Tables = dict[str, dict[str, locomo.RecallTable]]
 
 @dataclass
 class SweepStore:
-    """The seeded store, the keyword encoder, and every question with its vector."""
+    """The seeded store, the keyword encoder, and every question with its embedding."""
 
     store: QdrantEdgeBackend
     keywords: KeywordEncoder
-    questions: list[tuple[locomo.Conversation, locomo.Question, Vector]]
+    questions: list[tuple[locomo.Conversation, locomo.Question, Embedding]]
     everything: MemoryFilter
 
     async def record(
@@ -74,17 +74,17 @@ async def seeded(conversations: list[locomo.Conversation], data: Path) -> AsyncI
                 rows = conversation.memories[mode]
                 for start in range(0, len(rows), BATCH):
                     chunk = rows[start : start + BATCH]
-                    vectors = encoder.encode([content for _, _, content in chunk])
-                    for (memory_id, _, content), vector in zip(chunk, vectors, strict=True):
+                    embedded = encoder.embed([content for _, _, content in chunk])
+                    for (memory_id, _, content), found in zip(chunk, embedded, strict=True):
                         memory = MemoryRecord(memory_id, name, content, "fact", "agent", now)
                         document = keywords.document(content)
-                        await store.upsert_memory(memory, vector, document, tokens_of(vector))
+                        await store.upsert_memory(memory, found.vector, document, found.tokens)
         asked = [(c, q) for c in conversations for q in c.questions]
         texts = [q.text for _, q in asked]
-        vectors = [
-            v for s in range(0, len(texts), BATCH) for v in encoder.encode(texts[s : s + BATCH])
+        embedded = [
+            e for s in range(0, len(texts), BATCH) for e in encoder.embed(texts[s : s + BATCH])
         ]
-        questions = [(c, q, v) for (c, q), v in zip(asked, vectors, strict=True)]
+        questions = [(c, q, e) for (c, q), e in zip(asked, embedded, strict=True)]
         yield SweepStore(store, keywords, questions, MemoryFilter(now=now))
     finally:
         await store.close()

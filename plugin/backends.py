@@ -12,10 +12,10 @@ from adapters.base import VectorBackend
 from plugin.settings import Settings
 
 if TYPE_CHECKING:  # the SDK is imported only by a deployment that uses it
-    from adapters.qdrant.server.backend_base import QdrantServerBase
+    from adapters.qdrant.server.server_layouts import QdrantServerLayout
 
 BackendFactory = Callable[[Settings, int], VectorBackend]
-ServerBackend = TypeVar("ServerBackend", bound="QdrantServerBase")
+ServerBackend = TypeVar("ServerBackend", bound="QdrantServerLayout")
 
 
 def _embedded(settings: Settings, dimension: int) -> VectorBackend:

@@ -24,7 +24,7 @@ from adapters.merge import merge_listed, merge_scored
 from adapters.values import MemoryFilter, ScoredMemory, SearchMode, SearchQuery
 from plugin.core.fields import SearchFields
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.embedding.embedding_tokens import tokens_of
+from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority, Work, search_tenant
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class MemorySearch:
         *,
         clock: Callable[[], datetime],
         deadline: Callable[[], AbstractAsyncContextManager[None]],
-        embed: Callable[[str, Work], Awaitable[list[float]]],
+        embed: Callable[[str, Work], Awaitable[Embedding]],
     ) -> None:
         self.backend = backend
         self.keywords = keywords
@@ -82,8 +82,11 @@ class MemorySearch:
         none at all (the store lends the words)."""
         mode = self.search_mode
         keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
-        dense = None if mode is SearchMode.KEYWORD else await self._embed(text, work)
-        tokens = tokens_of(dense) if mode is SearchMode.RERANK and dense is not None else None
+        dense, tokens = None, None
+        if mode is not SearchMode.KEYWORD:
+            embedded = await self._embed(text, work)
+            dense = embedded.vector
+            tokens = embedded.tokens if mode is SearchMode.RERANK else None
         # a backend without keyword feedback reranks the hybrid candidates (a Qdrant server)
         feedback = mode in _FEEDBACK and SearchMode.FEEDBACK in self.backend.search_modes
         return SearchQuery(dense, keywords, tokens, feedback=feedback)

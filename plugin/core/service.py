@@ -38,7 +38,7 @@ from plugin.core.service_errors import DeadlinePassed, InvalidRequest, NotFound
 from plugin.core.single_flight import SingleFlight
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import clip_for_model
-from plugin.embedding.embedding_tokens import tokens_of
+from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority, Work
 
 Clock = Callable[[], datetime]
@@ -50,7 +50,7 @@ class Embedder(Protocol):
     # An awaitable, not a coroutine function: BatchingEmbedder hands back a future
     # that is already queued for the model when this returns. `work` is its place in
     # the fair queues (plugin/scheduling/work.py).
-    def embed(self, text: str, work: Work = ...) -> Awaitable[list[float]]: ...
+    def embed(self, text: str, work: Work = ...) -> Awaitable[Embedding]: ...
 
 
 def utc_now() -> datetime:
@@ -150,7 +150,7 @@ class MemoryService:
         """Pinned first, then by score (or newest first without a query); plugin/core/search.py."""
         return await self._search.search(request)
 
-    def _embed(self, text: str, work: Work) -> Awaitable[list[float]]:
+    def _embed(self, text: str, work: Work) -> Awaitable[Embedding]:
         """What the model reads of `text`, queued for it (module docstring: the clip)."""
         return self.embedder.embed(clip_for_model(text), work)
 
@@ -224,8 +224,12 @@ class MemoryService:
             if body.id is not None:
                 existing, vector = await self._stored(namespace, body.id, body.content)
             reused = vector is not None
+            # The model computes token vectors with the sentence vector; a reused vector
+            # comes without them (the token index fills them in).
+            tokens = None
             if vector is None:
-                vector = await self._embed(body.content, Work(namespace, Priority.WRITE))
+                embedded = await self._embed(body.content, Work(namespace, Priority.WRITE))
+                vector, tokens = embedded.vector, embedded.tokens
             else:
                 self._on_reused()
             now = self.clock()
@@ -246,10 +250,7 @@ class MemoryService:
             if reused and memory == existing:
                 return memory  # stored exactly so, vector included: nothing to write
             keywords = self.keywords.document(body.content)
-            # The token vectors came with the sentence vector (none when it was reused: the
-            # token index fills them in); stored apart, so the vector is a plain list again.
-            tokens = tokens_of(vector)
-            await self.backend.upsert_memory(memory, list(vector), keywords, tokens)
+            await self.backend.upsert_memory(memory, vector, keywords, tokens)
             return memory
 
     async def _stored(

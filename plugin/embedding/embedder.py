@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from adapters.callers import Waiting, current_waiting
-from plugin.embedding.encoders import Encoder, Vector
+from plugin.embedding.embedding_tokens import Embedding
+from plugin.embedding.encoders import Encoder
 from plugin.embedding.length_groups import encode_by_length
 from plugin.scheduling.fair_queue import FairQueue
 from plugin.scheduling.thread_priority import low_priority_pool
@@ -42,7 +43,7 @@ def clip_for_model(text: str) -> str:
 
 
 # A text waiting for the model: (text, its future, when it was queued, its priority).
-Pending = tuple[str, "asyncio.Future[Vector]", float, Priority]
+Pending = tuple[str, "asyncio.Future[Embedding]", float, Priority]
 # Under load, wait for expected callers at most this share of the last batch's time.
 LINGER_SHARE = 0.5
 MAX_BATCH = 4
@@ -141,8 +142,9 @@ class BatchingEmbedder:
     def queued_by_priority(self) -> dict[Priority, int]:
         return {priority: len(queue) for priority, queue in self._queues.items()}
 
-    def embed(self, text: str, work: Work = UNATTRIBUTED) -> asyncio.Future[Vector]:
-        """`text`'s vector, to await; queued for the next batch before this returns.
+    def embed(self, text: str, work: Work = UNATTRIBUTED) -> asyncio.Future[Embedding]:
+        """`text`'s embedding (`Encoder.embed`), to await; queued for the next batch before
+        this returns.
 
         `work` says for which tenant and how urgently: its place in the fair queues.
 
@@ -153,7 +155,7 @@ class BatchingEmbedder:
         if not self._workers:
             raise RuntimeError("embedder is not started")
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Vector] = loop.create_future()
+        future: asyncio.Future[Embedding] = loop.create_future()
         self._queues[work.priority].push(work.tenant, (text, future, loop.time(), work.priority))
         if (waiting := current_waiting.get()) is not None:  # for the request's deadline
             waiting.joined(self)
@@ -227,10 +229,10 @@ class BatchingEmbedder:
             started = time.perf_counter()
             try:
                 if self._alone(len(texts)):
-                    vectors = encode_by_length(self.encoder.encode_lone, texts)
+                    embedded = encode_by_length(self.encoder.embed_lone, texts)
                 else:
-                    vectors = await loop.run_in_executor(
-                        self._executor, encode_by_length, self.encoder.encode, texts
+                    embedded = await loop.run_in_executor(
+                        self._executor, encode_by_length, self.encoder.embed, texts
                     )
             except Exception as error:  # a model failure fails this batch, not the worker
                 for _, future, _, _ in batch:
@@ -245,9 +247,9 @@ class BatchingEmbedder:
             self.served += len(batch)
             if self._observer is not None:
                 self._observer(len(batch), self._last_s)
-            for (_, future, _, _), vector in zip(batch, vectors, strict=True):
+            for (_, future, _, _), embedding in zip(batch, embedded, strict=True):
                 if not future.done():
-                    future.set_result(vector)
+                    future.set_result(embedding)
 
     def _alone(self, count: int) -> bool:
         """Embed these `count` texts here, on the event loop? Only a lone text, with
@@ -263,7 +265,7 @@ class BatchingEmbedder:
                 self._wait_observer(priority, now - queued_at)
 
 
-def _embedded(waiting: Waiting, future: asyncio.Future[Vector]) -> None:
+def _embedded(waiting: Waiting, future: asyncio.Future[Embedding]) -> None:
     """A text's wait is over once it is embedded (or failed); a text whose request gave
     up while it was queued is still waiting, as far as that request's deadline knows."""
     if not future.cancelled():

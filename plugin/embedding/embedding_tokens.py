@@ -1,18 +1,18 @@
-"""A sentence vector with the token vectors the same model call computed.
+"""A text's sentence vector and the token vectors the same model call computed.
 
 The model computes a vector for every token of a text and pooling throws them away;
 kept, normalised and without the special tokens ([CLS], [SEP], padding), they let the
 store rerank by late interaction (MaxSim, docs/backends.md "Reranking by token
-vectors") at no second model call. An `Embedding` is the sentence vector itself (a
-list of floats, so the batcher and every caller of the sentence vector are unchanged)
-carrying its token vectors beside it. A model whose sentence vector is not a token
-vector's size (several pooling modes concatenated) keeps none: the store's multivector
-has the sentence vector's size.
+vectors") at no second model call. An `Embedding` names both: `vector`, the sentence
+vector every search mode stores, and `tokens`, its token vectors or None (not asked
+for: `Encoder.keep_tokens`). A model whose sentence vector is not a token vector's
+size (several pooling modes concatenated) keeps none: the store's multivector has the
+sentence vector's size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,19 +22,12 @@ TokenVectors = list[list[float]]
 MAX_TOKENS = 256
 
 
-class Embedding(list[float]):
-    """A sentence vector; `tokens` holds its token vectors (None: not computed)."""
+@dataclass(frozen=True, slots=True)
+class Embedding:
+    """One text's sentence vector and its token vectors (None: not computed)."""
 
-    __slots__ = ("tokens",)
-
-    def __init__(self, vector: Sequence[float], tokens: TokenVectors | None = None) -> None:
-        super().__init__(vector)
-        self.tokens = tokens
-
-
-def tokens_of(vector: Sequence[float]) -> TokenVectors | None:
-    """The token vectors computed with `vector`; None for a vector read back from a store."""
-    return vector.tokens if isinstance(vector, Embedding) else None
+    vector: list[float]
+    tokens: TokenVectors | None = None
 
 
 def token_rows(hidden: np.ndarray, keep: np.ndarray) -> list[TokenVectors]:

@@ -49,16 +49,23 @@ class Encoder(Protocol):
     parallelism: int
     # Whether a lone text may be embedded on the event loop (module docstring).
     inline_lone_text: bool
-    # Whether `encode` returns each vector with its token vectors (an `Embedding`): set
+    # Whether `embed` computes each text's token vectors beside its sentence vector: set
     # once at start-up, only for the rerank search mode; computing them costs every
     # batch time under the GIL that no other mode would use.
     keep_tokens: bool
 
-    def encode(self, texts: list[str]) -> list[Vector]: ...
+    def encode(self, texts: list[str]) -> list[Vector]:
+        """Each text's sentence vector, never its token vectors (none are computed)."""
+        ...
 
-    def encode_lone(self, texts: list[str]) -> list[Vector]:
-        """`encode` for a text embedded on the event loop with nothing else running
-        (`inline_lone_text`): it may use every core, where `encode` uses its share."""
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        """Each text's sentence vector, with its token vectors where `keep_tokens` asks for
+        them and the model's shape allows (embedding_tokens.py)."""
+        ...
+
+    def embed_lone(self, texts: list[str]) -> list[Embedding]:
+        """`embed` for a text embedded on the event loop with nothing else running
+        (`inline_lone_text`): it may use every core, where `embed` uses its share."""
         ...
 
 
@@ -88,21 +95,23 @@ class SentenceTransformerEncoder:
         model = SentenceTransformer(source, device="cpu", local_files_only=True)
         return cls(model, name)
 
-    def encode_lone(self, texts: list[str]) -> list[Vector]:
-        return self.encode(texts)  # never inline (`inline_lone_text`); torch's own threads
-
     def encode(self, texts: list[str]) -> list[Vector]:
-        """Each text's sentence vector; with `keep_tokens`, an `Embedding` carrying its
-        token vectors."""
+        vectors = self._model.encode(
+            texts,
+            batch_size=max(1, len(texts)),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return [row.tolist() for row in vectors]
+
+    def embed_lone(self, texts: list[str]) -> list[Embedding]:
+        return self.embed(texts)  # never inline (`inline_lone_text`); torch's own threads
+
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        """`Encoder.embed`: with `keep_tokens`, the token vectors from the same call."""
         if not self.keep_tokens:
-            vectors = self._model.encode(
-                texts,
-                batch_size=max(1, len(texts)),
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-            return [row.tolist() for row in vectors]
+            return [Embedding(vector) for vector in self.encode(texts)]
         rows = self._model.encode(
             texts,
             batch_size=max(1, len(texts)),
@@ -112,7 +121,7 @@ class SentenceTransformerEncoder:
         )
         tokenizer = self._model.tokenizer  # [UNK] stands for text: kept, as on ONNX
         special = [i for i in tokenizer.all_special_ids if i != tokenizer.unk_token_id]
-        found: list[Vector] = []
+        found: list[Embedding] = []
         for row in rows:
             ids = row["input_ids"].cpu().numpy()
             keep = row["attention_mask"].cpu().numpy() * ~np.isin(ids, special)

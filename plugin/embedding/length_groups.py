@@ -12,12 +12,12 @@ inside the call, and for prose the two go together.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-
-from plugin.embedding.encoders import Vector
+from typing import TypeVar
 
 SLACK = 1.25  # padded length at most this many times the texts' own
 # Characters every text costs besides its own (the special tokens, the call).
 FIXED_CHARS = 20
+Found = TypeVar("Found")  # what the model gives for one text: a vector, an `Embedding`
 
 
 def length_groups(texts: Sequence[str], slack: float = SLACK) -> list[list[int]]:
@@ -38,11 +38,11 @@ def length_groups(texts: Sequence[str], slack: float = SLACK) -> list[list[int]]
 
 
 def encode_by_length(
-    encode: Callable[[list[str]], list[Vector]], texts: Sequence[str]
-) -> list[Vector]:
-    """`encode(texts)`, one call per length group, the vectors in `texts`' order."""
-    vectors: list[Vector | None] = [None] * len(texts)
+    encode: Callable[[list[str]], list[Found]], texts: Sequence[str]
+) -> list[Found]:
+    """`encode(texts)`, one call per length group, the results in `texts`' order."""
+    found: list[Found | None] = [None] * len(texts)
     for group in length_groups(texts):
-        for index, vector in zip(group, encode([texts[i] for i in group]), strict=True):
-            vectors[index] = vector
-    return [vector for vector in vectors if vector is not None]
+        for index, result in zip(group, encode([texts[i] for i in group]), strict=True):
+            found[index] = result
+    return [result for result in found if result is not None]

@@ -6,7 +6,7 @@ the image build) writes `model.onnx` (fp32, `torch.onnx` from the packaged weigh
 At run time: the model's `tokenizer.json`, its pooling (plugin/embedding/pooling.py) and
 normalisation in numpy, and ONNX Runtime; torch is not imported. tests/embedding/test_onnx.py
 holds the output to sentence-transformers'. With `load(sessions=N)`, N > 1: N single-threaded
-sessions take whole batches side by side, and one N-threaded session serves `encode_lone` (one
+sessions take whole batches side by side, and one N-threaded session serves `embed_lone` (one
 caller, nothing else running; a lone text during a load takes a single-threaded one). All share
 one copy of the weights (`add_initializer`). Why: docs/embedding.md, "Sessions side by side".
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from plugin.embedding.embedding_tokens import Embedding, token_rows
+from plugin.embedding.embedding_tokens import Embedding, TokenVectors, token_rows
 from plugin.embedding.model_files import (
     Pooling,
     check_onnx_modules,
@@ -147,8 +147,9 @@ class OnnxEncoder:
     """Tokenizer, ONNX Runtime sessions, the model's pooling, L2 normalisation: `Encoder`
     without torch.
 
-    `encode` may be called from `parallelism` threads at once, each call on a session of
-    its own (module docstring); `encode_lone`, with nothing else running, takes `solo`.
+    `encode` and `embed` may be called from `parallelism` threads at once, each call on a
+    session of its own (module docstring); `embed_lone`, with nothing else running, takes
+    `solo`.
     """
 
     inline_lone_text = True  # one text is quick: the event loop may wait for it
@@ -207,15 +208,26 @@ class OnnxEncoder:
         return encoder
 
     def encode(self, texts: list[str]) -> list[list[float]]:
-        """Each text's sentence vector; with `keep_tokens`, an `Embedding` carrying its
-        token vectors."""
-        return self._encode(texts, lone=False)
+        return self._run(texts, lone=False, tokens=False)[0]
 
-    def encode_lone(self, texts: list[str]) -> list[list[float]]:
-        """`encode` on the session with every core's threads, when nothing else runs."""
-        return self._encode(texts, lone=True)
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        return self._embed(texts, lone=False)
 
-    def _encode(self, texts: list[str], *, lone: bool) -> list[list[float]]:
+    def embed_lone(self, texts: list[str]) -> list[Embedding]:
+        """`embed` on the session with every core's threads, when nothing else runs."""
+        return self._embed(texts, lone=True)
+
+    def _embed(self, texts: list[str], *, lone: bool) -> list[Embedding]:
+        vectors, tokens = self._run(texts, lone=lone, tokens=self.keep_tokens)
+        if tokens is None:
+            return [Embedding(vector) for vector in vectors]
+        return [Embedding(vector, rows) for vector, rows in zip(vectors, tokens, strict=True)]
+
+    def _run(
+        self, texts: list[str], *, lone: bool, tokens: bool
+    ) -> tuple[list[list[float]], list[TokenVectors] | None]:
+        """The sentence vectors; with `tokens`, each text's token vectors from the same run
+        (None when pooled in several modes: they are not the sentence vector's size)."""
         if self.prompt:
             texts = [self.prompt + text for text in texts]
         encoded = self._tokenizer.encode_batch(texts)
@@ -232,13 +244,10 @@ class OnnxEncoder:
         pooled = pool(hidden, mask, self._modes)
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         vectors: list[list[float]] = (pooled / norms).tolist()
-        if not self.keep_tokens:
-            return vectors
-        if hidden.shape[2] != self.dimension:  # pooled in several modes: no token vectors
-            return [Embedding(vector) for vector in vectors]
+        if not tokens or hidden.shape[2] != self.dimension:
+            return vectors, None
         special = np.array([e.special_tokens_mask for e in encoded], dtype=np.int64)
-        tokens = token_rows(hidden, mask * (1 - special))
-        return [Embedding(vector, rows) for vector, rows in zip(vectors, tokens, strict=True)]
+        return vectors, token_rows(hidden, mask * (1 - special))
 
     def _take(self, lone: bool) -> Any:
         with self._lock:

@@ -16,20 +16,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 from adapters.base import VectorBackend
 from adapters.parts import TokenIndex
 from plugin.embedding.background import retried
 from plugin.embedding.embedder import clip_for_model
-from plugin.embedding.embedding_tokens import TokenVectors, tokens_of
+from plugin.embedding.embedding_tokens import Embedding, TokenVectors
 from plugin.scheduling.work import Priority, Work
 
 PAGE = 64
 RETRY_S = 2.0
 TENANT = "~token-index"  # the fair queues' tenant of the upgrade: one share, never more
 log = logging.getLogger(__name__)
-Embed = Callable[[str, Work], Awaitable[Sequence[float]]]
+Embed = Callable[[str, Work], Awaitable[Embedding]]
 Progress = Callable[[int], None]
 
 
@@ -46,11 +46,11 @@ async def fill(part: TokenIndex, embed: Embed, progress: Progress = _nobody) -> 
     while True:
         found, cursor = await part.untokenized_memories(cursor, PAGE)
         if found:
-            vectors = await asyncio.gather(*(embed(clip_for_model(c), work) for _, c in found))
+            embedded = await asyncio.gather(*(embed(clip_for_model(c), work) for _, c in found))
             items: list[tuple[str, TokenVectors]] = [
                 (key, tokens)
-                for (key, _), vector in zip(found, vectors, strict=True)
-                if (tokens := tokens_of(vector)) is not None
+                for (key, _), embedding in zip(found, embedded, strict=True)
+                if (tokens := embedding.tokens) is not None
             ]
             if not items:  # this encoder computes none (a model of another shape)
                 return indexed

@@ -10,6 +10,8 @@ once its body names the namespace.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 from aiohttp import web
@@ -53,6 +55,15 @@ def _namespace(request: web.Request) -> str:
         raise bad_request(f"invalid namespace name: {error}") from None
 
 
+@asynccontextmanager
+async def _admitted_body(request: web.Request, model: type[M]) -> AsyncIterator[tuple[str, M]]:
+    """The path's namespace, admitted before the body is read, and the body as `model`;
+    the admission is held until the block ends."""
+    name = _namespace(request)
+    with request.app[ADMISSION].hold(name):
+        yield name, await _body(request, model)
+
+
 def health_body(status: str) -> dict[str, object]:
     return {"status": status, "version": CONTRACT_VERSION, "capabilities": list(CAPABILITIES)}
 
@@ -88,18 +99,14 @@ async def health(request: web.Request) -> web.Response:
 
 @routes.put("/v1/namespaces/{name}")
 async def upsert_namespace(request: web.Request) -> web.Response:
-    name = _namespace(request)
-    with request.app[ADMISSION].hold(name):
-        body = await _body(request, NamespaceUpsert)
+    async with _admitted_body(request, NamespaceUpsert) as (name, body):
         record = await request.app[SERVICE].upsert_namespace(name, body)
     return web.json_response(namespace_body(record))
 
 
 @routes.patch("/v1/namespaces/{name}")
 async def patch_namespace(request: web.Request) -> web.Response:
-    name = _namespace(request)
-    with request.app[ADMISSION].hold(name):
-        body = await _body(request, NamespacePatch)
+    async with _admitted_body(request, NamespacePatch) as (name, body):
         record = await request.app[SERVICE].patch_namespace(name, body, body.model_fields_set)
     return web.json_response(namespace_body(record))
 
@@ -114,9 +121,7 @@ async def delete_namespace(request: web.Request) -> web.Response:
 
 @routes.post("/v1/namespaces/{name}/memories")
 async def commit_memory(request: web.Request) -> web.Response:
-    name = _namespace(request)
-    with request.app[ADMISSION].hold(name):
-        body = await _body(request, MemoryWrite)
+    async with _admitted_body(request, MemoryWrite) as (name, body):
         memory = await request.app[SERVICE].commit(name, body)
     request[MEMORY_ID_KEY] = memory.id
     return web.json_response({"id": memory.id, "namespace": memory.namespace}, status=201)

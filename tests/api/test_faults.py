@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 
 from plugin.embedding.embedder import MAX_EMBEDDED_CHARS
+from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.keys import EMBEDDER, SERVICE
 from plugin.scheduling.work import UNATTRIBUTED, Work
@@ -118,9 +119,9 @@ class _Recording:
         self.dimension = inner.dimension
         self.lengths: list[int] = []
 
-    async def embed(self, text: str, work: Work = UNATTRIBUTED) -> list[float]:
+    async def embed(self, text: str, work: Work = UNATTRIBUTED) -> Embedding:
         self.lengths.append(len(text))
-        return list(await self.inner.embed(text, work))
+        return await self.inner.embed(text, work)
 
 
 async def test_large_content_is_cut_before_the_model_and_stored_whole(

@@ -16,8 +16,8 @@ from aiohttp.test_utils import TestServer
 from adapters.errors import BackendMisconfigured
 from adapters.pinecone import PineconeBackend
 from adapters.qdrant.ranking import TOKENS_VECTOR
-from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import SearchMode, SearchQuery
 from harness.clocks import WallClock
@@ -96,7 +96,7 @@ async def test_the_default_is_hybrid_on_the_embedded_store_and_rerank_is_asked_f
 
 @pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])
 async def test_rerank_on_a_qdrant_server_keeps_token_vectors_and_ranks_by_them(
-    make_app: AppFactory, clock: WallClock, layout: type[QdrantServerBase]
+    make_app: AppFactory, clock: WallClock, layout: type[QdrantServerLayout]
 ) -> None:
     """Both server layouts (qdrant-client's local mode): each commit's token vectors come
     from its one model call, and the search reranks by them."""

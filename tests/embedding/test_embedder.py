@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from plugin.embedding.embedder import MAX_BATCH, BatchingEmbedder
+from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.encoders import GatedEncoder
 
@@ -28,9 +29,10 @@ async def test_vectors_are_unit_length_and_meaningful(encoder: SentenceTransform
         )
     finally:
         await embedder.close()
-    assert encoder.dimension == len(tabs) == 384
-    assert math.isclose(dot(tabs, tabs), 1.0, abs_tol=1e-4)
-    assert dot(tabs, spaces) > dot(tabs, weather) + 0.2
+    assert encoder.dimension == len(tabs.vector) == 384
+    assert tabs.tokens is None  # not asked for (Encoder.keep_tokens)
+    assert math.isclose(dot(tabs.vector, tabs.vector), 1.0, abs_tol=1e-4)
+    assert dot(tabs.vector, spaces.vector) > dot(tabs.vector, weather.vector) + 0.2
 
 
 async def test_concurrent_requests_share_batches(encoder: SentenceTransformerEncoder) -> None:
@@ -45,7 +47,7 @@ async def test_concurrent_requests_share_batches(encoder: SentenceTransformerEnc
     assert embedder.stats.texts == 50
     assert embedder.stats.largest <= MAX_BATCH
     assert embedder.stats.batches <= 50 // MAX_BATCH + encoder.parallelism
-    assert max(abs(a - b) for a, b in zip(vectors[17], alone, strict=True)) < 1e-4
+    assert max(abs(a - b) for a, b in zip(vectors[17].vector, alone, strict=True)) < 1e-4
 
 
 class FailingEncoder:
@@ -60,7 +62,10 @@ class FailingEncoder:
             raise RuntimeError("model exploded")
         return [[1.0, 0.0, 0.0] for _ in texts]
 
-    encode_lone = encode
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        return [Embedding(vector) for vector in self.encode(texts)]
+
+    embed_lone = embed
 
 
 async def test_a_failed_batch_does_not_stop_the_worker() -> None:
@@ -69,7 +74,7 @@ async def test_a_failed_batch_does_not_stop_the_worker() -> None:
     try:
         results = await asyncio.gather(embedder.embed("bad"), return_exceptions=True)
         assert isinstance(results[0], RuntimeError)
-        assert await embedder.embed("good") == [1.0, 0.0, 0.0]
+        assert await embedder.embed("good") == Embedding([1.0, 0.0, 0.0])
     finally:
         await embedder.close()
 
@@ -118,8 +123,8 @@ async def test_a_cancelled_embedding_is_left_out_of_its_batch() -> None:
         kept, dropped = embedder.embed("kept"), embedder.embed("dropped")
         dropped.cancel()
         encoder.gate.set()
-        assert await first == [1.0, 0.0, 0.0]
-        assert await kept == [1.0, 0.0, 0.0]
+        assert await first == Embedding([1.0, 0.0, 0.0])
+        assert await kept == Embedding([1.0, 0.0, 0.0])
     finally:
         await embedder.close()
     assert encoder.batches == [["first"], ["kept"]]
@@ -172,8 +177,8 @@ async def test_texts_queued_together_are_shared_among_the_sessions() -> None:
 
 
 class ThreadRecordingEncoder:
-    """Records how many texts each encode got, on which thread it ran, and whether it was
-    `encode_lone` (the session with every core's threads)."""
+    """Records how many texts each embed got, on which thread it ran, and whether it was
+    `embed_lone` (the session with every core's threads)."""
 
     dimension = 3
     fingerprint = "threads/test"
@@ -185,14 +190,17 @@ class ThreadRecordingEncoder:
         self.lone: list[bool] = []
 
     def encode(self, texts: list[str]) -> list[list[float]]:
-        self.calls.append((len(texts), threading.get_ident()))
-        self.lone.append(False)
         return [[1.0, 0.0, 0.0] for _ in texts]
 
-    def encode_lone(self, texts: list[str]) -> list[list[float]]:
-        vectors = self.encode(texts)
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        self.calls.append((len(texts), threading.get_ident()))
+        self.lone.append(False)
+        return [Embedding(vector) for vector in self.encode(texts)]
+
+    def embed_lone(self, texts: list[str]) -> list[Embedding]:
+        embedded = self.embed(texts)
         self.lone[-1] = True
-        return vectors
+        return embedded
 
 
 async def test_a_lone_text_is_embedded_on_the_event_loop() -> None:
@@ -201,7 +209,8 @@ async def test_a_lone_text_is_embedded_on_the_event_loop() -> None:
     await embedder.start()
     try:
         for i in range(3):
-            assert await embedder.embed(f"sequential write number {i}") == [1.0, 0.0, 0.0]
+            embedded = await embedder.embed(f"sequential write number {i}")
+            assert embedded == Embedding([1.0, 0.0, 0.0])
     finally:
         await embedder.close()
     assert encoder.calls == [(1, threading.get_ident())] * 3
@@ -256,7 +265,7 @@ async def test_a_lone_text_failing_on_the_event_loop_fails_its_caller_only() -> 
     try:
         with pytest.raises(RuntimeError, match="model exploded"):
             await embedder.embed("bad")
-        assert await embedder.embed("good") == [1.0, 0.0, 0.0]
+        assert await embedder.embed("good") == Embedding([1.0, 0.0, 0.0])
     finally:
         await embedder.close()
 

@@ -21,7 +21,6 @@ import pytest
 
 from harness.server_process import REPO_ROOT, clean_env
 from plugin.embedding.embedder import BatchingEmbedder
-from plugin.embedding.embedding_tokens import tokens_of
 from plugin.embedding.encoders import (
     Encoder,
     SentenceTransformerEncoder,
@@ -84,19 +83,25 @@ def test_onnx_gives_torchs_vectors(
     assert cosines(batched, reference).min() > 0.99999
     assert cosines(alone, reference).min() > 0.99999
     assert np.allclose(np.linalg.norm(np.array(batched), axis=1), 1.0, atol=1e-5)
-    assert all(tokens_of(vector) is None for vector in batched + reference)  # not kept
+    embedded = onnx_encoder.embed(TEXTS) + encoder.embed(TEXTS)
+    assert np.allclose([e.vector for e in embedded], batched + reference, atol=1e-6)
+    assert all(e.tokens is None for e in embedded)  # not kept
 
 
 def test_token_vectors_come_with_the_sentence_vector_alike_on_onnx_and_torch(
     encoder: SentenceTransformerEncoder, onnx_encoder: Encoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 30: the same call's token vectors, unit length, [CLS] and [SEP] left out, at
-    most the model's 256 tokens, the same on both runtimes, batched or alone."""
+    """The same call's token vectors, unit length, [CLS] and [SEP] left out, at most the
+    model's 256 tokens, the same on both runtimes, batched or alone; the sentence vectors
+    beside them are those `encode` gives."""
     monkeypatch.setattr(encoder, "keep_tokens", True)  # the rerank mode's encoders
     monkeypatch.setattr(onnx_encoder, "keep_tokens", True)
-    reference = [tokens_of(vector) for vector in encoder.encode(TEXTS)]
-    batched = [tokens_of(vector) for vector in onnx_encoder.encode(TEXTS)]
-    alone = [tokens_of(onnx_encoder.encode([text])[0]) for text in TEXTS]
+    for model in (encoder, onnx_encoder):
+        sentence = [embedding.vector for embedding in model.embed(TEXTS)]
+        assert cosines(sentence, model.encode(TEXTS)).min() > 0.99999
+    reference = [embedding.tokens for embedding in encoder.embed(TEXTS)]
+    batched = [embedding.tokens for embedding in onnx_encoder.embed(TEXTS)]
+    alone = [onnx_encoder.embed([text])[0].tokens for text in TEXTS]
     for expected, *found in zip(reference, batched, alone, strict=True):
         assert expected is not None
         for rows in found:
@@ -119,7 +124,7 @@ def test_a_pool_of_sessions_gives_torchs_vectors_side_by_side(
         halves = list(threads.map(pooled.encode, [TEXTS[:3], TEXTS[3:]] * 3))
     for found in zip(*[iter(halves)] * 2, strict=True):
         assert cosines([v for half in found for v in half], reference).min() > 0.99999
-    alone = [pooled.encode_lone([text])[0] for text in TEXTS]  # the lone-text session
+    alone = [pooled.embed_lone([text])[0].vector for text in TEXTS]  # the lone-text session
     assert cosines(alone, reference).min() > 0.99999
 
 
@@ -143,9 +148,9 @@ def test_only_a_text_embedded_alone_takes_the_session_with_every_cores_threads(
     assert isinstance(pooled, OnnxEncoder)
     solo = CountingSession(pooled._solo)
     pooled._solo = solo
-    pooled.encode([TEXTS[0]])  # one text of a load: a batch may start beside it
+    pooled.embed([TEXTS[0]])  # one text of a load: a batch may start beside it
     assert solo.runs == 0
-    pooled.encode_lone([TEXTS[0]])
+    pooled.embed_lone([TEXTS[0]])
     assert solo.runs == 1
 
 
@@ -169,12 +174,12 @@ async def test_batching_embedder_on_onnx_matches_one_at_a_time(onnx_encoder: Enc
     embedder = BatchingEmbedder(onnx_encoder)
     await embedder.start()
     try:
-        vectors = await asyncio.gather(*(embedder.embed(text) for text in TEXTS))
+        embedded = await asyncio.gather(*(embedder.embed(text) for text in TEXTS))
     finally:
         await embedder.close()
     assert embedder.stats.texts == len(TEXTS)
     alone = [onnx_encoder.encode([text])[0] for text in TEXTS]
-    assert cosines(list(vectors), alone).min() > 0.99999
+    assert cosines([embedding.vector for embedding in embedded], alone).min() > 0.99999
 
 
 def test_export_of_another_model_is_refused(tmp_path: Path) -> None:

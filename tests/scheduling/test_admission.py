@@ -17,6 +17,17 @@ from plugin.scheduling.service_time import INITIAL_S, LEAST_S, MODEL_WINDOW_TEXT
 from plugin.scheduling.work import search_tenant, tenant_kind
 
 
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def service_time(clock: ManualClock) -> ServiceTime:
+    """The service time of two sessions, on the test's hand-moved clock."""
+    return ServiceTime(parallelism=2, clock=clock)
+
+
 def hold(admission: Admission, stack: ExitStack, tenant: str, count: int) -> None:
     for _ in range(count):
         stack.enter_context(admission.hold(tenant))
@@ -91,10 +102,9 @@ def test_a_tenant_with_nothing_in_flight_is_always_admitted() -> None:
         assert admission.in_flight == 10
 
 
-def test_the_budget_adapts_to_a_slower_model() -> None:
+def test_the_budget_adapts_to_a_slower_model(service_time: ServiceTime) -> None:
     """The same burst is admitted on a fast model and held to the budget on one ten
     times slower: the cost of a request follows the model's batches."""
-    service_time = ServiceTime(parallelism=2, clock=ManualClock())
     admission = Admission(Shares(budget_s=1.0), service_time)
     for _ in range(4):  # 5 ms a text, 2 sessions: 2.5 ms
         service_time.observe_model(texts=4, seconds=0.02)
@@ -109,11 +119,11 @@ def test_the_budget_adapts_to_a_slower_model() -> None:
             admission.check("workspace:a")
 
 
-def test_the_cost_of_a_request_is_the_busy_time_per_answer() -> None:
+def test_the_cost_of_a_request_is_the_busy_time_per_answer(
+    clock: ManualClock, service_time: ServiceTime
+) -> None:
     """Saturated (more in flight than sessions): an answer every 50 ms is 50 ms a
     request, whatever the bottleneck; the model's own, smaller time does not hide it."""
-    clock = ManualClock()
-    service_time = ServiceTime(parallelism=2, clock=clock)
     for _ in range(4):
         service_time.observe_model(4, 0.02)
     for _ in range(64):
@@ -125,11 +135,11 @@ def test_the_cost_of_a_request_is_the_busy_time_per_answer() -> None:
     assert Admission(Shares(budget_s=1.0), service_time).capacity() == 20
 
 
-def test_light_load_counts_in_proportion_to_the_sessions_in_use() -> None:
+def test_light_load_counts_in_proportion_to_the_sessions_in_use(
+    clock: ManualClock, service_time: ServiceTime
+) -> None:
     """One request in flight at a time on two sessions, each admitted as the last is
     answered, one every 10 ms: half of those 10 ms is the plugin's cost."""
-    clock = ManualClock()
-    service_time = ServiceTime(parallelism=2, clock=clock)
     service_time.started()
     for _ in range(40):
         clock.advance(0.01)
@@ -138,12 +148,12 @@ def test_light_load_counts_in_proportion_to_the_sessions_in_use() -> None:
     assert service_time.seconds == pytest.approx(0.005)
 
 
-def test_a_bursts_wait_for_its_first_answer_is_not_a_cost() -> None:
+def test_a_bursts_wait_for_its_first_answer_is_not_a_cost(
+    clock: ManualClock, service_time: ServiceTime
+) -> None:
     """Forty requests arrive at once on an idle plugin; the first answer comes after
     100 ms (one request's latency), then one every 4 ms. The cost is 4 ms, not the
     100 ms spread over the first few answers."""
-    clock = ManualClock()
-    service_time = ServiceTime(parallelism=2, clock=clock)
     for _ in range(40):
         service_time.started()
     clock.advance(0.1)
@@ -154,11 +164,11 @@ def test_a_bursts_wait_for_its_first_answer_is_not_a_cost() -> None:
     assert service_time.seconds == pytest.approx(0.004)
 
 
-def test_sequential_requests_teach_nothing_of_a_busy_plugins_cost() -> None:
+def test_sequential_requests_teach_nothing_of_a_busy_plugins_cost(
+    clock: ManualClock, service_time: ServiceTime
+) -> None:
     """One caller at a time: each answer is the first of its spell, so the cost stays
     what the model measured (or the start-up guess), never one request's latency."""
-    clock = ManualClock()
-    service_time = ServiceTime(parallelism=2, clock=clock)
     for _ in range(64):
         service_time.started()
         clock.advance(0.05)
@@ -211,9 +221,8 @@ def test_a_held_request_makes_its_backend_calls_for_its_tenant() -> None:
     assert current_caller.get() is None  # a refusal leaves nothing behind
 
 
-def test_a_clock_too_coarse_to_see_busy_time_still_gives_a_cost() -> None:
+def test_a_clock_too_coarse_to_see_busy_time_still_gives_a_cost(service_time: ServiceTime) -> None:
     """Windows whose busy time reads zero: the cost is the least one, never zero."""
-    service_time = ServiceTime(parallelism=2, clock=ManualClock())
     admission = Admission(Shares(budget_s=1.0), service_time)
     service_time.started()
     for _ in range(64):  # always one in flight, the clock standing still

@@ -24,6 +24,7 @@ from adapters.values import MemoryRecord, NamespaceRecord
 from plugin.core.service import MemoryService
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
+from plugin.embedding.embedding_tokens import Embedding
 from plugin.http.wire import MemoryWrite
 from tests.support.encoders import GatedEncoder
 
@@ -95,7 +96,10 @@ class WordsEncoder:
             self.released.wait(5)
         return [vector_of(text) for text in texts]
 
-    encode_lone = encode
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        return [Embedding(vector) for vector in self.encode(texts)]
+
+    embed_lone = embed
 
 
 def write(content: str, **fields: object) -> MemoryWrite:

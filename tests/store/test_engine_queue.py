@@ -20,6 +20,22 @@ async def read(
     queue.done(caller, expected, took_s)
 
 
+async def most_in_flight(queue: EngineQueue, caller: str, took_s: float, reads: int) -> int:
+    """Send `reads` reads of `caller` (1 ms each, reported as `took_s`) at once: the most
+    that were in flight together."""
+    most = 0
+
+    async def one() -> None:
+        nonlocal most
+        expected = await queue.turn(caller)
+        most = max(most, queue.in_flight)
+        await asyncio.sleep(0.001)
+        queue.done(caller, expected, took_s)
+
+    await asyncio.gather(*(one() for _ in range(reads)))
+    return most
+
+
 async def test_a_caller_with_one_read_goes_before_a_flood() -> None:
     queue = EngineQueue(budget_s=0.004, most=8)
     order: list[str] = []
@@ -43,17 +59,7 @@ async def test_a_costly_caller_has_one_read_in_flight() -> None:
     queue = EngineQueue(budget_s=0.004, most=8)
     for _ in range(20):  # it learns what the caller's reads cost
         queue.done("big", await queue.turn("big"), 0.015)
-    most = 0
-
-    async def big() -> None:
-        nonlocal most
-        expected = await queue.turn("big")
-        most = max(most, queue.in_flight)
-        await asyncio.sleep(0.001)
-        queue.done("big", expected, 0.015)
-
-    await asyncio.gather(*(big() for _ in range(6)))
-    assert most == 1
+    assert await most_in_flight(queue, "big", 0.015, reads=6) == 1
     small_first = await queue.turn("small")  # a small read goes beside nothing costly
     small_second = await queue.turn("small")  # and beside another small one
     assert queue.in_flight == 2
@@ -63,17 +69,7 @@ async def test_a_costly_caller_has_one_read_in_flight() -> None:
 
 async def test_cheap_reads_go_several_at_a_time_up_to_most() -> None:
     queue = EngineQueue(budget_s=1.0, most=3)
-    most = 0
-
-    async def small() -> None:
-        nonlocal most
-        expected = await queue.turn("a")
-        most = max(most, queue.in_flight)
-        await asyncio.sleep(0.001)
-        queue.done("a", expected, 0.0001)
-
-    await asyncio.gather(*(small() for _ in range(10)))
-    assert most == 3
+    assert await most_in_flight(queue, "a", 0.0001, reads=10) == 3
     assert queue.in_flight == 0
 
 

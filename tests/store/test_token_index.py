@@ -20,7 +20,7 @@ from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.values import NamespaceRecord, SearchQuery
 from plugin.embedding import token_index
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.embedding.embedding_tokens import tokens_of
+from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.scheduling.work import Work
 from tests.support.keyword_store import NAMES, PER_NAMESPACE, RARE, write_previous_version
@@ -55,8 +55,8 @@ def tokens_kept(encoder: SentenceTransformerEncoder, monkeypatch: pytest.MonkeyP
 
 @pytest.fixture
 def embed(encoder: SentenceTransformerEncoder) -> token_index.Embed:
-    async def one(text: str, work: Work) -> list[float]:
-        return encoder.encode([text])[0]
+    async def one(text: str, work: Work) -> Embedding:
+        return encoder.embed([text])[0]
 
     return one
 
@@ -69,9 +69,9 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
     store = QdrantEdgeBackend(encoder.dimension, tmp_path)
     await store.start()
     try:
-        query = encoder.encode([QUESTION])[0]
-        hybrid = SearchQuery(list(query), keywords.query(QUESTION))
-        rerank = SearchQuery(list(query), keywords.query(QUESTION), tokens_of(query))
+        query = encoder.embed([QUESTION])[0]
+        hybrid = SearchQuery(query.vector, keywords.query(QUESTION))
+        rerank = SearchQuery(query.vector, keywords.query(QUESTION), query.tokens)
         before = await store.query_memories(NAMES, hybrid, everything(), 20)
         assert all(rows is None for _, rows in stored_tokens(store).values())
         meanwhile = await store.query_memories(NAMES, rerank, everything(), 20)
@@ -80,7 +80,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         part = store.token_index
         assert await token_index.fill(part, embed) == len(NAMES) * PER_NAMESPACE
         for content, rows in stored_tokens(store).values():
-            expected = tokens_of(encoder.encode([content])[0])
+            expected = encoder.embed([content])[0].tokens
             assert expected is not None
             assert rows is not None
             assert len(rows) == len(expected)
@@ -102,8 +102,8 @@ async def test_a_store_reopened_keeps_its_token_vectors(
     record = memory(NAMES[0], content=RARE)
     try:
         await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="workspace", created_at=T0))
-        vector = encoder.encode([RARE])[0]
-        await store.upsert_memory(record, list(vector), None, tokens_of(vector))
+        embedded = encoder.embed([RARE])[0]
+        await store.upsert_memory(record, embedded.vector, None, embedded.tokens)
         imported = memory(NAMES[0], content="an imported note")
         await store.transfer.upsert_memories([(imported, encoder.encode([imported.content])[0])])
     finally:

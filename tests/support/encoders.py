@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from plugin.embedding.embedding_tokens import Embedding
+
 
 class GatedEncoder:
     """Records every batch; blocks inside `encode` until the test opens the gate."""
@@ -34,7 +36,10 @@ class GatedEncoder:
             self.inside -= 1
         return [[1.0, 0.0, 0.0] for _ in texts]
 
-    encode_lone = encode
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        return [Embedding(vector) for vector in self.encode(texts)]
+
+    embed_lone = embed
 
 
 class PacedEncoder:
@@ -54,4 +59,7 @@ class PacedEncoder:
         time.sleep(self.batch_s)
         return [[1.0, 0.0, 0.0] for _ in texts]
 
-    encode_lone = encode
+    def embed(self, texts: list[str]) -> list[Embedding]:
+        return [Embedding(vector) for vector in self.encode(texts)]
+
+    embed_lone = embed

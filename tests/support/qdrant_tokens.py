@@ -14,9 +14,9 @@ import pytest
 import respx
 
 from adapters.qdrant.layout import namespace_to_json
-from adapters.qdrant.server.collection_records import RECORD_KEY
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.namespace_collections_records import RECORD_KEY
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from tests.support.qdrant_rest import collection_info, collections, completed, memory_vectors, ok
 from tests.support.qdrant_server import URL, record

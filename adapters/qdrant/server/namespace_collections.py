@@ -4,11 +4,11 @@ Qdrant advises against hundreds or thousands of collections and Qdrant Cloud cap
 1000, so this layout is for operators who want hard isolation and have few namespaces; the default
 is the shared layout (`adapters.qdrant.server.tenants`), into which `migrate-layout` copies this
 one (docs/backends.md, "Qdrant server"). The namespace record lives in the collection's metadata
-(`CollectionNamespaces`, collection_records.py, which the backend inherits); the parts are the
+(the `CollectionNamespaces` part, namespace_collections_records.py); the other parts are the
 keyword and token index (namespace_collections_keywords.py), transfer
 (namespace_collections_transfer.py) and `CollectionStoreMeta`. Reads over several namespaces ask
 each collection once (both pin sides in one `query_batch_points`), merged by `adapters.merge`; the
-expiry sweep visits every collection. Calls go through `adapters.qdrant.server.connection`.
+expiry sweep visits every collection. The connection is connection_owner.py's.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
-from typing import TypeVar
 
 from qdrant_client.http import models
 
+from adapters.base import DEFAULT_PREFIX, VectorBackend
 from adapters.errors import BackendError, BackendMisconfigured
 from adapters.merge import merge_listed, merge_scored
 from adapters.qdrant import filters
@@ -33,10 +33,19 @@ from adapters.qdrant.server.client_requests import (
     Query,
     side_requests,
 )
-from adapters.qdrant.server.collection_records import CollectionNamespaces, CollectionStoreMeta
+from adapters.qdrant.server.connection import QdrantConnection
+from adapters.qdrant.server.connection_owner import (
+    SERVER_SEARCH_MODES,
+    ServerConnectionOwner,
+    upsert_one,
+)
 from adapters.qdrant.server.namespace_collections_keywords import (
     CollectionsKeywordIndex,
     CollectionsTokenIndex,
+)
+from adapters.qdrant.server.namespace_collections_records import (
+    CollectionNamespaces,
+    CollectionStoreMeta,
 )
 from adapters.qdrant.server.namespace_collections_transfer import (
     CollectionsTransfer,
@@ -47,36 +56,81 @@ from adapters.qdrant.server.namespace_collections_transfer import (
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
+    NamespaceRecord,
     ScoredMemory,
+    SearchMode,
     SearchQuery,
+    SparseVector,
     StoredMemory,
+    TokenVectors,
 )
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 _NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
 
 
-class QdrantCollectionsBackend(CollectionNamespaces):
+class QdrantCollectionsBackend(VectorBackend):
     """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
 
     name = "qdrant-collections"
 
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        timeout_s: float = 1.0,
+        connection: QdrantConnection | None = None,
+        tokens: bool = False,
+    ) -> None:
+        super().__init__(dimension)
+        self._server = ServerConnectionOwner(
+            connection,
+            url=url,
+            api_key=api_key,
+            location=location,
+            timeout_s=timeout_s,
+            prefix=prefix,
+            tokens=tokens,
+        )
+        # the namespace collections and their records: the namespace calls' part
+        self.records = CollectionNamespaces(self.connection, prefix, dimension, tokens=tokens)
+
+    @property
+    def connection(self) -> QdrantConnection:
+        """The connection, this backend's own or one it shares (connection_owner.py)."""
+        return self._server.connection
+
+    @property
+    def keep_tokens(self) -> bool:
+        return self._server.keep_tokens
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return SERVER_SEARCH_MODES
+
+    # -- the optional parts (adapters/parts.py) --------------------------------------
+
     @cached_property
     def store_meta(self) -> CollectionStoreMeta:
-        return CollectionStoreMeta(self, self._prefix)
+        return CollectionStoreMeta(self.records)
 
     @cached_property
     def keyword_index(self) -> CollectionsKeywordIndex:
-        return CollectionsKeywordIndex(self)
+        return CollectionsKeywordIndex(self.records)
 
     @cached_property
     def token_index(self) -> CollectionsTokenIndex:
-        return CollectionsTokenIndex(self)
+        return CollectionsTokenIndex(self.records)
 
     @cached_property
     def transfer(self) -> CollectionsTransfer:
-        return CollectionsTransfer(self)
+        return CollectionsTransfer(self.records)
+
+    # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
         """Build the client; in rerank mode give older collections their token vectors
@@ -92,8 +146,25 @@ class QdrantCollectionsBackend(CollectionNamespaces):
         except BackendError as exc:  # the fill prepares them again once Qdrant answers
             log.warning("qdrant not ready at start, token vectors added later: %s", exc)
 
+    async def close(self) -> None:
+        await self._server.close()
+
     async def ping(self) -> None:
         await self.connection.ping()
+
+    # -- namespaces (namespace_collections_records.py) -------------------------------
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        return await self.records.get_namespace(name)
+
+    async def save_namespace(self, record: NamespaceRecord) -> None:
+        await self.records.save_namespace(record)
+
+    async def delete_namespace(self, name: str) -> bool:
+        return await self.records.delete_namespace(name)
+
+    async def list_namespaces(self) -> list[NamespaceRecord]:
+        return await self.records.list_namespaces()
 
     # -- memories --------------------------------------------------------------------
 
@@ -101,9 +172,9 @@ class QdrantCollectionsBackend(CollectionNamespaces):
         point_id = point_id_of(memory_id)
         if point_id is None:
             return None
-        collection = self.collection(namespace)
+        collection = self.records.collection(namespace)
         none: list[models.Record] = []
-        found = await self.read(
+        found = await self.records.read(
             lambda c: c.retrieve(collection, [point_id], with_vectors=[DENSE]), none
         )
         return found[0] if found else None
@@ -116,6 +187,16 @@ class QdrantCollectionsBackend(CollectionNamespaces):
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else stored_of(namespace, point)
 
+    async def upsert_memory(
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
+    ) -> None:
+        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
+        await upsert_one(self.transfer, memory, vector, keywords, tokens)
+
     async def _sides(
         self,
         namespace: str,
@@ -124,11 +205,13 @@ class QdrantCollectionsBackend(CollectionNamespaces):
         query: Query,
     ) -> list[list[models.ScoredPoint]]:
         """Each pin side's best `limit` in one namespace: one query_batch_points request."""
-        collection = self.collection(namespace)
+        collection = self.records.collection(namespace)
         requests = side_requests(memory_filter, limit, query)
         none: list[models.QueryResponse] = []
         try:
-            responses = await self.read(lambda c: c.query_batch_points(collection, requests), none)
+            responses = await self.records.read(
+                lambda c: c.query_batch_points(collection, requests), none
+            )
         except BackendError as exc:
             if not isinstance(query, SearchQuery) or not query.tokens or _NO_VECTOR not in str(exc):
                 raise
@@ -174,24 +257,26 @@ class QdrantCollectionsBackend(CollectionNamespaces):
         if point is None:
             return False
         collection, selector = (
-            self.collection(namespace),
+            self.records.collection(namespace),
             models.PointIdsList(points=[point.id]),
         )
-        deleted = await self.read(lambda c: c.delete(collection, selector, wait=True), None)
+        deleted = await self.records.read(lambda c: c.delete(collection, selector, wait=True), None)
         return deleted is not None
 
     async def delete_expired_memories(self, now: datetime) -> int:
         """One count and delete per namespace collection: this layout's cost."""
         expired = filters.expired(DIALECT, now)
-        swept = [await self._sweep(name, expired) for name in await self.namespace_collections()]
+        swept = [
+            await self._sweep(name, expired) for name in await self.records.namespace_collections()
+        ]
         return sum(swept)
 
     async def _sweep(self, collection: str, expired: models.Filter) -> int:
-        found = await self.read(
+        found = await self.records.read(
             lambda c: c.count(collection, expired, exact=True), models.CountResult(count=0)
         )
         if found.count == 0:
             return 0
         selector = models.FilterSelector(filter=expired)
-        deleted = await self.read(lambda c: c.delete(collection, selector, wait=True), None)
+        deleted = await self.records.read(lambda c: c.delete(collection, selector, wait=True), None)
         return 0 if deleted is None else found.count

@@ -1,12 +1,12 @@
 """The keyword and token index of the `collections` layout: every namespace collection.
 
 Parts of `QdrantCollectionsBackend` (namespace_collections.py), apart so that the
-adapter reads as namespace and memory semantics; they reach the collections
-through `CollectionNamespaces` (collection_records.py). Each collection gains its
-keyword vector or token vectors in place (keyword_vectors.py, token_vectors.py);
-the walk for memories without one (`Walk`) goes collection by collection in name
-order, with cursors and keys that name the collection, and skips a collection
-deleted meanwhile.
+adapter reads as namespace and memory semantics; they reach the collections through
+the `CollectionNamespaces` part (namespace_collections_records.py) they are built
+with. Each collection gains its keyword vector or token vectors in place
+(keyword_vectors.py, token_vectors.py); the walk for memories without one (`Walk`)
+goes collection by collection in name order, with cursors and keys that name the
+collection, and skips a collection deleted meanwhile.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from adapters.qdrant.server import keyword_vectors, token_vectors
-from adapters.qdrant.server.collection_records import CollectionNamespaces
 from adapters.qdrant.server.connection import Call, CollectionMissing
+from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
 from adapters.values import SparseVector, TokenVectors
 
 T = TypeVar("T")

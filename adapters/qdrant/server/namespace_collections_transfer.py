@@ -2,8 +2,8 @@
 
 `QdrantCollectionsBackend` (namespace_collections.py) hands it out as `transfer`,
 and writes its own single memories through it too; it reaches the collections
-through `CollectionNamespaces` (collection_records.py). Also how a point of a
-namespace collection is read as a memory, for both.
+through the `CollectionNamespaces` part (namespace_collections_records.py). Also
+how a point of a namespace collection is read as a memory, for both.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from adapters.qdrant import filters, layout
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server import keyword_vectors, token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
-from adapters.qdrant.server.collection_records import CollectionNamespaces
 from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,

@@ -4,7 +4,7 @@
 field (keyword index, `is_tenant=true`) with HNSW per tenant only
 (`m=0, payload_m=16`, Qdrant's multitenancy guide), and their keyword and token
 vectors (keyword_vectors.py, token_vectors.py); `<prefix>namespaces` holds
-the records (namespace_records.py). Both are created on first use, and the
+the records (tenant_namespaces.py). Both are created on first use, and the
 per-namespace layout's collections are refused unless migrate-layout is
 copying them.
 """
@@ -27,7 +27,7 @@ from adapters.qdrant.server.connection import CollectionMissing, QdrantConnectio
 T = TypeVar("T")
 
 MEMORY_STORE_INDEXES = {**layout.TENANT_INDEXES, **layout.MEMORY_INDEXES}
-# The records collection's points have a `type` (namespace_records.py); records expire.
+# The records collection's points have a `type` (tenant_namespaces.py); records expire.
 FIELD_TYPE = "type"
 RECORD_INDEXES = {FIELD_TYPE: IndexKind.KEYWORD, FIELD_EXPIRES_US: IndexKind.RANGE_INTEGER}
 # HNSW per tenant only, no graph across namespaces (Qdrant's multitenancy guide).

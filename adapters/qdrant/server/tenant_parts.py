@@ -3,8 +3,8 @@
 `QdrantServerBackend` (tenants.py) hands them out as `transfer`, `keyword_index`
 and `token_index`, and writes its single memories through `transfer` too. All work
 on the one memories collection through `TenantCollections`
-(tenant_collections.py); transfer sees only the current
-incarnation of a namespace, by its epoch in the records (namespace_records.py).
+(tenant_collections.py); transfer sees only the current incarnation of a
+namespace, by its epoch in the `TenantNamespaces` part (tenant_namespaces.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from adapters.errors import NamespaceGone
 from adapters.qdrant import filters, layout
 from adapters.qdrant.server import keyword_vectors, token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
-from adapters.qdrant.server.namespace_records import TenantNamespaces, epoch_of
 from adapters.qdrant.server.tenant_collections import TenantCollections, stored_vector
+from adapters.qdrant.server.tenant_namespaces import TenantNamespaces, epoch_of
 from adapters.values import MemoryFilter, SparseVector, StoredMemory, TokenVectors, with_keywords
 
 

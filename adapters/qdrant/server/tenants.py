@@ -3,26 +3,26 @@
 Qdrant advises one collection partitioned by a tenant key over thousands of collections, so
 every memory lives in `<prefix>memories`, keyed by the `ns` payload field (a tenant index;
 payload layout in `adapters.qdrant.layout`). Namespace records and pending purges live in
-`<prefix>namespaces` (namespace_records.py); both collections are set up on first use
+`<prefix>namespaces` (`TenantNamespaces`, tenant_namespaces.py); both are set up on first use
 (tenant_collections.py), so the plugin boots while Qdrant is down. Reads see only memories of
 the namespaces' current epochs, so a delete (purge point written and record removed in one
 request) is immediate for every caller while the physical delete by epoch may finish later
 (`maintain`). Optional parts (adapters/parts.py): `transfer`, `keyword_index` and `token_index`
-from tenant_parts.py, `store_meta` the namespace records. The one-collection-per-namespace layout
-is namespace_collections.py (docs/backends.md, "Qdrant server").
+from tenant_parts.py, `store_meta` the namespace records; the connection is connection_owner.py's.
+The one-collection-per-namespace layout is namespace_collections.py (docs/backends.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
-from typing import TypeVar
 
 from qdrant_client.http import models
 
+from adapters.base import DEFAULT_PREFIX, VectorBackend
 from adapters.errors import BackendError, BackendMisconfigured
 from adapters.merge import merge_listed, merge_scored
 from adapters.qdrant import filters, layout
@@ -33,31 +33,38 @@ from adapters.qdrant.server.client_requests import (
     Query,
     side_requests,
 )
-from adapters.qdrant.server.namespace_records import (
+from adapters.qdrant.server.connection import QdrantConnection
+from adapters.qdrant.server.connection_owner import (
+    SERVER_SEARCH_MODES,
+    ServerConnectionOwner,
+    upsert_one,
+)
+from adapters.qdrant.server.tenant_collections import (
+    MEMORY_STORE_INDEXES,
+    RECORD_INDEXES,
+    TenantCollections,
+    legacy_layout_line,
+    owner,
+    stored_vector,
+)
+from adapters.qdrant.server.tenant_namespaces import (
     TenantNamespaces,
     TenantStoreMeta,
     epoch_of,
     purge_id,
     record_id,
 )
-from adapters.qdrant.server.tenant_collections import (
-    MEMORY_STORE_INDEXES,
-    RECORD_INDEXES,
-    legacy_layout_line,
-    owner,
-    stored_vector,
-)
-from adapters.qdrant.server.tenant_parts import (
-    TenantKeywordIndex,
-    TenantTokenIndex,
-    TenantTransfer,
-)
+from adapters.qdrant.server.tenant_parts import TenantKeywordIndex, TenantTokenIndex, TenantTransfer
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
+    NamespaceRecord,
     ScoredMemory,
+    SearchMode,
     SearchQuery,
+    SparseVector,
     StoredMemory,
+    TokenVectors,
 )
 
 __all__ = [
@@ -69,26 +76,62 @@ __all__ = [
     "record_id",
 ]
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
-class QdrantServerBackend(TenantNamespaces):
+class QdrantServerBackend(VectorBackend):
     """Memories of every namespace in one Qdrant collection, partitioned by tenant."""
 
     name = "qdrant"
 
-    @cached_property
-    def _memories(self) -> str:
-        return self._collections.memories
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        timeout_s: float = 1.0,
+        connection: QdrantConnection | None = None,
+        tokens: bool = False,
+    ) -> None:
+        super().__init__(dimension)
+        self._server = ServerConnectionOwner(
+            connection,
+            url=url,
+            api_key=api_key,
+            location=location,
+            timeout_s=timeout_s,
+            prefix=prefix,
+            tokens=tokens,
+        )
+        self._collections = TenantCollections(self.connection, prefix, dimension, tokens=tokens)
+        self._memories = self._collections.memories
+        self.records = TenantNamespaces(self._collections)  # the namespace calls' part
+
+    @property
+    def connection(self) -> QdrantConnection:
+        """The connection, this backend's own or one it shares (connection_owner.py)."""
+        return self._server.connection
+
+    @property
+    def keep_tokens(self) -> bool:
+        return self._server.keep_tokens
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return SERVER_SEARCH_MODES
+
+    # -- the optional parts (adapters/parts.py) --------------------------------------
 
     @cached_property
     def store_meta(self) -> TenantStoreMeta:
-        """Points of their own in the records collection (namespace_records.py)."""
-        return TenantStoreMeta(self)
+        """Points of their own in the records collection (tenant_namespaces.py)."""
+        return TenantStoreMeta(self.records)
 
     @cached_property
     def transfer(self) -> TenantTransfer:
-        return TenantTransfer(self._collections, self)
+        return TenantTransfer(self._collections, self.records)
 
     @cached_property
     def keyword_index(self) -> TenantKeywordIndex:
@@ -97,6 +140,8 @@ class QdrantServerBackend(TenantNamespaces):
     @cached_property
     def token_index(self) -> TenantTokenIndex:
         return TenantTokenIndex(self._collections)
+
+    # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
         """Contact Qdrant if it answers; only a store it cannot serve fails the boot."""
@@ -112,9 +157,12 @@ class QdrantServerBackend(TenantNamespaces):
         collections of the per-namespace layout meanwhile; everyone else refuses them."""
         await self._collections.prepare(allow_namespace_collections=allow_namespace_collections)
 
+    async def close(self) -> None:
+        await self._server.close()
+
     async def maintain(self) -> None:
         """Finish namespace deletes whose memories were not purged (a crash, an outage)."""
-        async for dead in self.dead():
+        async for dead in self.records.dead():
             if dead:
                 await self._purge(list(dead.values()), list(dead))
 
@@ -122,10 +170,25 @@ class QdrantServerBackend(TenantNamespaces):
         await self._ready()
         await self.connection.ping()
 
-    # -- namespaces (the rest: namespace_records.py) --------------------------------
+    # -- namespaces (their records: tenant_namespaces.py) ----------------------------
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        return await self.records.get_namespace(name)
+
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        return await self.records.get_namespaces(names)
+
+    async def save_namespace(self, record: NamespaceRecord) -> None:
+        await self.records.save_namespace(record)
+
+    async def list_namespaces(self) -> list[NamespaceRecord]:
+        return await self.records.list_namespaces()
+
+    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
+        return await self.records.expired_namespaces(now)
 
     async def delete_namespace(self, name: str) -> bool:
-        epoch = await self.bury(name)
+        epoch = await self.records.bury(name)
         if epoch is None:
             return False
         try:
@@ -141,6 +204,16 @@ class QdrantServerBackend(TenantNamespaces):
         if point is None:
             return None
         return layout.memory_from_shared(point.payload or {}), stored_vector(point)
+
+    async def upsert_memory(
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
+    ) -> None:
+        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
+        await upsert_one(self.transfer, memory, vector, keywords, tokens)
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
@@ -164,16 +237,16 @@ class QdrantServerBackend(TenantNamespaces):
         if point is None:
             return False
         selector = models.PointIdsList(points=[point.id])
-        await self.call(lambda c: c.delete(self._memories, selector, wait=True))
+        await self._collections.call(lambda c: c.delete(self._memories, selector, wait=True))
         return True
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(DIALECT, now)
-        found = await self.call(lambda c: c.count(self._memories, expired, exact=True))
+        found = await self._collections.call(lambda c: c.count(self._memories, expired, exact=True))
         if found.count == 0:
             return 0
         selector = models.FilterSelector(filter=expired)
-        await self.call(lambda c: c.delete(self._memories, selector, wait=True))
+        await self._collections.call(lambda c: c.delete(self._memories, selector, wait=True))
         return found.count
 
     # -- internals -------------------------------------------------------------------
@@ -184,15 +257,15 @@ class QdrantServerBackend(TenantNamespaces):
     async def _purge(self, epochs: list[str], purge_ids: list[models.ExtendedPointId]) -> None:
         """Delete the memories of dead incarnations, then their purge points."""
         dead = models.FilterSelector(filter=filters.incarnations(DIALECT, epochs))
-        await self.call(lambda c: c.delete(self._memories, dead, wait=True))
-        await self.forget(purge_ids)
+        await self._collections.call(lambda c: c.delete(self._memories, dead, wait=True))
+        await self.records.forget(purge_ids)
 
     async def _visible_point(self, namespace: str, memory_id: str) -> models.Record | None:
         """The memory's point if it belongs to the namespace's current incarnation."""
         ids: list[models.ExtendedPointId] = [layout.point_id(namespace, memory_id)]
         live, points = await asyncio.gather(
-            self.live([namespace]),
-            self.call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
+            self.records.live([namespace]),
+            self._collections.call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
         )
         current = (namespace, epoch_of(live, namespace))
         found = [p for p in points if owner(p) == current]
@@ -206,10 +279,12 @@ class QdrantServerBackend(TenantNamespaces):
         query: Query,
     ) -> list[list[models.ScoredPoint]]:
         """Each pin side's best `limit` over `namespaces`: one query_batch_points request."""
-        live = await self.live(namespaces)
+        live = await self.records.live(namespaces)
         if not live or limit <= 0:
             return []
         scope = layout.Scope(tuple(live), tuple(epoch for _, epoch in live.values()))
         requests = side_requests(memory_filter, limit, query, scope)
-        responses = await self.call(lambda c: c.query_batch_points(self._memories, requests))
+        responses = await self._collections.call(
+            lambda c: c.query_batch_points(self._memories, requests)
+        )
         return [response.points for response in responses]

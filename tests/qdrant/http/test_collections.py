@@ -16,9 +16,9 @@ from adapters.errors import (
 )
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json
 from adapters.qdrant.names import collection_name
-from adapters.qdrant.server.collection_records import RECORD_KEY
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.namespace_collections_records import RECORD_KEY
 from adapters.times import to_micros
 from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
 from tests.support.qdrant_rest import (

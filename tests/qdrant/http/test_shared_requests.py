@@ -20,7 +20,7 @@ from adapters.errors import (
     NamespaceGone,
 )
 from adapters.qdrant.layout import memory_to_payload, namespace_to_json, point_id
-from adapters.qdrant.server.namespace_records import generation_id, incarnation_epoch
+from adapters.qdrant.server.tenant_namespaces import generation_id, incarnation_epoch
 from adapters.qdrant.server.tenants import QdrantServerBackend, purge_id, record_id
 from adapters.times import to_micros
 from adapters.values import MemoryFilter

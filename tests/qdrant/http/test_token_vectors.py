@@ -9,9 +9,9 @@ import pytest
 import respx
 
 from adapters.errors import BackendMisconfigured
-from adapters.qdrant.server.collection_records import RECORD_KEY
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.namespace_collections_records import RECORD_KEY
 from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES, QdrantServerBackend
 from tests.support.qdrant_rest import (
     collection_info,
@@ -35,33 +35,24 @@ from tests.support.qdrant_tokens import (
 from tests.support.records import DIM
 
 
-async def test_rerank_gives_a_collection_of_the_version_before_its_token_vectors(
-    mock: respx.MockRouter,
+@pytest.mark.parametrize(
+    ("has_tokens", "rerank", "upgraded"),
+    [
+        pytest.param(False, True, True, id="rerank gives the version before its token vectors"),
+        pytest.param(False, False, False, id="other modes leave the version before as it is"),
+        pytest.param(True, True, False, id="a collection with token vectors is not upgraded"),
+    ],
+)
+async def test_a_shared_collection_gains_token_vectors_in_rerank_mode_only(
+    mock: respx.MockRouter, has_tokens: bool, rerank: bool, upgraded: bool
 ) -> None:
-    mock_shared_ready(mock, DIM, token_vectors=False)
+    mock_shared_ready(mock, DIM, token_vectors=has_tokens)
     add, place = upgrade_routes(mock, MEM)
-    await (await started_shared(mock, tokens=True)).close()
-    assert [body(c) for c in add.calls] == [NEW_TOKENS]
-    assert add.calls.last.request.url.params["wait"] == "true"
-    assert [body(c) for c in place.calls] == [PLACEMENT]
-
-
-async def test_other_modes_leave_a_collection_of_the_version_before_as_it_is(
-    mock: respx.MockRouter,
-) -> None:
-    mock_shared_ready(mock, DIM, token_vectors=False)
-    add, place = upgrade_routes(mock, MEM)
-    await (await started_shared(mock, tokens=False)).close()
-    assert not add.called
-    assert not place.called
-
-
-async def test_a_collection_with_token_vectors_is_not_upgraded(mock: respx.MockRouter) -> None:
-    mock_shared_ready(mock, DIM)
-    add, place = upgrade_routes(mock, MEM)
-    await (await started_shared(mock, tokens=True)).close()
-    assert not add.called
-    assert not place.called
+    await (await started_shared(mock, tokens=rerank)).close()
+    added = [NEW_TOKENS] if upgraded else []
+    assert [body(c) for c in add.calls] == added
+    assert [c.request.url.params["wait"] for c in add.calls] == ["true"] * len(added)
+    assert [body(c) for c in place.calls] == ([PLACEMENT] if upgraded else [])
 
 
 async def test_an_upgrade_cut_short_is_placed_at_the_next_start(mock: respx.MockRouter) -> None:

@@ -204,7 +204,7 @@ async def test_racing_first_saves_agree_on_one_incarnation(
     await backend.save_namespace(record)
     written = memory(name)
     await backend.upsert_memory(written, unit(1))
-    records = backend  # its namespace records are its own first layer (namespace_records.py)
+    records = backend.records  # its namespace records part (tenant_namespaces.py)
     seen_before = records.live
 
     async def nothing_yet(asked: object) -> dict[str, object]:

@@ -14,10 +14,10 @@ from qdrant_client.http import models
 
 from adapters.qdrant.names import collection_name
 from adapters.qdrant.ranking import RERANK_WEIGHT
-from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.qdrant.server.token_vectors import has_token_vector
 from adapters.values import NamespaceRecord, SearchQuery
@@ -53,7 +53,7 @@ def query(tokens: list[list[float]] | None = None) -> SearchQuery:
 
 @pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])
 async def test_a_store_of_the_version_before_gains_token_vectors_in_rerank_mode(
-    connection: QdrantConnection, layout: type[QdrantServerBase]
+    connection: QdrantConnection, layout: type[QdrantServerLayout]
 ) -> None:
     shared = layout is QdrantServerBackend
     name = "memory-memories" if shared else collection_name(NS)

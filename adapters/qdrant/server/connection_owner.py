@@ -1,11 +1,12 @@
-"""What both Qdrant server backends share as a `VectorBackend`: a connection and a prefix.
+"""What both Qdrant server backends compose: a connection they own or share, and settings.
 
 The connection is the backend's own, or one it shares with another backend
 (migrate-layout reads one layout and writes the other over one client, which
 qdrant-client's local mode needs: each local client is a store of its own).
 `tokens` (MEMORY_PLUGIN_SEARCH=rerank) makes the set-up give a collection of an
 older version its token vectors' multivector in place (token_vectors.py); new
-collections have it whatever the mode.
+collections have it whatever the mode. Also what both answer alike: the search
+modes, and one memory written as a batch of one through the layout's transfer.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from adapters.base import DEFAULT_PREFIX, VectorBackend
 from adapters.parts import BulkTransfer
 from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
@@ -24,6 +24,10 @@ from adapters.values import (
     StoredMemory,
     TokenVectors,
 )
+
+# keyword feedback is a second pass of the embedded store's reads; `rerank` here is
+# MaxSim over the fused candidates without it (docs/backends.md)
+SERVER_SEARCH_MODES = ranking.QDRANT_SEARCH_MODES - {SearchMode.FEEDBACK}
 
 
 class ServerTransfer(BulkTransfer, Protocol):
@@ -37,22 +41,21 @@ class ServerTransfer(BulkTransfer, Protocol):
     ) -> int: ...
 
 
-class QdrantServerBase(VectorBackend):
-    """A server layout's backend: its own connection or one it shares, and a prefix."""
+class ServerConnectionOwner:
+    """A server backend's connection (its own, closed with it, or one it shares; the
+    collection prefix checked), and whether it keeps token vectors."""
 
     def __init__(
         self,
-        dimension: int,
+        connection: QdrantConnection | None,
         *,
-        url: str | None = None,
-        api_key: str | None = None,
-        location: str | None = None,
-        prefix: str = DEFAULT_PREFIX,
-        timeout_s: float = 1.0,
-        connection: QdrantConnection | None = None,
-        tokens: bool = False,
+        url: str | None,
+        api_key: str | None,
+        location: str | None,
+        timeout_s: float,
+        prefix: str,
+        tokens: bool,
     ) -> None:
-        super().__init__(dimension)
         self.keep_tokens = tokens
         self._owns_connection = connection is None
         self.connection = QdrantConnection.of_backend(
@@ -63,29 +66,19 @@ class QdrantServerBase(VectorBackend):
             timeout_s=timeout_s,
             prefix=prefix,
         )
-        self._prefix = prefix
-
-    @property
-    def search_modes(self) -> frozenset[SearchMode]:
-        # keyword feedback is a second pass of the embedded store's reads; `rerank` here is
-        # MaxSim over the fused candidates without it (docs/backends.md)
-        return ranking.QDRANT_SEARCH_MODES - {SearchMode.FEEDBACK}
-
-    @property
-    def transfer(self) -> ServerTransfer:  # each layout hands out its own
-        raise NotImplementedError
-
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
-        keyed = None if keywords is None else [keywords]
-        await self.transfer.upsert_memories([(memory, list(vector))], keyed, [tokens])
 
     async def close(self) -> None:
         if self._owns_connection:
             await self.connection.close()
+
+
+async def upsert_one(
+    transfer: ServerTransfer,
+    memory: MemoryRecord,
+    vector: Sequence[float],
+    keywords: SparseVector | None,
+    tokens: TokenVectors | None,
+) -> None:
+    """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
+    keyed = None if keywords is None else [keywords]
+    await transfer.upsert_memories([(memory, list(vector))], keyed, [tokens])

@@ -1,4 +1,4 @@
-"""The shared layout's namespace records, kept apart from its memories: its first layer.
+"""The shared layout's namespace records, kept apart from its memories: a part of its own.
 
 `<prefix>namespaces` is a collection without vectors: one point per namespace
 (record and current epoch), one "purge" point per unfinished delete, and one
@@ -17,7 +17,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from functools import cached_property
 from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient
@@ -26,7 +25,6 @@ from qdrant_client.http import models
 from adapters.errors import BackendError
 from adapters.qdrant import filters, layout
 from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US
-from adapters.qdrant.server.backend_base import QdrantServerBase
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.tenant_collections import FIELD_TYPE, TenantCollections
 from adapters.times import to_micros
@@ -88,24 +86,22 @@ def _decode(point: models.Record) -> tuple[NamespaceRecord, str] | None:
         raise BackendError(f"namespace record point {point.id} is corrupt") from exc
 
 
-class TenantNamespaces(QdrantServerBase):
+class TenantNamespaces:
     """The namespace half of the shared layout: record and purge points of the records
-    collection; `QdrantServerBackend` (tenants.py) inherits it."""
+    collection. `QdrantServerBackend` (tenants.py) answers its namespace calls with it;
+    its other parts (tenant_parts.py, `TenantStoreMeta`) read the epochs through it."""
 
-    @cached_property
-    def _collections(self) -> TenantCollections:
-        return TenantCollections(
-            self.connection, self._prefix, self.dimension, tokens=self.keep_tokens
-        )
-
-    @cached_property
-    def collection(self) -> str:
-        """The records collection's name."""
-        return self._collections.records
+    def __init__(self, collections: TenantCollections) -> None:
+        self._collections = collections
+        self.collection = collections.records  # the records collection's name
 
     async def call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
         """One SDK call once both collections are set up (tenant_collections.py)."""
         return await self._collections.call(op)
+
+    def pages(self, scan_filter: models.Filter) -> AsyncIterator[list[models.Record]]:
+        """Every point of the records collection matching `scan_filter`, a page at a time."""
+        return self._collections.connection.pages(self.collection, scan_filter, call=self.call)
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
         return (await self.get_namespaces([name])).get(name)
@@ -171,7 +167,7 @@ class TenantNamespaces(QdrantServerBase):
 
     async def dead(self) -> AsyncIterator[dict[models.ExtendedPointId, str]]:
         """Per page of purge points, those whose epoch no live namespace holds (id -> epoch)."""
-        async for points in self.connection.pages(self.collection, _PURGES, call=self.call):
+        async for points in self.pages(_PURGES):
             pending = {point.id: point.payload or {} for point in points}
             live = await self.live([str(payload.get("name")) for payload in pending.values()])
             yield {  # never an epoch that is some live namespace's current one
@@ -188,8 +184,7 @@ class TenantNamespaces(QdrantServerBase):
         return await self._scan(filters.expired(DIALECT, now))
 
     async def _scan(self, scan_filter: models.Filter) -> list[NamespaceRecord]:
-        pages = self.connection.pages(self.collection, scan_filter, call=self.call)
-        decoded = [_decode(point) async for page in pages for point in page]
+        decoded = [_decode(point) async for page in self.pages(scan_filter) for point in page]
         return sorted((d[0] for d in decoded if d is not None), key=lambda r: r.name)
 
 
@@ -201,8 +196,7 @@ class TenantStoreMeta:
 
     async def read_store_meta(self) -> dict[str, str]:
         """Store-wide facts: the payloads of the `meta` points."""
-        records = self._records
-        pages = records.connection.pages(records.collection, _METAS, call=records.call)
+        pages = self._records.pages(_METAS)
         found = [point.payload or {} async for page in pages for point in page]
         return {str(p["key"]): str(p["value"]) for p in found if "key" in p and "value" in p}
 

@@ -2,10 +2,10 @@
 
 Finding a namespace's collection and reading or replacing the record kept in
 that collection's `metadata` under a single key (one atomic PATCH: Qdrant merges
-metadata keys, it never drops them). `CollectionNamespaces` is the first layer of
-`QdrantCollectionsBackend` (namespace_collections.py: its namespace methods are the
-backend's own); its parts (the keyword index, transfer, `CollectionStoreMeta`) reach
-every collection through it.
+metadata keys, it never drops them). `CollectionNamespaces` is a part of
+`QdrantCollectionsBackend` (namespace_collections.py), which answers its namespace
+calls with it; its other parts (the keyword and token index, transfer,
+`CollectionStoreMeta`) reach every collection through it.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from qdrant_client.http import models
 from adapters.errors import BackendError, NamespaceConflict
 from adapters.qdrant import layout, names
 from adapters.qdrant.server import keyword_vectors, token_vectors
-from adapters.qdrant.server.backend_base import QdrantServerBase
-from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.server.connection import CollectionMissing, QdrantConnection
 from adapters.values import NamespaceRecord
 
 T = TypeVar("T")
@@ -31,8 +30,16 @@ RECORD_KEY = "memory_plugin_namespace"
 STORE_META_SUFFIX = "store"
 
 
-class CollectionNamespaces(QdrantServerBase):
+class CollectionNamespaces:
     """The namespace collections of one prefix, and the record each one keeps."""
+
+    def __init__(
+        self, connection: QdrantConnection, prefix: str, dimension: int, *, tokens: bool = False
+    ) -> None:
+        self.connection = connection
+        self.prefix = prefix
+        self.dimension = dimension
+        self._tokens = tokens  # rerank mode: give an older collection its token vectors
 
     async def call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
         return await self.connection.call(op)
@@ -45,7 +52,7 @@ class CollectionNamespaces(QdrantServerBase):
             return missing
 
     def collection(self, namespace: str) -> str:
-        return names.collection_name(namespace, self._prefix)
+        return names.collection_name(namespace, self.prefix)
 
     async def info(self, collection: str) -> models.CollectionInfo | None:
         return await self.read(lambda c: c.get_collection(collection), None)
@@ -70,7 +77,7 @@ class CollectionNamespaces(QdrantServerBase):
     async def namespace_collections(self) -> list[str]:
         listing = await self.call(lambda c: c.get_collections())
         found = (d.name for d in listing.collections)
-        return sorted(name for name in found if names.is_namespace_collection(name, self._prefix))
+        return sorted(name for name in found if names.is_namespace_collection(name, self.prefix))
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
         collection = self.collection(name)
@@ -95,7 +102,7 @@ class CollectionNamespaces(QdrantServerBase):
         await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, info.payload_schema)
         if not keyword_vectors.has_keyword_vector(info):
             await keyword_vectors.add_keyword_vector(self.call, collection)
-        if self.keep_tokens:
+        if self._tokens:
             await token_vectors.ensure_token_vector(self.call, collection, self.dimension, info)
         await self.call(lambda c: c.update_collection(collection, metadata=metadata))
 
@@ -120,9 +127,9 @@ class CollectionNamespaces(QdrantServerBase):
 class CollectionStoreMeta:
     """The layout's `store_meta` part: the metadata of a collection of its own."""
 
-    def __init__(self, collections: CollectionNamespaces, prefix: str) -> None:
+    def __init__(self, collections: CollectionNamespaces) -> None:
         self._collections = collections
-        self._name = prefix + STORE_META_SUFFIX
+        self._name = collections.prefix + STORE_META_SUFFIX
 
     async def read_store_meta(self) -> dict[str, str]:
         info = await self._collections.info(self._name)
