@@ -5,9 +5,10 @@ searching, each into a namespace of its own, one request at a time; the engine
 worker (the server's child process) is killed with SIGKILL `--kills` times, 2 s
 apart. For each kill: how long until the first 503 answer to a request sent after
 it, and until the first 2xx after that (the worker is back). Prints the p50 and max
-of both, and every status seen. The test of what survives is
-tests/store/test_worker_crash.py; this measures the gap.
-`python -m benchmarks.worker_kill [--kills 20]`
+of both, and every status seen. With `--workers N`, worker 0 of N is killed, and the
+statuses of its namespaces and of the others' are printed apart. The test of what
+survives is tests/store/test_worker_crash.py; this measures the gap.
+`python -m benchmarks.worker_kill [--kills 20] [--workers 1]`
 """
 
 from __future__ import annotations
@@ -23,23 +24,34 @@ from pathlib import Path
 
 import aiohttp
 
+from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from benchmarks.common import machine, percentile
 
 WRITERS = 8
 SEARCHERS = 8
 
 
-def worker_pid(server_pid: int) -> int:
-    (child,) = Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
-    return int(child)
+def worker_pid(server_pid: int, workers: int) -> int:
+    """The engine worker that holds the whole store, or worker 0 of several."""
+    children = Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
+    for child in children:
+        if workers == 1 or f"/workers/0-of-{workers}" in Path(f"/proc/{child}/cmdline").read_text():
+            return int(child)
+    raise RuntimeError("no engine worker found")
 
 
-async def measure(base: str, server_pid: int, kills: int) -> None:
-    answers: list[tuple[float, float, int]] = []  # (sent, answered, status)
+def killed(name: str, workers: int) -> bool:
+    """Whether `name` belongs to the worker killed (edge_client.py's routing)."""
+    return shard_index(name, SHARD_COUNT) % workers == 0
+
+
+async def measure(base: str, server_pid: int, kills: int, workers: int) -> None:
+    answers: list[tuple[float, float, int, bool]] = []  # (sent, answered, status, killed's)
     done = asyncio.Event()
 
     async def caller(session: aiohttp.ClientSession, n: int, write: bool) -> None:
         name = f"workspace:kill-{n}"
+        its = killed(name, workers)
         await session.put(f"{base}/v1/namespaces/{name}", json={"kind": "workspace"})
         i = 0
         while not done.is_set():
@@ -54,7 +66,7 @@ async def measure(base: str, server_pid: int, kills: int) -> None:
                 request = session.post(f"{base}/v1/search", json=body)
             async with request as reply:
                 await reply.read()
-                answers.append((sent, time.monotonic(), reply.status))
+                answers.append((sent, time.monotonic(), reply.status, its))
             if reply.status == 503:
                 await asyncio.sleep(0.005)
 
@@ -64,20 +76,23 @@ async def measure(base: str, server_pid: int, kills: int) -> None:
         killed_at = []
         for _ in range(kills):
             killed_at.append(time.monotonic())
-            os.kill(worker_pid(server_pid), signal.SIGKILL)
+            os.kill(worker_pid(server_pid, workers), signal.SIGKILL)
             await asyncio.sleep(2.0)
         done.set()
         await asyncio.gather(*load)
     refused, back = [], []
     for at in killed_at:
-        after = sorted((a for a in answers if a[0] >= at), key=lambda a: a[1])
+        after = sorted((a for a in answers if a[0] >= at and a[3]), key=lambda a: a[1])
         first_503 = next((a[1] for a in after if a[2] == 503), None)
         if first_503 is not None:
             refused.append(first_503 - at)
         first_ok = next((a[1] for a in after if a[2] < 300 and a[1] > (first_503 or at)), None)
         if first_ok is not None:
             back.append(first_ok - at)
-    print(f"statuses: {dict(sorted(Counter(a[2] for a in answers).items()))}")
+    for label, its in (("the killed worker's namespaces", True), ("the others'", False)):
+        statuses = Counter(a[2] for a in answers if a[3] is its)
+        if statuses:
+            print(f"statuses, {label}: {dict(sorted(statuses.items()))}")
     for label, values in (("first 503 after a kill", refused), ("serving again", back)):
         ms = [v * 1000 for v in values]
         print(
@@ -89,18 +104,24 @@ async def measure(base: str, server_pid: int, kills: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=1, help="MEMORY_PLUGIN_ENGINE_WORKERS")
     args = parser.parse_args()
     from harness.server_process import ServerProcess
 
-    print(f"engine worker kills ({machine()})")
+    print(f"engine worker kills, {args.workers} worker(s) ({machine()})")
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
-        ServerProcess(Path(tmp) / "data", Path(tmp) / "log", log_level="INFO") as server,
+        ServerProcess(
+            Path(tmp) / "data",
+            Path(tmp) / "log",
+            env={"MEMORY_PLUGIN_ENGINE_WORKERS": str(args.workers)},
+            log_level="INFO",
+        ) as server,
     ):
         server.start()
         server.wait_healthy()
         assert server.proc is not None
-        asyncio.run(measure(server.base_url, server.proc.pid, args.kills))
+        asyncio.run(measure(server.base_url, server.proc.pid, args.kills, args.workers))
         print(f"server still running: {server.running}")
 
 

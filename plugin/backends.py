@@ -5,6 +5,7 @@ Imports are deferred so that a deployment loads only its own backend's SDK.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -20,9 +21,11 @@ ServerBackend = TypeVar("ServerBackend", bound="QdrantServerLayout")
 
 def _embedded(settings: Settings, dimension: int) -> VectorBackend:
     """Qdrant's engine (qdrant-edge) in a worker process, on disk under MEMORY_PLUGIN_DATA_DIR."""
-    from adapters.qdrant.edge.edge_backend import QdrantEdgeInWorker
+    from adapters.qdrant.edge.edge_client import embedded_store, engine_workers
 
-    return QdrantEdgeInWorker(dimension, settings.data_dir, durability=settings.durability)
+    cores = len(os.sched_getaffinity(0))
+    workers = engine_workers(settings.data_dir, settings.engine_workers, cores)
+    return embedded_store(dimension, settings.data_dir, workers, durability=settings.durability)
 
 
 def qdrant_server(

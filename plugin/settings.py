@@ -65,6 +65,9 @@ class Settings(BaseModel):
     # adapters/qdrant/edge/log_sync.py: `sync` answers a write once it is on disk (it
     # survives a power cut); `async` once the kernel has it (it survives a killed process).
     durability: Literal["sync", "async"] = Field("sync", alias="MEMORY_PLUGIN_DURABILITY")
+    # adapters/qdrant/edge/edge_client.py: unset, the store's own split, or for a new
+    # store one worker per two usable cores (at most 4).
+    engine_workers: int | None = Field(None, ge=1, le=16, alias="MEMORY_PLUGIN_ENGINE_WORKERS")
     qdrant_url: str | None = Field(None, alias="QDRANT_URL")
     qdrant_layout: Literal["shared", "collections"] = Field(
         "shared", alias="MEMORY_PLUGIN_QDRANT_LAYOUT"
@@ -134,10 +137,19 @@ class Settings(BaseModel):
             raise ValueError("must start with http:// or https://")
         return value
 
-    @field_validator("search", "embedding_sessions", "tenant_max_in_flight", mode="before")
+    @field_validator(
+        "search", "embedding_sessions", "tenant_max_in_flight", "engine_workers", mode="before"
+    )
     @classmethod
     def _blank_means_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("engine_workers")
+    @classmethod
+    def _even_split(cls, value: int | None) -> int | None:
+        if value is not None and 16 % value:
+            raise ValueError("must be 1, 2, 4, 8 or 16: the store's 16 shards split evenly")
+        return value
 
     @field_validator("pinecone_index", "pinecone_host")
     @classmethod

@@ -70,6 +70,7 @@ def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
             "data_dir": tmp_path / "data",
             "janitor_interval_s": 3600,
             "admission_budget_s": 60,
+            "engine_workers": 1,  # whatever the machine's cores; the pool's tests ask for more
             **overrides,
         }
     )

@@ -138,10 +138,10 @@ class EngineClient(VectorBackend):
     """The backend `spec` builds, in a worker process, behind the backend interface. A
     backend offered this way subclasses it with its `name` and its own constructor."""
 
-    def __init__(self, dimension: int, spec: WorkerSpec) -> None:
+    def __init__(self, dimension: int, spec: WorkerSpec, label: str = "engine worker") -> None:
         super().__init__(dimension)
         self._search_modes = spec.search_modes
-        self.worker = EngineProcess(spec.argv())
+        self.worker = EngineProcess(spec.argv(), label)
         self._known: dict[str, NamespaceRecord] = {}
         self._records_of = 0  # the worker's restarts when `_known` was filled
         self._changes = 0  # namespace saves and deletes begun

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_backend import QdrantEdgeInWorker
+from adapters.qdrant.edge.edge_client import QdrantEdgeInWorker
 from adapters.values import NamespaceRecord
 from adapters.worker.engine_client import EngineClient, WorkerSpec
 from tests.backends.suite import BackendSuite

@@ -136,6 +136,7 @@ def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     embedded = chart_values(scenario).get("backend", "embedded") == "embedded"
     assert ("MEMORY_PLUGIN_DURABILITY" in data) == embedded
     assert settings.durability == config["durability"]
+    assert settings.engine_workers == (config["engineWorkers"] if embedded else None)
 
 
 # --- helm test -------------------------------------------------------------------------------

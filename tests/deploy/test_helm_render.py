@@ -120,6 +120,7 @@ def test_schema_accepts_a_known_key_and_rejects_a_typo() -> None:
         "embedded.persistance.size=1Gi",
         "config.logLevel=TRACE",
         "config.durability=fast",
+        "config.engineWorkers=3",
         "backend=postgres",
     ],
 )

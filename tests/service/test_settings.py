@@ -51,6 +51,15 @@ def test_admission_weighs_the_queue_in_time_with_no_cap_per_namespace_by_default
     assert (settings.admission_budget_s, settings.tenant_max_in_flight) == (0.5, 32)
 
 
+def test_engine_workers_are_unset_unless_asked_for_an_even_split() -> None:
+    assert Settings.from_env({}).engine_workers is None  # the store's own, or from the cores
+    assert Settings.from_env({"MEMORY_PLUGIN_ENGINE_WORKERS": " "}).engine_workers is None
+    assert Settings.from_env({"MEMORY_PLUGIN_ENGINE_WORKERS": "4"}).engine_workers == 4
+    with pytest.raises(SettingsError, match="16 shards split evenly") as caught:
+        Settings.from_env({"MEMORY_PLUGIN_ENGINE_WORKERS": "3"})
+    assert "MEMORY_PLUGIN_ENGINE_WORKERS='3'" in str(caught.value)
+
+
 def test_durability_is_sync_unless_asked_for_async() -> None:
     assert Settings.from_env({}).durability == "sync"
     assert Settings.from_env({"MEMORY_PLUGIN_DURABILITY": "async"}).durability == "async"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeInWorker
+from adapters.qdrant.edge.edge_client import QdrantEdgeInWorker
 from adapters.values import NamespaceRecord
 from harness.server_process import ServerProcess
 from plugin.http.keys import BACKEND

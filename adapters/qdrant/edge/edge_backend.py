@@ -1,7 +1,7 @@
 """The embedded store: Qdrant's own engine (qdrant-edge) on disk, the zero-config default.
 
-`QdrantEdgeBackend` runs in the engine worker process (adapters/worker/); the server
-reaches it through `QdrantEdgeInWorker`, below. Under `data_dir/store/`: 16 shards
+`QdrantEdgeBackend` runs in an engine worker process (adapters/worker/); the server
+reaches it through edge_client.py. Under `data_dir/store/`: 16 shards
 (shards.py), each namespace a tenant partition of the shard its name hashes to, and
 the namespace records and memory counts in SQLite (record_store.py, memory_counts.py).
 Requests go to three parts over one `EdgeStore` (store.py): edge_namespaces.py,
@@ -47,7 +47,6 @@ from adapters.values import (
     StoredMemory,
     TokenVectors,
 )
-from adapters.worker.engine_client import EngineClient, WorkerSpec
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
@@ -69,10 +68,16 @@ class QdrantEdgeBackend(VectorBackend):
         workers: int = 4,
         disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
         durability: Durability = "sync",
+        partitions: int = 1,
     ) -> None:
         self._data_dir = Path(data_dir)
         store = EdgeStore(
-            self._data_dir / STORE_DIR, dimension, workers, disk_headroom_bytes, durability
+            self._data_dir / STORE_DIR,
+            dimension,
+            workers,
+            disk_headroom_bytes,
+            durability,
+            partitions,
         )
         super().__init__(dimension)
         self._store = store
@@ -230,28 +235,3 @@ class QdrantEdgeBackend(VectorBackend):
 
     async def delete_expired_memories(self, now: datetime) -> int:
         return await self._writes.delete_expired_memories(now)
-
-
-class QdrantEdgeInWorker(EngineClient):
-    """The embedded store as the server holds it: `QdrantEdgeBackend` in an engine worker
-    process (adapters/worker/), built there from these settings."""
-
-    name = "qdrant-edge"
-
-    def __init__(
-        self,
-        dimension: int,
-        data_dir: Path,
-        *,
-        disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
-        durability: Durability = "sync",
-    ) -> None:
-        options = {
-            "dimension": dimension,
-            "data_dir": str(Path(data_dir).absolute()),
-            "disk_headroom_bytes": disk_headroom_bytes,
-            "durability": durability,
-        }
-        factory = f"{QdrantEdgeBackend.__module__}:{QdrantEdgeBackend.__qualname__}"
-        spec = WorkerSpec(factory, options, Path(data_dir), ranking.QDRANT_SEARCH_MODES)
-        super().__init__(dimension, spec)

@@ -60,8 +60,11 @@ def shard_index(name: str, count: int) -> int:
 class ShardSet:
     """The shards of one store; which are open, and why the others are not."""
 
-    def __init__(self, root: Path, dimension: int, disk: DiskGuard) -> None:
+    def __init__(self, root: Path, dimension: int, disk: DiskGuard, partitions: int = 1) -> None:
+        """`partitions`: this store holds the namespaces of 1 / `partitions` of the
+        `SHARD_COUNT` shards (an engine worker's among several), as shards of its own."""
         self._root = root
+        self._partitions = partitions
         self._dimension = dimension
         self._disk = disk
         self._lock = threading.Lock()
@@ -76,7 +79,7 @@ class ShardSet:
     def open(self) -> None:
         sharded = self._root / SHARDS_DIR
         sharded.mkdir(exist_ok=True)
-        self.paths = [sharded / f"{i:02d}" for i in range(SHARD_COUNT)]
+        self.paths = [sharded / f"{i:02d}" for i in range(SHARD_COUNT // self._partitions)]
         self._create_missing(sharded)
         self.shards = [None] * len(self.paths)
         for index in range(len(self.paths)):
@@ -178,7 +181,7 @@ class ShardSet:
     # -- routing ---------------------------------------------------------------------
 
     def index_of(self, name: str) -> int:
-        return shard_index(name, len(self.paths))
+        return shard_index(name, SHARD_COUNT) // self._partitions
 
     def of(self, name: str) -> Any:
         """The open shard of namespace `name`; raises what a caller of it should get."""

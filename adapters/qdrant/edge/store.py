@@ -47,13 +47,14 @@ class EdgeStore:
         workers: int,
         headroom_bytes: int,
         durability: Durability = "sync",
+        partitions: int = 1,
     ) -> None:
         self.root = root
         self.calls = EngineCalls(workers)
         synced = durability == "sync"
         self.records = RecordStore(root / RECORDS_FILE, synced=synced)
         self.disk = DiskGuard(root, headroom_bytes)
-        self.shards = ShardSet(root, dimension, self.disk)
+        self.shards = ShardSet(root, dimension, self.disk, partitions)
         self.log_sync = LogSync(self.records)
         self.commit = GroupCommit(self._sync, enabled=synced)
         self.lost = LostRecords(self.records, self.shards)

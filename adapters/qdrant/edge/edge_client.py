@@ -1,0 +1,148 @@
+"""The embedded store as the server holds it: its engine worker process, or several.
+
+`QdrantEdgeInWorker`: one worker holds the whole store, under `data_dir/store/`.
+`QdrantEdgeWorkers`: W workers (a power of two), worker k holding the namespaces of
+the shards whose index is k modulo W, as a store of its own under
+`data_dir/workers/k-of-W/`; a worker that stops takes only those away
+(adapters/worker/engine_pool.py). The split is the store's: `engine_workers` reads it
+from the data directory, and a count asked for that differs stops start-up with one
+line. Why and what a worker's crash does: docs/backends.md, "The engine worker process".
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from adapters.errors import BackendMisconfigured
+from adapters.qdrant import ranking
+from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
+from adapters.qdrant.edge.edge_backend import STORE_DIR, QdrantEdgeBackend
+from adapters.qdrant.edge.shards import SHARD_COUNT, refuse_other_layouts, shard_index
+from adapters.values import Durability
+from adapters.worker.engine_client import EngineClient, WorkerSpec
+from adapters.worker.engine_pool import EnginePool
+
+WORKERS_DIR = "workers"
+# What the workers split: the shards, evenly.
+WORKER_COUNTS = tuple(n for n in range(1, SHARD_COUNT + 1) if SHARD_COUNT % n == 0)
+# A default of more would cost memory the operator did not ask for (a process each).
+MAX_DEFAULT_WORKERS = 4
+_WORKER_DIR = re.compile(r"(\d+)-of-(\d+)")
+
+
+class QdrantEdgeInWorker(EngineClient):
+    """The embedded store as the server holds it: `QdrantEdgeBackend` in an engine worker
+    process (adapters/worker/), built there from these settings."""
+
+    name = "qdrant-edge"
+
+    def __init__(
+        self,
+        dimension: int,
+        data_dir: Path,
+        *,
+        disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+        durability: Durability = "sync",
+        partitions: int = 1,
+        label: str = "engine worker",
+    ) -> None:
+        options = {
+            "dimension": dimension,
+            "data_dir": str(Path(data_dir).absolute()),
+            "disk_headroom_bytes": disk_headroom_bytes,
+            "durability": durability,
+            "partitions": partitions,
+        }
+        factory = f"{QdrantEdgeBackend.__module__}:{QdrantEdgeBackend.__qualname__}"
+        spec = WorkerSpec(factory, options, Path(data_dir), ranking.QDRANT_SEARCH_MODES)
+        super().__init__(dimension, spec, label)
+
+
+class QdrantEdgeWorkers(EnginePool):
+    """The embedded store split over `workers` engine worker processes."""
+
+    name = "qdrant-edge"
+
+    def __init__(
+        self,
+        dimension: int,
+        data_dir: Path,
+        workers: int,
+        *,
+        disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+        durability: Durability = "sync",
+    ) -> None:
+        clients = [
+            QdrantEdgeInWorker(
+                dimension,
+                Path(data_dir) / WORKERS_DIR / f"{k}-of-{workers}",
+                disk_headroom_bytes=disk_headroom_bytes,
+                durability=durability,
+                partitions=workers,
+                label=f"engine worker {k}",
+            )
+            for k in range(workers)
+        ]
+        super().__init__(dimension, clients, lambda name: shard_index(name, SHARD_COUNT) % workers)
+
+
+def embedded_store(
+    dimension: int,
+    data_dir: Path,
+    workers: int,
+    *,
+    disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+    durability: Durability = "sync",
+) -> QdrantEdgeInWorker | QdrantEdgeWorkers:
+    """The embedded store under `data_dir` in `workers` engine workers (`engine_workers`)."""
+    if workers == 1:
+        return QdrantEdgeInWorker(
+            dimension, data_dir, disk_headroom_bytes=disk_headroom_bytes, durability=durability
+        )
+    return QdrantEdgeWorkers(
+        dimension, data_dir, workers, disk_headroom_bytes=disk_headroom_bytes, durability=durability
+    )
+
+
+def default_workers(cores: int) -> int:
+    """One worker per two cores (the server process needs the others), as an even split,
+    at most `MAX_DEFAULT_WORKERS`."""
+    most = min(MAX_DEFAULT_WORKERS, max(1, cores // 2))
+    return max(n for n in WORKER_COUNTS if n <= most)
+
+
+def engine_workers(data_dir: Path, asked: int | None, cores: int) -> int:
+    """How many engine workers serve the store under `data_dir`: as many as wrote it;
+    for a new store, `asked`, else `default_workers(cores)`. A store written with
+    another count than `asked` stops start-up: its namespaces are where that count put them."""
+    refuse_other_layouts(data_dir)
+    written = _written_with(data_dir)
+    if asked is not None and written is not None and asked != written:
+        raise BackendMisconfigured(
+            f"{data_dir} holds a store split over {written} engine worker(s);"
+            f" MEMORY_PLUGIN_ENGINE_WORKERS={asked} would not find its namespaces: unset it"
+            " (the store's own count is used), or export and import into a new data"
+            " directory (docs/repair.md#engine-workers)"
+        )
+    if asked is not None and asked not in WORKER_COUNTS:
+        raise BackendMisconfigured(f"MEMORY_PLUGIN_ENGINE_WORKERS must be one of {WORKER_COUNTS}")
+    return written or asked or default_workers(cores)
+
+
+def _written_with(data_dir: Path) -> int | None:
+    """The engine worker count of the store under `data_dir`; None when there is none."""
+    counts = set()
+    if (data_dir / STORE_DIR).is_dir():
+        counts.add(1)
+    workers = data_dir / WORKERS_DIR
+    if workers.is_dir():
+        for entry in workers.iterdir():
+            if found := _WORKER_DIR.fullmatch(entry.name):
+                counts.add(int(found.group(2)))
+    if len(counts) > 1:
+        raise BackendMisconfigured(
+            f"{data_dir} holds stores of several engine worker counts ({sorted(counts)}):"
+            " move the ones not in use away (docs/repair.md#engine-workers)"
+        )
+    return counts.pop() if counts else None

@@ -1,0 +1,211 @@
+"""Several engine workers behind one backend interface, each owning some namespaces.
+
+`route(name)` names the worker that owns a namespace (a fixed function of the name).
+A call about one namespace goes to its worker; a search or listing over namespaces of
+several workers asks each for its own and merges the answers (adapters/merge.py), as
+one store orders them; store-wide calls go to every worker. A worker that stops takes
+only its namespaces away: their calls answer `BackendUnavailable` (503) until it is
+back, health says `degraded`, and the other workers' namespaces are served throughout.
+The parts (adapters/parts.py) are spread alike: pool_parts.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from functools import cached_property
+
+from adapters.base import VectorBackend
+from adapters.errors import BackendUnavailable, StorageDamaged
+from adapters.merge import merge_listed, merge_scored
+from adapters.values import (
+    MemoryFilter,
+    MemoryRecord,
+    NamespaceRecord,
+    ScoredMemory,
+    SearchMode,
+    SearchQuery,
+    SparseVector,
+    StoreCondition,
+    StoredMemory,
+    TokenVectors,
+)
+from adapters.worker.engine_client import EngineClient
+from adapters.worker.pool_parts import (
+    PoolKeywordIndex,
+    PoolStoreMeta,
+    PoolStoreSize,
+    PoolTokenIndex,
+    PoolTransfer,
+    every,
+)
+
+
+class EnginePool(VectorBackend):
+    """`clients`' workers as one backend; `route(name)` is the index of a name's worker."""
+
+    def __init__(
+        self, dimension: int, clients: Sequence[EngineClient], route: Callable[[str], int]
+    ) -> None:
+        super().__init__(dimension)
+        self.clients = list(clients)
+        self.route = route
+
+    @cached_property
+    def transfer(self) -> PoolTransfer:
+        return PoolTransfer(self)
+
+    @cached_property
+    def store_meta(self) -> PoolStoreMeta:
+        return PoolStoreMeta(self)
+
+    @cached_property
+    def store_size(self) -> PoolStoreSize:
+        return PoolStoreSize(self)
+
+    @cached_property
+    def keyword_index(self) -> PoolKeywordIndex:
+        return PoolKeywordIndex(self)
+
+    @cached_property
+    def token_index(self) -> PoolTokenIndex:
+        return PoolTokenIndex(self)
+
+    def owner(self, name: str) -> EngineClient:
+        return self.clients[self.route(name)]
+
+    def grouped(self, names: Iterable[str]) -> dict[int, list[str]]:
+        """`names` by the index of their worker, each once, in their order."""
+        groups: dict[int, list[str]] = {}
+        for name in dict.fromkeys(names):
+            groups.setdefault(self.route(name), []).append(name)
+        return groups
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return self.clients[0].search_modes
+
+    async def start(self) -> None:
+        try:
+            await every(client.start() for client in self.clients)
+        except BaseException:
+            await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
+            raise
+
+    async def close(self) -> None:
+        await every(client.close() for client in self.clients)
+
+    async def maintain(self) -> None:
+        await every(client.maintain() for client in self.clients)
+
+    async def ping(self) -> None:
+        """Answers while any worker does: a worker restarting is a degradation (its
+        condition says so), not an outage of the whole store."""
+        results = await asyncio.gather(
+            *(client.ping() for client in self.clients), return_exceptions=True
+        )
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if len(failures) == len(results):
+            raise failures[0]
+        for failure in failures:
+            if not isinstance(failure, BackendUnavailable):
+                raise failure
+
+    def condition(self) -> StoreCondition:
+        conditions = [client.condition() for client in self.clients]
+        return StoreCondition(
+            unreadable_namespaces=tuple(n for c in conditions for n in c.unreadable_namespaces),
+            problems=tuple(p for c in conditions for p in c.problems),
+        )
+
+    async def verify(self) -> tuple[str, ...]:
+        found = await every(client.verify() for client in self.clients)
+        return tuple(line for lines in found for line in lines)
+
+    async def accept(self) -> list[str]:
+        names = await every(client.accept() for client in self.clients)
+        return sorted(name for found in names for name in found)
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        return await self.owner(name).get_namespace(name)
+
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        groups = self.grouped(names)
+        if len(groups) == 1:
+            ((index, group),) = groups.items()
+            return await self.clients[index].get_namespaces(group)
+        results = await asyncio.gather(
+            *(self.clients[i].get_namespaces(group) for i, group in groups.items()),
+            return_exceptions=True,
+        )
+        found: dict[str, NamespaceRecord] = {}
+        damaged: StorageDamaged | None = None
+        for result in results:
+            if isinstance(result, StorageDamaged):
+                damaged = damaged or result  # as one store: raised only when none is live
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                found.update(result)
+        if not found and damaged is not None:
+            raise damaged
+        return found
+
+    async def save_namespace(self, record: NamespaceRecord) -> None:
+        await self.owner(record.name).save_namespace(record)
+
+    async def delete_namespace(self, name: str) -> bool:
+        return await self.owner(name).delete_namespace(name)
+
+    async def list_namespaces(self) -> list[NamespaceRecord]:
+        found = await every(client.list_namespaces() for client in self.clients)
+        return [record for records in found for record in records]
+
+    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
+        found = await every(client.expired_namespaces(now) for client in self.clients)
+        return [record for records in found for record in records]
+
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+        return await self.owner(namespace).get_stored_memory(namespace, memory_id)
+
+    async def upsert_memory(
+        self,
+        memory: MemoryRecord,
+        vector: Sequence[float],
+        keywords: SparseVector | None = None,
+        tokens: TokenVectors | None = None,
+    ) -> None:
+        await self.owner(memory.namespace).upsert_memory(memory, vector, keywords, tokens)
+
+    async def query_memories(
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+    ) -> list[ScoredMemory]:
+        groups = self.grouped(namespaces)
+        if len(groups) <= 1:
+            client = self.clients[next(iter(groups), 0)]
+            return await client.query_memories(namespaces, query, memory_filter, limit)
+        parts = await every(
+            self.clients[i].query_memories(group, query, memory_filter, limit)
+            for i, group in groups.items()
+        )
+        return merge_scored(parts, limit)
+
+    async def list_memories(
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+    ) -> list[MemoryRecord]:
+        groups = self.grouped(namespaces)
+        if len(groups) <= 1:
+            client = self.clients[next(iter(groups), 0)]
+            return await client.list_memories(namespaces, memory_filter, limit)
+        parts = await every(
+            self.clients[i].list_memories(group, memory_filter, limit)
+            for i, group in groups.items()
+        )
+        return merge_listed(parts, limit)
+
+    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
+        return await self.owner(namespace).delete_memory(namespace, memory_id)
+
+    async def delete_expired_memories(self, now: datetime) -> int:
+        return sum(await every(c.delete_expired_memories(now) for c in self.clients))

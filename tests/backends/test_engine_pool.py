@@ -1,0 +1,123 @@
+"""The embedded store over several engine workers: the backend suite, a worker's crash
+taking only its namespaces away, and the split read from the data directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapters.errors import BackendMisconfigured, BackendUnavailable
+from adapters.qdrant.edge.edge_client import (
+    QdrantEdgeWorkers,
+    default_workers,
+    embedded_store,
+    engine_workers,
+)
+from adapters.values import NamespaceRecord, SearchQuery
+from tests.backends.suite import BackendSuite
+from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.backends.suite.rerank import RerankSuite
+from tests.backends.test_engine_process import until
+from tests.support.backends import started
+from tests.support.records import DIM, T0, everything, memory, unit
+
+WORKERS = 2
+
+
+class TestEnginePool(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
+    @pytest.fixture
+    async def backend(self, tmp_path: Path) -> AsyncIterator[QdrantEdgeWorkers]:
+        async with started(QdrantEdgeWorkers(DIM, tmp_path, WORKERS)) as store:
+            yield store
+
+
+def names_of_each_worker(store: QdrantEdgeWorkers, count: int) -> list[list[str]]:
+    """`count` namespace names per worker, by the store's own routing."""
+    found: list[list[str]] = [[] for _ in store.clients]
+    n = 0
+    while min(map(len, found)) < count:
+        name = f"workspace:w{n}"
+        if len(found[store.route(name)]) < count:
+            found[store.route(name)].append(name)
+        n += 1
+    return found
+
+
+async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) -> None:
+    async with started(QdrantEdgeWorkers(DIM, tmp_path, WORKERS)) as store:
+        (first,), (second,) = names_of_each_worker(store, 1)
+        for name in (first, second):
+            await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
+        near, far = memory(first, content="near"), memory(second, content="far", pin=True)
+        await store.upsert_memory(near, unit(1, 0.1))
+        await store.upsert_memory(far, unit(0.1, 1))
+        found = await store.query_memories([first, second], SearchQuery(unit(1)), everything(), 5)
+        assert [hit.memory.id for hit in found] == [far.id, near.id]  # pinned first
+        listed = await store.list_memories([second, first], everything(), 5)
+        assert [m.id for m in listed] == [far.id, near.id]
+        assert {r.name for r in await store.list_namespaces()} == {first, second}
+        size = await store.store_size.measure()
+        assert (size.namespaces, size.memories) == (2, 2)
+
+
+async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) -> None:
+    async with started(QdrantEdgeWorkers(DIM, tmp_path, WORKERS)) as store:
+        (lost,), (kept,) = names_of_each_worker(store, 1)
+        for name in (lost, kept):
+            await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
+        before = memory(lost, content="before the crash")
+        await store.upsert_memory(before, unit(1))
+        worker = store.clients[0].worker
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGKILL)
+        await until(lambda: not worker.up, 5)
+        with pytest.raises(BackendUnavailable):
+            await store.get_namespace(lost)
+        await store.ping()  # the store answers: one worker restarting is a degradation
+        assert store.condition().degraded
+        assert "engine worker 0" in " ".join(store.condition().problems)
+        during = memory(kept, content="while the other restarts")
+        await store.upsert_memory(during, unit(1))
+        assert await store.list_memories([kept], everything(), 5) == [during]
+        await until(lambda: worker.up, 30)
+        assert await store.list_memories([lost], everything(), 5) == [before]
+        assert not store.condition().degraded
+
+
+def test_the_split_is_the_stores(tmp_path: Path) -> None:
+    assert engine_workers(tmp_path, None, cores=2) == 1  # a new store: from the cores
+    assert engine_workers(tmp_path, None, cores=8) == 4
+    assert engine_workers(tmp_path, 2, cores=2) == 2
+    (tmp_path / "workers" / "1-of-4").mkdir(parents=True)
+    assert engine_workers(tmp_path, None, cores=2) == 4  # written by four: four
+    with pytest.raises(BackendMisconfigured) as refused:
+        engine_workers(tmp_path, 2, cores=2)
+    assert str(refused.value) == (
+        f"{tmp_path} holds a store split over 4 engine worker(s);"
+        " MEMORY_PLUGIN_ENGINE_WORKERS=2 would not find its namespaces: unset it (the"
+        " store's own count is used), or export and import into a new data directory"
+        " (docs/repair.md#engine-workers)"
+    )
+    (tmp_path / "store").mkdir()
+    with pytest.raises(BackendMisconfigured, match=r"several engine worker counts \(\[1, 4\]\)"):
+        engine_workers(tmp_path, None, cores=2)
+
+
+def test_the_default_is_one_worker_per_two_cores_an_even_split_at_most_four() -> None:
+    cores = (1, 2, 3, 4, 6, 8, 12, 16, 64)
+    assert [default_workers(n) for n in cores] == [1, 1, 1, 2, 2, 4, 4, 4, 4]
+
+
+async def test_one_worker_keeps_the_single_store_layout(tmp_path: Path) -> None:
+    for workers in (1, 2):
+        data_dir = tmp_path / str(workers)
+        async with started(embedded_store(DIM, data_dir, workers)) as store:
+            await store.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
+        assert sorted(p.name for p in data_dir.iterdir() if p.is_dir()) == (
+            ["store"] if workers == 1 else ["workers"]
+        )
+        assert engine_workers(data_dir, None, cores=64) == workers

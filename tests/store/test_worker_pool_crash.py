@@ -1,0 +1,93 @@
+"""With several engine workers, a worker killed under load takes only its own namespaces
+away: theirs answer 503 `unavailable` until it is back, the other worker's never fail,
+health says `degraded`, and nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections import Counter
+
+import pytest
+
+from adapters.qdrant.edge.edge_client import QdrantEdgeWorkers
+from plugin.http.keys import BACKEND
+from tests.store.test_worker_crash import acknowledged_more, serving_again
+from tests.support.app import ContractClient
+
+WRITERS_PER_WORKER = 4
+KILLS = 5
+
+
+def pool(api: ContractClient) -> QdrantEdgeWorkers:
+    backend = api.app[BACKEND]
+    assert isinstance(backend, QdrantEdgeWorkers)
+    return backend
+
+
+@pytest.mark.settings(engine_workers=2)
+async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient) -> None:
+    store = pool(api)
+    names: list[list[str]] = [[], []]
+    n = 0
+    while min(map(len, names)) < WRITERS_PER_WORKER:
+        name = f"workspace:writer-{n}"
+        if len(names[store.route(name)]) < WRITERS_PER_WORKER:
+            names[store.route(name)].append(name)
+        n += 1
+    for name in names[0] + names[1]:
+        assert (await api.put_ns(name)).status == 200
+    acknowledged: dict[str, list[str]] = {name: [] for name in names[0] + names[1]}
+    statuses: list[Counter[int]] = [Counter(), Counter()]
+    done = asyncio.Event()
+
+    async def write(worker: int, name: str) -> None:
+        n = 0
+        while not done.is_set():
+            n += 1
+            reply = await api.commit(name, f"{name} remembers fact number {n}", check=False)
+            statuses[worker][reply.status] += 1
+            if reply.status == 201:
+                acknowledged[name].append(reply.body["id"])
+            else:
+                assert reply.body["code"] == "unavailable", reply
+                await asyncio.sleep(0.01)
+
+    async def search(worker: int, name: str) -> None:
+        while not done.is_set():
+            reply = await api.search(name, query="which fact", limit=5, check=False)
+            statuses[worker][reply.status] += 1
+            if reply.status != 200:
+                assert reply.body["code"] == "unavailable", reply
+                await asyncio.sleep(0.01)
+
+    load = [
+        asyncio.create_task(task(worker, name))
+        for worker in (0, 1)
+        for name in names[worker]
+        for task in (write, search)
+    ]
+    killed = store.clients[0].worker
+    for _ in range(KILLS):
+        await serving_again(api)
+        await acknowledged_more(acknowledged, 5)
+        assert killed.pid is not None
+        os.kill(killed.pid, signal.SIGKILL)
+        await asyncio.sleep(0.2)
+        health = await api.call("GET", "/v1/health", check=False)
+        if not killed.up:  # not back yet: the store serves, degraded
+            assert health.body["status"] == "degraded", health
+    await serving_again(api)
+    done.set()
+    await asyncio.gather(*load)
+
+    assert killed.restarts >= KILLS
+    assert store.clients[1].worker.restarts == 0
+    assert statuses[0][503] > 0, statuses
+    assert statuses[1][503] == 0, statuses  # never failed by the other worker's crash
+    assert statuses[1][201] > 0, statuses
+    assert statuses[1][200] > 0, statuses
+    for name, ids in acknowledged.items():
+        for memory_id in ids:
+            assert await store.get_memory(name, memory_id) is not None, (name, memory_id)
