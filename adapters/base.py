@@ -16,7 +16,6 @@ import abc
 import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import ClassVar
 
 from adapters.parts import OptionalParts
 from adapters.values import (
@@ -40,7 +39,7 @@ class VectorBackend(OptionalParts, abc.ABC):
     """A vector store of namespaces of memories. Any method may raise `BackendUnavailable`;
     `start` must not need the backend reachable (the server boots during an outage)."""
 
-    name: ClassVar[str]
+    name: str  # in messages and export headers: "qdrant-edge", "qdrant", "pinecone"
 
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension

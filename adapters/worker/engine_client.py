@@ -122,6 +122,7 @@ class WorkerSpec:
     options: Mapping[str, Any]  # the factory's keyword arguments, as JSON
     data_dir: Path  # what the backend owns: one process holds it at a time (a lock file)
     search_modes: frozenset[SearchMode]
+    name: str  # the backend's, as the server names it
 
     def argv(self) -> list[str]:
         return [
@@ -136,10 +137,11 @@ class WorkerSpec:
 
 class EngineClient(VectorBackend):
     """The backend `spec` builds, in a worker process, behind the backend interface. A
-    backend offered this way subclasses it with its `name` and its own constructor."""
+    backend offered this way hands out one built from its own `WorkerSpec`."""
 
     def __init__(self, dimension: int, spec: WorkerSpec, label: str = "engine worker") -> None:
         super().__init__(dimension)
+        self.name = spec.name
         self._search_modes = spec.search_modes
         self.worker = EngineProcess(spec.argv(), label)
         self._known: dict[str, NamespaceRecord] = {}

@@ -50,6 +50,7 @@ class EnginePool(VectorBackend):
     ) -> None:
         super().__init__(dimension)
         self.clients = list(clients)
+        self.name = self.clients[0].name
         self.route = route
 
     @cached_property

@@ -12,12 +12,13 @@ import pytest
 
 from adapters.errors import BackendMisconfigured, BackendUnavailable
 from adapters.qdrant.edge.edge_client import (
-    QdrantEdgeWorkers,
     default_workers,
+    edge_workers,
     embedded_store,
     engine_workers,
 )
 from adapters.values import NamespaceRecord, SearchQuery
+from adapters.worker.engine_pool import EnginePool
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
@@ -30,12 +31,12 @@ WORKERS = 2
 
 class TestEnginePool(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     @pytest.fixture
-    async def backend(self, tmp_path: Path) -> AsyncIterator[QdrantEdgeWorkers]:
-        async with started(QdrantEdgeWorkers(DIM, tmp_path, WORKERS)) as store:
+    async def backend(self, tmp_path: Path) -> AsyncIterator[EnginePool]:
+        async with started(edge_workers(DIM, tmp_path, WORKERS)) as store:
             yield store
 
 
-def names_of_each_worker(store: QdrantEdgeWorkers, count: int) -> list[list[str]]:
+def names_of_each_worker(store: EnginePool, count: int) -> list[list[str]]:
     """`count` namespace names per worker, by the store's own routing."""
     found: list[list[str]] = [[] for _ in store.clients]
     n = 0
@@ -48,7 +49,7 @@ def names_of_each_worker(store: QdrantEdgeWorkers, count: int) -> list[list[str]
 
 
 async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) -> None:
-    async with started(QdrantEdgeWorkers(DIM, tmp_path, WORKERS)) as store:
+    async with started(edge_workers(DIM, tmp_path, WORKERS)) as store:
         (first,), (second,) = names_of_each_worker(store, 1)
         for name in (first, second):
             await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
@@ -65,7 +66,7 @@ async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) ->
 
 
 async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) -> None:
-    async with started(QdrantEdgeWorkers(DIM, tmp_path, WORKERS)) as store:
+    async with started(edge_workers(DIM, tmp_path, WORKERS)) as store:
         (lost,), (kept,) = names_of_each_worker(store, 1)
         for name in (lost, kept):
             await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_client import QdrantEdgeInWorker
+from adapters.qdrant.edge.edge_client import edge_in_worker
 from adapters.values import NamespaceRecord
 from adapters.worker.engine_client import EngineClient, WorkerSpec
 from tests.backends.suite import BackendSuite
@@ -24,13 +24,13 @@ from tests.support.records import DIM, T0
 
 class TestEngineProcess(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     @pytest.fixture
-    async def backend(self, tmp_path: Path) -> AsyncIterator[QdrantEdgeInWorker]:
-        async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:
+    async def backend(self, tmp_path: Path) -> AsyncIterator[EngineClient]:
+        async with started(edge_in_worker(DIM, tmp_path)) as store:
             yield store
 
 
 @contextmanager
-def held(store: QdrantEdgeInWorker) -> Iterator[None]:
+def held(store: EngineClient) -> Iterator[None]:
     """The worker stopped (SIGSTOP) for the block: what it would answer, it answers later."""
     assert store.worker.pid is not None
     os.kill(store.worker.pid, signal.SIGSTOP)
@@ -41,7 +41,7 @@ def held(store: QdrantEdgeInWorker) -> Iterator[None]:
 
 
 async def test_a_known_namespace_is_answered_while_the_engine_is_busy(tmp_path: Path) -> None:
-    async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:
+    async with started(edge_in_worker(DIM, tmp_path)) as store:
         record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
         await store.save_namespace(record)
         with held(store):
@@ -55,7 +55,7 @@ async def test_a_known_namespace_answers_unavailable_while_the_worker_is_down(
 ) -> None:
     """A request over a namespace whose record the server holds is refused at its
     first step, not after the model has embedded its text for a store that is away."""
-    async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:
+    async with started(edge_in_worker(DIM, tmp_path)) as store:
         record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
         await store.save_namespace(record)
         assert store.worker.pid is not None
@@ -78,9 +78,9 @@ async def until(condition: Callable[[], bool], timeout_s: float) -> None:
 
 async def test_a_record_read_as_it_is_deleted_is_not_kept(tmp_path: Path) -> None:
     record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
-    async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:
+    async with started(edge_in_worker(DIM, tmp_path)) as store:
         await store.save_namespace(record)
-    async with started(QdrantEdgeInWorker(DIM, tmp_path)) as store:  # knows no record yet
+    async with started(edge_in_worker(DIM, tmp_path)) as store:  # knows no record yet
         with held(store):
             read = asyncio.create_task(store.get_namespace("org:a"))
             deleted = asyncio.create_task(store.delete_namespace("org:a"))
@@ -94,7 +94,7 @@ async def test_a_record_read_as_it_is_deleted_is_not_kept(tmp_path: Path) -> Non
 async def test_a_worker_named_something_that_is_not_a_backend_fails_its_start(
     tmp_path: Path,
 ) -> None:
-    spec = WorkerSpec("adapters.values:StoreCondition", {}, tmp_path, frozenset())
+    spec = WorkerSpec("adapters.values:StoreCondition", {}, tmp_path, frozenset(), "none")
     client = EngineClient(DIM, spec)
     with pytest.raises(TypeError) as failed:
         await client.start()
@@ -108,7 +108,7 @@ async def test_a_worker_named_something_that_is_not_a_backend_fails_its_start(
 
 async def test_a_worker_hands_its_factory_the_options_as_given(tmp_path: Path) -> None:
     """The options travel as JSON on the worker's command line, and build the store."""
-    async with started(QdrantEdgeInWorker(DIM, tmp_path / "elsewhere")) as store:
+    async with started(edge_in_worker(DIM, tmp_path / "elsewhere")) as store:
         await store.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
     assert (tmp_path / "elsewhere" / "store" / "namespaces.sqlite3").exists()
     assert (tmp_path / "elsewhere" / "engine.lock").exists()

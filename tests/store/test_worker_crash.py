@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.qdrant.edge.edge_client import QdrantEdgeInWorker
+from adapters.qdrant.edge.edge_client import edge_in_worker
 from adapters.values import NamespaceRecord
+from adapters.worker.engine_client import EngineClient
 from harness.server_process import ServerProcess
 from plugin.http.keys import BACKEND
 from tests.support.app import ContractClient
@@ -24,9 +25,9 @@ SEARCHERS = 8
 KILLS = 20
 
 
-def engine(api: ContractClient) -> QdrantEdgeInWorker:
+def engine(api: ContractClient) -> EngineClient:
     backend = api.app[BACKEND]
-    assert isinstance(backend, QdrantEdgeInWorker)
+    assert isinstance(backend, EngineClient)
     return backend
 
 
@@ -164,10 +165,10 @@ def test_the_worker_dies_with_the_server(tmp_path: Path) -> None:
 async def test_one_process_opens_a_store_at_a_time(tmp_path: Path) -> None:
     """A second store on the same data directory waits until the first has closed it."""
     async with asyncio.timeout(60):  # a wait that never ends fails here, not in CI's limit
-        first = QdrantEdgeInWorker(DIM, tmp_path)
+        first = edge_in_worker(DIM, tmp_path)
         await first.start()
         await first.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
-        second = QdrantEdgeInWorker(DIM, tmp_path)
+        second = edge_in_worker(DIM, tmp_path)
         opening = asyncio.create_task(second.start())
         await asyncio.sleep(1.0)
         assert not opening.done()  # held by the first

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from adapters.qdrant.edge.edge_client import QdrantEdgeWorkers
+from adapters.worker.engine_pool import EnginePool
 from plugin.http.keys import BACKEND
 from tests.store.test_worker_crash import acknowledged_more, serving_again
 from tests.support.app import ContractClient
@@ -20,9 +20,9 @@ WRITERS_PER_WORKER = 4
 KILLS = 5
 
 
-def pool(api: ContractClient) -> QdrantEdgeWorkers:
+def pool(api: ContractClient) -> EnginePool:
     backend = api.app[BACKEND]
-    assert isinstance(backend, QdrantEdgeWorkers)
+    assert isinstance(backend, EnginePool)
     return backend
 
 

@@ -1,6 +1,6 @@
 """Backends under test, started and closed around a block.
 
-How each is built: `QdrantEdgeInWorker(DIM, path)` (the embedded store in its engine worker
+How each is built: `edge_in_worker(DIM, path)` (the embedded store in its engine worker
 process, as the server runs it) or `QdrantEdgeBackend(DIM, path)` (the same store in the
 test's own process, where a test reaches into it), `QdrantServerBackend(DIM, location=":memory:")`
 or `QdrantCollectionsBackend(...)` directly, and Pinecone through

@@ -1,7 +1,7 @@
 """The embedded store as the server holds it: its engine worker process, or several.
 
-`QdrantEdgeInWorker`: one worker holds the whole store, under `data_dir/store/`.
-`QdrantEdgeWorkers`: W workers (a power of two), worker k holding the namespaces of
+`edge_in_worker`: one worker holds the whole store, under `data_dir/store/`.
+`edge_workers`: W workers (a power of two), worker k holding the namespaces of
 the shards whose index is k modulo W, as a store of its own under
 `data_dir/workers/k-of-W/`; a worker that stops takes only those away
 (adapters/worker/engine_pool.py). The split is the store's: `engine_workers` reads it
@@ -31,60 +31,52 @@ MAX_DEFAULT_WORKERS = 4
 _WORKER_DIR = re.compile(r"(\d+)-of-(\d+)")
 
 
-class QdrantEdgeInWorker(EngineClient):
-    """The embedded store as the server holds it: `QdrantEdgeBackend` in an engine worker
-    process (adapters/worker/), built there from these settings."""
-
-    name = "qdrant-edge"
-
-    def __init__(
-        self,
-        dimension: int,
-        data_dir: Path,
-        *,
-        disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
-        durability: Durability = "sync",
-        partitions: int = 1,
-        label: str = "engine worker",
-    ) -> None:
-        options = {
-            "dimension": dimension,
-            "data_dir": str(Path(data_dir).absolute()),
-            "disk_headroom_bytes": disk_headroom_bytes,
-            "durability": durability,
-            "partitions": partitions,
-        }
-        factory = f"{QdrantEdgeBackend.__module__}:{QdrantEdgeBackend.__qualname__}"
-        spec = WorkerSpec(factory, options, Path(data_dir), ranking.QDRANT_SEARCH_MODES)
-        super().__init__(dimension, spec, label)
+def edge_in_worker(
+    dimension: int,
+    data_dir: Path,
+    *,
+    disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+    durability: Durability = "sync",
+    partitions: int = 1,
+    label: str = "engine worker",
+) -> EngineClient:
+    """`QdrantEdgeBackend` in an engine worker process (adapters/worker/), built there
+    from these settings."""
+    options = {
+        "dimension": dimension,
+        "data_dir": str(Path(data_dir).absolute()),
+        "disk_headroom_bytes": disk_headroom_bytes,
+        "durability": durability,
+        "partitions": partitions,
+    }
+    factory = f"{QdrantEdgeBackend.__module__}:{QdrantEdgeBackend.__qualname__}"
+    spec = WorkerSpec(
+        factory, options, Path(data_dir), ranking.QDRANT_SEARCH_MODES, QdrantEdgeBackend.name
+    )
+    return EngineClient(dimension, spec, label)
 
 
-class QdrantEdgeWorkers(EnginePool):
+def edge_workers(
+    dimension: int,
+    data_dir: Path,
+    workers: int,
+    *,
+    disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+    durability: Durability = "sync",
+) -> EnginePool:
     """The embedded store split over `workers` engine worker processes."""
-
-    name = "qdrant-edge"
-
-    def __init__(
-        self,
-        dimension: int,
-        data_dir: Path,
-        workers: int,
-        *,
-        disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
-        durability: Durability = "sync",
-    ) -> None:
-        clients = [
-            QdrantEdgeInWorker(
-                dimension,
-                Path(data_dir) / WORKERS_DIR / f"{k}-of-{workers}",
-                disk_headroom_bytes=disk_headroom_bytes,
-                durability=durability,
-                partitions=workers,
-                label=f"engine worker {k}",
-            )
-            for k in range(workers)
-        ]
-        super().__init__(dimension, clients, lambda name: shard_index(name, SHARD_COUNT) % workers)
+    clients = [
+        edge_in_worker(
+            dimension,
+            Path(data_dir) / WORKERS_DIR / f"{k}-of-{workers}",
+            disk_headroom_bytes=disk_headroom_bytes,
+            durability=durability,
+            partitions=workers,
+            label=f"engine worker {k}",
+        )
+        for k in range(workers)
+    ]
+    return EnginePool(dimension, clients, lambda name: shard_index(name, SHARD_COUNT) % workers)
 
 
 def embedded_store(
@@ -94,13 +86,13 @@ def embedded_store(
     *,
     disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
     durability: Durability = "sync",
-) -> QdrantEdgeInWorker | QdrantEdgeWorkers:
+) -> EngineClient | EnginePool:
     """The embedded store under `data_dir` in `workers` engine workers (`engine_workers`)."""
     if workers == 1:
-        return QdrantEdgeInWorker(
+        return edge_in_worker(
             dimension, data_dir, disk_headroom_bytes=disk_headroom_bytes, durability=durability
         )
-    return QdrantEdgeWorkers(
+    return edge_workers(
         dimension, data_dir, workers, disk_headroom_bytes=disk_headroom_bytes, durability=durability
     )
 
