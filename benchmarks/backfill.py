@@ -9,7 +9,7 @@ second pass sends exactly the same contents. This drives a fresh server the same
 way (2,000 rows over 70 namespaces of the three kinds, sequential, one client),
 then a second time, and prints milliseconds per row for both passes against the
 model's single-text time measured in this run (one ONNX Runtime session, in this
-process), with issue 18's targets: the second pass at 2 ms per row or less (no model
+process), with their targets: the second pass at 2 ms per row or less (no model
 call, and no write, for an unchanged memory), the first at the model's single-text
 time + 4 ms. Per row it prints what the client saw and what the server's access
 lines say it spent (the client, Python on the same two cores, costs the rest; the
@@ -120,7 +120,7 @@ def measure(rows: list[tuple[str, str, dict[str, Any]]], onnx_dir: str) -> Any:
                 print(f"  the model again on these rows' contents: mean {after_ms:.2f} ms")
         first, second = passes
         model_ms = (before_ms + after_ms) / 2
-        print("issue 18's checks")
+        print("checks of both passes")
         print(
             f"  first pass {first:.2f} ms per row <= model {model_ms:.2f} + 4 ms (means over"
             f" the rows): {'met' if first <= model_ms + 4 else 'NOT met'}"

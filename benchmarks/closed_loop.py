@@ -1,4 +1,4 @@
-"""Closed-loop load of commits with ids, for benchmarks/latency.py's issue 18 checks.
+"""Closed-loop load of commits with ids, for benchmarks/latency.py's checks.
 
 CALLERS callers (the Python client below, and wrk where installed) commit one
 after another for CLOSED_LOOP_S seconds; each returns the commits per second.

@@ -7,7 +7,7 @@ written into an embedded store with its dense, keyword and token vectors, then
 every question of categories 1-4 is asked with `limit` 50 per memory mode, ranked
 by hybrid, by keyword feedback at several (documents, terms, weight), by the
 rerank alone and by feedback then the rerank: the same store and query vectors
-for every row (issue 30, item 5; adapters/qdrant/feedback.py). Prints
+for every row (adapters/qdrant/feedback.py). Prints
 R@1/5/10/20/50, and each ranking's time a search in-process (one namespace,
 `limit` 50, the engine's time and the adapter's: a rough guide on a shared machine).
 About 6 minutes on 2 cores.

@@ -9,7 +9,7 @@ text, limit 20), listings (no query, limit 100), the namespace PUT the platform
 sends before every write, and health. Client and server share the machine. The
 server runs at the shipped log level (INFO: one JSON line per request).
 
-The checks (issue 18), against the model's own figures measured in this run (the
+The checks, against the model's own figures measured in this run (the
 configured backend loaded in this process with ONE ONNX Runtime session, server
 idle): a sequential commit with an explicit id (what `memory-backfill -apply`
 sends) against that session's single-text time plus 3 ms (medians), and commits

@@ -8,8 +8,8 @@ Two ways to turn a conversation into memories, as the paper measures retrieval:
 - dialog: every turn is a memory, "Speaker: text [shares <caption>]": who said
   it, and the description of the photo shared with it (a fifth of the turns
   share one; an agent that saw the photo would store what it showed). This is
-  the construction of issue 17's measurement: it reproduces that issue's dense
-  baseline exactly (R@5 0.408, R@10 0.510 on the development half);
+  the construction the retrieval checks' targets were set on: it reproduces their
+  dense baseline exactly (R@5 0.408, R@10 0.510 on the development half);
 - observations: every extracted observation is a memory, keyed to its turn.
 `TURN_FORMATS` also offers "dated": LoCoMo's own retrieval evaluation
 (snap-research/locomo, task_eval/dpr_qa.py) puts the session's date before

@@ -1,4 +1,4 @@
-"""Issue 27: a search over a large namespace, on its shard just written and after a reopen.
+"""A search over a large namespace, on its shard just written and after a reopen.
 
     python -m benchmarks.reopen [--memories 6300] [--rounds 3] [--data PATH]
 

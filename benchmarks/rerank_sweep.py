@@ -1,4 +1,4 @@
-"""The rerank's weight and depth, chosen on LoCoMo's development half (issue 30).
+"""The rerank's weight and depth, chosen on LoCoMo's development half.
 
     python -m benchmarks.rerank_sweep [--data ../shared/data/locomo/locomo-dev.json]
 

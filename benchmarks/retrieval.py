@@ -7,7 +7,7 @@
    conversation over HTTP, as the platform's agents would: a namespace per
    conversation and memory mode (dialog turns, observations), every memory
    committed with an explicit id, 8 requests in flight. A dialog turn
-   is "Speaker: text [shares <photo caption>]" (issue 17's construction), or with
+   is "Speaker: text [shares <photo caption>]" (the `speaker` construction), or with
    `--turns dated` LoCoMo's own, which adds the session's date (benchmarks/locomo.py).
 2. The store is copied once per search mode (MEMORY_PLUGIN_SEARCH = dense, keyword,
    hybrid, feedback, rerank) and a server is started on each copy: same data, five
@@ -18,8 +18,8 @@
 4. Search latency: 8 closed-loop callers searching 3 namespaces at once, in windows
    that alternate dense, hybrid, feedback and rerank (each round reversed: drift hits
    all alike); p50 and p99, and the median over windows of each.
-Ends with the checks of issues 17 and 30 (met / NOT met; their targets were set on
-the `speaker` construction). About 5 minutes on 2 cores. With `--plot DIR`, also
+Ends with the checks of hybrid, feedback and rerank (met / NOT met; their targets were
+set on the `speaker` construction). About 5 minutes on 2 cores. With `--plot DIR`, also
 draws recall at k per ranking and memory mode into DIR/recall_at_k.svg.
 """
 
@@ -188,7 +188,7 @@ def checks(
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
 
-    print("\nissue 17's checks")
+    print("\nhybrid checks")
     hybrid = tables["hybrid"]["dialog"].mean(locomo.HEADLINE)
     r5, r10 = hybrid[locomo.KS.index(5)], hybrid[locomo.KS.index(10)]
     print(
@@ -218,7 +218,7 @@ def checks(
         f" (within 1.2x): {verdict(ratio50 <= 1.2 and ratio99 <= 1.2)}"
     )
     for mode in ("feedback", "rerank"):
-        print(f"\nissue 30's checks, {mode}")
+        print(f"\n{mode} checks")
         dialog = tables[mode]["dialog"].mean(locomo.HEADLINE)
         wanted = {5: 0.615, 10: 0.715, 20: 0.785}
         for k, floor in wanted.items():

@@ -1,4 +1,4 @@
-"""Issue 27 item 7: searches at least as fast as commits.
+"""Searches at least as fast as commits.
 
 Both cost one model call, so a search should answer about as many a second as a
 commit. Against the real server process (the shipped INFO log), with LoCoMo's

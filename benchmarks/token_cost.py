@@ -1,6 +1,6 @@
-"""What keeping token vectors costs a write (issue 30): commits a second and bytes on disk.
+"""What keeping token vectors costs a write: commits a second and bytes on disk.
 
-    git worktree add /tmp/base <the commit before issue 30>
+    git worktree add /tmp/base <a commit before token vectors>
     python -m benchmarks.token_cost --baseline /tmp/base [--rounds 2]
 
 Writes LoCoMo's development half (both memory modes, every memory committed with an

@@ -1,6 +1,6 @@
-"""Hostile input and races over HTTP (issue 9): never a crash, never a 5xx for a caller's mistake.
+"""Hostile input and races over HTTP: never a crash, never a 5xx for a caller's mistake.
 
-Each test holds one numbered case of the issue; `scenarios/__main__.py` drives the
+Each test holds one numbered case; `scenarios/__main__.py` drives the
 same cases against a server process and prints before/after figures. Damaged
 stores and a full disk have modules of their own (test_damage.py,
 test_disk_full.py).

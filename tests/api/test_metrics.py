@@ -212,7 +212,7 @@ OPERATIONS = {
     *("delete_memory", "delete_expired_memories"),
     *("iter_memories", "upsert_memories", "read_store_meta", "write_store_meta"),
     *("prepare_keywords", "unindexed_memories", "index_keywords"),
-    *("prepare_tokens", "untokenized_memories", "index_tokens"),  # issue 30's part
+    *("prepare_tokens", "untokenized_memories", "index_tokens"),  # token vectors
 }
 
 

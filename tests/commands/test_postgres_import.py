@@ -194,7 +194,7 @@ def test_parity_mismatch_exits_non_zero(
 def test_ten_thousand_rows_in_500_namespaces_with_parity_and_idempotence(
     database: str, tmp_path: Path, no_model_load: None
 ) -> None:
-    """The issue's bar: >= 10,000 rows across 500 namespaces, 0 mismatches, a re-run no-op."""
+    """The bar: >= 10,000 rows across 500 namespaces, 0 mismatches, a re-run no-op."""
     with psycopg.connect(database) as conn:
         conn.execute(
             "INSERT INTO memory_namespaces (name, kind, metadata, created_at, expires_at)"

@@ -47,7 +47,7 @@ def test_compose_has_the_plugin_and_a_pinned_qdrant(compose: dict[str, Any]) -> 
 
 
 def test_compose_runs_the_qdrant_server_the_readme_names(compose: dict[str, Any]) -> None:
-    """The image cannot be pulled on the build machine (issue 19): the tag is checked instead."""
+    """The image cannot be pulled on the build machine: the tag is checked instead."""
     readme = (ROOT / "README.md").read_text()
     named = set(re.findall(r"qdrant/qdrant:v(\d+\.\d+\.\d+)", readme))
     named |= set(re.findall(r"Qdrant\s+server\s+\((\d+\.\d+\.\d+)\)", readme))

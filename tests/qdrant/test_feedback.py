@@ -1,4 +1,4 @@
-"""Keyword feedback (issue 30, item 5): the expansion, the store's IDF, and what it finds.
+"""Keyword feedback: the expansion, the store's IDF, and what it finds.
 
 The expansion is pure arithmetic over keyword vectors; the IDF is the embedded
 engine's own (a real shard); the ranking test runs the real embedded backend with

@@ -1,10 +1,10 @@
-"""The connection layer over real TCP (issue 21, items 7 and 8): aiohttp's own errors
+"""The connection layer over real TCP: aiohttp's own errors
 in the envelope, read deadlines, keep-alive, the connection cap.
 
 Every case talks to a real server process through raw sockets (`harness/raw_http.py`),
 because what is tested happens before any request reaches the app. Time bounds are
 generous (a deadline plus `SLACK_S`): a test fails when a connection is held, not
-when a machine is slow. The log flood (item 9) is in test_log_flood.py.
+when a machine is slow. The log flood is in test_log_flood.py.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     process.close()
 
 
-# -- item 7: what aiohttp answers itself is the envelope, and echoes nothing -------------
+# -- what aiohttp answers itself is the envelope, and echoes nothing ---------------------
 
 
 def refused(message: str) -> dict[str, str]:
@@ -120,7 +120,7 @@ def test_what_aiohttp_refuses_itself_is_the_envelope(
     )
 
 
-# -- item 8: read deadlines, keep-alive, the connection cap ------------------------------
+# -- read deadlines, keep-alive, the connection cap --------------------------------------
 
 
 def test_a_client_that_sends_half_a_head_is_closed_and_logged_once(

@@ -1,4 +1,4 @@
-"""A flood of connection errors is a few log lines a second and a count (issue 21, item 9).
+"""A flood of connection errors is a few log lines a second and a count.
 
 With file descriptors exhausted, asyncio's accept loop reported `EMFILE` for every
 pending connection on every turn of the loop, each with a traceback.
@@ -63,7 +63,7 @@ def test_descriptors_running_out_log_a_few_lines_and_a_count(tmp_path: Path) -> 
 def test_the_throttle_passes_a_few_per_kind_and_counts_the_rest(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from plugin.observability.log_throttle import LogThrottle  # here: the module is new in issue 21
+    from plugin.observability.log_throttle import LogThrottle
 
     now = [100.0]
     throttle = LogThrottle(burst=BURST, window_s=1.0, clock=lambda: now[0])

@@ -1,10 +1,11 @@
 """The house style a reader relies on, checked: short modules, short module docstrings,
-no history in the product's text, and benchmarks that stand apart from the tests.
+no history in the code's text, and benchmarks that stand apart from the tests.
 
 Module docstrings say what and why in a few lines (the detail lives in docs/); a
 module of `plugin/` or `adapters/` stays small enough to read at once; no docstring
-or comment names an issue or a work slice (that story lives in git); `benchmarks/`,
-`harness/` and `scenarios/` never import `tests`: measuring does not depend on checking.
+or comment of the product, its tests, benchmarks, scenarios or harness names an issue
+or a work slice (that story lives in git); `benchmarks/`, `harness/` and `scenarios/`
+never import `tests`: measuring does not depend on checking.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = sorted([*(ROOT / "plugin").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")])
+# This module is left out: its own test of HISTORY holds strings the pattern must find.
+DESCRIBED = sorted(
+    path
+    for part in ("plugin", "adapters", "benchmarks", "tests", "scenarios", "harness")
+    for path in (ROOT / part).rglob("*.py")
+    if path != Path(__file__).resolve()
+)
 APART = sorted(
     path for part in ("benchmarks", "harness", "scenarios") for path in (ROOT / part).glob("*.py")
 )
@@ -45,7 +53,7 @@ def test_a_module_is_small(path: Path) -> None:
     assert len(path.read_text().splitlines()) <= MAX_MODULE_LINES
 
 
-@pytest.mark.parametrize("path", PRODUCT, ids=_name)
+@pytest.mark.parametrize("path", DESCRIBED, ids=_name)
 def test_no_docstring_or_comment_names_an_issue_or_a_slice(path: Path) -> None:
     text = path.read_text()
     found = [

@@ -1,4 +1,4 @@
-"""Two faults at once (issue 28): lost namespace records together with a shard that
+"""Two faults at once: lost namespace records together with a shard that
 does not open, a garbled payload page, or a volume too full to open the shards.
 
 Each test builds a real store, closes it, damages it on disk, and opens it again:
@@ -96,7 +96,7 @@ async def test_a_shard_moved_aside_is_forgotten(seeded_store: Path) -> None:
 
 
 async def test_lost_records_and_a_garbled_payload_page(seeded_store: Path) -> None:
-    """The issue's case: the shard opens, but some of its points cannot be read back.
+    """The main case: the shard opens, but some of its points cannot be read back.
 
     Records are rebuilt from the payload indexes; namespaces whose memories cannot be
     read answer 503 and health counts them from the start, before any read."""

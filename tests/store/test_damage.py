@@ -1,4 +1,4 @@
-"""Damaged stores (issue 9, cases 2 and 3): serve what can be read, 503 for the rest, never 500.
+"""Damaged stores (scenario cases 2 and 3): serve what can be read, 503 for the rest, never 500.
 
 Each test builds a real embedded store, closes it, damages it on disk the way a
 bad disk or a careless hand would, and opens it again under the real app.

@@ -1,4 +1,4 @@
-"""A full disk (issue 9, case 1): writes fail fast with 503, reads go on, nothing dies.
+"""A full disk (scenario case 1): writes fail fast with 503, reads go on, nothing dies.
 
 The real thing needs a real full filesystem: a small tmpfs, which only root can
 mount (skipped otherwise, with the reason). The server runs as a child process,

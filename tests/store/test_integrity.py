@@ -1,4 +1,4 @@
-"""The embedded store checks itself and rebuilds what it can (issue 21, cases 3 to 6).
+"""The embedded store checks itself and rebuilds what it can.
 
 Each test builds a real store through the real app, closes it, damages it on
 disk the way a bad disk or a careless hand would, and opens it again: a loss is
@@ -97,7 +97,7 @@ async def test_lost_records_are_rebuilt_from_the_memories(
         path.unlink()
     async for api in served(make_app, clock):
         assert (await _found(api, GOOD), await _found(api, BAD)) == (20, 3)
-        # The counts survived in counts.sqlite3 (issue 28): the rebuilt ones are checked.
+        # The counts survived in counts.sqlite3: the rebuilt ones are checked.
         assert await _health(api) == (
             200,
             {"status": "ok", "version": "1.0.0", "capabilities": CAPABILITIES},
@@ -159,7 +159,7 @@ async def test_memories_lost_from_the_engine_make_health_degraded(
         )
         async with api.client.get("/metrics") as response:
             assert "memory_plugin_store_problems 1.0" in await response.text()
-        # Never a partial list (issue 28): GOOD answers 503 naming itself; BAD is whole.
+        # Never a partial list: GOOD answers 503 naming itself; BAD is whole.
         for reply in (await api.search(GOOD), await api.search(GOOD, query="memory")):
             assert reply.status == 503
             assert GOOD in reply.body["message"]

@@ -1,4 +1,4 @@
-"""Memories lost from the engine's files (issue 28, part 3): never a partial answer,
+"""Memories lost from the engine's files: never a partial answer,
 and the way back (restore, then `verify-store --accept`).
 
 The id tracker cut in half hides memories from the engine: their payloads and

@@ -1,4 +1,4 @@
-"""Token vectors across versions (plugin/embedding/token_index.py, issue 30).
+"""Token vectors across versions (plugin/embedding/token_index.py).
 
 A store written by the version before token vectors (every memory with its dense and
 keyword vectors, the keyword index complete) is upgraded in place: its memories get

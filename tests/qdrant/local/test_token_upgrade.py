@@ -1,4 +1,4 @@
-"""A Qdrant server store of the version before token vectors, upgraded in place (issue 30).
+"""A Qdrant server store of the version before token vectors, upgraded in place.
 
 Both layouts in qdrant-client's local mode: collections as the previous version made
 them (the embedding unnamed, the keyword vector, no `tokens`), memories written by it.
