@@ -21,14 +21,13 @@ from adapters.parts import OptionalParts
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
+    MemoryVectors,
     NamespaceRecord,
     ScoredMemory,
     SearchMode,
     SearchQuery,
-    SparseVector,
     StoreCondition,
     StoredMemory,
-    TokenVectors,
 )
 
 # What every backend puts before its own names (collections, Pinecone namespaces).
@@ -104,20 +103,16 @@ class VectorBackend(OptionalParts, abc.ABC):
         found = await self.get_stored_memory(namespace, memory_id)
         return None if found is None else found[0]
 
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        """Insert or replace the memory with `memory.id`, durably, with its keyword and
-        token vectors where the backend keeps them; `NamespaceGone` when the namespace has
-        no storage. Default: through the `transfer` part, as one of many (no tokens)."""
+    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
+        """Insert or replace the memory with `memory.id`, durably, with its dense vector and
+        its keyword and token vectors where the backend keeps them; `NamespaceGone` when the
+        namespace has no storage. Default: through the `transfer` part, as one of many
+        (no tokens)."""
         if self.transfer is None:
             raise NotImplementedError(f"the {self.name} backend writes no memories")
-        keyed = None if keywords is None else [keywords]
-        await self.transfer.upsert_memories([(memory, [float(x) for x in vector])], keyed)
+        keyed = None if vectors.keywords is None else [vectors.keywords]
+        dense = [float(x) for x in vectors.dense]
+        await self.transfer.upsert_memories([(memory, dense)], keyed)
 
     @abc.abstractmethod
     async def query_memories(

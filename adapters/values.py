@@ -105,6 +105,16 @@ class SparseVector:
             raise ValueError("a sparse vector needs one value per index")
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryVectors:
+    """What a store keeps to find one memory: its sentence vector (`dense`), and where the
+    store keeps them its keyword vector (BM25) and its token vectors (rerank mode)."""
+
+    dense: Sequence[float]
+    keywords: SparseVector | None = None
+    tokens: TokenVectors | None = None
+
+
 class SearchMode(enum.StrEnum):
     """How a search with a query ranks: MEMORY_PLUGIN_SEARCH."""
 

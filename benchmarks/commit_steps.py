@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryRecord, NamespaceRecord
+from adapters.values import MemoryRecord, MemoryVectors, NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin.core.service import MemoryService
@@ -99,7 +99,7 @@ async def measure(backend_name: str, tmp: Path) -> None:
 
         async def upsert(i: int) -> object:
             memory = MemoryRecord(str(uuid.uuid4()), NAMESPACE, fresh[i], "fact", "agent", now)
-            return await store.upsert_memory(memory, vector)
+            return await store.upsert_memory(memory, MemoryVectors(vector))
 
         async def reply(i: int) -> object:
             return json.dumps({"id": parsed[i].id, "namespace": NAMESPACE})

@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryRecord, NamespaceRecord
+from adapters.values import MemoryRecord, MemoryVectors, NamespaceRecord
 from benchmarks import load
 from benchmarks.common import percentile
 from benchmarks.sentences import sentences
@@ -125,7 +125,9 @@ async def build_store(data: Path, names: list[str], per_namespace: int, model: M
                     source="agent",
                     created_at=oldest + timedelta(seconds=i),
                 )
-                await backend.upsert_memory(memory, model.vectors[i % len(model.vectors)])
+                await backend.upsert_memory(
+                    memory, MemoryVectors(model.vectors[i % len(model.vectors)])
+                )
 
         started = time.perf_counter()
         await asyncio.gather(*(writer() for _ in range(PRELOAD_TASKS)))

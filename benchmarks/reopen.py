@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
+from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord, SearchQuery
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
@@ -71,8 +71,7 @@ async def run(memories: int, rounds: int, data: Path) -> None:
                 writes = [
                     store.upsert_memory(
                         MemoryRecord(str(uuid.uuid4()), NAME, text, "fact", "agent", now),
-                        vector,
-                        keywords.document(text),
+                        MemoryVectors(vector, keywords.document(text)),
                     )
                     for text, vector in zip(texts, encoder.encode(texts), strict=True)
                 ]

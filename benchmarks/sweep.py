@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
+from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord, SearchQuery
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA, LIMIT
@@ -78,7 +78,9 @@ async def seeded(conversations: list[locomo.Conversation], data: Path) -> AsyncI
                     for (memory_id, _, content), found in zip(chunk, embedded, strict=True):
                         memory = MemoryRecord(memory_id, name, content, "fact", "agent", now)
                         document = keywords.document(content)
-                        await store.upsert_memory(memory, found.vector, document, found.tokens)
+                        await store.upsert_memory(
+                            memory, MemoryVectors(found.vector, document, found.tokens)
+                        )
         asked = [(c, q) for c in conversations for q in c.questions]
         texts = [q.text for _, q in asked]
         embedded = [

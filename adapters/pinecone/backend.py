@@ -36,13 +36,12 @@ from adapters.pinecone.writes import PineconeTransfer
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
+    MemoryVectors,
     NamespaceRecord,
     ScoredMemory,
     SearchMode,
     SearchQuery,
-    SparseVector,
     StoredMemory,
-    TokenVectors,
 )
 
 
@@ -183,14 +182,8 @@ class PineconeBackend(VectorBackend):
         memory = vector_metadata.memory_from_metadata(memory_id, namespace, metadata)
         return memory, [float(x) for x in vector.values]
 
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        """Pinecone keeps no token vectors (no multivectors): `tokens` is ignored."""
+    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
+        """Pinecone keeps no token vectors (no multivectors): `vectors.tokens` is ignored."""
         state = await self._records.state(memory.namespace)
         if state is None:
             raise NamespaceGone(f"namespace {memory.namespace} was deleted")
@@ -198,14 +191,14 @@ class PineconeBackend(VectorBackend):
         # Refuses oversize metadata: then nothing is written.
         metadata = vector_metadata.memory_to_metadata(memory, epoch)
         index = await self._ready()
-        sparse = stored_sparse(self._connection.metric, keywords)
-        item = transfer.upsert_item(memory.id, vector, metadata, sparse)
+        sparse = stored_sparse(self._connection.metric, vectors.keywords)
+        item = transfer.upsert_item(memory.id, vectors.dense, metadata, sparse)
         await call(
             "upsert memory",
             lambda t: index.upsert(vectors=[item], namespace=self._ns(memory.namespace), timeout=t),
             self._budget_s,
         )
-        self.overlay.memory_written(memory, vector, epoch, keywords)
+        self.overlay.memory_written(memory, vectors.dense, epoch, vectors.keywords)
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int

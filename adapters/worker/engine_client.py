@@ -25,6 +25,7 @@ from adapters.errors import StorageDamaged
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
+    MemoryVectors,
     NamespaceRecord,
     ScoredMemory,
     SearchMode,
@@ -266,14 +267,9 @@ class EngineClient(VectorBackend):
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         return await self._call("get_stored_memory", namespace, memory_id)  # type: ignore[no-any-return]
 
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        await self._call("upsert_memory", memory, list(vector), keywords, tokens)
+    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
+        sent = MemoryVectors(list(vectors.dense), vectors.keywords, vectors.tokens)
+        await self._call("upsert_memory", memory, sent)
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int

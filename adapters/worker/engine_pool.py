@@ -22,14 +22,13 @@ from adapters.merge import merge_listed, merge_scored
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
+    MemoryVectors,
     NamespaceRecord,
     ScoredMemory,
     SearchMode,
     SearchQuery,
-    SparseVector,
     StoreCondition,
     StoredMemory,
-    TokenVectors,
 )
 from adapters.worker.engine_client import EngineClient
 from adapters.worker.pool_parts import (
@@ -170,14 +169,8 @@ class EnginePool(VectorBackend):
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         return await self.owner(namespace).get_stored_memory(namespace, memory_id)
 
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        await self.owner(memory.namespace).upsert_memory(memory, vector, keywords, tokens)
+    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
+        await self.owner(memory.namespace).upsert_memory(memory, vectors)
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int

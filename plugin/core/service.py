@@ -26,6 +26,7 @@ from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
 from adapters.values import (
     MemoryRecord,
+    MemoryVectors,
     NamespaceRecord,
     ScoredMemory,
     SearchMode,
@@ -250,7 +251,7 @@ class MemoryService:
             if reused and memory == existing:
                 return memory  # stored exactly so, vector included: nothing to write
             keywords = self.keywords.document(body.content)
-            await self.backend.upsert_memory(memory, vector, keywords, tokens)
+            await self.backend.upsert_memory(memory, MemoryVectors(vector, keywords, tokens))
             return memory
 
     async def _stored(

@@ -18,7 +18,7 @@ from adapters.base import VectorBackend
 from adapters.parts import BulkTransfer, KeywordIndex, StoreMeta, TokenIndex
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
 from harness.clocks import WallClock
 from harness.server_process import free_port
 from plugin.http.keys import EMBEDDER
@@ -246,7 +246,7 @@ async def test_instrumented_backend_times_every_operation(tmp_path: Path) -> Non
     await backend.start()
     try:
         await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
-        await backend.upsert_memory(memory(ns, id=MEMORY_ID), unit(1))
+        await backend.upsert_memory(memory(ns, id=MEMORY_ID), MemoryVectors(unit(1)))
         await backend.get_namespace(ns)
         await backend.get_namespaces([ns])
         await backend.list_namespaces()

@@ -17,7 +17,7 @@ from adapters.qdrant.edge.edge_client import (
     embedded_store,
     engine_workers,
 )
-from adapters.values import NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
 from adapters.worker.engine_pool import EnginePool
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
@@ -54,8 +54,8 @@ async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) ->
         for name in (first, second):
             await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
         near, far = memory(first, content="near"), memory(second, content="far", pin=True)
-        await store.upsert_memory(near, unit(1, 0.1))
-        await store.upsert_memory(far, unit(0.1, 1))
+        await store.upsert_memory(near, MemoryVectors(unit(1, 0.1)))
+        await store.upsert_memory(far, MemoryVectors(unit(0.1, 1)))
         found = await store.query_memories([first, second], SearchQuery(unit(1)), everything(), 5)
         assert [hit.memory.id for hit in found] == [far.id, near.id]  # pinned first
         listed = await store.list_memories([second, first], everything(), 5)
@@ -71,7 +71,7 @@ async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) ->
         for name in (lost, kept):
             await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
         before = memory(lost, content="before the crash")
-        await store.upsert_memory(before, unit(1))
+        await store.upsert_memory(before, MemoryVectors(unit(1)))
         worker = store.clients[0].worker
         assert worker.pid is not None
         os.kill(worker.pid, signal.SIGKILL)
@@ -82,7 +82,7 @@ async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) ->
         assert store.condition().degraded
         assert "engine worker 0" in " ".join(store.condition().problems)
         during = memory(kept, content="while the other restarts")
-        await store.upsert_memory(during, unit(1))
+        await store.upsert_memory(during, MemoryVectors(unit(1)))
         assert await store.list_memories([kept], everything(), 5) == [during]
         await until(lambda: worker.up, 30)
         assert await store.list_memories([lost], everything(), 5) == [before]

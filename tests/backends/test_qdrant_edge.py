@@ -15,7 +15,7 @@ from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.upkeep import DEADLINE_S, QUIET_S
 from adapters.qdrant.layout import new_epoch
-from adapters.values import NamespaceRecord
+from adapters.values import MemoryVectors, NamespaceRecord
 from harness.clocks import ManualClock
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
@@ -43,7 +43,7 @@ async def test_records_and_memories_survive_reopen(tmp_path: Path) -> None:
     record = NamespaceRecord(name="org:acme", kind="org", created_at=T0, metadata={"a": 1})
     await store.save_namespace(record)
     written = memory("org:acme")
-    await store.upsert_memory(written, unit(1))
+    await store.upsert_memory(written, MemoryVectors(unit(1)))
     await store.close()
 
     reopened = QdrantEdgeBackend(DIM, tmp_path)
@@ -59,7 +59,7 @@ async def test_thousands_of_namespaces_share_a_few_shards(tmp_path: Path) -> Non
     names = [f"workspace:w{i}" for i in range(3000)]
     for name in names:
         await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
-        await store.upsert_memory(memory(name, content=name), unit(1))
+        await store.upsert_memory(memory(name, content=name), MemoryVectors(unit(1)))
     asked = [names[7], names[1500], names[2999]]
     listed = await store.list_memories(asked, everything(), 10)
     assert sorted(m.content for m in listed) == sorted(asked)
@@ -80,8 +80,8 @@ async def test_delete_removes_the_points_and_the_purge(tmp_path: Path) -> None:
     await store.save_namespace(NamespaceRecord(name="org:gone", kind="org", created_at=T0))
     await store.save_namespace(NamespaceRecord(name="org:kept", kind="org", created_at=T0))
     for index in range(50):
-        await store.upsert_memory(memory("org:gone"), unit(1, index))
-    await store.upsert_memory(memory("org:kept"), unit(1))
+        await store.upsert_memory(memory("org:gone"), MemoryVectors(unit(1, index)))
+    await store.upsert_memory(memory("org:kept"), MemoryVectors(unit(1)))
     assert await store.delete_namespace("org:gone") is True
     await store.maintain()  # waits for nothing new; the background purge may have run already
     assert store._records.purges == {}
@@ -110,7 +110,7 @@ async def test_a_write_racing_a_delete_leaves_no_orphan(
 
     monkeypatch.setattr(store._store, "update", write_then_see_the_delete)
     with pytest.raises(NamespaceGone):
-        await store.upsert_memory(memory(name), unit(1))
+        await store.upsert_memory(memory(name), MemoryVectors(unit(1)))
     assert point_count(store) == 0
     await store.close()
 
@@ -164,13 +164,13 @@ async def test_a_sweep_flushes_only_the_shards_written_since_the_last(tmp_path: 
     clock = ManualClock()
     store, shards = await counted_store(tmp_path, ["org:busy", "org:idle"], clock)
     busy = store._shards.index_of("org:busy")
-    await store.upsert_memory(memory("org:busy"), unit(1))
+    await store.upsert_memory(memory("org:busy"), MemoryVectors(unit(1)))
     clock.now += QUIET_S
     await store.maintain()
     assert flushes(shards) == {busy: 1}
     await store.maintain()  # nothing written since
     assert flushes(shards) == {busy: 1}
-    await store.upsert_memory(memory("org:busy"), unit(2))
+    await store.upsert_memory(memory("org:busy"), MemoryVectors(unit(2)))
     clock.now += QUIET_S
     await store.maintain()
     assert flushes(shards) == {busy: 2}
@@ -183,7 +183,7 @@ async def test_a_flush_waits_for_a_quiet_moment_or_its_deadline(tmp_path: Path) 
     clock = ManualClock()
     store, shards = await counted_store(tmp_path, ["org:busy"], clock)
     busy = store._shards.index_of("org:busy")
-    await store.upsert_memory(memory("org:busy"), unit(1))
+    await store.upsert_memory(memory("org:busy"), MemoryVectors(unit(1)))
     written = clock.now
     clock.now += QUIET_S / 2
     await store.maintain()
@@ -211,9 +211,9 @@ async def test_maintain_vacuums_the_written_shards_after_many_changes(tmp_path: 
     store._store.changes = 19_990
     for index in range(20):
         await store.upsert_memory(
-            memory("org:busy", id=written.id, content=f"v{index}"), unit(1, index)
+            memory("org:busy", id=written.id, content=f"v{index}"), MemoryVectors(unit(1, index))
         )
-    await store.upsert_memory(memory("org:calm"), unit(2))
+    await store.upsert_memory(memory("org:calm"), MemoryVectors(unit(2)))
     index_of = store._shards.index_of
     await store.maintain()
     assert vacuums(shards) == {}  # the engine was busy a moment ago

@@ -11,7 +11,7 @@ import pytest
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import NamespaceRecord
+from adapters.values import MemoryVectors, NamespaceRecord
 from plugin.cli import main
 from plugin.commands.migrate_layout import migrate
 from tests.support.records import DIM, T0, everything, memory, unit
@@ -23,7 +23,7 @@ async def test_migrate_copies_reports_and_is_idempotent() -> None:
     await old.start()
     for name in ("workspace:a", "team:b"):
         await old.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
-        await old.upsert_memory(memory(name, content=f"in {name}"), unit(1))
+        await old.upsert_memory(memory(name, content=f"in {name}"), MemoryVectors(unit(1)))
     lines: list[str] = []
 
     async def run(drop: bool) -> int:

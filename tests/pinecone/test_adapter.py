@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from adapters.pinecone import PineconeBackend
-from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
+from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord
 from harness.clocks import ManualClock
 from harness.pinecone_backend import (
     DELETE,
@@ -31,7 +31,7 @@ async def test_a_write_is_read_back_before_pinecone_shows_it(
 ) -> None:
     fake.visibility_delay_s = 5.0
     written = memory(NS)
-    await backend.upsert_memory(written, unit(1))
+    await backend.upsert_memory(written, MemoryVectors(unit(1)))
     assert fake.records(f"memory-{NS}") == {}  # Pinecone itself does not show it yet
 
     assert [h.memory for h in await backend.query_memories([NS], dense(1), everything(), 5)] == [
@@ -52,10 +52,10 @@ async def test_an_update_and_a_forget_are_seen_at_once(
     backend: PineconeBackend, fake: FakePinecone, ticks: ManualClock
 ) -> None:
     original = memory(NS, content="first")
-    await backend.upsert_memory(original, unit(1))
+    await backend.upsert_memory(original, MemoryVectors(unit(1)))
     fake.visibility_delay_s = 5.0
     updated = memory(NS, id=original.id, content="second")
-    await backend.upsert_memory(updated, unit(1))
+    await backend.upsert_memory(updated, MemoryVectors(unit(1)))
     assert fake.records(f"memory-{NS}")[original.id][1]["content"] == "first"
     assert [h.memory for h in await backend.query_memories([NS], dense(1), everything(), 5)] == [
         updated
@@ -71,7 +71,7 @@ async def test_an_update_and_a_forget_are_seen_at_once(
 async def test_a_recreated_namespace_never_shows_the_old_memories(
     backend: PineconeBackend, fake: FakePinecone
 ) -> None:
-    await backend.upsert_memory(memory(NS, content="before"), unit(1))
+    await backend.upsert_memory(memory(NS, content="before"), MemoryVectors(unit(1)))
     fake.visibility_delay_s = 3600.0  # the namespace delete never lands during the test
     assert await backend.delete_namespace(NS) is True
     assert await backend.get_namespace(NS) is None
@@ -86,7 +86,7 @@ async def test_the_overlay_is_bounded(fake: FakePinecone, ticks: ManualClock) ->
     await store.start()
     await store.save_namespace(NamespaceRecord(name=NS, kind="workspace", created_at=T0))
     for index in range(150):
-        await store.upsert_memory(memory(NS, content=f"m{index}"), unit(1))
+        await store.upsert_memory(memory(NS, content=f"m{index}"), MemoryVectors(unit(1)))
     assert len(store.overlay) == 100
     assert store.overlay.evicted_early == 51  # 150 memories + 1 namespace record - 100
     await store.close()
@@ -95,7 +95,9 @@ async def test_the_overlay_is_bounded(fake: FakePinecone, ticks: ManualClock) ->
 async def test_listing_beyond_one_query_is_exact(backend: PineconeBackend) -> None:
     for index in range(1200):
         created = T0 + timedelta(seconds=index)
-        await backend.upsert_memory(memory(NS, content=f"n{index}", created_at=created), unit(1))
+        await backend.upsert_memory(
+            memory(NS, content=f"n{index}", created_at=created), MemoryVectors(unit(1))
+        )
     listed = await backend.list_memories([NS], everything(), 100)
     assert [m.content for m in listed] == [f"n{i}" for i in range(1199, 1099, -1)]
 
@@ -112,12 +114,12 @@ async def test_a_search_asks_each_namespace_and_side_once_and_merges_pinned_firs
     def row(name: str, content: str, pin: bool, minute: int) -> MemoryRecord:
         return memory(name, content=content, pin=pin, created_at=T0 + timedelta(minutes=minute))
 
-    await backend.upsert_memory(row(NS, "w pinned far", True, 2), unit(-1, 1))
-    await backend.upsert_memory(row(NS, "w close", False, 5), unit(1, 0.1))
+    await backend.upsert_memory(row(NS, "w pinned far", True, 2), MemoryVectors(unit(-1, 1)))
+    await backend.upsert_memory(row(NS, "w close", False, 5), MemoryVectors(unit(1, 0.1)))
     ticks.advance(31.0)  # Pinecone shows those; the overlay has forgotten them
     fake.visibility_delay_s = 3600.0  # the team's memories exist only in the overlay
-    await backend.upsert_memory(row(team, "t pinned", True, 4), unit(0, 1))
-    await backend.upsert_memory(row(team, "t closest", False, 3), unit(1))
+    await backend.upsert_memory(row(team, "t pinned", True, 4), MemoryVectors(unit(0, 1)))
+    await backend.upsert_memory(row(team, "t closest", False, 3), MemoryVectors(unit(1)))
     ticks.advance(2.0)  # past the record cache: the search reads the records again
     asked = [NS, team, "org:missing"]
     queries, fetches = fake.calls[QUERY], fake.calls[FETCH]
@@ -174,12 +176,16 @@ async def test_expiry_sweeps_every_live_namespace(
         await backend.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
     past = T0 - timedelta(seconds=1)
     for name in ("team:a", "team:a", "team:gone"):
-        await backend.upsert_memory(memory(name, content="drop", expires_at=past), unit(1))
+        await backend.upsert_memory(
+            memory(name, content="drop", expires_at=past), MemoryVectors(unit(1))
+        )
     ticks.advance(31.0)  # Pinecone shows those; the overlay has forgotten them
     fake.visibility_delay_s = 3600.0  # from here on, only the overlay shows writes
-    await backend.upsert_memory(memory("team:b", content="drop", expires_at=past), unit(1))
+    await backend.upsert_memory(
+        memory("team:b", content="drop", expires_at=past), MemoryVectors(unit(1))
+    )
     for name in ("team:a", "team:b"):
-        await backend.upsert_memory(memory(name, content="keep"), unit(1))
+        await backend.upsert_memory(memory(name, content="keep"), MemoryVectors(unit(1)))
     await backend.delete_namespace("team:gone")  # Pinecone still lists it, with its memory
     queries, deletes = len(fake.bodies[QUERY]), fake.calls[DELETE]
 

@@ -11,7 +11,7 @@ import pytest
 
 from adapters.errors import BackendMisconfigured, BackendRejected, BackendUnavailable
 from adapters.pinecone import PineconeBackend
-from adapters.values import NamespaceRecord
+from adapters.values import MemoryVectors, NamespaceRecord
 from harness.clocks import ManualClock
 from harness.pinecone_backend import (
     NS,
@@ -30,7 +30,7 @@ async def test_429_then_success_is_retried_once(
 ) -> None:
     fake.fail_next(UPSERT, 429)
     written = memory(NS)
-    await backend.upsert_memory(written, unit(1))
+    await backend.upsert_memory(written, MemoryVectors(unit(1)))
     assert fake.calls[UPSERT] == 3  # namespace record, the 429, the retry: no SDK retries
     assert await backend.get_memory(NS, written.id) == written
 
@@ -53,7 +53,7 @@ async def test_repeated_500s_give_unavailable_and_write_nothing(
     written = memory(NS)
     started = time.monotonic()
     with pytest.raises(BackendUnavailable, match="500"):
-        await backend.upsert_memory(written, unit(1))
+        await backend.upsert_memory(written, MemoryVectors(unit(1)))
     assert time.monotonic() - started < 1.2
     assert fake.calls[UPSERT] >= 3
     assert fake.records(f"memory-{NS}", committed=True) == {}
@@ -81,7 +81,7 @@ async def test_metadata_over_the_limit_is_refused_before_any_write(
 ) -> None:
     before = fake.calls[UPSERT]
     with pytest.raises(BackendRejected, match=r"40960-byte metadata limit"):
-        await backend.upsert_memory(memory(NS, content="x" * 41_000), unit(1))
+        await backend.upsert_memory(memory(NS, content="x" * 41_000), MemoryVectors(unit(1)))
     assert fake.calls[UPSERT] == before
     assert fake.records(f"memory-{NS}", committed=True) == {}
 
@@ -90,7 +90,7 @@ async def test_write_shapes_carry_no_nulls_and_serialised_propagation(
     backend: PineconeBackend, fake: FakePinecone
 ) -> None:
     written = memory(NS, propagation={"to": ["team:x"], "depth": 1})
-    await backend.upsert_memory(written, unit(1))
+    await backend.upsert_memory(written, MemoryVectors(unit(1)))
     (vector,) = fake.bodies[UPSERT][-1]["vectors"]
     assert vector["id"] == written.id
     assert fake.bodies[UPSERT][-1]["namespace"] == f"memory-{NS}"

@@ -13,7 +13,7 @@ import pytest
 from adapters.errors import StorageFull
 from adapters.qdrant.edge import upkeep
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
 from harness.clocks import ManualClock
 from tests.support.records import DIM, T0, everything, memory, unit
 
@@ -42,7 +42,9 @@ def shard_of(store: QdrantEdgeBackend) -> object:
 
 async def write(store: QdrantEdgeBackend, count: int, start: int = 0) -> None:
     for n in range(start, start + count):
-        await store.upsert_memory(memory(NAME, id=f"m{n}", content=f"memory {n}"), unit(1, n))
+        await store.upsert_memory(
+            memory(NAME, id=f"m{n}", content=f"memory {n}"), MemoryVectors(unit(1, n))
+        )
 
 
 async def contents(store: QdrantEdgeBackend) -> list[str]:

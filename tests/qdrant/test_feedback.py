@@ -19,7 +19,7 @@ from adapters.qdrant.edge import search_passes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import open_shard, point_vectors
 from adapters.qdrant.feedback import FEEDBACK_WEIGHT, expanded, term_weights
-from adapters.values import NamespaceRecord, ScoredMemory, SearchQuery, SparseVector
+from adapters.values import MemoryVectors, NamespaceRecord, ScoredMemory, SearchQuery, SparseVector
 from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.records import DIM, T0, cosine, everything, memory, unit
@@ -119,7 +119,7 @@ async def backend(tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
 
 async def _write(store: QdrantEdgeBackend, content: str, vector: list[float]) -> None:
     written = memory("team:support", content=content)
-    await store.upsert_memory(written, vector, KEYWORDS.document(content))
+    await store.upsert_memory(written, MemoryVectors(vector, KEYWORDS.document(content)))
 
 
 async def test_feedback_finds_a_memory_sharing_words_with_the_top_results_only(

@@ -21,7 +21,7 @@ import qdrant_edge as qe
 from adapters.qdrant.edge import search_passes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload
-from adapters.values import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
+from adapters.values import MemoryFilter, MemoryVectors, NamespaceRecord, ScoredMemory, SearchQuery
 from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.edge_plans import full_filter_answer
@@ -70,7 +70,9 @@ async def _fill(
         expires_at = T0 + timedelta(hours=1) if n % 5 == 0 else None
         written = memory(name, content=content, pin=n % pinned_every == 0, expires_at=expires_at)
         tokens = [_random_unit(rng) for _ in range(3)]
-        await store.upsert_memory(written, _random_unit(rng), KEYWORDS.document(content), tokens)
+        await store.upsert_memory(
+            written, MemoryVectors(_random_unit(rng), KEYWORDS.document(content), tokens)
+        )
 
 
 QueryMaker = Callable[[random.Random], SearchQuery]
@@ -142,7 +144,7 @@ async def test_an_expired_memory_not_yet_swept_is_never_answered(
     await _fill(backend, "team:a", 20, rng, pinned_every=1000)
     target = _random_unit(rng)
     gone = memory("team:a", content="expired", expires_at=T0 - timedelta(seconds=1))
-    await backend.upsert_memory(gone, target, KEYWORDS.document("expired"))
+    await backend.upsert_memory(gone, MemoryVectors(target, KEYWORDS.document("expired")))
     await _never_answered(backend, target, gone.id, 5)
     assert lean_calls
 
@@ -209,7 +211,7 @@ async def test_feedback_answers_what_the_full_filters_answer(
         target = _random_unit(rng)
         text = " ".join(rng.sample(WORDS, 2))
         gone = memory(first, content=text, expires_at=T0 - timedelta(seconds=1), pin=n % 3 == 0)
-        await backend.upsert_memory(gone, target, KEYWORDS.document(text), [target])
+        await backend.upsert_memory(gone, MemoryVectors(target, KEYWORDS.document(text), [target]))
         asked = SearchQuery(
             target,
             KEYWORDS.query(text),

@@ -15,7 +15,7 @@ import pytest
 
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import NamespaceRecord, SearchQuery, TokenVectors
+from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery, TokenVectors
 from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.edge_plans import full_filter_answer
@@ -75,7 +75,9 @@ async def _fill(
         written = memory(name, content=content, pin=n % 7 == 0)
         stored[written.id] = _tokens(rng)
         document = KEYWORDS.document(content)
-        await store.upsert_memory(written, _random_unit(rng), document, stored[written.id])
+        await store.upsert_memory(
+            written, MemoryVectors(_random_unit(rng), document, stored[written.id])
+        )
     return stored
 
 

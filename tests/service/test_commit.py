@@ -14,13 +14,12 @@ import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryRecord, NamespaceRecord
+from adapters.values import MemoryRecord, MemoryVectors, NamespaceRecord
 from plugin.core.service import MemoryService
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
@@ -153,9 +152,9 @@ async def test_an_unchanged_memory_costs_no_model_call(
     writes: list[MemoryRecord] = []
     upsert = service.backend.upsert_memory
 
-    async def counted(memory: MemoryRecord, *args: Any) -> None:
+    async def counted(memory: MemoryRecord, vectors: MemoryVectors) -> None:
         writes.append(memory)
-        await upsert(memory, *args)
+        await upsert(memory, vectors)
 
     service.backend.upsert_memory = counted  # type: ignore[method-assign]
     same = await service.commit("workspace:w", write("alpha", kind="summary", pin=True))

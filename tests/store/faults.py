@@ -9,7 +9,7 @@ from pathlib import Path
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
-from adapters.values import NamespaceRecord
+from adapters.values import MemoryVectors, NamespaceRecord
 from tests.support.records import DIM, T0, everything, memory, unit
 
 NAMES = [f"workspace:n{i:02d}" for i in range(24)]
@@ -37,7 +37,9 @@ async def seed(data_dir: Path, dimension: int = DIM) -> None:
             await store.save_namespace(NamespaceRecord(name, "workspace", T0))
             for i in range(MEMORIES):
                 vector = unit(1, i) + [0.0] * (dimension - DIM)
-                await store.upsert_memory(memory(name, content=f"{name} {i}"), vector)
+                await store.upsert_memory(
+                    memory(name, content=f"{name} {i}"), MemoryVectors(vector)
+                )
     finally:
         await store.close()
 

@@ -29,6 +29,7 @@ _CHILD = """
 import asyncio, os, signal
 from adapters.base import NamespaceRecord
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.values import MemoryVectors
 from tests.support.records import DIM, T0, memory, unit
 
 async def main(steps):
@@ -37,7 +38,8 @@ async def main(steps):
     for name, count in (({doomed!r}, 20), ({kept!r}, 5)):
         await store.save_namespace(NamespaceRecord(name=name, kind="org", created_at=T0))
         for index in range(count):
-            await store.upsert_memory(memory(name, content=f"{{name}} {{index}}"), unit(1, index))
+            written = memory(name, content=f"{{name}} {{index}}")
+            await store.upsert_memory(written, MemoryVectors(unit(1, index)))
     epoch = store._records.live[{doomed!r}].epoch
     done = [
         lambda: store._records.bury({doomed!r}),

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
 from adapters.qdrant.layout import memory_to_payload, point_id
-from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
+from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord
 from harness.clocks import WallClock
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
@@ -162,7 +162,7 @@ async def test_unparseable_payload_is_skipped_not_500(
         memory = MemoryRecord(
             "7f3e2a10-0000-4000-8000-000000000001", GOOD, "a", "fact", "agent", now
         )
-        await backend.upsert_memory(memory, vector)
+        await backend.upsert_memory(memory, MemoryVectors(vector))
         epoch = backend._records.live[GOOD].epoch
         other = replace(memory, id="7f3e2a10-0000-4000-8000-000000000002")
         payload = memory_to_payload(other, epoch)

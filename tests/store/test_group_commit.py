@@ -26,7 +26,7 @@ from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.log_sync import LogSync, Pending
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
-from adapters.values import Durability, NamespaceRecord
+from adapters.values import Durability, MemoryVectors, NamespaceRecord
 from tests.support.backends import started
 from tests.support.records import DIM, T0, memory, unit
 
@@ -106,7 +106,7 @@ async def test_an_acknowledged_upsert_has_its_log_synced_then_its_count(
 ) -> None:
     recorder = Recorder(synced)
 
-    await synced.upsert_memory(memory(NAME, id="m1"), unit(1))
+    await synced.upsert_memory(memory(NAME, id="m1"), MemoryVectors(unit(1)))
 
     update = recorder.first("update")
     syncs = recorder.wal_syncs(shard_dir(tmp_path))
@@ -123,8 +123,8 @@ async def test_a_new_shard_has_its_directory_entries_synced(
 ) -> None:
     recorder = Recorder(synced)
 
-    await synced.upsert_memory(memory(NAME, id="m1"), unit(1))
-    await synced.upsert_memory(memory(NAME, id="m2"), unit(2))
+    await synced.upsert_memory(memory(NAME, id="m1"), MemoryVectors(unit(1)))
+    await synced.upsert_memory(memory(NAME, id="m2"), MemoryVectors(unit(2)))
 
     synced_dirs = [path for kind, path in recorder.events if kind == "fsync" and path.is_dir()]
     shard = shard_dir(tmp_path)
@@ -133,11 +133,14 @@ async def test_a_new_shard_has_its_directory_entries_synced(
 
 
 async def test_concurrent_writes_share_one_sync(synced: QdrantEdgeBackend, tmp_path: Path) -> None:
-    await synced.upsert_memory(memory(NAME, id="first"), unit(1))
+    await synced.upsert_memory(memory(NAME, id="first"), MemoryVectors(unit(1)))
     recorder = Recorder(synced)
 
     await asyncio.gather(
-        *(synced.upsert_memory(memory(NAME, id=f"m{n}"), unit(1, n)) for n in range(16))
+        *(
+            synced.upsert_memory(memory(NAME, id=f"m{n}"), MemoryVectors(unit(1, n)))
+            for n in range(16)
+        )
     )
 
     count_writes = [v for k, v in recorder.events if k == "counts"]
@@ -149,7 +152,7 @@ async def test_concurrent_writes_share_one_sync(synced: QdrantEdgeBackend, tmp_p
 async def test_a_forget_writes_its_count_before_the_engine_deletes(
     synced: QdrantEdgeBackend, tmp_path: Path
 ) -> None:
-    await synced.upsert_memory(memory(NAME, id="m1"), unit(1))
+    await synced.upsert_memory(memory(NAME, id="m1"), MemoryVectors(unit(1)))
     recorder = Recorder(synced)
 
     assert await synced.delete_memory(NAME, "m1")
@@ -165,7 +168,7 @@ async def test_the_expiry_sweep_writes_its_counts_before_the_engine_deletes(
     synced: QdrantEdgeBackend, tmp_path: Path
 ) -> None:
     expiring = memory(NAME, id="m1", expires_at=T0 + timedelta(seconds=1))
-    await synced.upsert_memory(expiring, unit(1))
+    await synced.upsert_memory(expiring, MemoryVectors(unit(1)))
     recorder = Recorder(synced)
 
     assert await synced.delete_expired_memories(T0 + timedelta(seconds=2)) == 1
@@ -181,8 +184,8 @@ async def test_a_failed_sync_refuses_the_writes_it_covered(
     recorder.fail_next = OSError(errno.EIO, "Input/output error")
 
     with pytest.raises(BackendUnavailable, match="Input/output error"):
-        await synced.upsert_memory(memory(NAME, id="m1"), unit(1))
-    await synced.upsert_memory(memory(NAME, id="m2"), unit(2))
+        await synced.upsert_memory(memory(NAME, id="m1"), MemoryVectors(unit(1)))
+    await synced.upsert_memory(memory(NAME, id="m2"), MemoryVectors(unit(2)))
 
     assert recorder.wal_syncs(shard_dir(tmp_path))
     assert counted_on_disk(tmp_path) == {epoch(synced): 2}
@@ -192,9 +195,9 @@ async def test_async_syncs_nothing_and_counts_at_once(tmp_path: Path) -> None:
     async for store in open_store(tmp_path, "async"):
         recorder = Recorder(store)
 
-        await store.upsert_memory(memory(NAME, id="m1"), unit(1))
+        await store.upsert_memory(memory(NAME, id="m1"), MemoryVectors(unit(1)))
         assert await store.delete_memory(NAME, "m1")
-        await store.upsert_memory(memory(NAME, id="m2"), unit(2))
+        await store.upsert_memory(memory(NAME, id="m2"), MemoryVectors(unit(2)))
 
         counts = ("counts", {epoch(store): 1}), ("counts", {epoch(store): -1})
         assert [event for event in recorder.events if event[0] != "update"] == [

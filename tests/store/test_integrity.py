@@ -23,7 +23,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.integrity import kind_of
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
-from adapters.values import MemoryRecord, NamespaceRecord
+from adapters.values import MemoryRecord, MemoryVectors, NamespaceRecord
 from harness.clocks import WallClock
 from plugin import cli
 from plugin.http.keys import SERVICE
@@ -215,10 +215,10 @@ async def test_counts_follow_every_kind_of_write(tmp_path: Path) -> None:
         await store.save_namespace(NamespaceRecord(name, "org", T0))
         epoch = store._records.live[name].epoch
         first = memory(name, content="first")
-        await store.upsert_memory(first, unit(1, 0))
-        await store.upsert_memory(first, unit(1, 0))  # a retry: the same memory
+        await store.upsert_memory(first, MemoryVectors(unit(1, 0)))
+        await store.upsert_memory(first, MemoryVectors(unit(1, 0)))  # a retry: the same memory
         later = memory(name, content="expires", expires_at=T0 + timedelta(hours=1))
-        await store.upsert_memory(later, unit(1, 1))
+        await store.upsert_memory(later, MemoryVectors(unit(1, 1)))
         batch: list[tuple[MemoryRecord, list[float]]] = [
             (memory(name, content=f"imported {i}"), unit(1, 2 + i)) for i in range(3)
         ]
@@ -255,7 +255,7 @@ async def _stored(data_dir: Path, name: str, count: int) -> None:
     await store.start()
     await store.save_namespace(NamespaceRecord(name, "org", T0))
     for i in range(count):
-        await store.upsert_memory(memory(name, content=f"memory {i}"), unit(1, i))
+        await store.upsert_memory(memory(name, content=f"memory {i}"), MemoryVectors(unit(1, i)))
     await store.close()
 
 

@@ -19,7 +19,7 @@ import pytest
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.edge_writes import EdgeStoreMeta
-from adapters.values import NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.fingerprint import META_KEY
@@ -74,7 +74,9 @@ async def test_another_encoder_configuration_is_reindexed_never_mixed(tmp_path: 
         assert await keyword_index.index_store(store, first) is not None
         await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="org", created_at=T0))
         for text in contents(NAMES[0])[:50]:
-            await store.upsert_memory(memory(NAMES[0], content=text), unit(1), first.document(text))
+            await store.upsert_memory(
+                memory(NAMES[0], content=text), MemoryVectors(unit(1), first.document(text))
+            )
         report = await keyword_index.index_store(store, second)
         assert report is not None
         assert report.indexed == 50
@@ -95,7 +97,9 @@ async def test_a_reset_cut_short_is_repeated(tmp_path: Path) -> None:
         old, new = KeywordEncoder(k1=2.0), KeywordEncoder()
         await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="org", created_at=T0))
         for text in contents(NAMES[0])[:20]:
-            await store.upsert_memory(memory(NAMES[0], content=text), unit(1), old.document(text))
+            await store.upsert_memory(
+                memory(NAMES[0], content=text), MemoryVectors(unit(1), old.document(text))
+            )
         await store.store_meta.write_store_meta(META_STATE, keyword_index.RESETTING)
         await store.store_meta.write_store_meta(META_ENCODER, new.identity)
         await keyword_index.index_store(store, new)

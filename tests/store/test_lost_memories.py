@@ -21,7 +21,7 @@ import qdrant_edge as qe
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
-from adapters.values import NamespaceRecord
+from adapters.values import MemoryVectors, NamespaceRecord
 from plugin import cli
 from tests.store import faults
 from tests.support.records import DIM, T0, everything, memory, unit
@@ -38,7 +38,7 @@ async def test_a_cut_id_tracker_refuses_reads_until_restored_and_accepted(
     written = [memory(NAME, content=f"memory {i}") for i in range(5)]
     await store.save_namespace(NamespaceRecord(NAME, "org", T0))
     for i, item in enumerate(written):
-        await store.upsert_memory(item, unit(1, i))
+        await store.upsert_memory(item, MemoryVectors(unit(1, i)))
     await store.close()
     shard = tmp_path / "store" / "shards" / f"{shard_index(NAME, SHARD_COUNT):02d}"
     tracker = next((shard / "segments").iterdir()) / "mutable_id_tracker.mappings"
@@ -191,7 +191,9 @@ async def test_a_write_ahead_log_torn_under_acknowledged_writes_is_loud(
     try:
         await store.save_namespace(NamespaceRecord(NAME, "org", T0))
         for i in range(20):
-            await store.upsert_memory(memory(NAME, content=f"memory {i}"), unit(1, i))
+            await store.upsert_memory(
+                memory(NAME, content=f"memory {i}"), MemoryVectors(unit(1, i))
+            )
         shutil.copytree(live, image)  # the disk at the cut: the log written, nothing flushed
     finally:
         await store.close()

@@ -17,7 +17,7 @@ import qdrant_edge as qe
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.ranking import TOKENS_VECTOR
-from adapters.values import NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
 from plugin.embedding import token_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
@@ -103,7 +103,7 @@ async def test_a_store_reopened_keeps_its_token_vectors(
     try:
         await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="workspace", created_at=T0))
         embedded = encoder.embed([RARE])[0]
-        await store.upsert_memory(record, embedded.vector, None, embedded.tokens)
+        await store.upsert_memory(record, MemoryVectors(embedded.vector, None, embedded.tokens))
         imported = memory(NAMES[0], content="an imported note")
         await store.transfer.upsert_memories([(imported, encoder.encode([imported.content])[0])])
     finally:

@@ -38,14 +38,13 @@ from adapters.values import (
     Durability,
     MemoryFilter,
     MemoryRecord,
+    MemoryVectors,
     NamespaceRecord,
     ScoredMemory,
     SearchMode,
     SearchQuery,
-    SparseVector,
     StoreCondition,
     StoredMemory,
-    TokenVectors,
 )
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
@@ -221,14 +220,8 @@ class QdrantEdgeBackend(VectorBackend):
     ) -> list[MemoryRecord]:
         return await self._reads.list_memories(namespaces, memory_filter, limit)
 
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
-        await self._writes.upsert_memory(memory, vector, keywords, tokens)
+    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
+        await self._writes.upsert_memory(memory, vectors)
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         return await self._writes.delete_memory(namespace, memory_id)

@@ -37,14 +37,14 @@ from adapters.qdrant.layout import FIELD_EPOCH, Scope, memory_to_payload, point_
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
+    MemoryVectors,
     SparseVector,
     StoredMemory,
-    TokenVectors,
     with_keywords,
 )
 
 # One memory on its way into a shard: its vectors and its namespace's epoch.
-PendingUpsert = tuple[MemoryRecord, Sequence[float], SparseVector | None, TokenVectors | None, str]
+PendingUpsert = tuple[MemoryRecord, MemoryVectors, str]
 
 
 class EdgeWrites:
@@ -58,17 +58,11 @@ class EdgeWrites:
     async def drain(self) -> None:
         await self._upserts.drain()
 
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
+    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
         live = self._store.records.live.get(memory.namespace)
         if live is None:
             raise NamespaceGone(f"namespace {memory.namespace} not found")
-        await self._upserts.submit((memory, vector, keywords, tokens, live.epoch))
+        await self._upserts.submit((memory, vectors, live.epoch))
         await self._store.commit.durable()
         current = self._store.records.live.get(memory.namespace)
         if current is None or current.epoch != live.epoch:
@@ -87,13 +81,13 @@ class EdgeWrites:
             (
                 qe.Point(
                     point_id(memory.namespace, memory.id),
-                    point_vectors(vector, keywords, tokens),
+                    point_vectors(vectors.dense, vectors.keywords, vectors.tokens),
                     memory_to_payload(memory, epoch),
                 ),
                 memory.namespace,
                 epoch,
             )
-            for memory, vector, keywords, tokens, epoch in items
+            for memory, vectors, epoch in items
         ]
         self.counted_upsert(points)
 

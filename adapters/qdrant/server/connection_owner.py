@@ -19,6 +19,7 @@ from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.values import (
     MemoryRecord,
+    MemoryVectors,
     SearchMode,
     SparseVector,
     StoredMemory,
@@ -73,12 +74,8 @@ class ServerConnectionOwner:
 
 
 async def upsert_one(
-    transfer: ServerTransfer,
-    memory: MemoryRecord,
-    vector: Sequence[float],
-    keywords: SparseVector | None,
-    tokens: TokenVectors | None,
+    transfer: ServerTransfer, memory: MemoryRecord, vectors: MemoryVectors
 ) -> None:
     """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
-    keyed = None if keywords is None else [keywords]
-    await transfer.upsert_memories([(memory, list(vector))], keyed, [tokens])
+    keyed = None if vectors.keywords is None else [vectors.keywords]
+    await transfer.upsert_memories([(memory, list(vectors.dense))], keyed, [vectors.tokens])

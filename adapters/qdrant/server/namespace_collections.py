@@ -56,13 +56,12 @@ from adapters.qdrant.server.namespace_collections_transfer import (
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
+    MemoryVectors,
     NamespaceRecord,
     ScoredMemory,
     SearchMode,
     SearchQuery,
-    SparseVector,
     StoredMemory,
-    TokenVectors,
 )
 
 log = logging.getLogger(__name__)
@@ -187,15 +186,9 @@ class QdrantCollectionsBackend(VectorBackend):
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else stored_of(namespace, point)
 
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
+    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
         """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
-        await upsert_one(self.transfer, memory, vector, keywords, tokens)
+        await upsert_one(self.transfer, memory, vectors)
 
     async def _sides(
         self,

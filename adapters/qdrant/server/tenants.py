@@ -58,13 +58,12 @@ from adapters.qdrant.server.tenant_parts import TenantKeywordIndex, TenantTokenI
 from adapters.values import (
     MemoryFilter,
     MemoryRecord,
+    MemoryVectors,
     NamespaceRecord,
     ScoredMemory,
     SearchMode,
     SearchQuery,
-    SparseVector,
     StoredMemory,
-    TokenVectors,
 )
 
 __all__ = [
@@ -205,15 +204,9 @@ class QdrantServerBackend(VectorBackend):
             return None
         return layout.memory_from_shared(point.payload or {}), stored_vector(point)
 
-    async def upsert_memory(
-        self,
-        memory: MemoryRecord,
-        vector: Sequence[float],
-        keywords: SparseVector | None = None,
-        tokens: TokenVectors | None = None,
-    ) -> None:
+    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
         """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
-        await upsert_one(self.transfer, memory, vector, keywords, tokens)
+        await upsert_one(self.transfer, memory, vectors)
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int

@@ -8,7 +8,7 @@ import pytest
 
 from adapters.base import VectorBackend
 from adapters.errors import NamespaceGone
-from adapters.values import NamespaceRecord
+from adapters.values import MemoryVectors, NamespaceRecord
 from tests.backends.suite.base import BackendCase
 from tests.support.records import T0, dense, everything, memory, new_id, unit
 
@@ -28,7 +28,7 @@ class CommitSuite(BackendCase):
             expires_at=T0 + timedelta(hours=1, microseconds=7),
             propagation={"to": ["team:a"], "depth": 2, "why": None},
         )
-        await backend.upsert_memory(written, unit(1))
+        await backend.upsert_memory(written, MemoryVectors(unit(1)))
         assert await backend.get_memory(ns, written.id) == written
         assert await backend.get_memory(ns, new_id()) is None
         assert await backend.get_memory("org:missing", written.id) is None
@@ -38,7 +38,7 @@ class CommitSuite(BackendCase):
     ) -> None:
         """What lets a commit of unchanged content skip the model (plugin/core/service.py)."""
         written = memory(ns, content="stored with its vector")
-        await backend.upsert_memory(written, unit(1, 0.5, -0.25))
+        await backend.upsert_memory(written, MemoryVectors(unit(1, 0.5, -0.25)))
         found = await backend.get_stored_memory(ns, written.id)
         assert found is not None
         assert found[0] == written
@@ -52,9 +52,9 @@ class CommitSuite(BackendCase):
         self, backend: VectorBackend, ns: str
     ) -> None:
         first = memory(ns, content="first")
-        await backend.upsert_memory(first, unit(1))
+        await backend.upsert_memory(first, MemoryVectors(unit(1)))
         second = memory(ns, id=first.id, content="second", pin=True)
-        await backend.upsert_memory(second, unit(0, 1))
+        await backend.upsert_memory(second, MemoryVectors(unit(0, 1)))
         assert await backend.list_memories([ns], everything(), 100) == [second]
         hits = await backend.query_memories([ns], dense(0, 1), everything(), 10)
         assert [(h.memory, round(h.score, 4)) for h in hits] == [(second, 1.0)]
@@ -65,8 +65,12 @@ class CommitSuite(BackendCase):
         other = "team:beta"
         await backend.save_namespace(NamespaceRecord(name=other, kind="team", created_at=T0))
         shared_id = new_id()
-        await backend.upsert_memory(memory(ns, id=shared_id, content="mine"), unit(1))
-        await backend.upsert_memory(memory(other, id=shared_id, content="theirs"), unit(1))
+        await backend.upsert_memory(
+            memory(ns, id=shared_id, content="mine"), MemoryVectors(unit(1))
+        )
+        await backend.upsert_memory(
+            memory(other, id=shared_id, content="theirs"), MemoryVectors(unit(1))
+        )
         mine = await backend.get_memory(ns, shared_id)
         theirs = await backend.get_memory(other, shared_id)
         assert (mine and mine.content, theirs and theirs.content) == ("mine", "theirs")
@@ -77,7 +81,7 @@ class CommitSuite(BackendCase):
         self, backend: VectorBackend, ns: str
     ) -> None:
         written = memory(ns)
-        await backend.upsert_memory(written, unit(1))
+        await backend.upsert_memory(written, MemoryVectors(unit(1)))
         assert await backend.delete_memory("org:elsewhere", written.id) is False
         assert await backend.delete_memory(ns, new_id()) is False
         assert await backend.delete_memory(ns, written.id) is True

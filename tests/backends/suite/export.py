@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from adapters.base import VectorBackend
-from adapters.values import NamespaceRecord
+from adapters.values import MemoryVectors, NamespaceRecord
 from tests.backends.suite.base import BackendCase
 from tests.support.records import DIM, T0, memory, unit
 
@@ -52,11 +52,11 @@ class ExportSuite(BackendCase):
         self, backend: VectorBackend, ns: str
     ) -> None:
         assert [page async for page in backend.transfer.iter_memories("org:missing", T0)] == []
-        await backend.upsert_memory(memory(ns, content="old life"), unit(1))
+        await backend.upsert_memory(memory(ns, content="old life"), MemoryVectors(unit(1)))
         assert await backend.delete_namespace(ns) is True
         assert [page async for page in backend.transfer.iter_memories(ns, T0)] == []
         await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
         again = memory(ns, content="new life")
-        await backend.upsert_memory(again, unit(0, 1))
+        await backend.upsert_memory(again, MemoryVectors(unit(0, 1)))
         pages = [page async for page in backend.transfer.iter_memories(ns, T0)]
         assert [[m for m, _ in page] for page in pages] == [[again]]

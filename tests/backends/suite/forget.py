@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from adapters.base import VectorBackend
-from adapters.values import NamespaceRecord
+from adapters.values import MemoryVectors, NamespaceRecord
 from tests.backends.suite.base import BackendCase
 from tests.support.records import T0, dense, everything, memory, unit
 
@@ -16,13 +16,17 @@ class ForgetSuite(BackendCase):
     async def test_expired_memories_are_never_returned(
         self, backend: VectorBackend, ns: str
     ) -> None:
-        await backend.upsert_memory(memory(ns, content="forever"), unit(1))
+        await backend.upsert_memory(memory(ns, content="forever"), MemoryVectors(unit(1)))
         await backend.upsert_memory(
-            memory(ns, content="gone", expires_at=T0 - timedelta(microseconds=1)), unit(1)
+            memory(ns, content="gone", expires_at=T0 - timedelta(microseconds=1)),
+            MemoryVectors(unit(1)),
         )
-        await backend.upsert_memory(memory(ns, content="at the edge", expires_at=T0), unit(1))
         await backend.upsert_memory(
-            memory(ns, content="later", expires_at=T0 + timedelta(microseconds=1)), unit(1)
+            memory(ns, content="at the edge", expires_at=T0), MemoryVectors(unit(1))
+        )
+        await backend.upsert_memory(
+            memory(ns, content="later", expires_at=T0 + timedelta(microseconds=1)),
+            MemoryVectors(unit(1)),
         )
         listed = await backend.list_memories([ns], everything(T0), 10)
         queried = await backend.query_memories([ns], dense(1), everything(T0), 10)
@@ -38,7 +42,7 @@ class ForgetSuite(BackendCase):
             memory(ns, content=f"old{i}", expires_at=T0 - timedelta(seconds=i)) for i in range(3)
         ]
         for record in keep + drop:
-            await backend.upsert_memory(record, unit(1))
+            await backend.upsert_memory(record, MemoryVectors(unit(1)))
         assert await backend.delete_expired_memories(T0) == 3
         assert await backend.delete_expired_memories(T0) == 0
         remaining = await backend.list_memories([ns], everything(T0 - timedelta(days=9)), 10)
@@ -50,10 +54,11 @@ class ForgetSuite(BackendCase):
             await backend.save_namespace(
                 NamespaceRecord(name=name, kind="workspace", created_at=T0)
             )
-            await backend.upsert_memory(memory(name, content="keep"), unit(1))
+            await backend.upsert_memory(memory(name, content="keep"), MemoryVectors(unit(1)))
             if index != 1:
                 await backend.upsert_memory(
-                    memory(name, content="drop", expires_at=T0 - timedelta(seconds=1)), unit(1)
+                    memory(name, content="drop", expires_at=T0 - timedelta(seconds=1)),
+                    MemoryVectors(unit(1)),
                 )
         assert await backend.delete_expired_memories(T0) == 2
         past = everything(T0 - timedelta(days=1))

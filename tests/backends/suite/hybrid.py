@@ -14,7 +14,14 @@ import pytest
 
 from adapters.base import VectorBackend
 from adapters.qdrant.ranking import KEYWORD_WEIGHT
-from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchMode, SearchQuery
+from adapters.values import (
+    MemoryFilter,
+    MemoryRecord,
+    MemoryVectors,
+    NamespaceRecord,
+    SearchMode,
+    SearchQuery,
+)
 from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.records import T0, cosine, everything, memory, unit
 
@@ -47,7 +54,7 @@ async def write(
 ) -> MemoryRecord:
     """Store a memory as the plugin does: its keyword vector beside its dense one."""
     written = memory(namespace, content=content, **fields)
-    await backend.upsert_memory(written, vector, KEYWORDS.document(content))
+    await backend.upsert_memory(written, MemoryVectors(vector, KEYWORDS.document(content)))
     return written
 
 
@@ -186,7 +193,9 @@ class KeywordIndexSuite:
             await backend.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
             for word in ("alpha", "bravo", "charlie", "delta"):
                 written = memory(name, content=f"{name} order {word}")
-                await backend.upsert_memory(written, NEAR)  # an older writer: no keywords
+                await backend.upsert_memory(
+                    written, MemoryVectors(NEAR)
+                )  # an older writer: no keywords
                 contents[written.content] = written
         await write(backend, names[0], "already indexed", NEAR)
         pending = await self.unindexed(backend)
@@ -205,12 +214,14 @@ class KeywordIndexSuite:
         name = "team:race"
         await backend.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
         old = memory(name, content="ticket alpha")
-        await backend.upsert_memory(old, NEAR)
+        await backend.upsert_memory(old, MemoryVectors(NEAR))
         gone = memory(name, content="ticket bravo, deleted meanwhile")
-        await backend.upsert_memory(gone, NEAR)
+        await backend.upsert_memory(gone, MemoryVectors(NEAR))
         listed = await self.unindexed(backend)
         rewritten = memory(name, id=old.id, content="ticket charlie")
-        await backend.upsert_memory(rewritten, NEAR, KEYWORDS.document(rewritten.content))
+        await backend.upsert_memory(
+            rewritten, MemoryVectors(NEAR, KEYWORDS.document(rewritten.content))
+        )
         assert await backend.delete_memory(name, gone.id) is True
         await backend.keyword_index.index_keywords(
             [(key, KEYWORDS.document(text)) for key, text in listed]

@@ -8,7 +8,7 @@ import pytest
 
 from adapters.base import VectorBackend
 from adapters.errors import NamespaceGone
-from adapters.values import NamespaceRecord
+from adapters.values import MemoryVectors, NamespaceRecord
 from tests.backends.suite.base import BackendCase
 from tests.support.records import T0, dense, everything, memory, new_id, unit
 
@@ -45,7 +45,9 @@ class NamespaceSuite(BackendCase):
             await backend.save_namespace(
                 NamespaceRecord(name=name, kind="custom", created_at=T0, metadata={"i": index})
             )
-            await backend.upsert_memory(memory(name, content=f"in {name}"), unit(1, index))
+            await backend.upsert_memory(
+                memory(name, content=f"in {name}"), MemoryVectors(unit(1, index))
+            )
         for index, name in enumerate(names):
             record = await backend.get_namespace(name)
             assert record is not None
@@ -58,7 +60,7 @@ class NamespaceSuite(BackendCase):
     async def test_delete_namespace_drops_its_memories(
         self, backend: VectorBackend, ns: str
     ) -> None:
-        await backend.upsert_memory(memory(ns), unit(1))
+        await backend.upsert_memory(memory(ns), MemoryVectors(unit(1)))
         assert await backend.delete_namespace(ns) is True
         assert await backend.get_namespace(ns) is None
         assert await backend.delete_namespace(ns) is False
@@ -69,7 +71,7 @@ class NamespaceSuite(BackendCase):
         self, backend: VectorBackend, ns: str
     ) -> None:
         old = memory(ns, content="old")
-        await backend.upsert_memory(old, unit(1))
+        await backend.upsert_memory(old, MemoryVectors(unit(1)))
         assert await backend.delete_namespace(ns) is True
         assert await backend.get_memory(ns, old.id) is None
         await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
@@ -77,7 +79,7 @@ class NamespaceSuite(BackendCase):
         assert await backend.query_memories([ns], dense(1), everything(), 10) == []
         assert await backend.delete_memory(ns, old.id) is False
         again = memory(ns, id=old.id, content="new life")
-        await backend.upsert_memory(again, unit(0, 1))
+        await backend.upsert_memory(again, MemoryVectors(unit(0, 1)))
         assert await backend.list_memories([ns], everything(), 10) == [again]
         await backend.maintain()
         assert await backend.list_memories([ns], everything(), 10) == [again]
@@ -111,7 +113,7 @@ class NamespaceSuite(BackendCase):
 
     async def test_upsert_into_missing_namespace_is_gone(self, backend: VectorBackend) -> None:
         with pytest.raises(NamespaceGone):
-            await backend.upsert_memory(memory("org:never-created"), unit(1))
+            await backend.upsert_memory(memory("org:never-created"), MemoryVectors(unit(1)))
 
     async def test_store_meta_round_trip(self, backend: VectorBackend, ns: str) -> None:
         """The store-wide facts (the embedding fingerprint) are kept apart from namespaces."""

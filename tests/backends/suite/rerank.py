@@ -12,7 +12,7 @@ import pytest
 
 from adapters.base import VectorBackend
 from adapters.qdrant.ranking import RERANK_WEIGHT
-from adapters.values import NamespaceRecord, ScoredMemory, SearchQuery, TokenVectors
+from adapters.values import MemoryVectors, NamespaceRecord, ScoredMemory, SearchQuery, TokenVectors
 from tests.backends.suite.hybrid import KEYWORDS, NEAR, QUERY_VECTOR, write
 from tests.support.records import T0, everything, memory, unit
 
@@ -43,11 +43,11 @@ class RerankSuite:
         team = rerank_team
         matching = memory(team, content="the router ticket is XJ-4471")
         await backend.upsert_memory(
-            matching, NEAR, KEYWORDS.document(matching.content), QUERY_TOKENS
+            matching, MemoryVectors(NEAR, KEYWORDS.document(matching.content), QUERY_TOKENS)
         )
         unrelated = memory(team, content="the router ticket was closed")
         await backend.upsert_memory(
-            unrelated, NEAR, KEYWORDS.document(unrelated.content), [unit(0, 0, 1)]
+            unrelated, MemoryVectors(NEAR, KEYWORDS.document(unrelated.content), [unit(0, 0, 1)])
         )
         untokenized = await write(backend, team, "a router ticket of the version before", NEAR)
         fused = {h.memory.id: h.score for h in await self.ask(backend, team, query())}
@@ -85,13 +85,14 @@ class RerankSuite:
         await part.prepare_tokens()
         older = [await write(backend, team, f"router ticket {n}", NEAR) for n in range(3)]
         await backend.upsert_memory(
-            memory(team, content="kept"), NEAR, KEYWORDS.document("kept"), QUERY_TOKENS
+            memory(team, content="kept"),
+            MemoryVectors(NEAR, KEYWORDS.document("kept"), QUERY_TOKENS),
         )
         listed = await self.untokenized(backend)
         assert sorted(content for _, content in listed) == sorted(m.content for m in older)
         rewritten = memory(team, id=older[0].id, content="router ticket rewritten")
         document = KEYWORDS.document(rewritten.content)
-        await backend.upsert_memory(rewritten, NEAR, document, QUERY_TOKENS)
+        await backend.upsert_memory(rewritten, MemoryVectors(NEAR, document, QUERY_TOKENS))
         stale: TokenVectors = [unit(0, 0, 1)]  # what the listed content would have given
         assert await part.index_tokens([(key, stale) for key, _ in listed]) == len(listed)
         assert await self.untokenized(backend) == []

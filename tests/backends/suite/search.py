@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from adapters.base import VectorBackend
-from adapters.values import MemoryFilter, NamespaceRecord, SearchQuery
+from adapters.values import MemoryFilter, MemoryVectors, NamespaceRecord, SearchQuery
 from tests.backends.suite.base import BackendCase
 from tests.support.records import T0, cosine, dense, everything, memory, unit
 
@@ -21,7 +21,7 @@ class SearchSuite(BackendCase):
         written = {}
         for content, vector in vectors.items():
             written[content] = memory(ns, content=content)
-            await backend.upsert_memory(written[content], vector)
+            await backend.upsert_memory(written[content], MemoryVectors(vector))
         query = unit(1)
         hits = await backend.query_memories([ns], SearchQuery(query), everything(), 3)
         assert [h.memory.content for h in hits] == ["close", "middle", "far"]
@@ -37,7 +37,9 @@ class SearchSuite(BackendCase):
             ("plain checkpoint", False, "checkpoint"),
         ]
         for content, pin, kind in rows:
-            await backend.upsert_memory(memory(ns, content=content, pin=pin, kind=kind), unit(1))
+            await backend.upsert_memory(
+                memory(ns, content=content, pin=pin, kind=kind), MemoryVectors(unit(1))
+            )
 
         async def contents(memory_filter: MemoryFilter) -> set[str]:
             queried = await backend.query_memories([ns], dense(1), memory_filter, 10)
@@ -68,7 +70,7 @@ class SearchSuite(BackendCase):
         for minute in [3, 1, 4, 0, 2]:
             await backend.upsert_memory(
                 memory(ns, content=f"m{minute}", created_at=T0 + timedelta(minutes=minute)),
-                unit(1, minute),
+                MemoryVectors(unit(1, minute)),
             )
         listed = await backend.list_memories([ns], everything(T0), 3)
         assert [m.content for m in listed] == ["m4", "m3", "m2"]
@@ -79,7 +81,7 @@ class SearchSuite(BackendCase):
         for index in range(150):
             await backend.upsert_memory(
                 memory(ns, content=f"n{index}", created_at=T0 + timedelta(seconds=index)),
-                unit(1, index / 150),
+                MemoryVectors(unit(1, index / 150)),
             )
         listed = await backend.list_memories([ns], everything(), 100)
         assert [m.content for m in listed] == [f"n{i}" for i in range(149, 49, -1)]
@@ -104,7 +106,7 @@ class SearchSuite(BackendCase):
             written = memory(
                 name, content=content, pin=pin, created_at=T0 + timedelta(minutes=minute)
             )
-            await backend.upsert_memory(written, vector)
+            await backend.upsert_memory(written, MemoryVectors(vector))
         asked = ["workspace:w1", "team:t1", "org:o1", "org:missing"]
         hits = await backend.query_memories(asked, dense(1), everything(), 10)
         assert [h.memory.content for h in hits] == [

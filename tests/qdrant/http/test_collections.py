@@ -20,7 +20,7 @@ from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.namespace_collections_records import RECORD_KEY
 from adapters.times import to_micros
-from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
+from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord
 from tests.support.qdrant_rest import (
     collection_info,
     collections,
@@ -131,7 +131,7 @@ async def test_collection_upsert_waits_and_sends_the_payload(
 ) -> None:
     route = mock.put(f"{COLL}/points").mock(return_value=completed())
     written = memory(NS, pin=True, expires_at=T0 + timedelta(hours=1))
-    await coll.upsert_memory(written, unit(1))
+    await coll.upsert_memory(written, MemoryVectors(unit(1)))
     assert route.calls.last.request.url.params["wait"] == "true"
     [point] = body(route.calls.last)["points"]
     assert (point["id"], point["payload"]) == (written.id, memory_to_payload(written))
@@ -143,7 +143,7 @@ async def test_collection_upsert_into_missing_collection_is_namespace_gone(
 ) -> None:
     mock.put(f"{COLL}/points").mock(return_value=coll_missing())
     with pytest.raises(NamespaceGone, match="namespace workspace:abc not found"):
-        await coll.upsert_memory(memory(NS), unit(1))
+        await coll.upsert_memory(memory(NS), MemoryVectors(unit(1)))
 
 
 async def test_missing_collection_reads_empty(

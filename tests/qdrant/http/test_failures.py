@@ -17,7 +17,7 @@ from adapters.errors import (
 )
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import MemoryFilter
+from adapters.values import MemoryFilter, MemoryVectors
 from tests.support.qdrant_rest import (
     error,
     mock_shared_ready,
@@ -42,7 +42,7 @@ OPERATIONS: dict[str, Operation] = {
     "list_namespaces": lambda b: b.list_namespaces(),
     "expired_namespaces": lambda b: b.expired_namespaces(T0),
     "get_memory": lambda b: b.get_memory(NS, str(uuid.uuid4())),
-    "upsert_memory": lambda b: b.upsert_memory(memory(NS), unit(1)),
+    "upsert_memory": lambda b: b.upsert_memory(memory(NS), MemoryVectors(unit(1))),
     "query_memories": lambda b: b.query_memories([NS, "team:x"], dense(1), MemoryFilter(now=T0), 5),
     "list_memories": lambda b: b.list_memories([NS, "team:x"], MemoryFilter(now=T0), 5),
     "delete_memory": lambda b: b.delete_memory(NS, str(uuid.uuid4())),

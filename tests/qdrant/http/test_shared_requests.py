@@ -23,7 +23,7 @@ from adapters.qdrant.layout import memory_to_payload, namespace_to_json, point_i
 from adapters.qdrant.server.tenant_namespaces import generation_id, incarnation_epoch
 from adapters.qdrant.server.tenants import QdrantServerBackend, purge_id, record_id
 from adapters.times import to_micros
-from adapters.values import MemoryFilter
+from adapters.values import MemoryFilter, MemoryVectors
 from tests.support.qdrant_rest import (
     completed,
     error,
@@ -108,7 +108,7 @@ async def test_upsert_writes_the_current_epoch_and_waits(
     mock.post(f"{REC}/points").mock(return_value=ok([record_point(NS, "e7")]))
     route = mock.put(f"{MEM}/points").mock(return_value=completed())
     written = memory(NS, pin=True, expires_at=T0 + timedelta(hours=1))
-    await shared.upsert_memory(written, unit(1))
+    await shared.upsert_memory(written, MemoryVectors(unit(1)))
     assert route.calls.last.request.url.params["wait"] == "true"
     [point] = body(route.calls.last)["points"]
     assert point["id"] == point_id(NS, written.id)
@@ -123,7 +123,7 @@ async def test_upsert_into_missing_namespace_is_gone(
     no_memories(mock)
     writes = mock.put(f"{MEM}/points").mock(return_value=completed())
     with pytest.raises(NamespaceGone, match="namespace workspace:abc not found"):
-        await shared.upsert_memory(memory(NS), unit(1))
+        await shared.upsert_memory(memory(NS), MemoryVectors(unit(1)))
     assert not writes.called
 
 

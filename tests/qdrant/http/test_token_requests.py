@@ -12,7 +12,7 @@ from qdrant_client.http import models
 
 from adapters.base import VectorBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import MemoryFilter, SearchQuery, SparseVector
+from adapters.values import MemoryFilter, MemoryVectors, SearchQuery, SparseVector
 from tests.support.qdrant_rest import completed, error, mock_shared_ready, ok
 from tests.support.qdrant_server import MEM, NS, body, record_point, stored
 from tests.support.qdrant_tokens import (
@@ -52,8 +52,8 @@ async def test_an_upsert_carries_token_vectors_only_when_given(
         backend = await started_collections(mock)
     route = upsert_route(mock, layout)
     keywords = SparseVector((3,), (0.5,))
-    await backend.upsert_memory(memory(NS), unit(1), keywords, TOKENS)
-    await backend.upsert_memory(memory(NS), unit(1), keywords)
+    await backend.upsert_memory(memory(NS), MemoryVectors(unit(1), keywords, TOKENS))
+    await backend.upsert_memory(memory(NS), MemoryVectors(unit(1), keywords))
     with_tokens, without = (body(c)["points"][0]["vector"] for c in route.calls)
     assert with_tokens == {
         "": pytest.approx(unit(1)),

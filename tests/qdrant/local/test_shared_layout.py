@@ -18,7 +18,7 @@ from qdrant_client.http import models
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord
+from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord
 from tests.support.qdrant_local import (
     MEMORIES,
     RECORDS,
@@ -38,7 +38,7 @@ async def seed(
     for name in names:
         await shared.save_namespace(ns_record(name))
         for build in builds:
-            await shared.upsert_memory(build(name), unit(1))
+            await shared.upsert_memory(build(name), MemoryVectors(unit(1)))
 
 
 async def test_thousands_of_namespaces(shared: QdrantServerBackend) -> None:
@@ -60,7 +60,7 @@ async def test_search_over_namespaces_is_one_batch_request(
     names = ["workspace:a", "team:b", "org:c"]
     for name in names:
         await shared.save_namespace(ns_record(name))
-        await shared.upsert_memory(memory(name, pin=name == "org:c"), unit(1))
+        await shared.upsert_memory(memory(name, pin=name == "org:c"), MemoryVectors(unit(1)))
     batches = spy(monkeypatch, connection, "query_batch_points")
     singles = spy(monkeypatch, connection, "query_points")
     scrolls = spy(monkeypatch, connection, "scroll")
@@ -81,7 +81,7 @@ async def test_recreated_namespace_hides_memories_left_by_a_failed_purge(
     await shared.save_namespace(ns_record(name))
     old = [memory(name, content=f"old {i}") for i in range(3)]
     for written in old:
-        await shared.upsert_memory(written, unit(1))
+        await shared.upsert_memory(written, MemoryVectors(unit(1)))
     with monkeypatch.context() as patched:
         fail_filter_deletes(patched, connection)
         assert await shared.delete_namespace(name) is True  # gone for callers all the same
@@ -91,7 +91,9 @@ async def test_recreated_namespace_hides_memories_left_by_a_failed_purge(
         assert await shared.list_memories([name], everything(), 10) == []
         assert await shared.delete_memory(name, old[1].id) is False
         again = memory(name, id=old[2].id, content="new life")
-        await shared.upsert_memory(again, unit(0, 1))  # same point id: replaces a leftover
+        await shared.upsert_memory(
+            again, MemoryVectors(unit(0, 1))
+        )  # same point id: replaces a leftover
         assert await shared.list_memories([name], everything(), 10) == [again]
         with pytest.raises(BackendUnavailable):
             await shared.maintain()  # the outage is still on
@@ -139,7 +141,7 @@ async def test_maintain_never_purges_a_live_epoch(
     name = "org:alive"
     await shared.save_namespace(ns_record(name))
     kept = memory(name)
-    await shared.upsert_memory(kept, unit(1))
+    await shared.upsert_memory(kept, MemoryVectors(unit(1)))
     points, _ = await client(connection).scroll(RECORDS)
     [point] = points
     assert point.payload is not None
@@ -203,7 +205,7 @@ async def test_racing_first_saves_agree_on_one_incarnation(
     record = NamespaceRecord(name=name, kind="workspace", created_at=T0)
     await backend.save_namespace(record)
     written = memory(name)
-    await backend.upsert_memory(written, unit(1))
+    await backend.upsert_memory(written, MemoryVectors(unit(1)))
     records = backend.records  # its namespace records part (tenant_namespaces.py)
     seen_before = records.live
 

@@ -12,7 +12,7 @@ from adapters.qdrant import layout
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend, legacy_layout_line
-from adapters.values import NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
 from plugin.commands.migrate_layout import copy_collections_to_shared
 from tests.support.qdrant_local import (
     MEMORIES,
@@ -80,7 +80,7 @@ async def test_migration_copies_vectors_exactly_and_is_idempotent(
             item = memory(
                 name, content=f"{name} {i}", pin=i % 3 == 0, created_at=T0 + timedelta(seconds=i)
             )
-            await source.upsert_memory(item, unit(1, i / 7, -i, 0.5))
+            await source.upsert_memory(item, MemoryVectors(unit(1, i / 7, -i, 0.5)))
             written[name].append(item)
     source_vectors = {
         (name, p.id): p.vector

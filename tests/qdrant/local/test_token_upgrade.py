@@ -20,7 +20,7 @@ from adapters.qdrant.server.namespace_collections import QdrantCollectionsBacken
 from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.qdrant.server.token_vectors import has_token_vector
-from adapters.values import NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
 from plugin.embedding import token_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
@@ -63,7 +63,7 @@ async def test_a_store_of_the_version_before_gains_token_vectors_in_rerank_mode(
     await before.save_namespace(NamespaceRecord(name=NS, kind="workspace", created_at=T0))
     written = [memory(NS, content=text) for text in ("the router ticket", "a weekly note")]
     for item in written:
-        await before.upsert_memory(item, unit(1, 1), KEYWORDS.document(item.content))
+        await before.upsert_memory(item, MemoryVectors(unit(1, 1), KEYWORDS.document(item.content)))
     assert not has_token_vector(await client(connection).get_collection(name))
 
     rerank = layout(DIM, connection=connection, tokens=True)
