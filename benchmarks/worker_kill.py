@@ -24,7 +24,7 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
+from adapters.qdrant.edge.edge_client import worker_of
 from benchmarks.common import machine, percentile
 
 WRITERS = 8
@@ -42,7 +42,7 @@ def worker_pid(server_pid: int, workers: int) -> int:
 
 def killed(name: str, workers: int) -> bool:
     """Whether `name` belongs to the worker killed (edge_client.py's routing)."""
-    return shard_index(name, SHARD_COUNT) % workers == 0
+    return worker_of(name, workers) == 0
 
 
 async def measure(base: str, server_pid: int, kills: int, workers: int) -> None:

@@ -12,9 +12,10 @@ The parts (adapters/parts.py) are spread alike: pool_parts.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
+from typing import TypeVar
 
 from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable, StorageDamaged
@@ -39,6 +40,8 @@ from adapters.worker.pool_parts import (
     PoolTransfer,
     every,
 )
+
+T = TypeVar("T")
 
 
 class EnginePool(VectorBackend):
@@ -81,6 +84,16 @@ class EnginePool(VectorBackend):
         for name in dict.fromkeys(names):
             groups.setdefault(self.route(name), []).append(name)
         return groups
+
+    async def _asked(
+        self,
+        namespaces: Sequence[str],
+        ask: Callable[[EngineClient, list[str]], Awaitable[list[T]]],
+    ) -> list[list[T]]:
+        """`ask(worker, its namespaces)` of each worker holding some of `namespaces`
+        (of the first alone when none does), all at once; their answers in turn."""
+        groups = self.grouped(namespaces) or {0: []}
+        return await every(ask(self.clients[i], some) for i, some in groups.items())
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
@@ -175,28 +188,19 @@ class EnginePool(VectorBackend):
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
-        groups = self.grouped(namespaces)
-        if len(groups) <= 1:
-            client = self.clients[next(iter(groups), 0)]
-            return await client.query_memories(namespaces, query, memory_filter, limit)
-        parts = await every(
-            self.clients[i].query_memories(group, query, memory_filter, limit)
-            for i, group in groups.items()
-        )
-        return merge_scored(parts, limit)
+        def ask(client: EngineClient, some: list[str]) -> Awaitable[list[ScoredMemory]]:
+            return client.query_memories(some, query, memory_filter, limit)
+
+        parts = await self._asked(namespaces, ask)
+        return parts[0] if len(parts) == 1 else merge_scored(parts, limit)
 
     async def list_memories(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
-        groups = self.grouped(namespaces)
-        if len(groups) <= 1:
-            client = self.clients[next(iter(groups), 0)]
-            return await client.list_memories(namespaces, memory_filter, limit)
-        parts = await every(
-            self.clients[i].list_memories(group, memory_filter, limit)
-            for i, group in groups.items()
+        parts = await self._asked(
+            namespaces, lambda client, some: client.list_memories(some, memory_filter, limit)
         )
-        return merge_listed(parts, limit)
+        return parts[0] if len(parts) == 1 else merge_listed(parts, limit)
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         return await self.owner(namespace).delete_memory(namespace, memory_id)

@@ -23,7 +23,7 @@ from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.backends.test_engine_process import until
-from tests.support.backends import started
+from tests.support.backends import names_of_each_worker, started
 from tests.support.records import DIM, T0, everything, memory, unit
 
 WORKERS = 2
@@ -34,18 +34,6 @@ class TestEnginePool(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     async def backend(self, tmp_path: Path) -> AsyncIterator[EnginePool]:
         async with started(edge_workers(DIM, tmp_path, WORKERS)) as store:
             yield store
-
-
-def names_of_each_worker(store: EnginePool, count: int) -> list[list[str]]:
-    """`count` namespace names per worker, by the store's own routing."""
-    found: list[list[str]] = [[] for _ in store.clients]
-    n = 0
-    while min(map(len, found)) < count:
-        name = f"workspace:w{n}"
-        if len(found[store.route(name)]) < count:
-            found[store.route(name)].append(name)
-        n += 1
-    return found
 
 
 async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from adapters.worker.engine_pool import EnginePool
 from plugin.http.keys import BACKEND
 from tests.store.test_worker_crash import acknowledged_more, serving_again
 from tests.support.app import ContractClient
+from tests.support.backends import names_of_each_worker
 
 WRITERS_PER_WORKER = 4
 KILLS = 5
@@ -29,13 +30,7 @@ def pool(api: ContractClient) -> EnginePool:
 @pytest.mark.settings(engine_workers=2)
 async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient) -> None:
     store = pool(api)
-    names: list[list[str]] = [[], []]
-    n = 0
-    while min(map(len, names)) < WRITERS_PER_WORKER:
-        name = f"workspace:writer-{n}"
-        if len(names[store.route(name)]) < WRITERS_PER_WORKER:
-            names[store.route(name)].append(name)
-        n += 1
+    names = names_of_each_worker(store, WRITERS_PER_WORKER)
     for name in names[0] + names[1]:
         assert (await api.put_ns(name)).status == 200
     acknowledged: dict[str, list[str]] = {name: [] for name in names[0] + names[1]}

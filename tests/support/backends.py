@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import TypeVar
 
 from adapters.base import VectorBackend
+from adapters.worker.engine_pool import EnginePool
 
 Backend = TypeVar("Backend", bound=VectorBackend)
 
@@ -26,3 +27,15 @@ async def started(backend: Backend) -> AsyncIterator[Backend]:
         yield backend
     finally:
         await backend.close()
+
+
+def names_of_each_worker(store: EnginePool, count: int) -> list[list[str]]:
+    """`count` namespace names per worker, by the store's own routing."""
+    found: list[list[str]] = [[] for _ in store.clients]
+    n = 0
+    while min(map(len, found)) < count:
+        name = f"workspace:w{n}"
+        if len(found[store.route(name)]) < count:
+            found[store.route(name)].append(name)
+        n += 1
+    return found

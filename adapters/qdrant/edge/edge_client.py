@@ -12,6 +12,7 @@ line. Why and what a worker's crash does: docs/backends.md, "The engine worker p
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
 from adapters.errors import BackendMisconfigured
@@ -76,7 +77,12 @@ def edge_workers(
         )
         for k in range(workers)
     ]
-    return EnginePool(dimension, clients, lambda name: shard_index(name, SHARD_COUNT) % workers)
+    return EnginePool(dimension, clients, partial(worker_of, workers=workers))
+
+
+def worker_of(name: str, workers: int) -> int:
+    """The index of the worker, of `workers`, whose shards hold namespace `name`."""
+    return shard_index(name, SHARD_COUNT) % workers
 
 
 def embedded_store(
