@@ -14,21 +14,20 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
 
 from adapters.parts import OptionalParts
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    MemoryVectors,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    SearchQuery,
-    StoreCondition,
-    StoredMemory,
-)
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
+from adapters.values import StoreCondition
+from adapters.values import StoredMemory
 
 # What every backend puts before its own names (collections, Pinecone namespaces).
 DEFAULT_PREFIX = "memory-"

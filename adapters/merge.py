@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import ScoredMemory
 
 
 def pin_sides(memory_filter: MemoryFilter) -> list[MemoryFilter]:

@@ -12,11 +12,16 @@ method of a part by its name (the metric's `operation` label).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from adapters.values import SparseVector, StoredMemory, StoreSize, TokenVectors
+from adapters.values import SparseVector
+from adapters.values import StoredMemory
+from adapters.values import StoreSize
+from adapters.values import TokenVectors
 
 # The attributes of `VectorBackend` that hand out a part (or None): `OptionalParts`.
 PARTS = ("keyword_index", "token_index", "transfer", "store_meta", "store_size")

@@ -7,7 +7,8 @@ and as integer microseconds since the epoch for range filters and ordering
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from typing import Any
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -7,12 +7,17 @@ Kept apart from the interface (`adapters.base`) and its optional parts
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
-from adapters.times import format_optional_time, format_time, parse_optional_time, parse_time
+from adapters.times import format_optional_time
+from adapters.times import format_time
+from adapters.times import parse_optional_time
+from adapters.times import parse_time
 
 JsonObject = dict[str, Any]
 # What a 201 promises of the embedded store: synced to disk (`sync`), or written to the

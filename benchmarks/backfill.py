@@ -36,7 +36,9 @@ from typing import Any
 import aiohttp
 
 from benchmarks.common import run_against_server
-from benchmarks.model import load_model, one_text_times_s, single_text_s
+from benchmarks.model import load_model
+from benchmarks.model import one_text_times_s
+from benchmarks.model import single_text_s
 from benchmarks.sentences import sentences
 from harness.server_process import ServerProcess
 

@@ -32,8 +32,11 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Awaitable
+from collections.abc import Callable
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +44,15 @@ import numpy as np
 import qdrant_edge as qe
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.layout import memory_to_payload, point_id
-from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
-from benchmarks.common import machine, print_table, summary_ms
+from adapters.qdrant.layout import memory_to_payload
+from adapters.qdrant.layout import point_id
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
+from benchmarks.common import machine
+from benchmarks.common import print_table
+from benchmarks.common import summary_ms
 from benchmarks.sentences import sentences
 
 DIM = 384

@@ -25,11 +25,18 @@ import random
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
 from benchmarks.common import percentile
-from benchmarks.fairness_load import Texts, check, commit_request, run_checks, warm
-from benchmarks.http_caller import Connection, Request, gather_then_close
+from benchmarks.fairness_load import Texts
+from benchmarks.fairness_load import check
+from benchmarks.fairness_load import commit_request
+from benchmarks.fairness_load import run_checks
+from benchmarks.fairness_load import warm
+from benchmarks.http_caller import Connection
+from benchmarks.http_caller import Request
+from benchmarks.http_caller import gather_then_close
 
 BURST = "workspace:burst"
 AGENTS = "workspace:agents"

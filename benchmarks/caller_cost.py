@@ -15,7 +15,8 @@ import asyncio
 import os
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp

@@ -15,7 +15,8 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.common import run_wrk, wrk_post_script
+from benchmarks.common import run_wrk
+from benchmarks.common import wrk_post_script
 from benchmarks.model import CALLERS
 
 CLOSED_LOOP_S = 6.0

@@ -31,8 +31,14 @@ from pathlib import Path
 
 from benchmarks.bursts import shown
 from benchmarks.common import machine
-from benchmarks.fairness_load import Texts, check, command_line, commit_request, warm
-from benchmarks.http_caller import Connection, Request, gather_then_close
+from benchmarks.fairness_load import Texts
+from benchmarks.fairness_load import check
+from benchmarks.fairness_load import command_line
+from benchmarks.fairness_load import commit_request
+from benchmarks.fairness_load import warm
+from benchmarks.http_caller import Connection
+from benchmarks.http_caller import Request
+from benchmarks.http_caller import gather_then_close
 from harness.server_process import ServerProcess
 
 CLIENT_TIMEOUT_S = 2.0

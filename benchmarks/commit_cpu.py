@@ -20,10 +20,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.closed_loop import CLOSED_LOOP_S, wrk_closed_loop
+from benchmarks.closed_loop import CLOSED_LOOP_S
+from benchmarks.closed_loop import wrk_closed_loop
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
-from harness.server_process import WIDE_SHARES, ServerProcess
+from harness.server_process import WIDE_SHARES
+from harness.server_process import ServerProcess
 
 NAMESPACE = "workspace:commit-cpu"
 # (seconds on a core, seconds runnable and waiting, times scheduled) per thread kind

@@ -22,12 +22,16 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from collections.abc import Awaitable
+from collections.abc import Callable
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryRecord, MemoryVectors, NamespaceRecord
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin.core.service import MemoryService

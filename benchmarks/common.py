@@ -10,7 +10,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any

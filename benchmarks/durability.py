@@ -33,18 +33,25 @@ from pathlib import Path
 
 import aiohttp
 
-from benchmarks.closed_loop import (
-    CLOSED_LOOP_S,
-    closed_loop,
-    commit_script,
-    post_commit,
-    wrk_closed_loop,
-)
-from benchmarks.common import machine, wrk_output
-from benchmarks.latency import CONCURRENCY, NAMESPACE, TIMEOUT, preload, timed
-from benchmarks.model import CALLERS, SAMPLES, load_model, single_text_s
+from benchmarks.closed_loop import CLOSED_LOOP_S
+from benchmarks.closed_loop import closed_loop
+from benchmarks.closed_loop import commit_script
+from benchmarks.closed_loop import post_commit
+from benchmarks.closed_loop import wrk_closed_loop
+from benchmarks.common import machine
+from benchmarks.common import wrk_output
+from benchmarks.latency import CONCURRENCY
+from benchmarks.latency import NAMESPACE
+from benchmarks.latency import TIMEOUT
+from benchmarks.latency import preload
+from benchmarks.latency import timed
+from benchmarks.model import CALLERS
+from benchmarks.model import SAMPLES
+from benchmarks.model import load_model
+from benchmarks.model import single_text_s
 from benchmarks.sentences import sentences
-from harness.server_process import WIDE_SHARES, ServerProcess
+from harness.server_process import WIDE_SHARES
+from harness.server_process import ServerProcess
 
 PRELOAD = 2_000
 WINDOWS = 4  # per server

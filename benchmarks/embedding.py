@@ -33,8 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import REPO_ROOT, machine
-from benchmarks.sentences import queries, sentences
+from benchmarks.common import REPO_ROOT
+from benchmarks.common import machine
+from benchmarks.sentences import queries
+from benchmarks.sentences import sentences
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 SINGLE_RUNS = 200

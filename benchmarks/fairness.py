@@ -30,26 +30,29 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
 from functools import partial
 from pathlib import Path
 
 from benchmarks.common import percentile
-from benchmarks.fairness_load import (
-    BACKFILL,
-    QUIET,
-    REFUSAL_LIMIT_S,
-    Flood,
-    Outcome,
-    Texts,
-    check,
-    describe,
-    ok,
-    phase,
-    run_checks,
-)
-from benchmarks.plots import PALETTE, Series, bar_chart, line_chart
+from benchmarks.fairness_load import BACKFILL
+from benchmarks.fairness_load import QUIET
+from benchmarks.fairness_load import REFUSAL_LIMIT_S
+from benchmarks.fairness_load import Flood
+from benchmarks.fairness_load import Outcome
+from benchmarks.fairness_load import Texts
+from benchmarks.fairness_load import check
+from benchmarks.fairness_load import describe
+from benchmarks.fairness_load import ok
+from benchmarks.fairness_load import phase
+from benchmarks.fairness_load import run_checks
+from benchmarks.plots import PALETTE
+from benchmarks.plots import Series
+from benchmarks.plots import bar_chart
+from benchmarks.plots import line_chart
 from harness.platform_client import Breaker
 
 NOISY = "workspace:noisy"

@@ -22,14 +22,22 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Coroutine
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import chart_note, machine, percentile
-from benchmarks.http_caller import Connection, Request, gather_then_close
+from benchmarks.common import chart_note
+from benchmarks.common import machine
+from benchmarks.common import percentile
+from benchmarks.http_caller import Connection
+from benchmarks.http_caller import Request
+from benchmarks.http_caller import gather_then_close
 from benchmarks.locomo import load
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo-dev.json"

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from adapters.qdrant import feedback
 from adapters.values import SearchQuery
-from benchmarks import locomo, sweep
+from benchmarks import locomo
+from benchmarks import sweep
 
 # (label, feedback (documents, terms, weight) or None, rerank by token vectors)
 CONFIGS: list[tuple[str, tuple[int, int, float] | None, bool]] = [

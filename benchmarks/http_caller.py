@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 Request = tuple[str, str, Any]  # method, path, JSON body

@@ -37,23 +37,31 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from benchmarks.closed_loop import (
-    CLOSED_LOOP_S,
-    closed_loop,
-    post_commit,
-    post_json,
-    wrk_closed_loop,
-)
-from benchmarks.common import print_table, run_against_server, summary_ms
-from benchmarks.model import CALLERS, SAMPLES, batch8_rate, load_model, pool_rate, single_text_s
-from benchmarks.sentences import queries, sentences
-from harness.server_process import WIDE_SHARES, ServerProcess
+from benchmarks.closed_loop import CLOSED_LOOP_S
+from benchmarks.closed_loop import closed_loop
+from benchmarks.closed_loop import post_commit
+from benchmarks.closed_loop import post_json
+from benchmarks.closed_loop import wrk_closed_loop
+from benchmarks.common import print_table
+from benchmarks.common import run_against_server
+from benchmarks.common import summary_ms
+from benchmarks.model import CALLERS
+from benchmarks.model import SAMPLES
+from benchmarks.model import batch8_rate
+from benchmarks.model import load_model
+from benchmarks.model import pool_rate
+from benchmarks.model import single_text_s
+from benchmarks.sentences import queries
+from benchmarks.sentences import sentences
+from harness.server_process import WIDE_SHARES
+from harness.server_process import ServerProcess
 
 NAMESPACE = "workspace:bench-latency"
 PRELOAD = 10_000

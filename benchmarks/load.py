@@ -12,15 +12,18 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from benchmarks.common import percentile
-from benchmarks.sentences import queries, sentences
+from benchmarks.sentences import queries
+from benchmarks.sentences import sentences
 from harness.server_process import ServerProcess
 
 CALLERS = 8

@@ -43,31 +43,27 @@ from pathlib import Path
 import aiohttp
 
 from benchmarks.common import machine
-from benchmarks.load import (
-    CALLERS,
-    HOT_SET,
-    SEARCH_LIMIT,
-    SEARCH_NAMESPACES,
-    SLOW_P99_MS,
-    TIMEOUT,
-    Phase,
-    Request,
-    Traffic,
-    closed_loop,
-    namespace_names,
-    print_phases,
-    server_rss,
-    slow_p99,
-    work_list,
-)
-from benchmarks.namespaces_store import (
-    BATCH,
-    DISTINCT,
-    Model,
-    measure_model,
-    print_model,
-    run_store_scale,
-)
+from benchmarks.load import CALLERS
+from benchmarks.load import HOT_SET
+from benchmarks.load import SEARCH_LIMIT
+from benchmarks.load import SEARCH_NAMESPACES
+from benchmarks.load import SLOW_P99_MS
+from benchmarks.load import TIMEOUT
+from benchmarks.load import Phase
+from benchmarks.load import Request
+from benchmarks.load import Traffic
+from benchmarks.load import closed_loop
+from benchmarks.load import namespace_names
+from benchmarks.load import print_phases
+from benchmarks.load import server_rss
+from benchmarks.load import slow_p99
+from benchmarks.load import work_list
+from benchmarks.namespaces_store import BATCH
+from benchmarks.namespaces_store import DISTINCT
+from benchmarks.namespaces_store import Model
+from benchmarks.namespaces_store import measure_model
+from benchmarks.namespaces_store import print_model
+from benchmarks.namespaces_store import run_store_scale
 from harness.server_process import ServerProcess
 
 # -- 2. N namespaces on a fresh server -------------------------------------------------

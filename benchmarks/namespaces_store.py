@@ -16,13 +16,17 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
 import aiohttp
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryRecord, MemoryVectors, NamespaceRecord
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from benchmarks import load
 from benchmarks.common import percentile
 from benchmarks.sentences import sentences

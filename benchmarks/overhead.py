@@ -21,11 +21,14 @@ import os
 import shutil
 import statistics
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 
 import aiohttp
 
-from benchmarks.common import run_against_server, run_wrk, wrk_post_script
+from benchmarks.common import run_against_server
+from benchmarks.common import run_wrk
+from benchmarks.common import wrk_post_script
 from harness.server_process import ServerProcess
 from plugin.embedding.embedding_tokens import Embedding
 

@@ -17,9 +17,11 @@ import uuid
 
 import aiohttp
 
-from benchmarks.common import percentile, run_against_server
+from benchmarks.common import percentile
+from benchmarks.common import run_against_server
 from benchmarks.sentences import sentences
-from harness.server_process import WIDE_SHARES, ServerProcess
+from harness.server_process import WIDE_SHARES
+from harness.server_process import ServerProcess
 
 NAMESPACE = "workspace:bench-parallel"
 PARALLEL = 100

@@ -19,7 +19,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from adapters.values import MemoryFilter, MemoryRecord, NamespaceRecord, SearchQuery
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA

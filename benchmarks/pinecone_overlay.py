@@ -17,15 +17,21 @@ import statistics
 import time
 import tracemalloc
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 
 import numpy as np
 
 from adapters.pinecone.listing import newest_memories
 from adapters.pinecone.overlay import FreshnessOverlay
-from adapters.pinecone.vector_metadata import F_CREATED_US, memory_filter
+from adapters.pinecone.vector_metadata import F_CREATED_US
+from adapters.pinecone.vector_metadata import memory_filter
 from adapters.times import to_micros
-from adapters.values import JsonObject, MemoryFilter, MemoryRecord, SearchQuery
+from adapters.values import JsonObject
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import SearchQuery
 
 DIM = 384
 T0 = datetime(2026, 11, 22, tzinfo=UTC)

@@ -24,25 +24,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
-from adapters.values import MemoryRecord, NamespaceRecord
-from benchmarks.common import machine, percentile
-from benchmarks.fairness_load import (
-    QUIET,
-    Flood,
-    Outcome,
-    Texts,
-    check,
-    command_line,
-    describe,
-    model_rate,
-    phase,
-    seed,
-)
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from benchmarks.common import machine
+from benchmarks.common import percentile
+from benchmarks.fairness_load import QUIET
+from benchmarks.fairness_load import Flood
+from benchmarks.fairness_load import Outcome
+from benchmarks.fairness_load import Texts
+from benchmarks.fairness_load import check
+from benchmarks.fairness_load import command_line
+from benchmarks.fairness_load import describe
+from benchmarks.fairness_load import model_rate
+from benchmarks.fairness_load import phase
+from benchmarks.fairness_load import seed
 from plugin.transfer import jsonl
 
 BIG = "workspace:big"
@@ -79,7 +80,9 @@ def quiet_only(outcomes: list[Outcome]) -> list[Outcome]:
 
 def main() -> None:
     args = command_line(__doc__, big=100_000, duration=10.0).parse_args()
-    from harness.server_process import REPO_ROOT, ServerProcess, clean_env
+    from harness.server_process import REPO_ROOT
+    from harness.server_process import ServerProcess
+    from harness.server_process import clean_env
     from plugin.embedding.encoders import load_encoder
     from plugin.settings import Settings
 

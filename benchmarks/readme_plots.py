@@ -12,7 +12,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benchmarks import fairness, retrieval, search_throughput
+from benchmarks import fairness
+from benchmarks import retrieval
+from benchmarks import search_throughput
 
 
 def main() -> None:

@@ -25,8 +25,10 @@ import numpy as np
 import qdrant_edge as qe
 
 from adapters.qdrant.edge.edge_backend import edge_config
-from benchmarks.common import machine, percentile
-from benchmarks.sentences import queries, sentences
+from benchmarks.common import machine
+from benchmarks.common import percentile
+from benchmarks.sentences import queries
+from benchmarks.sentences import sentences
 from plugin.embedding.encoders import SentenceTransformerEncoder
 
 CORPUS = 10_000

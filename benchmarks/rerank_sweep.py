@@ -17,7 +17,8 @@ from pathlib import Path
 
 from adapters.qdrant import ranking
 from adapters.values import SearchQuery
-from benchmarks import locomo, sweep
+from benchmarks import locomo
+from benchmarks import sweep
 
 WEIGHTS = (1.5, 2.0, 3.0, 4.0, 5.0, 6.0)
 DEPTHS = (50, 75, 100)

@@ -32,15 +32,21 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from benchmarks import locomo
-from benchmarks.common import REPO_ROOT, chart_note, machine, percentile
-from benchmarks.plots import PALETTE, Series, line_chart
+from benchmarks.common import REPO_ROOT
+from benchmarks.common import chart_note
+from benchmarks.common import machine
+from benchmarks.common import percentile
+from benchmarks.plots import PALETTE
+from benchmarks.plots import Series
+from benchmarks.plots import line_chart
 from harness.server_process import ServerProcess
 
 SEARCH_MODES = ("dense", "keyword", "hybrid", "feedback", "rerank")

@@ -14,20 +14,20 @@ DIR/search_throughput.svg.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
-from benchmarks.fairness_load import (
-    Flood,
-    Texts,
-    check,
-    describe,
-    ok,
-    phase,
-    run_checks,
-)
-from benchmarks.plots import Series, bar_chart
+from benchmarks.fairness_load import Flood
+from benchmarks.fairness_load import Texts
+from benchmarks.fairness_load import check
+from benchmarks.fairness_load import describe
+from benchmarks.fairness_load import ok
+from benchmarks.fairness_load import phase
+from benchmarks.fairness_load import run_checks
+from benchmarks.plots import Series
+from benchmarks.plots import bar_chart
 
 SMALL = tuple(f"workspace:small-{n:02d}" for n in range(64))
 BIG = "workspace:big"

@@ -11,17 +11,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord, SearchQuery
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from benchmarks import locomo
 from benchmarks.common import machine
-from benchmarks.retrieval import DEFAULT_DATA, LIMIT
+from benchmarks.retrieval import DEFAULT_DATA
+from benchmarks.retrieval import LIMIT
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import load_encoder

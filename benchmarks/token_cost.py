@@ -24,8 +24,10 @@ import time
 from pathlib import Path
 
 from benchmarks import locomo
-from benchmarks.common import REPO_ROOT, machine
-from benchmarks.retrieval import DEFAULT_DATA, write_all
+from benchmarks.common import REPO_ROOT
+from benchmarks.common import machine
+from benchmarks.retrieval import DEFAULT_DATA
+from benchmarks.retrieval import write_all
 from harness.server_process import ServerProcess
 
 

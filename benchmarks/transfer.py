@@ -17,21 +17,28 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Awaitable
+from collections.abc import Callable
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryRecord, NamespaceRecord
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
-from plugin.commands import export_import, import_postgres
+from plugin.commands import export_import
+from plugin.commands import import_postgres
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from plugin.transfer import jsonl
-from plugin.transfer.bulk import StoreWriter, import_lines, stream_export
+from plugin.transfer.bulk import StoreWriter
+from plugin.transfer.bulk import import_lines
+from plugin.transfer.bulk import stream_export
 
 NAMESPACES = 500
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -129,7 +136,8 @@ async def import_from(
 def measure_import_postgres(root: Path, encoder: SentenceTransformerEncoder, count: int) -> None:
     import psycopg
 
-    from harness.postgres_server import fresh_database, running_server
+    from harness.postgres_server import fresh_database
+    from harness.postgres_server import running_server
 
     records, memories = corpus(count)
     export_import.load_encoder = lambda _: encoder  # type: ignore[assignment] # loaded already

@@ -25,7 +25,8 @@ from pathlib import Path
 import aiohttp
 
 from adapters.qdrant.edge.edge_client import worker_of
-from benchmarks.common import machine, percentile
+from benchmarks.common import machine
+from benchmarks.common import percentile
 
 WRITERS = 8
 SEARCHERS = 8

@@ -7,7 +7,9 @@ visibility) read a `Callable[[], float]` of seconds; the app reads a
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 
 
 class ManualClock:

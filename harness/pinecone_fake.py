@@ -17,8 +17,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Coroutine, Iterator
+from collections import Counter
+from collections import defaultdict
+from collections import deque
+from collections.abc import Callable
+from collections.abc import Coroutine
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -28,13 +32,11 @@ import httpx
 import respx
 
 from harness.pinecone_index import IndexData
-from harness.pinecone_requests import (
-    DEFAULT_NAMESPACE,
-    Namespaces,
-    Record,
-    Rejected,
-    raw_path,
-)
+from harness.pinecone_requests import DEFAULT_NAMESPACE
+from harness.pinecone_requests import Namespaces
+from harness.pinecone_requests import Record
+from harness.pinecone_requests import Rejected
+from harness.pinecone_requests import raw_path
 
 CONTROL_HOST = "api.pinecone.io"
 DEFAULT_HOST = "https://memories-abc1234.svc.aped-4627-b74a.pinecone.io"

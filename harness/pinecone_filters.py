@@ -15,7 +15,8 @@ Kept apart from the fake so the rules can be read (and tested) on their own. Sem
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 Metadata = Mapping[str, Any]

@@ -16,23 +16,21 @@ import httpx
 import numpy as np
 
 from harness.pinecone_filters import matches
-from harness.pinecone_requests import (
-    BATCH_MAX,
-    DEFAULT_NAMESPACE,
-    LIST_LIMIT_DEFAULT,
-    LIST_LIMIT_MAX,
-    TOP_K_MAX,
-    TOP_K_MAX_WITH_DATA,
-    VECTOR_KEYS,
-    Namespaces,
-    Record,
-    Rejected,
-    RequestRules,
-    ascii_name,
-    f32,
-    flag,
-    raw_path,
-)
+from harness.pinecone_requests import BATCH_MAX
+from harness.pinecone_requests import DEFAULT_NAMESPACE
+from harness.pinecone_requests import LIST_LIMIT_DEFAULT
+from harness.pinecone_requests import LIST_LIMIT_MAX
+from harness.pinecone_requests import TOP_K_MAX
+from harness.pinecone_requests import TOP_K_MAX_WITH_DATA
+from harness.pinecone_requests import VECTOR_KEYS
+from harness.pinecone_requests import Namespaces
+from harness.pinecone_requests import Record
+from harness.pinecone_requests import Rejected
+from harness.pinecone_requests import RequestRules
+from harness.pinecone_requests import ascii_name
+from harness.pinecone_requests import f32
+from harness.pinecone_requests import flag
+from harness.pinecone_requests import raw_path
 
 
 class IndexData(RequestRules):

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from harness.pinecone_filters import FilterError, validate_filter
+from harness.pinecone_filters import FilterError
+from harness.pinecone_filters import validate_filter
 
 DEFAULT_NAMESPACE = "__default__"  # what "" (the default namespace) is called in stats
 METADATA_MAX_BYTES = 40_960

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.server_process import HOST, ServerProcess
+from harness.server_process import HOST
+from harness.server_process import ServerProcess
 
 SLACK_S = 5.0  # how much later than its deadline a connection may close
 HEALTH = f"GET /v1/health HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from adapters.base import VectorBackend
 from plugin.settings import Settings
@@ -21,7 +22,8 @@ ServerBackend = TypeVar("ServerBackend", bound="QdrantServerLayout")
 
 def _embedded(settings: Settings, dimension: int) -> VectorBackend:
     """Qdrant's engine (qdrant-edge) in a worker process, on disk under MEMORY_PLUGIN_DATA_DIR."""
-    from adapters.qdrant.edge.edge_client import embedded_store, engine_workers
+    from adapters.qdrant.edge.edge_client import embedded_store
+    from adapters.qdrant.edge.edge_client import engine_workers
 
     cores = len(os.sched_getaffinity(0))
     workers = engine_workers(settings.data_dir, settings.engine_workers, cores)

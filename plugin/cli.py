@@ -18,11 +18,14 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from plugin.commands import PROG, failing_in_one_line
-from plugin.settings import Settings, SettingsError
+from plugin.commands import PROG
+from plugin.commands import failing_in_one_line
+from plugin.settings import Settings
+from plugin.settings import SettingsError
 
 if TYPE_CHECKING:
     Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -41,7 +44,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from plugin.commands.check import CheckOptions, required_capabilities, run_check
+    from plugin.commands.check import CheckOptions
+    from plugin.commands.check import required_capabilities
+    from plugin.commands.check import run_check
 
     required = required_capabilities(args.require_capability)
     options = CheckOptions(args.url, args.timeout, args.ttl, required)
@@ -49,7 +54,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _verify_store(args: argparse.Namespace) -> int:
-    from plugin.commands.verify_store import verify_offline, verify_url
+    from plugin.commands.verify_store import verify_offline
+    from plugin.commands.verify_store import verify_url
 
     if args.url is not None and args.accept:
         print("verify-store: --accept works on the stopped store only (no --url)")

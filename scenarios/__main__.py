@@ -19,7 +19,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,8 @@ def main() -> None:
     parser.add_argument("cases", nargs="*", help="case numbers to run (default: all)")
     args = parser.parse_args()
     from harness import server_process
-    from harness.server_process import WIDE_SHARES, ServerProcess
+    from harness.server_process import WIDE_SHARES
+    from harness.server_process import ServerProcess
 
     server_process.REPO_ROOT = args.repo.resolve()  # the checkout whose server runs
     print(f"faults against {args.repo.resolve()}")

@@ -26,17 +26,15 @@ from typing import Any
 import aiohttp
 
 from scenarios.blast_radius import garble
-from scenarios.fault_pairs import (
-    DAMAGE,
-    FAULTS,
-    NAMESPACES,
-    WAL_MEMORIES,
-    Store,
-    fill_volume,
-    import_store,
-    mount_tmpfs,
-    unmount,
-)
+from scenarios.fault_pairs import DAMAGE
+from scenarios.fault_pairs import FAULTS
+from scenarios.fault_pairs import NAMESPACES
+from scenarios.fault_pairs import WAL_MEMORIES
+from scenarios.fault_pairs import Store
+from scenarios.fault_pairs import fill_volume
+from scenarios.fault_pairs import import_store
+from scenarios.fault_pairs import mount_tmpfs
+from scenarios.fault_pairs import unmount
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ISSUE_CASE = ("garbled page", "records cut")  # the combination that prompted the matrix
@@ -114,7 +112,8 @@ def verdict(
 
 
 def run_pair(repo: Path, root: Path, faults: tuple[str, ...]) -> str:
-    from harness.server_process import ServerError, ServerProcess
+    from harness.server_process import ServerError
+    from harness.server_process import ServerProcess
 
     full = "full" in faults
     volume = root / "volume"

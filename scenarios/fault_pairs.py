@@ -14,11 +14,14 @@ import shutil
 import subprocess
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from scenarios.blast_radius import corpus_file, garble, import_into
+from scenarios.blast_radius import corpus_file
+from scenarios.blast_radius import garble
+from scenarios.blast_radius import import_into
 
 NAMESPACES, MEMORIES, WAL_MEMORIES = 32, 5, 15
 SHARDS = 16

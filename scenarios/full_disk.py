@@ -11,7 +11,9 @@ from typing import Any
 
 import aiohttp
 
-from scenarios.hostile_input import commit, memory_body, put_ns
+from scenarios.hostile_input import commit
+from scenarios.hostile_input import memory_body
+from scenarios.hostile_input import put_ns
 
 Outcome = tuple[str, bool]
 

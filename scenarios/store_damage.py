@@ -24,7 +24,9 @@ from typing import Any
 
 import aiohttp
 
-from scenarios.blast_radius import blast_radius, engine_file, garble
+from scenarios.blast_radius import blast_radius
+from scenarios.blast_radius import engine_file
+from scenarios.blast_radius import garble
 
 Outcome = tuple[str, bool]
 

@@ -7,7 +7,8 @@ against the contract before the test sees it (tests/support/app.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,16 @@ import pytest
 from aiohttp import web
 
 from adapters.base import VectorBackend
-from harness.clocks import ManualClock, WallClock
+from harness.clocks import ManualClock
+from harness.clocks import WallClock
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.app import create_app
 from plugin.settings import Settings
-from tests.support.app import AppFactory, ContractClient, served
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
+from tests.support.app import served
 from tests.support.records import DIM
 
 

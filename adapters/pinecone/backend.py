@@ -15,34 +15,38 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
 
 from pinecone import AsyncIndex
 
-from adapters.base import DEFAULT_PREFIX, VectorBackend
+from adapters.base import DEFAULT_PREFIX
+from adapters.base import VectorBackend
 from adapters.errors import NamespaceGone
-from adapters.pinecone import transfer, vector_metadata
-from adapters.pinecone.calls import PineconeMissing, call
+from adapters.pinecone import transfer
+from adapters.pinecone import vector_metadata
+from adapters.pinecone.calls import PineconeMissing
+from adapters.pinecone.calls import call
 from adapters.pinecone.expiry import ExpirySweep
 from adapters.pinecone.index_connection import PineconeConnection
-from adapters.pinecone.keywords import PineconeKeywordIndex, stored_sparse
+from adapters.pinecone.keywords import PineconeKeywordIndex
+from adapters.pinecone.keywords import stored_sparse
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.shared import Shared
 from adapters.pinecone.store_meta import PineconeStoreMeta
 from adapters.pinecone.writes import PineconeTransfer
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    MemoryVectors,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    SearchQuery,
-    StoredMemory,
-)
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
+from adapters.values import StoredMemory
 
 
 class PineconeBackend(VectorBackend):

@@ -15,23 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
 from pinecone import AsyncIndex
 from pinecone._internal.config import RetryConfig
-from pinecone.errors.exceptions import (
-    ApiError,
-    ForbiddenError,
-    NotFoundError,
-    PineconeConnectionError,
-    PineconeError,
-    PineconeTimeoutError,
-    UnauthorizedError,
-)
+from pinecone.errors.exceptions import ApiError
+from pinecone.errors.exceptions import ForbiddenError
+from pinecone.errors.exceptions import NotFoundError
+from pinecone.errors.exceptions import PineconeConnectionError
+from pinecone.errors.exceptions import PineconeError
+from pinecone.errors.exceptions import PineconeTimeoutError
+from pinecone.errors.exceptions import UnauthorizedError
 
-from adapters.errors import BackendError, BackendRejected, BackendUnavailable
+from adapters.errors import BackendError
+from adapters.errors import BackendRejected
+from adapters.errors import BackendUnavailable
 
 T = TypeVar("T")
 FIRST_BACKOFF_S = 0.05

@@ -13,7 +13,8 @@ import contextlib
 from datetime import datetime
 
 from adapters.pinecone import vector_metadata
-from adapters.pinecone.calls import PineconeMissing, call
+from adapters.pinecone.calls import PineconeMissing
+from adapters.pinecone.calls import call
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.shared import Shared

@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 
-from pinecone import AsyncIndex, AsyncPinecone
+from pinecone import AsyncIndex
+from pinecone import AsyncPinecone
 from pinecone._internal.config import RetryConfig
 
-from adapters.errors import BackendMisconfigured, BackendUnavailable
-from adapters.pinecone.calls import PineconeAuthFailed, PineconeMissing, call, open_index
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendUnavailable
+from adapters.pinecone.calls import PineconeAuthFailed
+from adapters.pinecone.calls import PineconeMissing
+from adapters.pinecone.calls import call
+from adapters.pinecone.calls import open_index
 
 log = logging.getLogger("memory_plugin.pinecone")
 REVERIFY_S = 1.0

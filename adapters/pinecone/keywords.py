@@ -15,7 +15,8 @@ without sparse values: export and import complete a dotproduct index filled by a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 from adapters.errors import BackendMisconfigured
 from adapters.values import SparseVector

@@ -14,11 +14,13 @@ Each round is one query, in Pinecone read units that grow with the namespace's s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 
 from adapters.pinecone.vector_metadata import newer_than
 from adapters.times import to_micros
-from adapters.values import JsonObject, MemoryRecord
+from adapters.values import JsonObject
+from adapters.values import MemoryRecord
 
 MAX_ROUNDS = 6
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,14 +24,12 @@ import numpy.typing as npt
 
 from adapters.pinecone.keywords import keyword_score
 from adapters.pinecone.vector_metadata import matches
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchQuery,
-    SparseVector,
-)
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchQuery
+from adapters.values import SparseVector
 
 Vector = npt.NDArray[np.float32]
 

@@ -18,13 +18,19 @@ from typing import Any
 
 from pinecone.models.vectors.vector import ScoredVector
 
-from adapters.merge import merge_listed, merge_scored, pin_sides
+from adapters.merge import merge_listed
+from adapters.merge import merge_scored
+from adapters.merge import pin_sides
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call
-from adapters.pinecone.keywords import KEYWORD_WEIGHT, sparse_values
+from adapters.pinecone.keywords import KEYWORD_WEIGHT
+from adapters.pinecone.keywords import sparse_values
 from adapters.pinecone.listing import newest_memories
 from adapters.pinecone.shared import Shared
-from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchQuery
 
 QUERY_TOP_K_WITH_METADATA = 1000
 

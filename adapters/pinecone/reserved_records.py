@@ -14,7 +14,8 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call

@@ -8,7 +8,8 @@ the time budget of one call.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pinecone import AsyncIndex

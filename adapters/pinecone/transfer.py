@@ -10,14 +10,18 @@ other read and write of this adapter does.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pinecone import AsyncIndex
 
 from adapters.pinecone import vector_metadata
-from adapters.pinecone.calls import PineconeMissing, call
+from adapters.pinecone.calls import PineconeMissing
+from adapters.pinecone.calls import call
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.values import StoredMemory
 

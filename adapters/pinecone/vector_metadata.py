@@ -17,8 +17,14 @@ import json
 from typing import Any
 
 from adapters.errors import BackendRejected
-from adapters.times import format_optional_time, format_time, parse_time, to_micros
-from adapters.values import JsonObject, MemoryFilter, MemoryRecord, NamespaceRecord
+from adapters.times import format_optional_time
+from adapters.times import format_time
+from adapters.times import parse_time
+from adapters.times import to_micros
+from adapters.values import JsonObject
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
 
 METADATA_LIMIT_BYTES = 40 * 1024
 NEVER_US = 2**53 - 1

@@ -9,19 +9,24 @@ at once (overlay.py). Keyword vectors go with a memory only on a dotproduct inde
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from datetime import datetime
 
 from pinecone import AsyncIndex
 
 from adapters.errors import NamespaceGone
-from adapters.pinecone import transfer, vector_metadata
+from adapters.pinecone import transfer
+from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call
 from adapters.pinecone.index_connection import PineconeConnection
 from adapters.pinecone.keywords import stored_sparse
 from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.shared import Shared
-from adapters.values import MemoryRecord, SparseVector, StoredMemory, with_keywords
+from adapters.values import MemoryRecord
+from adapters.values import SparseVector
+from adapters.values import StoredMemory
+from adapters.values import with_keywords
 
 
 class PineconeTransfer:

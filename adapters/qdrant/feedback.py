@@ -13,7 +13,8 @@ Why these constants: docs/backends.md, "Keyword feedback".
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 
 from adapters.values import SparseVector
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar
+from typing import Generic
+from typing import Protocol
+from typing import TypeVar
 
-from adapters.qdrant.layout import (
-    FIELD_EPOCH,
-    FIELD_EXPIRES_US,
-    FIELD_KIND,
-    FIELD_NAMESPACE,
-    FIELD_PINNED,
-    Scope,
-)
+from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.layout import FIELD_EXPIRES_US
+from adapters.qdrant.layout import FIELD_KIND
+from adapters.qdrant.layout import FIELD_NAMESPACE
+from adapters.qdrant.layout import FIELD_PINNED
+from adapters.qdrant.layout import Scope
 from adapters.times import to_micros
 from adapters.values import MemoryFilter
 

@@ -19,13 +19,13 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from adapters.times import (
-    format_time,
-    parse_optional_time,
-    parse_time,
-    to_micros,
-)
-from adapters.values import JsonObject, MemoryRecord, NamespaceRecord
+from adapters.times import format_time
+from adapters.times import parse_optional_time
+from adapters.times import parse_time
+from adapters.times import to_micros
+from adapters.values import JsonObject
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
 
 FIELD_NAMESPACE = "ns"
 FIELD_EPOCH = "epoch"

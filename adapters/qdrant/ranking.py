@@ -14,10 +14,17 @@ docs/backends.md, "Hybrid search", "Keyword feedback" and "Reranking by token ve
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Hashable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Generic
+from typing import Protocol
+from typing import TypeVar
 
-from adapters.values import SearchMode, SearchQuery, SparseVector, TokenVectors
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
+from adapters.values import SparseVector
+from adapters.values import TokenVectors
 
 # The named sparse vector holding each memory's keyword vector.
 KEYWORDS_VECTOR = "keywords"

@@ -13,7 +13,9 @@ it is restarted: calls answer `BackendUnavailable` (503) meanwhile and health is
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -22,20 +24,18 @@ from typing import Any
 
 from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    MemoryVectors,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    SearchQuery,
-    SparseVector,
-    StoreCondition,
-    StoredMemory,
-    StoreSize,
-    TokenVectors,
-)
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
+from adapters.values import SparseVector
+from adapters.values import StoreCondition
+from adapters.values import StoredMemory
+from adapters.values import StoreSize
+from adapters.values import TokenVectors
 from adapters.worker import frames
 from adapters.worker.engine_process import EngineProcess
 

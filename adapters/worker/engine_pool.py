@@ -12,34 +12,36 @@ The parts (adapters/parts.py) are spread alike: pool_parts.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import TypeVar
 
 from adapters.base import VectorBackend
-from adapters.errors import BackendUnavailable, StorageDamaged
-from adapters.merge import merge_listed, merge_scored
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    MemoryVectors,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    SearchQuery,
-    StoreCondition,
-    StoredMemory,
-)
+from adapters.errors import BackendUnavailable
+from adapters.errors import StorageDamaged
+from adapters.merge import merge_listed
+from adapters.merge import merge_scored
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
+from adapters.values import StoreCondition
+from adapters.values import StoredMemory
 from adapters.worker.engine_client import EngineClient
-from adapters.worker.pool_parts import (
-    PoolKeywordIndex,
-    PoolStoreMeta,
-    PoolStoreSize,
-    PoolTokenIndex,
-    PoolTransfer,
-    every,
-)
+from adapters.worker.pool_parts import PoolKeywordIndex
+from adapters.worker.pool_parts import PoolStoreMeta
+from adapters.worker.pool_parts import PoolStoreSize
+from adapters.worker.pool_parts import PoolTokenIndex
+from adapters.worker.pool_parts import PoolTransfer
+from adapters.worker.pool_parts import every
 
 T = TypeVar("T")
 

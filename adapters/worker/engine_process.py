@@ -24,7 +24,8 @@ from adapters.callers import current_caller
 from adapters.errors import BackendUnavailable
 from adapters.values import StoreCondition
 from adapters.worker import frames
-from adapters.worker.engine_queue import WINDOWED, EngineQueue
+from adapters.worker.engine_queue import WINDOWED
+from adapters.worker.engine_queue import EngineQueue
 
 log = logging.getLogger(__name__)
 

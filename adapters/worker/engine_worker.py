@@ -32,7 +32,8 @@ import time
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+from typing import TextIO
 
 from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable

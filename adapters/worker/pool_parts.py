@@ -9,12 +9,22 @@ worker's index, a slash, and what that worker's own part gave.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import TypeVar
 
 from adapters.errors import BackendMisconfigured
-from adapters.values import SparseVector, StoredMemory, StoreSize, TokenVectors
+from adapters.values import SparseVector
+from adapters.values import StoredMemory
+from adapters.values import StoreSize
+from adapters.values import TokenVectors
 
 if TYPE_CHECKING:
     from adapters.worker.engine_pool import EnginePool

@@ -17,22 +17,29 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import IO, Any
+from typing import IO
+from typing import Any
 
 import aiohttp
 
 from adapters.base import VectorBackend
 from plugin.backends import build_backend
 from plugin.commands import Print
-from plugin.core.fingerprint import check_store, same_vector_space
+from plugin.core.fingerprint import check_store
+from plugin.core.fingerprint import same_vector_space
 from plugin.core.service import utc_now
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.embedding.encoders import Encoder, configured_dimension, configured_fingerprint
+from plugin.embedding.encoders import Encoder
+from plugin.embedding.encoders import configured_dimension
+from plugin.embedding.encoders import configured_fingerprint
 from plugin.embedding.encoders import load_encoder as load_encoder  # re-exported: tests replace it
 from plugin.embedding.keyword_index import index_store
 from plugin.settings import Settings
 from plugin.transfer import jsonl
-from plugin.transfer.bulk import EmbedMany, StoreWriter, import_lines, stream_export
+from plugin.transfer.bulk import EmbedMany
+from plugin.transfer.bulk import StoreWriter
+from plugin.transfer.bulk import import_lines
+from plugin.transfer.bulk import stream_export
 
 BULK_TIMEOUT_S = 10.0  # per backend call, retries included (the setting's maximum)
 EMBED_CHUNK = 128

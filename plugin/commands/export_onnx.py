@@ -11,8 +11,10 @@ first start.
 from __future__ import annotations
 
 from plugin.commands import Print
-from plugin.embedding.encoders import offline, onnx_dir
-from plugin.embedding.model_files import model_name, resolve_model_dir
+from plugin.embedding.encoders import offline
+from plugin.embedding.encoders import onnx_dir
+from plugin.embedding.model_files import model_name
+from plugin.embedding.model_files import resolve_model_dir
 from plugin.settings import Settings
 
 

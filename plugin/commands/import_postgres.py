@@ -14,15 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from typing import Any
 
 import psycopg
 
 from adapters.base import VectorBackend
-from adapters.values import MemoryRecord, NamespaceRecord
-from plugin.commands import Print, export_import
-from plugin.commands.export_import import ProgressBar, embedder, opened_backend, rate
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from plugin.commands import Print
+from plugin.commands import export_import
+from plugin.commands.export_import import ProgressBar
+from plugin.commands.export_import import embedder
+from plugin.commands.export_import import opened_backend
+from plugin.commands.export_import import rate
 from plugin.core.fingerprint import check_store
 from plugin.core.service import utc_now
 from plugin.embedding.bm25 import KeywordEncoder

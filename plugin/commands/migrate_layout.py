@@ -22,7 +22,8 @@ from plugin.core.service import utc_now
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.keyword_index import index_store
 from plugin.settings import Settings
-from plugin.transfer.bulk import WRITE_BATCH, StoreWriter
+from plugin.transfer.bulk import WRITE_BATCH
+from plugin.transfer.bulk import StoreWriter
 
 # Called once per namespace copied: (namespace name, memories copied for it).
 Progress = Callable[[str, int], None]

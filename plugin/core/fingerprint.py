@@ -18,7 +18,8 @@ import logging
 from collections.abc import Callable
 
 from adapters.base import VectorBackend
-from adapters.errors import BackendError, BackendMisconfigured
+from adapters.errors import BackendError
+from adapters.errors import BackendMisconfigured
 
 META_KEY = "embedding_fingerprint"
 LEGACY_FINGERPRINT = "all-MiniLM-L6-v2/torch"  # the only encoder before fingerprints

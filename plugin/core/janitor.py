@@ -10,7 +10,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from plugin.core.service import MemoryService, SweepReport
+from plugin.core.service import MemoryService
+from plugin.core.service import SweepReport
 
 log = logging.getLogger("memory_plugin.janitor")
 SWEEP_TIMEOUT_S = 300.0

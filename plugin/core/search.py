@@ -14,18 +14,26 @@ searches, handed the service's backend, keyword encoder, embedding and deadline.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
-from adapters.merge import merge_listed, merge_scored
-from adapters.values import MemoryFilter, ScoredMemory, SearchMode, SearchQuery
+from adapters.merge import merge_listed
+from adapters.merge import merge_scored
+from adapters.values import MemoryFilter
+from adapters.values import ScoredMemory
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
 from plugin.core.fields import SearchFields
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
-from plugin.scheduling.work import Priority, Work, search_tenant
+from plugin.scheduling.work import Priority
+from plugin.scheduling.work import Work
+from plugin.scheduling.work import search_tenant
 
 log = logging.getLogger(__name__)
 # The modes whose keyword query is widened by the first results (docs/backends.md,

@@ -16,31 +16,39 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from dataclasses import replace
+from datetime import UTC
+from datetime import datetime
 from typing import Protocol
 
 from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
-from adapters.values import (
-    MemoryRecord,
-    MemoryVectors,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    StoreCondition,
-)
-from plugin.core.fields import MemoryFields, NamespaceChanges, NamespaceFields, SearchFields
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchMode
+from adapters.values import StoreCondition
+from plugin.core.fields import MemoryFields
+from plugin.core.fields import NamespaceChanges
+from plugin.core.fields import NamespaceFields
+from plugin.core.fields import SearchFields
 from plugin.core.keyed_lock import KeyedLock
 from plugin.core.search import MemorySearch
-from plugin.core.service_errors import DeadlinePassed, InvalidRequest, NotFound
+from plugin.core.service_errors import DeadlinePassed
+from plugin.core.service_errors import InvalidRequest
+from plugin.core.service_errors import NotFound
 from plugin.core.single_flight import SingleFlight
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.embedding_tokens import Embedding
-from plugin.scheduling.work import Priority, Work
+from plugin.scheduling.work import Priority
+from plugin.scheduling.work import Work
 
 Clock = Callable[[], datetime]
 
@@ -48,9 +56,8 @@ Clock = Callable[[], datetime]
 class Embedder(Protocol):
     dimension: int
 
-    # An awaitable, not a coroutine function: BatchingEmbedder hands back a future
-    # that is already queued for the model when this returns. `work` is its place in
-    # the fair queues (plugin/scheduling/work.py).
+    # An awaitable: BatchingEmbedder's future, queued for the model when this returns;
+    # `work` is its place in the fair queues (plugin/scheduling/work.py).
     def embed(self, text: str, work: Work = ...) -> Awaitable[Embedding]: ...
 
 
@@ -76,7 +83,6 @@ async def unexpired_namespace(
     backend: VectorBackend, name: str, now: datetime
 ) -> NamespaceRecord | None:
     """The stored record of namespace `name` before it is written (created or replaced).
-
     One whose expiry passed is deleted, memories and all, and None is returned: re-creating
     an expired namespace starts afresh, whether the janitor got to it or not. The PUT and
     the import (`StoreWriter`) both write namespaces through this rule."""

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 
-from adapters.errors import BackendError, BackendMisconfigured
+from adapters.errors import BackendError
+from adapters.errors import BackendMisconfigured
 
 
 async def retried(

@@ -17,16 +17,20 @@ import asyncio
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from functools import partial
 
-from adapters.callers import Waiting, current_waiting
+from adapters.callers import Waiting
+from adapters.callers import current_waiting
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.length_groups import encode_by_length
 from plugin.scheduling.fair_queue import FairQueue
 from plugin.scheduling.thread_priority import low_priority_pool
-from plugin.scheduling.work import UNATTRIBUTED, Priority, Work
+from plugin.scheduling.work import UNATTRIBUTED
+from plugin.scheduling.work import Priority
+from plugin.scheduling.work import Work
 
 # Called after each batch the model embedded: (texts in the batch, seconds it took).
 BatchObserver = Callable[[int, float], None]

@@ -15,18 +15,19 @@ import importlib.util
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Protocol
 
 import numpy as np
 
-from plugin.embedding.embedding_tokens import Embedding, token_rows
-from plugin.embedding.model_files import (
-    DEFAULT_MODEL,
-    check_onnx_modules,
-    model_dimension,
-    model_name,
-    resolve_model_dir,
-)
+from plugin.embedding.embedding_tokens import Embedding
+from plugin.embedding.embedding_tokens import token_rows
+from plugin.embedding.model_files import DEFAULT_MODEL
+from plugin.embedding.model_files import check_onnx_modules
+from plugin.embedding.model_files import model_dimension
+from plugin.embedding.model_files import model_name
+from plugin.embedding.model_files import resolve_model_dir
 
 if TYPE_CHECKING:
     from plugin.settings import Settings

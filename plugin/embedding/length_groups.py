@@ -11,7 +11,8 @@ inside the call, and for prose the two go together.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import TypeVar
 
 SLACK = 1.25  # padded length at most this many times the texts' own

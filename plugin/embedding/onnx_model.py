@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from plugin.embedding.embedding_tokens import Embedding, TokenVectors, token_rows
-from plugin.embedding.model_files import (
-    Pooling,
-    check_onnx_modules,
-    default_prompt,
-    max_seq_length,
-    read_pooling,
-)
+from plugin.embedding.embedding_tokens import Embedding
+from plugin.embedding.embedding_tokens import TokenVectors
+from plugin.embedding.embedding_tokens import token_rows
+from plugin.embedding.model_files import Pooling
+from plugin.embedding.model_files import check_onnx_modules
+from plugin.embedding.model_files import default_prompt
+from plugin.embedding.model_files import max_seq_length
+from plugin.embedding.model_files import read_pooling
 from plugin.embedding.onnx_weights import read_initializers
 from plugin.embedding.pooling import pool
 
@@ -123,7 +123,8 @@ def _export_fp32(model_dir: Path, target: Path) -> None:
 
 
 def _quantize(fp32: Path, target: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic
     from onnxruntime.quantization.registry import IntegerOpsRegistry
 
     partial = target.with_suffix(f".{os.getpid()}.partial")
@@ -271,6 +272,9 @@ def _session(ort: Any, onnx_file: Path, threads: int | None, shared: list[Any]) 
     options.log_severity_level = 3  # warnings would break "one line on stderr"
     if threads is not None:
         options.intra_op_num_threads = threads
+    # a session's threads spin between its parallel steps (a lone text is quicker for it)
+    # but stop when its run ends, not spin on and take a core from the next request
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     for name, _, value in shared:
         options.add_initializer(name, value)
     return ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])

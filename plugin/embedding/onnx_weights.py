@@ -42,7 +42,9 @@ _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL: the data is in another file
 @cache
 def _model_class() -> Any:
     """ModelProto.graph.initializer, with onnx.proto's field numbers and nothing else."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from google.protobuf import descriptor_pb2
+    from google.protobuf import descriptor_pool
+    from google.protobuf import message_factory
 
     proto = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(

@@ -16,14 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 
 from adapters.base import VectorBackend
 from adapters.parts import TokenIndex
 from plugin.embedding.background import retried
 from plugin.embedding.embedder import clip_for_model
-from plugin.embedding.embedding_tokens import Embedding, TokenVectors
-from plugin.scheduling.work import Priority, Work
+from plugin.embedding.embedding_tokens import Embedding
+from plugin.embedding.embedding_tokens import TokenVectors
+from plugin.scheduling.work import Priority
+from plugin.scheduling.work import Work
 
 PAGE = 64
 RETRY_S = 2.0

@@ -17,7 +17,9 @@ import logging
 
 from aiohttp import web
 
-from plugin.http.keys import BACKEND, ENCODER, SERVICE
+from plugin.http.keys import BACKEND
+from plugin.http.keys import ENCODER
+from plugin.http.keys import SERVICE
 from plugin.transfer import jsonl
 from plugin.transfer.bulk import stream_export
 

@@ -18,44 +18,49 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from collections.abc import Callable
 
 from aiohttp import web
 
 from adapters.base import VectorBackend
 from adapters.values import SearchMode
 from plugin.backends import build_backend
-from plugin.core.fingerprint import FingerprintMismatch, check_at_start
+from plugin.core.fingerprint import FingerprintMismatch
+from plugin.core.fingerprint import check_at_start
 from plugin.core.janitor import run_janitor
 from plugin.core.search_mode import choose_search_mode
-from plugin.core.service import Clock, MemoryService, utc_now
+from plugin.core.service import Clock
+from plugin.core.service import MemoryService
+from plugin.core.service import utc_now
 from plugin.embedding import token_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
-from plugin.embedding.encoders import Encoder, load_encoder
+from plugin.embedding.encoders import Encoder
+from plugin.embedding.encoders import load_encoder
 from plugin.embedding.keyword_index import maintain_in_background
 from plugin.http.admin import admin_routes
 from plugin.http.handlers import routes
-from plugin.http.keys import (
-    ADMISSION,
-    BACKEND,
-    EMBEDDER,
-    ENCODER,
-    KEYWORDS,
-    METRICS,
-    SEARCH_MODE,
-    SERVICE,
-    SETTINGS,
-    STOP,
-    STORE_SIZES,
-    TICKS,
-    VECTORS_VERIFIED,
-)
-from plugin.http.middleware import envelope, request_context
+from plugin.http.keys import ADMISSION
+from plugin.http.keys import BACKEND
+from plugin.http.keys import EMBEDDER
+from plugin.http.keys import ENCODER
+from plugin.http.keys import KEYWORDS
+from plugin.http.keys import METRICS
+from plugin.http.keys import SEARCH_MODE
+from plugin.http.keys import SERVICE
+from plugin.http.keys import SETTINGS
+from plugin.http.keys import STOP
+from plugin.http.keys import STORE_SIZES
+from plugin.http.keys import TICKS
+from plugin.http.keys import VECTORS_VERIFIED
+from plugin.http.middleware import envelope
+from plugin.http.middleware import request_context
 from plugin.observability.instrumented import instrumented
 from plugin.observability.metrics import Metrics
 from plugin.observability.store_size_gauges import StoreSizeGauges
-from plugin.scheduling.admission import Admission, Shares
+from plugin.scheduling.admission import Admission
+from plugin.scheduling.admission import Shares
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings

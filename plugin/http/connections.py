@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 

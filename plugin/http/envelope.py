@@ -8,15 +8,14 @@ caller's mistake must never become one.
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
-from aiohttp.http_exceptions import (
-    BadHttpMethod,
-    BadStatusLine,
-    InvalidHeader,
-    InvalidURLError,
-    LineTooLong,
-)
+from aiohttp.http_exceptions import BadHttpMethod
+from aiohttp.http_exceptions import BadStatusLine
+from aiohttp.http_exceptions import InvalidHeader
+from aiohttp.http_exceptions import InvalidURLError
+from aiohttp.http_exceptions import LineTooLong
 from pydantic import ValidationError
 
 ErrorCode = Literal["bad_request", "not_found", "forbidden", "internal", "unavailable"]

@@ -15,23 +15,29 @@ from contextlib import asynccontextmanager
 from typing import TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
+from pydantic import ValidationError
 
 from adapters.errors import BackendError
-from plugin import CAPABILITIES, CONTRACT_VERSION
-from plugin.core.contract_names import canonical_uuid, check_namespace_name
-from plugin.http.envelope import bad_request, from_validation
-from plugin.http.keys import ADMISSION, METRICS, SERVICE
-from plugin.http.middleware import MEMORY_ID_KEY, NAMESPACE_KEY, SEARCHED_KEY
-from plugin.http.wire import (
-    ForgetRequest,
-    MemoryWrite,
-    NamespacePatch,
-    NamespaceUpsert,
-    SearchRequest,
-    memory_body,
-    namespace_body,
-)
+from plugin import CAPABILITIES
+from plugin import CONTRACT_VERSION
+from plugin.core.contract_names import canonical_uuid
+from plugin.core.contract_names import check_namespace_name
+from plugin.http.envelope import bad_request
+from plugin.http.envelope import from_validation
+from plugin.http.keys import ADMISSION
+from plugin.http.keys import METRICS
+from plugin.http.keys import SERVICE
+from plugin.http.middleware import MEMORY_ID_KEY
+from plugin.http.middleware import NAMESPACE_KEY
+from plugin.http.middleware import SEARCHED_KEY
+from plugin.http.wire import ForgetRequest
+from plugin.http.wire import MemoryWrite
+from plugin.http.wire import NamespacePatch
+from plugin.http.wire import NamespaceUpsert
+from plugin.http.wire import SearchRequest
+from plugin.http.wire import memory_body
+from plugin.http.wire import namespace_body
 from plugin.observability.metrics import CONTENT_TYPE
 from plugin.scheduling.work import search_tenant
 

@@ -22,16 +22,18 @@ import uuid
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from adapters.errors import (
-    BackendError,
-    BackendRejected,
-    BackendUnavailable,
-    NamespaceGone,
-    StorageDamaged,
-)
-from plugin.core.service_errors import NotFound, ServiceError
+from adapters.errors import BackendError
+from adapters.errors import BackendRejected
+from adapters.errors import BackendUnavailable
+from adapters.errors import NamespaceGone
+from adapters.errors import StorageDamaged
+from plugin.core.service_errors import NotFound
+from plugin.core.service_errors import ServiceError
 from plugin.http.connections import BodyTimeout
-from plugin.http.envelope import ApiError, bad_request, not_found, unavailable
+from plugin.http.envelope import ApiError
+from plugin.http.envelope import bad_request
+from plugin.http.envelope import not_found
+from plugin.http.envelope import unavailable
 from plugin.http.keys import METRICS
 from plugin.scheduling.admission import OverShare
 

@@ -15,21 +15,25 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from datetime import UTC
+from datetime import datetime
+from typing import Annotated
+from typing import Any
+from typing import Literal
 
-from pydantic import (
-    AfterValidator,
-    AwareDatetime,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-)
+from pydantic import AfterValidator
+from pydantic import AwareDatetime
+from pydantic import BaseModel
+from pydantic import BeforeValidator
+from pydantic import ConfigDict
+from pydantic import Field
 
-from adapters.times import format_optional_time, format_time
-from adapters.values import MemoryRecord, NamespaceRecord
-from plugin.core.contract_names import canonical_uuid, check_namespace_name
+from adapters.times import format_optional_time
+from adapters.times import format_time
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from plugin.core.contract_names import canonical_uuid
+from plugin.core.contract_names import check_namespace_name
 
 RFC3339 = re.compile(
     r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"

@@ -14,19 +14,20 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
+from typing import cast
 
 from adapters.base import VectorBackend
-from adapters.errors import (
-    BackendRejected,
-    BackendUnavailable,
-    NamespaceConflict,
-    NamespaceGone,
-    StorageDamaged,
-    StorageFull,
-)
+from adapters.errors import BackendRejected
+from adapters.errors import BackendUnavailable
+from adapters.errors import NamespaceConflict
+from adapters.errors import NamespaceGone
+from adapters.errors import StorageDamaged
+from adapters.errors import StorageFull
 from adapters.parts import PARTS
 
 OperationObserver = Callable[[str, str, float], None]

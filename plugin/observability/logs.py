@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 
 from aiohttp.http_exceptions import BadHttpMessage
 

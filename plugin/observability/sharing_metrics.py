@@ -7,13 +7,19 @@ Labels stay bounded: a tenant's kind (workspace, team, org, other), a priority
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
+from prometheus_client import Counter
+from prometheus_client import Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from plugin.scheduling.admission import REASONS, Admission, OverShare
+from plugin.scheduling.admission import REASONS
+from plugin.scheduling.admission import Admission
+from plugin.scheduling.admission import OverShare
 from plugin.scheduling.work import Priority
 
 PREFIX = "memory_plugin"

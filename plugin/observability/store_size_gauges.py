@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
+from prometheus_client import Gauge
 
 from adapters.parts import StoreSizes
 

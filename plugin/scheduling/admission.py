@@ -14,11 +14,14 @@ A request whose deadline passed while its work still waited behind others' (adap
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from adapters.callers import Waiting, current_caller, current_waiting
+from adapters.callers import Waiting
+from adapters.callers import current_caller
+from adapters.callers import current_waiting
 from plugin.core.service_errors import DeadlinePassed
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.work import tenant_kind

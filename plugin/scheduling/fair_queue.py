@@ -14,8 +14,10 @@ the last of a tenant's several items does not run past its request's deadline.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from collections.abc import Callable
+from collections.abc import Iterator
+from typing import Generic
+from typing import TypeVar
 
 T = TypeVar("T")
 

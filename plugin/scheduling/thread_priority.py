@@ -20,7 +20,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -14,14 +14,21 @@ as on the HTTP path). Keyword vectors are not in the file: they are computed on 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
 from datetime import datetime
 
 from adapters.base import VectorBackend
 from adapters.parts import BulkTransfer
-from adapters.values import MemoryRecord, NamespaceRecord, StoredMemory
-from plugin.core.contract_names import canonical_uuid, check_namespace_name
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from adapters.values import StoredMemory
+from plugin.core.contract_names import canonical_uuid
+from plugin.core.contract_names import check_namespace_name
 from plugin.core.service import unexpired_namespace
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import clip_for_model

@@ -22,12 +22,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, cast
+from typing import IO
+from typing import cast
 
 import numpy as np
 
-from adapters.times import format_optional_time, format_time, parse_optional_time, parse_time
-from adapters.values import JsonObject, MemoryRecord, NamespaceRecord
+from adapters.times import format_optional_time
+from adapters.times import format_time
+from adapters.times import parse_optional_time
+from adapters.times import parse_time
+from adapters.values import JsonObject
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
 
 FORMAT = "memory-plugin-vector-export"
 VERSION = 1

@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from harness.clocks import WallClock
-from tests.support.app import AppFactory, ContractClient, served
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
+from tests.support.app import served
 
 
 @pytest.fixture

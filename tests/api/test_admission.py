@@ -17,14 +17,19 @@ from typing import Any
 
 import pytest
 
-from harness.clocks import ManualClock, WallClock
-from harness.platform_client import Breaker, CallError, surfaced
+from harness.clocks import ManualClock
+from harness.clocks import WallClock
+from harness.platform_client import Breaker
+from harness.platform_client import CallError
+from harness.platform_client import surfaced
 from plugin.http import middleware
 from plugin.http.app import create_app
 from plugin.http.keys import ADMISSION
 from plugin.scheduling.service_time import INITIAL_S
 from plugin.settings import Settings
-from tests.support.app import ContractClient, Reply, served
+from tests.support.app import ContractClient
+from tests.support.app import Reply
+from tests.support.app import served
 from tests.support.encoders import GatedEncoder
 
 

@@ -6,8 +6,12 @@ import json
 
 import pytest
 
-from plugin.http.wire import MemoryWrite, NamespaceUpsert, SearchRequest
-from tests.support.contract import TESTDATA, component, validate
+from plugin.http.wire import MemoryWrite
+from plugin.http.wire import NamespaceUpsert
+from plugin.http.wire import SearchRequest
+from tests.support.contract import TESTDATA
+from tests.support.contract import component
+from tests.support.contract import validate
 
 
 def load(name: str) -> bytes:

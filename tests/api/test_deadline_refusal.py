@@ -17,8 +17,10 @@ import pytest
 from harness.clocks import WallClock
 from plugin.http.app import create_app
 from plugin.settings import Settings
-from tests.support.app import ContractClient, served
-from tests.support.encoders import GatedEncoder, PacedEncoder
+from tests.support.app import ContractClient
+from tests.support.app import served
+from tests.support.encoders import GatedEncoder
+from tests.support.encoders import PacedEncoder
 
 TENANTS = [f"workspace:w{n}" for n in range(16)]
 REFUSED = {

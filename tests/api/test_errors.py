@@ -6,12 +6,14 @@ import logging
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestServer
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from harness.clocks import WallClock
-from tests.support.app import AppFactory, ContractClient
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
 
 pytestmark = pytest.mark.every_backend
 

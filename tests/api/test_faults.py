@@ -22,9 +22,12 @@ from aiohttp import web
 from plugin.embedding.embedder import MAX_EMBEDDED_CHARS
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from plugin.http.keys import EMBEDDER, SERVICE
-from plugin.scheduling.work import UNATTRIBUTED, Work
-from tests.support.app import AppFactory, ContractClient
+from plugin.http.keys import EMBEDDER
+from plugin.http.keys import SERVICE
+from plugin.scheduling.work import UNATTRIBUTED
+from plugin.scheduling.work import Work
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
 
 pytestmark = pytest.mark.every_backend
 

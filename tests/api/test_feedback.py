@@ -6,7 +6,9 @@ words with the memories that match it best, is found by `feedback` and not by `h
 from __future__ import annotations
 
 from harness.clocks import WallClock
-from tests.support.app import AppFactory, ContractClient, served
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
+from tests.support.app import served
 
 NS = "workspace:helpdesk"
 QUESTION = "status of ticket XJ-4471"

@@ -19,12 +19,16 @@ from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import SearchMode, SearchQuery
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
 from harness.clocks import WallClock
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
-from plugin.http.keys import ENCODER, SERVICE
-from tests.support.app import AppFactory, ContractClient, served
+from plugin.http.keys import ENCODER
+from plugin.http.keys import SERVICE
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
+from tests.support.app import served
 from tests.support.qdrant_local import stored_points
 
 NS = "workspace:helpdesk"

@@ -11,20 +11,31 @@ import inspect
 from datetime import timedelta
 from pathlib import Path
 
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import VectorBackend
-from adapters.parts import BulkTransfer, KeywordIndex, StoreMeta, TokenIndex
+from adapters.parts import BulkTransfer
+from adapters.parts import KeywordIndex
+from adapters.parts import StoreMeta
+from adapters.parts import TokenIndex
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from harness.clocks import WallClock
 from harness.server_process import free_port
 from plugin.http.keys import EMBEDDER
 from plugin.observability.instrumented import instrumented
-from tests.support.app import AppFactory, ContractClient
-from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 NS = "workspace:metrics"
 MEMORY_ID = "7d1c3a52-1d4e-4b8e-9a55-0c2f6f2f4b11"

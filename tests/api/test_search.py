@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from adapters.values import MemoryFilter, SearchMode
+from adapters.values import MemoryFilter
+from adapters.values import SearchMode
 from plugin.http.keys import SERVICE
 from tests.support.app import ContractClient
 

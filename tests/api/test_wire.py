@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 
 import pytest
 from pydantic import ValidationError
 
-from plugin.core.contract_names import canonical_uuid, check_namespace_name
-from plugin.http.wire import MemoryWrite, SearchRequest
+from plugin.core.contract_names import canonical_uuid
+from plugin.core.contract_names import check_namespace_name
+from plugin.http.wire import MemoryWrite
+from plugin.http.wire import SearchRequest
 
 BASE = '{"content":"c","kind":"fact","source":"agent"'
 

@@ -10,21 +10,28 @@ from pathlib import Path
 
 import pytest
 
-from adapters.errors import BackendMisconfigured, BackendUnavailable
-from adapters.qdrant.edge.edge_client import (
-    default_workers,
-    edge_workers,
-    embedded_store,
-    engine_workers,
-)
-from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge.edge_client import default_workers
+from adapters.qdrant.edge.edge_client import edge_workers
+from adapters.qdrant.edge.edge_client import embedded_store
+from adapters.qdrant.edge.edge_client import engine_workers
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from adapters.worker.engine_pool import EnginePool
 from tests.backends.suite import BackendSuite
-from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.backends.suite.hybrid import HybridSuite
+from tests.backends.suite.hybrid import KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.backends.test_engine_process import until
-from tests.support.backends import names_of_each_worker, started
-from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.backends import names_of_each_worker
+from tests.support.backends import started
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 WORKERS = 2
 

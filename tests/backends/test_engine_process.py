@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,12 +16,15 @@ import pytest
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_client import edge_in_worker
 from adapters.values import NamespaceRecord
-from adapters.worker.engine_client import EngineClient, WorkerSpec
+from adapters.worker.engine_client import EngineClient
+from adapters.worker.engine_client import WorkerSpec
 from tests.backends.suite import BackendSuite
-from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.backends.suite.hybrid import HybridSuite
+from tests.backends.suite.hybrid import KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
-from tests.support.records import DIM, T0
+from tests.support.records import DIM
+from tests.support.records import T0
 
 
 class TestEngineProcess(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):

@@ -20,9 +20,13 @@ from harness.clocks import ManualClock
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from tests.backends.suite import BackendSuite
-from tests.backends.suite.hybrid import FAR, KEYWORDS, QUERY_VECTOR, HybridSuite
+from tests.backends.suite.hybrid import FAR
+from tests.backends.suite.hybrid import KEYWORDS
+from tests.backends.suite.hybrid import QUERY_VECTOR
+from tests.backends.suite.hybrid import HybridSuite
 from tests.support.backends import started
-from tests.support.records import DIM, cosine
+from tests.support.records import DIM
+from tests.support.records import cosine
 
 
 def suite_backend(

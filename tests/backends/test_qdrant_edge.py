@@ -9,19 +9,28 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.errors import BackendMisconfigured, NamespaceGone
+from adapters.errors import BackendMisconfigured
+from adapters.errors import NamespaceGone
 from adapters.qdrant.edge import record_store
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.upkeep import DEADLINE_S, QUIET_S
+from adapters.qdrant.edge.upkeep import DEADLINE_S
+from adapters.qdrant.edge.upkeep import QUIET_S
 from adapters.qdrant.layout import new_epoch
-from adapters.values import MemoryVectors, NamespaceRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from harness.clocks import ManualClock
 from tests.backends.suite import BackendSuite
-from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.backends.suite.hybrid import HybridSuite
+from tests.backends.suite.hybrid import KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
-from tests.support.records import DIM, T0, dense, everything, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):

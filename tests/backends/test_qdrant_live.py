@@ -25,7 +25,8 @@ from adapters.base import VectorBackend
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from tests.backends.suite import BackendSuite
-from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.backends.suite.hybrid import HybridSuite
+from tests.backends.suite.hybrid import KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.records import DIM
 

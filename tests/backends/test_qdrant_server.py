@@ -18,7 +18,8 @@ from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import SearchMode
 from plugin.core.search_mode import choose_search_mode
 from tests.backends.suite import BackendSuite
-from tests.backends.suite.hybrid import HybridSuite, KeywordIndexSuite
+from tests.backends.suite.hybrid import HybridSuite
+from tests.backends.suite.hybrid import KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
 from tests.support.records import DIM

@@ -13,17 +13,24 @@ import asyncio
 import re
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field
+from datetime import UTC
+from datetime import datetime
 from typing import Any
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from harness.server_process import REPO_ROOT, clean_env, free_port
-from plugin.commands.check import CheckOptions, run_check
+from harness.server_process import REPO_ROOT
+from harness.server_process import clean_env
+from harness.server_process import free_port
+from plugin.commands.check import CheckOptions
+from plugin.commands.check import run_check
 from tests.support.app import ContractClient
 
 STEPS = [

@@ -16,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.server_process import HOST, clean_env
-from tests.support.cli import PROG, one_line, run_cli, serve_env
+from harness.server_process import HOST
+from harness.server_process import clean_env
+from tests.support.cli import PROG
+from tests.support.cli import one_line
+from tests.support.cli import run_cli
+from tests.support.cli import serve_env
 
 FAST_S = 5.0
 SECRET = "s3cr3t-api-key-value-4f1c"

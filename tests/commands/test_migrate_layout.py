@@ -11,10 +11,15 @@ import pytest
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import MemoryVectors, NamespaceRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from plugin.cli import main
 from plugin.commands.migrate_layout import migrate
-from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 async def test_migrate_copies_reports_and_is_idempotent() -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
@@ -18,9 +20,11 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from harness.postgres_server import fresh_database, running_server
+from harness.postgres_server import fresh_database
+from harness.postgres_server import running_server
 from plugin.cli import main
-from plugin.commands import export_import, import_postgres
+from plugin.commands import export_import
+from plugin.commands import import_postgres
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 

@@ -19,7 +19,9 @@ import pytest
 from adapters.pinecone import PineconeBackend
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import MemoryRecord, NamespaceRecord, SearchMode
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from adapters.values import SearchMode
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.cli import main
@@ -28,17 +30,15 @@ from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from plugin.transfer import jsonl
 from tests.support.backends import started
-from tests.support.transfer import (
-    NAMES,
-    NOW,
-    T0,
-    corpus,
-    export_bytes,
-    import_bytes,
-    same_export,
-    searches,
-    seed,
-)
+from tests.support.transfer import NAMES
+from tests.support.transfer import NOW
+from tests.support.transfer import T0
+from tests.support.transfer import corpus
+from tests.support.transfer import export_bytes
+from tests.support.transfer import import_bytes
+from tests.support.transfer import same_export
+from tests.support.transfer import searches
+from tests.support.transfer import seed
 
 
 @pytest.fixture

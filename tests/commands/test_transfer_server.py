@@ -10,10 +10,14 @@ import asyncio
 import io
 import json
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 
-from adapters.values import MemoryRecord, NamespaceRecord
-from plugin.commands.export_import import ProgressBar, export_remote
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from plugin.commands.export_import import ProgressBar
+from plugin.commands.export_import import export_remote
 from plugin.http.keys import BACKEND
 from tests.support.app import ContractClient
 

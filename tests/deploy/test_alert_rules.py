@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.helm import FULLNAME, NAMESPACE, one, render
+from tests.support.helm import FULLNAME
+from tests.support.helm import NAMESPACE
+from tests.support.helm import one
+from tests.support.helm import render
 from tests.support.tools import require_tool
 
 RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbook.md"

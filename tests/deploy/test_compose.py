@@ -15,15 +15,13 @@ import pytest
 import yaml
 
 from plugin.settings import Settings
-from tests.support.container import (
-    COMPOSE,
-    DOCKERFILE,
-    ROOT,
-    UID,
-    env_of,
-    parse_dockerfile,
-    stage_named,
-)
+from tests.support.container import COMPOSE
+from tests.support.container import DOCKERFILE
+from tests.support.container import ROOT
+from tests.support.container import UID
+from tests.support.container import env_of
+from tests.support.container import parse_dockerfile
+from tests.support.container import stage_named
 
 
 @pytest.fixture(scope="module")

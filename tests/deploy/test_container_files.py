@@ -17,16 +17,14 @@ from pathlib import Path
 import pytest
 
 from plugin.settings import Settings
-from tests.support.container import (
-    DOCKERFILE,
-    ROOT,
-    UID,
-    Instruction,
-    env_of,
-    parse_dockerfile,
-    stage_named,
-    stages,
-)
+from tests.support.container import DOCKERFILE
+from tests.support.container import ROOT
+from tests.support.container import UID
+from tests.support.container import Instruction
+from tests.support.container import env_of
+from tests.support.container import parse_dockerfile
+from tests.support.container import stage_named
+from tests.support.container import stages
 from tests.support.tools import require_tool
 
 

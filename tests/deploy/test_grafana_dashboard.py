@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.support.helm import FULLNAME, render
+from tests.support.helm import FULLNAME
+from tests.support.helm import render
 
 VARIABLE = {"type": "prometheus", "uid": "${datasource}"}
 

@@ -8,16 +8,14 @@ from typing import Any
 import pytest
 
 from plugin.settings import Settings
-from tests.support.helm import (
-    FULLNAME,
-    SCENARIOS,
-    Manifest,
-    config_map,
-    one,
-    render,
-    render_fails,
-    server_container,
-)
+from tests.support.helm import FULLNAME
+from tests.support.helm import SCENARIOS
+from tests.support.helm import Manifest
+from tests.support.helm import config_map
+from tests.support.helm import one
+from tests.support.helm import render
+from tests.support.helm import render_fails
+from tests.support.helm import server_container
 
 # --- secrets --------------------------------------------------------------------------
 

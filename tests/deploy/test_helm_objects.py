@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.helm import (
-    FULLNAME,
-    NAMESPACE,
-    SCENARIOS,
-    Manifest,
-    _render,
-    chart_values,
-    helm_test_pod,
-    one,
-    render,
-    render_fails,
-    selects,
-)
+from tests.support.helm import FULLNAME
+from tests.support.helm import NAMESPACE
+from tests.support.helm import SCENARIOS
+from tests.support.helm import Manifest
+from tests.support.helm import _render
+from tests.support.helm import chart_values
+from tests.support.helm import helm_test_pod
+from tests.support.helm import one
+from tests.support.helm import render
+from tests.support.helm import render_fails
+from tests.support.helm import selects
 
 # --- Service and NetworkPolicy -----------------------------------------------------------
 

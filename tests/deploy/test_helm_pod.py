@@ -9,22 +9,20 @@ import pytest
 from aiohttp import web
 
 from plugin.settings import Settings
-from tests.support.helm import (
-    CHART,
-    FULLNAME,
-    NAMESPACE,
-    RELEASE,
-    RUNTIME_ENV,
-    SCENARIOS,
-    Manifest,
-    chart_values,
-    config_map,
-    helm,
-    helm_test_pod,
-    one,
-    render,
-    server_container,
-)
+from tests.support.helm import CHART
+from tests.support.helm import FULLNAME
+from tests.support.helm import NAMESPACE
+from tests.support.helm import RELEASE
+from tests.support.helm import RUNTIME_ENV
+from tests.support.helm import SCENARIOS
+from tests.support.helm import Manifest
+from tests.support.helm import chart_values
+from tests.support.helm import config_map
+from tests.support.helm import helm
+from tests.support.helm import helm_test_pod
+from tests.support.helm import one
+from tests.support.helm import render
+from tests.support.helm import server_container
 
 # --- the server pod ---------------------------------------------------------------------
 

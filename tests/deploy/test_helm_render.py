@@ -20,20 +20,18 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from tests.support.helm import (
-    CHART,
-    CRD_KINDS,
-    KUBE_VERSION,
-    RELEASE,
-    SCENARIOS,
-    Manifest,
-    chart_values,
-    helm,
-    one,
-    render,
-    render_fails,
-    values_file,
-)
+from tests.support.helm import CHART
+from tests.support.helm import CRD_KINDS
+from tests.support.helm import KUBE_VERSION
+from tests.support.helm import RELEASE
+from tests.support.helm import SCENARIOS
+from tests.support.helm import Manifest
+from tests.support.helm import chart_values
+from tests.support.helm import helm
+from tests.support.helm import one
+from tests.support.helm import render
+from tests.support.helm import render_fails
+from tests.support.helm import values_file
 
 # --- helm lint and schema validation of every object --------------------------------
 

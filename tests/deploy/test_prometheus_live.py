@@ -28,9 +28,14 @@ import aiohttp
 import pytest
 import yaml
 
-from harness.server_process import ServerProcess, free_port
-from tests.deploy.test_grafana_dashboard import dashboard, panels
-from tests.support.helm import FULLNAME, NAMESPACE, one, render
+from harness.server_process import ServerProcess
+from harness.server_process import free_port
+from tests.deploy.test_grafana_dashboard import dashboard
+from tests.deploy.test_grafana_dashboard import panels
+from tests.support.helm import FULLNAME
+from tests.support.helm import NAMESPACE
+from tests.support.helm import one
+from tests.support.helm import render
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.slow

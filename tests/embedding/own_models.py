@@ -30,7 +30,9 @@ LEGACY_KEYS = {
 def save_transformer(directory: Path) -> Path:
     """A random one-layer BERT and its tokenizer, saved with transformers."""
     import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertConfig
+    from transformers import BertModel
+    from transformers import BertTokenizerFast
 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
@@ -52,7 +54,9 @@ def save_transformer(directory: Path) -> Path:
 def save_model(transformer: Path, target: Path, modes: tuple[str, ...], legacy: bool) -> Path:
     """A sentence-transformers model (Transformer, Pooling by `modes`, Normalize) at `target`."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize
+    from sentence_transformers.sentence_transformer.modules import Pooling
+    from sentence_transformers.sentence_transformer.modules import Transformer
 
     inner = Transformer(str(transformer), max_seq_length=MAX_SEQ_LENGTH)
     pooling = Pooling(HIDDEN, pooling_mode=modes[0] if len(modes) == 1 else modes)

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from plugin.embedding.embedder import MAX_BATCH, BatchingEmbedder
+from plugin.embedding.embedder import MAX_BATCH
+from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.encoders import GatedEncoder

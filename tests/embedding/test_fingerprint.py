@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestServer
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from harness.server_process import free_port
-from plugin.core.fingerprint import (
-    LEGACY_FINGERPRINT,
-    META_KEY,
-    FingerprintMismatch,
-    check_store,
-    same_vector_space,
-)
+from plugin.core.fingerprint import LEGACY_FINGERPRINT
+from plugin.core.fingerprint import META_KEY
+from plugin.core.fingerprint import FingerprintMismatch
+from plugin.core.fingerprint import check_store
+from plugin.core.fingerprint import same_vector_space
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.app import AppFactory
-from tests.support.cli import PROG, one_line, run_cli, serve_env
+from tests.support.cli import PROG
+from tests.support.cli import one_line
+from tests.support.cli import run_cli
+from tests.support.cli import serve_env
 
 TORCH, ONNX, INT8 = (f"all-MiniLM-L6-v2/{b}" for b in ("torch", "onnx", "onnx-int8"))
 

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,19 +20,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.server_process import REPO_ROOT, clean_env
+from harness.server_process import REPO_ROOT
+from harness.server_process import clean_env
 from plugin.embedding.embedder import BatchingEmbedder
-from plugin.embedding.encoders import (
-    Encoder,
-    SentenceTransformerEncoder,
-    configured_fingerprint,
-    embedding_sessions,
-    load_encoder,
-    onnx_dir,
-)
+from plugin.embedding.encoders import Encoder
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from plugin.embedding.encoders import configured_fingerprint
+from plugin.embedding.encoders import embedding_sessions
+from plugin.embedding.encoders import load_encoder
+from plugin.embedding.encoders import onnx_dir
 from plugin.embedding.model_files import resolve_model_dir
-from plugin.embedding.onnx_model import ONNX_FILES, SOURCE_FILE, OnnxEncoder, check_export
-from plugin.settings import Settings, SettingsError
+from plugin.embedding.onnx_model import ONNX_FILES
+from plugin.embedding.onnx_model import SOURCE_FILE
+from plugin.embedding.onnx_model import OnnxEncoder
+from plugin.embedding.onnx_model import check_export
+from plugin.settings import Settings
+from plugin.settings import SettingsError
 
 TEXTS = [
     "the user prefers tabs for indentation",
@@ -152,6 +156,21 @@ def test_only_a_text_embedded_alone_takes_the_session_with_every_cores_threads(
     assert solo.runs == 0
     pooled.embed_lone([TEXTS[0]])
     assert solo.runs == 1
+
+
+def test_a_text_embedded_alone_leaves_no_thread_spinning_after_it(tmp_path: Path) -> None:
+    """ONNX Runtime's threads, left to spin once a run ends, burned a third of a core for
+    a while after every lone text: CPU the engine worker and the next requests need."""
+    settings = settings_for("onnx", tmp_path).model_copy(update={"embedding_sessions": 2})
+    encoder = load_encoder(settings)
+    encoder.embed_lone([TEXTS[0]])  # warm: the threads exist
+    spent = []
+    for text in TEXTS[:3]:
+        encoder.embed_lone([text])
+        started = time.process_time()
+        time.sleep(0.1)
+        spent.append(time.process_time() - started)
+    assert max(spent) < 0.015, spent
 
 
 def test_sessions_default_to_the_usable_cores(tmp_path: Path) -> None:

@@ -19,12 +19,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.server_process import REPO_ROOT, ServerProcess, clean_env
+from harness.server_process import REPO_ROOT
+from harness.server_process import ServerProcess
+from harness.server_process import clean_env
 from plugin.embedding import encoders
-from plugin.embedding.encoders import SentenceTransformerEncoder, load_encoder
-from plugin.embedding.model_files import Pooling, model_dimension, read_pooling
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from plugin.embedding.encoders import load_encoder
+from plugin.embedding.model_files import Pooling
+from plugin.embedding.model_files import model_dimension
+from plugin.embedding.model_files import read_pooling
 from plugin.settings import Settings
-from tests.embedding.own_models import HIDDEN, save_model, save_transformer, write_legacy_config
+from tests.embedding.own_models import HIDDEN
+from tests.embedding.own_models import save_model
+from tests.embedding.own_models import save_transformer
+from tests.embedding.own_models import write_legacy_config
 
 TEXTS = [
     "the user prefers tabs",

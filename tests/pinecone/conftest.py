@@ -9,7 +9,8 @@ import pytest
 from adapters.pinecone import PineconeBackend
 from adapters.values import NamespaceRecord
 from harness.clocks import ManualClock
-from harness.pinecone_backend import NS, adapter_backend
+from harness.pinecone_backend import NS
+from harness.pinecone_backend import adapter_backend
 from harness.pinecone_fake import FakePinecone
 from tests.support.records import T0
 

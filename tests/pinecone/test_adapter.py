@@ -10,18 +10,23 @@ from __future__ import annotations
 from datetime import timedelta
 
 from adapters.pinecone import PineconeBackend
-from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from harness.clocks import ManualClock
-from harness.pinecone_backend import (
-    DELETE,
-    FETCH,
-    NS,
-    QUERY,
-    RECORDS,
-    adapter_backend,
-)
+from harness.pinecone_backend import DELETE
+from harness.pinecone_backend import FETCH
+from harness.pinecone_backend import NS
+from harness.pinecone_backend import QUERY
+from harness.pinecone_backend import RECORDS
+from harness.pinecone_backend import adapter_backend
 from harness.pinecone_fake import FakePinecone
-from tests.support.records import T0, dense, everything, memory, unit
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 # -- read-your-writes ------------------------------------------------------------------
 

@@ -9,18 +9,24 @@ import time
 
 import pytest
 
-from adapters.errors import BackendMisconfigured, BackendRejected, BackendUnavailable
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendRejected
+from adapters.errors import BackendUnavailable
 from adapters.pinecone import PineconeBackend
-from adapters.values import MemoryVectors, NamespaceRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from harness.clocks import ManualClock
-from harness.pinecone_backend import (
-    NS,
-    QUERY,
-    UPSERT,
-    pinecone_backend,
-)
+from harness.pinecone_backend import NS
+from harness.pinecone_backend import QUERY
+from harness.pinecone_backend import UPSERT
+from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
-from tests.support.records import DIM, T0, dense, everything, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 # -- faults ----------------------------------------------------------------------------
 

@@ -12,10 +12,14 @@ from datetime import timedelta
 import pytest
 
 from adapters.pinecone.listing import newest_memories
-from adapters.pinecone.vector_metadata import F_CREATED_US, memory_filter
+from adapters.pinecone.vector_metadata import F_CREATED_US
+from adapters.pinecone.vector_metadata import memory_filter
 from adapters.times import to_micros
-from adapters.values import JsonObject, MemoryFilter, MemoryRecord
-from tests.support.records import T0, memory
+from adapters.values import JsonObject
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from tests.support.records import T0
+from tests.support.records import memory
 
 
 def _lower_bound(flt: JsonObject) -> int:

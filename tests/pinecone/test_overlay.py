@@ -7,9 +7,15 @@ from datetime import timedelta
 import pytest
 
 from adapters.pinecone.overlay import FreshnessOverlay
-from adapters.values import MemoryFilter, NamespaceRecord, ScoredMemory, SearchQuery
+from adapters.values import MemoryFilter
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchQuery
 from harness.clocks import ManualClock
-from tests.support.records import T0, cosine, memory, unit
+from tests.support.records import T0
+from tests.support.records import cosine
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 @pytest.fixture

@@ -9,7 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.errors import BackendUnavailable, NamespaceGone, StorageDamaged, StorageFull
+from adapters.errors import BackendUnavailable
+from adapters.errors import NamespaceGone
+from adapters.errors import StorageDamaged
+from adapters.errors import StorageFull
 from adapters.qdrant.edge.engine_calls import EngineCalls
 
 

@@ -13,9 +13,15 @@ import pytest
 from adapters.errors import StorageFull
 from adapters.qdrant.edge import upkeep
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from harness.clocks import ManualClock
-from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 NAME = "org:busy"
 WRITES = 5  # REOPEN_AFTER_WRITES, for these tests

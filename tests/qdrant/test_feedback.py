@@ -17,12 +17,24 @@ import qdrant_edge as qe
 
 from adapters.qdrant.edge import search_passes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import open_shard, point_vectors
-from adapters.qdrant.feedback import FEEDBACK_WEIGHT, expanded, term_weights
-from adapters.values import MemoryVectors, NamespaceRecord, ScoredMemory, SearchQuery, SparseVector
+from adapters.qdrant.edge.engine import open_shard
+from adapters.qdrant.edge.engine import point_vectors
+from adapters.qdrant.feedback import FEEDBACK_WEIGHT
+from adapters.qdrant.feedback import expanded
+from adapters.qdrant.feedback import term_weights
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchQuery
+from adapters.values import SparseVector
 from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
-from tests.support.records import DIM, T0, cosine, everything, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import cosine
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 KEYWORDS = KeywordEncoder()
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,19 @@ import qdrant_edge as qe
 from adapters.qdrant.edge import search_passes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload
-from adapters.values import MemoryFilter, MemoryVectors, NamespaceRecord, ScoredMemory, SearchQuery
+from adapters.values import MemoryFilter
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchQuery
 from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.edge_plans import full_filter_answer
-from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 KEYWORDS = KeywordEncoder()
 WORDS = ["router", "ticket", "firmware", "lake", "lunch", "crash", "fix", "team", "printer"]

@@ -12,15 +12,14 @@ import re
 import string
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume
+from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.qdrant.names import (
-    DEFAULT_PREFIX,
-    MAX_COLLECTION_NAME,
-    collection_name,
-    is_valid_collection_name,
-)
+from adapters.qdrant.names import DEFAULT_PREFIX
+from adapters.qdrant.names import MAX_COLLECTION_NAME
+from adapters.qdrant.names import collection_name
+from adapters.qdrant.names import is_valid_collection_name
 
 NAMESPACE_RE = re.compile(r"^[a-z]+:[A-Za-z0-9_:.\-]+$")
 URL_SAFE = re.compile(r"^[A-Za-z0-9._~-]+$")

@@ -19,8 +19,11 @@ import respx
 
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from harness.clocks import WallClock
-from tests.support.app import AppFactory, ContractClient, served
-from tests.support.qdrant_rest import mock_shared_ready, ok
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
+from tests.support.app import served
+from tests.support.qdrant_rest import mock_shared_ready
+from tests.support.qdrant_rest import ok
 
 URL = "http://qdrant.test:6333"
 NS = "workspace:abc"

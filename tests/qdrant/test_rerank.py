@@ -15,11 +15,18 @@ import pytest
 
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery, TokenVectors
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
+from adapters.values import TokenVectors
 from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.edge_plans import full_filter_answer
-from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 KEYWORDS = KeywordEncoder()
 WORDS = [

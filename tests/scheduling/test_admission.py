@@ -12,9 +12,17 @@ import pytest
 
 from adapters.callers import current_caller
 from harness.clocks import ManualClock
-from plugin.scheduling.admission import FAIR_SHARE, TENANT_MAX, Admission, OverShare, Shares
-from plugin.scheduling.service_time import INITIAL_S, LEAST_S, MODEL_WINDOW_TEXTS, ServiceTime
-from plugin.scheduling.work import search_tenant, tenant_kind
+from plugin.scheduling.admission import FAIR_SHARE
+from plugin.scheduling.admission import TENANT_MAX
+from plugin.scheduling.admission import Admission
+from plugin.scheduling.admission import OverShare
+from plugin.scheduling.admission import Shares
+from plugin.scheduling.service_time import INITIAL_S
+from plugin.scheduling.service_time import LEAST_S
+from plugin.scheduling.service_time import MODEL_WINDOW_TEXTS
+from plugin.scheduling.service_time import ServiceTime
+from plugin.scheduling.work import search_tenant
+from plugin.scheduling.work import tenant_kind
 
 
 @pytest.fixture

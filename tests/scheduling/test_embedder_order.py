@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 
 from plugin.embedding.embedder import BatchingEmbedder
-from plugin.embedding.length_groups import encode_by_length, length_groups
-from plugin.scheduling.work import Priority, Work
+from plugin.embedding.length_groups import encode_by_length
+from plugin.embedding.length_groups import length_groups
+from plugin.scheduling.work import Priority
+from plugin.scheduling.work import Work
 from tests.support.encoders import GatedEncoder
 
 

@@ -11,7 +11,8 @@ import pytest
 from aiohttp import web
 
 from plugin.embedding.embedder import BatchingEmbedder
-from plugin.scheduling.thread_priority import MODEL_NICE_INCREMENT, at_low_priority
+from plugin.scheduling.thread_priority import MODEL_NICE_INCREMENT
+from plugin.scheduling.thread_priority import at_low_priority
 from tests.support.app import AppFactory
 from tests.support.encoders import GatedEncoder
 

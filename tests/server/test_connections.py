@@ -16,18 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.raw_http import (
-    HEALTH,
-    SLACK_S,
-    connect,
-    exchange,
-    log_lines,
-    one_response,
-    parse,
-    peer,
-    serve,
-    until_closed,
-)
+from harness.raw_http import HEALTH
+from harness.raw_http import SLACK_S
+from harness.raw_http import connect
+from harness.raw_http import exchange
+from harness.raw_http import log_lines
+from harness.raw_http import one_response
+from harness.raw_http import parse
+from harness.raw_http import peer
+from harness.raw_http import serve
+from harness.raw_http import until_closed
 from harness.server_process import ServerProcess
 
 HEADER_TIMEOUT_S = 1.0

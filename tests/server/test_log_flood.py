@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.raw_http import HEALTH, connect, half_open, log_lines, one_response, serve
+from harness.raw_http import HEALTH
+from harness.raw_http import connect
+from harness.raw_http import half_open
+from harness.raw_http import log_lines
+from harness.raw_http import one_response
+from harness.raw_http import serve
 
 CONNECTIONS = 1000
 SERVER_OPEN_FILES = 256

@@ -28,7 +28,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from harness.server_process import HOST, WIDE_SHARES, ServerProcess
+from harness.server_process import HOST
+from harness.server_process import WIDE_SHARES
+from harness.server_process import ServerProcess
 from plugin.commands.serve import SHUTDOWN_GRACE_S
 
 NS = "workspace:shutdown"

@@ -9,7 +9,9 @@ import pytest
 
 from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from plugin.backends import build_backend
-from plugin.settings import Settings, SettingsError, parse_listen_addr
+from plugin.settings import Settings
+from plugin.settings import SettingsError
+from plugin.settings import parse_listen_addr
 
 
 def test_defaults() -> None:

@@ -8,9 +8,15 @@ from pathlib import Path
 
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
-from adapters.values import MemoryVectors, NamespaceRecord
-from tests.support.records import DIM, T0, everything, memory, unit
+from adapters.qdrant.edge.shards import SHARD_COUNT
+from adapters.qdrant.edge.shards import shard_index
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 NAMES = [f"workspace:n{i:02d}" for i in range(24)]
 MEMORIES = 4

@@ -22,9 +22,12 @@ from harness.clocks import WallClock
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.store import faults
-from tests.support.app import AppFactory, served
+from tests.support.app import AppFactory
+from tests.support.app import served
 from tests.support.backends import started
-from tests.support.records import DIM, T0, everything
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
 
 
 async def test_lost_records_and_a_shard_that_does_not_open(seeded_store: Path) -> None:

@@ -21,7 +21,10 @@ import qdrant_edge as qe
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from harness.server_process import REPO_ROOT
-from tests.support.records import DIM, T0, dense, everything
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import everything
 
 DOOMED, KEPT = "org:doomed", "org:kept"
 

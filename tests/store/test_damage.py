@@ -10,21 +10,30 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 import qdrant_edge as qe
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestServer
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
-from adapters.qdrant.layout import memory_to_payload, point_id
-from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord
+from adapters.qdrant.edge.shards import SHARD_COUNT
+from adapters.qdrant.edge.shards import shard_index
+from adapters.qdrant.layout import memory_to_payload
+from adapters.qdrant.layout import point_id
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from harness.clocks import WallClock
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
-from tests.support.app import AppFactory, ContractClient, served
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
+from tests.support.app import served
 
 GOOD, BAD = "workspace:good", "workspace:bad"
 CAPABILITIES = ["embedding", "ttl", "pin"]

@@ -21,7 +21,10 @@ from typing import Any
 import pytest
 
 from adapters.errors import StorageFull
-from adapters.qdrant.edge.disk import MIB, DiskGuard, free_bytes, sparse_bytes
+from adapters.qdrant.edge.disk import MIB
+from adapters.qdrant.edge.disk import DiskGuard
+from adapters.qdrant.edge.disk import free_bytes
+from adapters.qdrant.edge.disk import sparse_bytes
 from harness.server_process import ServerProcess
 
 NAMESPACE = "workspace:full"

@@ -9,7 +9,8 @@ sent the moment the last answer arrived, with no flush, no shutdown hook.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

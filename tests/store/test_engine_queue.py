@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from adapters.callers import Waiting, current_waiting
+from adapters.callers import Waiting
+from adapters.callers import current_waiting
 from adapters.errors import BackendUnavailable
 from adapters.worker.engine_queue import EngineQueue
 

@@ -14,7 +14,8 @@ import asyncio
 import errno
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,19 @@ import pytest
 
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.log_sync import LogSync, Pending
+from adapters.qdrant.edge.log_sync import LogSync
+from adapters.qdrant.edge.log_sync import Pending
 from adapters.qdrant.edge.record_store import RecordStore
-from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
-from adapters.values import Durability, MemoryVectors, NamespaceRecord
+from adapters.qdrant.edge.shards import SHARD_COUNT
+from adapters.qdrant.edge.shards import shard_index
+from adapters.values import Durability
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from tests.support.backends import started
-from tests.support.records import DIM, T0, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import memory
+from tests.support.records import unit
 
 NAME = "workspace:synced"
 Event = tuple[str, Any]

@@ -18,18 +18,27 @@ from pathlib import Path
 
 import pytest
 import qdrant_edge as qe
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestServer
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.integrity import kind_of
-from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
-from adapters.values import MemoryRecord, MemoryVectors, NamespaceRecord
+from adapters.qdrant.edge.shards import SHARD_COUNT
+from adapters.qdrant.edge.shards import shard_index
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from harness.clocks import WallClock
 from plugin import cli
 from plugin.http.keys import SERVICE
 from plugin.settings import Settings
-from tests.support.app import AppFactory, ContractClient, served
-from tests.support.records import DIM, T0, memory, unit
+from tests.support.app import AppFactory
+from tests.support.app import ContractClient
+from tests.support.app import served
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import memory
+from tests.support.records import unit
 
 GOOD, BAD = "workspace:good", "team:bad"
 CAPABILITIES = ["embedding", "ttl", "pin"]

@@ -19,22 +19,28 @@ import pytest
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.edge_writes import EdgeStoreMeta
-from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.fingerprint import META_KEY
 from plugin.embedding import keyword_index
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.embedding.keyword_index import COMPLETE, META_ENCODER, META_STATE
-from tests.support.keyword_store import (
-    NAMES,
-    PER_NAMESPACE,
-    RARE,
-    contents,
-    matches,
-    stored_keywords,
-)
-from tests.support.records import DIM, T0, everything, memory, unit
+from plugin.embedding.keyword_index import COMPLETE
+from plugin.embedding.keyword_index import META_ENCODER
+from plugin.embedding.keyword_index import META_STATE
+from tests.support.keyword_store import NAMES
+from tests.support.keyword_store import PER_NAMESPACE
+from tests.support.keyword_store import RARE
+from tests.support.keyword_store import contents
+from tests.support.keyword_store import matches
+from tests.support.keyword_store import stored_keywords
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> None:

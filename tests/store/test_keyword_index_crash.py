@@ -17,19 +17,22 @@ import aiohttp
 import pytest
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from harness.server_process import REPO_ROOT, ServerProcess
+from harness.server_process import REPO_ROOT
+from harness.server_process import ServerProcess
 from plugin.embedding import keyword_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from plugin.embedding.keyword_index import BUILDING, COMPLETE, META_ENCODER, META_STATE
-from tests.support.keyword_store import (
-    NAMES,
-    RARE,
-    matches,
-    stored_keywords,
-    write_previous_version,
-)
-from tests.support.records import DIM, everything
+from plugin.embedding.keyword_index import BUILDING
+from plugin.embedding.keyword_index import COMPLETE
+from plugin.embedding.keyword_index import META_ENCODER
+from plugin.embedding.keyword_index import META_STATE
+from tests.support.keyword_store import NAMES
+from tests.support.keyword_store import RARE
+from tests.support.keyword_store import matches
+from tests.support.keyword_store import stored_keywords
+from tests.support.keyword_store import write_previous_version
+from tests.support.records import DIM
+from tests.support.records import everything
 
 _KILLED_MID_FILL = """
 import asyncio, os, signal

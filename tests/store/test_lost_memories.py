@@ -20,11 +20,17 @@ import qdrant_edge as qe
 
 from adapters.errors import StorageDamaged
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.shards import SHARD_COUNT, shard_index
-from adapters.values import MemoryVectors, NamespaceRecord
+from adapters.qdrant.edge.shards import SHARD_COUNT
+from adapters.qdrant.edge.shards import shard_index
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from plugin import cli
 from tests.store import faults
-from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 NAME = "org:tracked"
 

@@ -21,10 +21,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from harness.server_process import WIDE_SHARES, ServerProcess
-from tests.support.acknowledged import Writer, check
+from harness.server_process import WIDE_SHARES
+from harness.server_process import ServerProcess
+from tests.support.acknowledged import Writer
+from tests.support.acknowledged import check
 from tests.support.cli import run_cli
-from tests.support.power_cut import PowerCutMount, unavailable
+from tests.support.power_cut import PowerCutMount
+from tests.support.power_cut import unavailable
 
 pytestmark = [
     pytest.mark.slow,

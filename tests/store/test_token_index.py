@@ -17,14 +17,21 @@ import qdrant_edge as qe
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.ranking import TOKENS_VECTOR
-from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from plugin.embedding import token_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.scheduling.work import Work
-from tests.support.keyword_store import NAMES, PER_NAMESPACE, RARE, write_previous_version
-from tests.support.records import T0, everything, memory
+from tests.support.keyword_store import NAMES
+from tests.support.keyword_store import PER_NAMESPACE
+from tests.support.keyword_store import RARE
+from tests.support.keyword_store import write_previous_version
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
 
 QUESTION = "what was escalated to finance?"
 

@@ -18,7 +18,8 @@ from adapters.worker.engine_client import EngineClient
 from harness.server_process import ServerProcess
 from plugin.http.keys import BACKEND
 from tests.support.app import ContractClient
-from tests.support.records import DIM, T0
+from tests.support.records import DIM
+from tests.support.records import T0
 
 WRITERS = 8
 SEARCHERS = 8

@@ -13,7 +13,8 @@ import pytest
 
 from adapters.worker.engine_pool import EnginePool
 from plugin.http.keys import BACKEND
-from tests.store.test_worker_crash import acknowledged_more, serving_again
+from tests.store.test_worker_crash import acknowledged_more
+from tests.store.test_worker_crash import serving_again
 from tests.support.app import ContractClient
 from tests.support.backends import names_of_each_worker
 

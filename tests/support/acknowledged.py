@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import random
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
 from typing import Any
 
 import aiohttp

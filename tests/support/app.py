@@ -7,12 +7,14 @@ contract before the test sees it; the `api` fixture (tests/conftest.py) hands on
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestServer
 
 from harness.clocks import WallClock
 from tests.support.contract import assert_conforms

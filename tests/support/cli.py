@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness.server_process import REPO_ROOT, clean_env
+from harness.server_process import REPO_ROOT
+from harness.server_process import clean_env
 
 PROG = "memory-plugin-vector"
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 from openapi_schema_validator import OAS30Validator
-from referencing import Registry, Resource
+from referencing import Registry
+from referencing import Resource
 from referencing.jsonschema import DRAFT4
 
 SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "contract" / "memory-plugin-v1.yaml"

@@ -13,7 +13,9 @@ from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import parsed_memory
 from adapters.qdrant.edge.search_passes import full_filter_requests
 from adapters.qdrant.layout import Scope
-from adapters.values import MemoryFilter, ScoredMemory, SearchQuery
+from adapters.values import MemoryFilter
+from adapters.values import ScoredMemory
+from adapters.values import SearchQuery
 
 
 async def full_filter_answer(

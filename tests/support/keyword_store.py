@@ -12,15 +12,24 @@ import pytest
 import qdrant_edge as qe
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import edge_config, point_vectors
+from adapters.qdrant.edge.engine import edge_config
+from adapters.qdrant.edge.engine import point_vectors
 from adapters.qdrant.edge.record_store import RecordStore
-from adapters.qdrant.edge.shards import SHARD_COUNT, SHARDS_DIR, shard_index
-from adapters.qdrant.layout import memory_to_payload, point_id
+from adapters.qdrant.edge.shards import SHARD_COUNT
+from adapters.qdrant.edge.shards import SHARDS_DIR
+from adapters.qdrant.edge.shards import shard_index
+from adapters.qdrant.layout import memory_to_payload
+from adapters.qdrant.layout import point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.values import NamespaceRecord
 from plugin.core.fingerprint import META_KEY
-from plugin.embedding.keyword_index import COMPLETE, META_ENCODER, META_STATE
-from tests.support.records import DIM, T0, memory, unit
+from plugin.embedding.keyword_index import COMPLETE
+from plugin.embedding.keyword_index import META_ENCODER
+from plugin.embedding.keyword_index import META_STATE
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import memory
+from tests.support.records import unit
 
 NAMES = ["workspace:one", "team:two"]
 PER_NAMESPACE = 300

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pinecone import (
-    AsyncIndex,
-)
+from pinecone import AsyncIndex
 from pinecone.models.response_info import ResponseInfo
 from pinecone.models.vectors.responses import ListResponse
 

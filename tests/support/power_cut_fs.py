@@ -23,7 +23,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mfusepy import FUSE, Operations
+from mfusepy import FUSE
+from mfusepy import Operations
 
 BLOCK = 4096
 

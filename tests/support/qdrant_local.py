@@ -6,7 +6,8 @@ counts, a spy on client calls, an injected outage of filter deletes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from typing import Any
 
 import httpx

@@ -12,13 +12,15 @@ from typing import Any
 import respx
 from qdrant_client.http import models
 
-from adapters.qdrant.layout import memory_to_payload, namespace_to_json, point_id
+from adapters.qdrant.layout import memory_to_payload
+from adapters.qdrant.layout import namespace_to_json
+from adapters.qdrant.layout import point_id
 from adapters.qdrant.server.tenants import record_id
-from adapters.values import MemoryRecord, NamespaceRecord
-from tests.support.qdrant_rest import (
-    ok,
-)
-from tests.support.records import DIM, T0
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from tests.support.qdrant_rest import ok
+from tests.support.records import DIM
+from tests.support.records import T0
 
 URL = "http://qdrant.test:6333"
 NS = "workspace:abc"

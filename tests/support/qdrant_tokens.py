@@ -18,9 +18,15 @@ from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.namespace_collections_records import RECORD_KEY
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from tests.support.qdrant_rest import collection_info, collections, completed, memory_vectors, ok
-from tests.support.qdrant_server import URL, record
-from tests.support.records import DIM, unit
+from tests.support.qdrant_rest import collection_info
+from tests.support.qdrant_rest import collections
+from tests.support.qdrant_rest import completed
+from tests.support.qdrant_rest import memory_vectors
+from tests.support.qdrant_rest import ok
+from tests.support.qdrant_server import URL
+from tests.support.qdrant_server import record
+from tests.support.records import DIM
+from tests.support.records import unit
 
 COLL = "/collections/memory-workspace~abc"
 TOKENS = [unit(1), unit(0, 1)]

@@ -9,9 +9,12 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC
+from datetime import datetime
 
-from adapters.values import MemoryFilter, MemoryRecord, SearchQuery
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import SearchQuery
 
 DIM = 8
 T0 = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from adapters.base import VectorBackend
-from adapters.values import MemoryRecord, NamespaceRecord, SearchMode
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from adapters.values import SearchMode
 from plugin.commands import export_import
 from plugin.core.search_mode import choose_search_mode
 from plugin.core.service import MemoryService
@@ -24,7 +28,9 @@ from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.wire import SearchRequest
 from plugin.transfer import jsonl
-from plugin.transfer.bulk import StoreWriter, import_lines, stream_export
+from plugin.transfer.bulk import StoreWriter
+from plugin.transfer.bulk import import_lines
+from plugin.transfer.bulk import stream_export
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 T0 = NOW - timedelta(days=3)

@@ -17,7 +17,8 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -28,24 +29,29 @@ from adapters.qdrant import ranking
 from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
 from adapters.qdrant.edge.edge_namespaces import EdgeNamespaces
 from adapters.qdrant.edge.edge_reads import EdgeReads
-from adapters.qdrant.edge.edge_writes import EdgeStoreMeta, EdgeTransfer, EdgeWrites
-from adapters.qdrant.edge.engine import EDGE, edge_config, open_shard
-from adapters.qdrant.edge.missing_vectors import EdgeKeywordIndex, EdgeTokenIndex
+from adapters.qdrant.edge.edge_writes import EdgeStoreMeta
+from adapters.qdrant.edge.edge_writes import EdgeTransfer
+from adapters.qdrant.edge.edge_writes import EdgeWrites
+from adapters.qdrant.edge.engine import EDGE
+from adapters.qdrant.edge.engine import edge_config
+from adapters.qdrant.edge.engine import open_shard
+from adapters.qdrant.edge.missing_vectors import EdgeKeywordIndex
+from adapters.qdrant.edge.missing_vectors import EdgeTokenIndex
 from adapters.qdrant.edge.shards import refuse_other_layouts
 from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.edge.upkeep import EdgeChecks, EdgeStoreSize, EdgeUpkeep
-from adapters.values import (
-    Durability,
-    MemoryFilter,
-    MemoryRecord,
-    MemoryVectors,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    SearchQuery,
-    StoreCondition,
-    StoredMemory,
-)
+from adapters.qdrant.edge.upkeep import EdgeChecks
+from adapters.qdrant.edge.upkeep import EdgeStoreSize
+from adapters.qdrant.edge.upkeep import EdgeUpkeep
+from adapters.values import Durability
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
+from adapters.values import StoreCondition
+from adapters.values import StoredMemory
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 

@@ -18,10 +18,14 @@ from pathlib import Path
 from adapters.errors import BackendMisconfigured
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
-from adapters.qdrant.edge.edge_backend import STORE_DIR, QdrantEdgeBackend
-from adapters.qdrant.edge.shards import SHARD_COUNT, refuse_other_layouts, shard_index
+from adapters.qdrant.edge.edge_backend import STORE_DIR
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.qdrant.edge.shards import SHARD_COUNT
+from adapters.qdrant.edge.shards import refuse_other_layouts
+from adapters.qdrant.edge.shards import shard_index
 from adapters.values import Durability
-from adapters.worker.engine_client import EngineClient, WorkerSpec
+from adapters.worker.engine_client import EngineClient
+from adapters.worker.engine_client import WorkerSpec
 from adapters.worker.engine_pool import EnginePool
 
 WORKERS_DIR = "workers"

@@ -11,26 +11,34 @@ reads around it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import qdrant_edge as qe
 
 from adapters.errors import StorageDamaged
-from adapters.merge import merge_listed, merge_scored, pin_sides
+from adapters.merge import merge_listed
+from adapters.merge import merge_scored
+from adapters.merge import pin_sides
 from adapters.qdrant import filters
 from adapters.qdrant.edge import search_passes
-from adapters.qdrant.edge.engine import (
-    DENSE_VECTOR,
-    EDGE,
-    dense_vector,
-    parsed_memory,
-)
+from adapters.qdrant.edge.engine import DENSE_VECTOR
+from adapters.qdrant.edge.engine import EDGE
+from adapters.qdrant.edge.engine import dense_vector
+from adapters.qdrant.edge.engine import parsed_memory
 from adapters.qdrant.edge.engine_calls import CallBatcher
 from adapters.qdrant.edge.record_store import LiveNamespace
 from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, Scope, point_id
-from adapters.values import MemoryFilter, MemoryRecord, ScoredMemory, SearchQuery, StoredMemory
+from adapters.qdrant.layout import FIELD_CREATED_US
+from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.layout import Scope
+from adapters.qdrant.layout import point_id
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchQuery
+from adapters.values import StoredMemory
 
 
 class EdgeReads:

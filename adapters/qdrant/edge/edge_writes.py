@@ -14,7 +14,9 @@ purged and raises `NamespaceGone`. `EdgeTransfer` and `EdgeStoreMeta` are the `t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,25 +25,24 @@ import qdrant_edge as qe
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
 from adapters.qdrant.edge.edge_reads import EdgeReads
-from adapters.qdrant.edge.engine import (
-    DENSE_VECTOR,
-    EDGE,
-    dense_vector,
-    parsed_memory,
-    point_vectors,
-)
+from adapters.qdrant.edge.engine import DENSE_VECTOR
+from adapters.qdrant.edge.engine import EDGE
+from adapters.qdrant.edge.engine import dense_vector
+from adapters.qdrant.edge.engine import parsed_memory
+from adapters.qdrant.edge.engine import point_vectors
 from adapters.qdrant.edge.engine_calls import CallBatcher
 from adapters.qdrant.edge.integrity import engine_counts
 from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.layout import FIELD_EPOCH, Scope, memory_to_payload, point_id
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    MemoryVectors,
-    SparseVector,
-    StoredMemory,
-    with_keywords,
-)
+from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.layout import Scope
+from adapters.qdrant.layout import memory_to_payload
+from adapters.qdrant.layout import point_id
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import SparseVector
+from adapters.values import StoredMemory
+from adapters.values import with_keywords
 
 # One memory on its way into a shard: its vectors and its namespace's epoch.
 PendingUpsert = tuple[MemoryRecord, MemoryVectors, str]

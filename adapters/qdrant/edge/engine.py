@@ -16,10 +16,19 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.errors import BackendError, BackendUnavailable, StorageDamaged, StorageFull
-from adapters.qdrant.layout import MEMORY_INDEXES, TENANT_INDEXES, IndexKind, memory_from_shared
-from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
-from adapters.values import MemoryRecord, SparseVector, TokenVectors
+from adapters.errors import BackendError
+from adapters.errors import BackendUnavailable
+from adapters.errors import StorageDamaged
+from adapters.errors import StorageFull
+from adapters.qdrant.layout import MEMORY_INDEXES
+from adapters.qdrant.layout import TENANT_INDEXES
+from adapters.qdrant.layout import IndexKind
+from adapters.qdrant.layout import memory_from_shared
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.values import MemoryRecord
+from adapters.values import SparseVector
+from adapters.values import TokenVectors
 
 log = logging.getLogger(__name__)
 

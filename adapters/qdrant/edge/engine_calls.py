@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any
+from typing import Generic
+from typing import NoReturn
+from typing import TypeVar
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.engine import fatal, translate
+from adapters.qdrant.edge.engine import fatal
+from adapters.qdrant.edge.engine import translate
 
 T = TypeVar("T")
 

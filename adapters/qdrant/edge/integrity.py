@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from dataclasses import field
+from datetime import UTC
+from datetime import datetime
 from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.engine import fatal, parsed_memory
+from adapters.qdrant.edge.engine import fatal
+from adapters.qdrant.edge.engine import parsed_memory
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
-from adapters.qdrant.layout import FIELD_CREATED_US, FIELD_EPOCH, FIELD_NAMESPACE
+from adapters.qdrant.layout import FIELD_CREATED_US
+from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.layout import FIELD_NAMESPACE
 from adapters.values import NamespaceRecord
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 from adapters.qdrant.edge.disk import fsync_path

@@ -17,10 +17,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 
-from adapters.qdrant.edge.disk import connect, move_aside
+from adapters.qdrant.edge.disk import connect
+from adapters.qdrant.edge.disk import move_aside
 
 log = logging.getLogger(__name__)
 

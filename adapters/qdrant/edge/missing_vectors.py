@@ -14,20 +14,22 @@ another encoder's keyword vectors drops them first.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeVar
 
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.engine import (
-    add_keyword_vector,
-    add_token_vector,
-    drop_keyword_vector,
-    sparse,
-)
+from adapters.qdrant.edge.engine import add_keyword_vector
+from adapters.qdrant.edge.engine import add_token_vector
+from adapters.qdrant.edge.engine import drop_keyword_vector
+from adapters.qdrant.edge.engine import sparse
 from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
-from adapters.values import SparseVector, TokenVectors
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.values import SparseVector
+from adapters.values import TokenVectors
 
 V = TypeVar("V")
 

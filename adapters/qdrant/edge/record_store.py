@@ -21,9 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.qdrant.edge.disk import connect, move_aside
+from adapters.qdrant.edge.disk import connect
+from adapters.qdrant.edge.disk import move_aside
 from adapters.qdrant.edge.memory_counts import CountStore
-from adapters.qdrant.layout import namespace_from_json, namespace_to_json, new_epoch
+from adapters.qdrant.layout import namespace_from_json
+from adapters.qdrant.layout import namespace_to_json
+from adapters.qdrant.layout import new_epoch
 from adapters.values import NamespaceRecord
 
 log = logging.getLogger(__name__)

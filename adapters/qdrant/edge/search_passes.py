@@ -15,17 +15,28 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import qdrant_edge as qe
 
 from adapters.merge import pin_sides
-from adapters.qdrant import feedback, filters, ranking
-from adapters.qdrant.edge.engine import EDGE, EDGE_RANKING, EdgeRanking
-from adapters.qdrant.layout import FIELD_EXPIRES_US, FIELD_NAMESPACE, FIELD_PINNED, Scope
+from adapters.qdrant import feedback
+from adapters.qdrant import filters
+from adapters.qdrant import ranking
+from adapters.qdrant.edge.engine import EDGE
+from adapters.qdrant.edge.engine import EDGE_RANKING
+from adapters.qdrant.edge.engine import EdgeRanking
+from adapters.qdrant.layout import FIELD_EXPIRES_US
+from adapters.qdrant.layout import FIELD_NAMESPACE
+from adapters.qdrant.layout import FIELD_PINNED
+from adapters.qdrant.layout import Scope
 from adapters.times import to_micros
-from adapters.values import MemoryFilter, SearchQuery, SparseVector, TokenVectors
+from adapters.values import MemoryFilter
+from adapters.values import SearchQuery
+from adapters.values import SparseVector
+from adapters.values import TokenVectors
 
 
 def asked(asks: list[tuple[Any, list[Any]]]) -> list[list[Any]]:

@@ -22,15 +22,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from adapters.errors import BackendMisconfigured, BackendUnavailable, StorageDamaged, StorageFull
-from adapters.qdrant.edge.disk import (
-    DiskGuard,
-    allocated_bytes,
-    fsync_path,
-    sparse_copy,
-    sync_trees,
-)
-from adapters.qdrant.edge.engine import fatal, open_shard
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendUnavailable
+from adapters.errors import StorageDamaged
+from adapters.errors import StorageFull
+from adapters.qdrant.edge.disk import DiskGuard
+from adapters.qdrant.edge.disk import allocated_bytes
+from adapters.qdrant.edge.disk import fsync_path
+from adapters.qdrant.edge.disk import sparse_copy
+from adapters.qdrant.edge.disk import sync_trees
+from adapters.qdrant.edge.engine import fatal
+from adapters.qdrant.edge.engine import open_shard
 
 log = logging.getLogger(__name__)
 

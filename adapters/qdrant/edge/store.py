@@ -16,17 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
+from typing import Literal
+from typing import TypeVar
 
 import qdrant_edge as qe
 
-from adapters.errors import BackendError, StorageDamaged
+from adapters.errors import BackendError
+from adapters.errors import StorageDamaged
 from adapters.qdrant import filters
 from adapters.qdrant.edge.disk import DiskGuard
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine_calls import EngineCalls
 from adapters.qdrant.edge.integrity import some
-from adapters.qdrant.edge.log_sync import GroupCommit, LogSync
+from adapters.qdrant.edge.log_sync import GroupCommit
+from adapters.qdrant.edge.log_sync import LogSync
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
 from adapters.values import Durability

@@ -20,8 +20,10 @@ import time
 from adapters.qdrant.edge import integrity
 from adapters.qdrant.edge.disk import allocated_bytes
 from adapters.qdrant.edge.engine import fatal
-from adapters.qdrant.edge.integrity import IntegrityReport, some
-from adapters.qdrant.edge.store import EdgeStore, Upkeep
+from adapters.qdrant.edge.integrity import IntegrityReport
+from adapters.qdrant.edge.integrity import some
+from adapters.qdrant.edge.store import EdgeStore
+from adapters.qdrant.edge.store import Upkeep
 from adapters.values import StoreSize
 
 # Vacuum once this many points were replaced or deleted since the last time.

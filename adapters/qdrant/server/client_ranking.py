@@ -10,8 +10,10 @@ from typing import NamedTuple
 
 from qdrant_client.http import models
 
-from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
-from adapters.values import SparseVector, TokenVectors
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.values import SparseVector
+from adapters.values import TokenVectors
 
 
 class Query(NamedTuple):

@@ -11,10 +11,14 @@ from collections.abc import Sequence
 from qdrant_client.http import models
 
 from adapters.merge import pin_sides
-from adapters.qdrant import filters, ranking
-from adapters.qdrant.layout import FIELD_CREATED_US, IndexKind, Scope
+from adapters.qdrant import filters
+from adapters.qdrant import ranking
+from adapters.qdrant.layout import FIELD_CREATED_US
+from adapters.qdrant.layout import IndexKind
+from adapters.qdrant.layout import Scope
 from adapters.qdrant.server.client_ranking import CLIENT_RANKING
-from adapters.values import MemoryFilter, SearchQuery
+from adapters.values import MemoryFilter
+from adapters.values import SearchQuery
 
 IndexParams = models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
 

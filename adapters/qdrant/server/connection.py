@@ -12,19 +12,28 @@ only place SDK and httpx exceptions become `adapters.errors` types.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
-from typing import Protocol, TypeVar
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Collection
+from collections.abc import Mapping
+from typing import Protocol
+from typing import TypeVar
 
 import httpx
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.common.client_exceptions import QdrantException
 from qdrant_client.http import models
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from qdrant_client.http.exceptions import ResponseHandlingException
+from qdrant_client.http.exceptions import UnexpectedResponse
 
-from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable
+from adapters.errors import BackendError
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendUnavailable
 from adapters.qdrant import names
 from adapters.qdrant.layout import IndexKind
-from adapters.qdrant.server.client_requests import IndexParams, index_params
+from adapters.qdrant.server.client_requests import IndexParams
+from adapters.qdrant.server.client_requests import index_params
 
 T = TypeVar("T")
 Page = tuple[list[models.Record], models.ExtendedPointId | None]

@@ -17,14 +17,12 @@ from typing import Protocol
 from adapters.parts import BulkTransfer
 from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
-from adapters.values import (
-    MemoryRecord,
-    MemoryVectors,
-    SearchMode,
-    SparseVector,
-    StoredMemory,
-    TokenVectors,
-)
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import SearchMode
+from adapters.values import SparseVector
+from adapters.values import StoredMemory
+from adapters.values import TokenVectors
 
 # keyword feedback is a second pass of the embedded store's reads; `rerank` here is
 # MaxSim over the fused candidates without it (docs/backends.md)

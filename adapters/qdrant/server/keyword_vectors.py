@@ -17,11 +17,15 @@ from collections.abc import Sequence
 
 from qdrant_client.http import models
 
-from adapters.errors import BackendError, BackendMisconfigured
-from adapters.qdrant.ranking import KEYWORDS_VECTOR, TOKENS_VECTOR
+from adapters.errors import BackendError
+from adapters.errors import BackendMisconfigured
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server.client_ranking import sparse
-from adapters.qdrant.server.connection import Call, CollectionMissing
-from adapters.values import SparseVector, TokenVectors
+from adapters.qdrant.server.connection import Call
+from adapters.qdrant.server.connection import CollectionMissing
+from adapters.values import SparseVector
+from adapters.values import TokenVectors
 
 KEYWORD_VECTORS = {KEYWORDS_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
 

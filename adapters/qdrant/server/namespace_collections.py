@@ -22,47 +22,38 @@ from functools import cached_property
 
 from qdrant_client.http import models
 
-from adapters.base import DEFAULT_PREFIX, VectorBackend
-from adapters.errors import BackendError, BackendMisconfigured
-from adapters.merge import merge_listed, merge_scored
+from adapters.base import DEFAULT_PREFIX
+from adapters.base import VectorBackend
+from adapters.errors import BackendError
+from adapters.errors import BackendMisconfigured
+from adapters.merge import merge_listed
+from adapters.merge import merge_scored
 from adapters.qdrant import filters
-from adapters.qdrant.server.client_requests import (
-    DENSE,
-    DIALECT,
-    NEWEST_FIRST,
-    Query,
-    side_requests,
-)
+from adapters.qdrant.server.client_requests import DENSE
+from adapters.qdrant.server.client_requests import DIALECT
+from adapters.qdrant.server.client_requests import NEWEST_FIRST
+from adapters.qdrant.server.client_requests import Query
+from adapters.qdrant.server.client_requests import side_requests
 from adapters.qdrant.server.connection import QdrantConnection
-from adapters.qdrant.server.connection_owner import (
-    SERVER_SEARCH_MODES,
-    ServerConnectionOwner,
-    upsert_one,
-)
-from adapters.qdrant.server.namespace_collections_keywords import (
-    CollectionsKeywordIndex,
-    CollectionsTokenIndex,
-)
-from adapters.qdrant.server.namespace_collections_records import (
-    CollectionNamespaces,
-    CollectionStoreMeta,
-)
-from adapters.qdrant.server.namespace_collections_transfer import (
-    CollectionsTransfer,
-    memory_of,
-    point_id_of,
-    stored_of,
-)
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    MemoryVectors,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    SearchQuery,
-    StoredMemory,
-)
+from adapters.qdrant.server.connection_owner import SERVER_SEARCH_MODES
+from adapters.qdrant.server.connection_owner import ServerConnectionOwner
+from adapters.qdrant.server.connection_owner import upsert_one
+from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
+from adapters.qdrant.server.namespace_collections_keywords import CollectionsTokenIndex
+from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
+from adapters.qdrant.server.namespace_collections_records import CollectionStoreMeta
+from adapters.qdrant.server.namespace_collections_transfer import CollectionsTransfer
+from adapters.qdrant.server.namespace_collections_transfer import memory_of
+from adapters.qdrant.server.namespace_collections_transfer import point_id_of
+from adapters.qdrant.server.namespace_collections_transfer import stored_of
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
+from adapters.values import StoredMemory
 
 log = logging.getLogger(__name__)
 _NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks

@@ -11,13 +11,18 @@ collection, and skips a collection deleted meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import TypeVar
 
-from adapters.qdrant.server import keyword_vectors, token_vectors
-from adapters.qdrant.server.connection import Call, CollectionMissing
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server import token_vectors
+from adapters.qdrant.server.connection import Call
+from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
-from adapters.values import SparseVector, TokenVectors
+from adapters.values import SparseVector
+from adapters.values import TokenVectors
 
 T = TypeVar("T")
 V = TypeVar("V")

@@ -10,16 +10,22 @@ calls with it; its other parts (the keyword and token index, transfer,
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from collections.abc import Callable
+from typing import Any
+from typing import TypeVar
 
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.errors import BackendError, NamespaceConflict
-from adapters.qdrant import layout, names
-from adapters.qdrant.server import keyword_vectors, token_vectors
-from adapters.qdrant.server.connection import CollectionMissing, QdrantConnection
+from adapters.errors import BackendError
+from adapters.errors import NamespaceConflict
+from adapters.qdrant import layout
+from adapters.qdrant import names
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server import token_vectors
+from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.server.connection import QdrantConnection
 from adapters.values import NamespaceRecord
 
 T = TypeVar("T")

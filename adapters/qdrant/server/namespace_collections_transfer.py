@@ -9,26 +9,29 @@ how a point of a namespace collection is read as a memory, for both.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from datetime import datetime
 
 from qdrant_client.http import models
 
-from adapters.errors import BackendError, BackendRejected, NamespaceGone
-from adapters.qdrant import filters, layout
+from adapters.errors import BackendError
+from adapters.errors import BackendRejected
+from adapters.errors import NamespaceGone
+from adapters.qdrant import filters
+from adapters.qdrant import layout
 from adapters.qdrant.ranking import TOKENS_VECTOR
-from adapters.qdrant.server import keyword_vectors, token_vectors
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    SparseVector,
-    StoredMemory,
-    TokenVectors,
-    with_keywords,
-)
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import SparseVector
+from adapters.values import StoredMemory
+from adapters.values import TokenVectors
+from adapters.values import with_keywords
 
 
 def point_id_of(memory_id: str) -> str | None:

@@ -12,17 +12,27 @@ copying them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeVar
 
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.errors import BackendError, BackendMisconfigured, BackendUnavailable
-from adapters.qdrant import layout, names
-from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US, IndexKind
-from adapters.qdrant.server import keyword_vectors, token_vectors
-from adapters.qdrant.server.connection import CollectionMissing, QdrantConnection
+from adapters.errors import BackendError
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendUnavailable
+from adapters.qdrant import layout
+from adapters.qdrant import names
+from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.layout import FIELD_EXPIRES_US
+from adapters.qdrant.layout import IndexKind
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server import token_vectors
+from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.server.connection import QdrantConnection
 
 T = TypeVar("T")
 

@@ -15,18 +15,26 @@ re-created namespace still gets a new epoch and never shows old memories.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
 from adapters.errors import BackendError
-from adapters.qdrant import filters, layout
-from adapters.qdrant.layout import FIELD_EPOCH, FIELD_EXPIRES_US
+from adapters.qdrant import filters
+from adapters.qdrant import layout
+from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.layout import FIELD_EXPIRES_US
 from adapters.qdrant.server.client_requests import DIALECT
-from adapters.qdrant.server.tenant_collections import FIELD_TYPE, TenantCollections
+from adapters.qdrant.server.tenant_collections import FIELD_TYPE
+from adapters.qdrant.server.tenant_collections import TenantCollections
 from adapters.times import to_micros
 from adapters.values import NamespaceRecord
 

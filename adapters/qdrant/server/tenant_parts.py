@@ -9,19 +9,28 @@ namespace, by its epoch in the `TenantNamespaces` part (tenant_namespaces.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from qdrant_client.http import models
 
 from adapters.errors import NamespaceGone
-from adapters.qdrant import filters, layout
-from adapters.qdrant.server import keyword_vectors, token_vectors
+from adapters.qdrant import filters
+from adapters.qdrant import layout
+from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
-from adapters.qdrant.server.tenant_collections import TenantCollections, stored_vector
-from adapters.qdrant.server.tenant_namespaces import TenantNamespaces, epoch_of
-from adapters.values import MemoryFilter, SparseVector, StoredMemory, TokenVectors, with_keywords
+from adapters.qdrant.server.tenant_collections import TenantCollections
+from adapters.qdrant.server.tenant_collections import stored_vector
+from adapters.qdrant.server.tenant_namespaces import TenantNamespaces
+from adapters.qdrant.server.tenant_namespaces import epoch_of
+from adapters.values import MemoryFilter
+from adapters.values import SparseVector
+from adapters.values import StoredMemory
+from adapters.values import TokenVectors
+from adapters.values import with_keywords
 
 
 @dataclass(frozen=True, slots=True)

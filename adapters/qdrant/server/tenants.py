@@ -16,55 +16,52 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 
 from qdrant_client.http import models
 
-from adapters.base import DEFAULT_PREFIX, VectorBackend
-from adapters.errors import BackendError, BackendMisconfigured
-from adapters.merge import merge_listed, merge_scored
-from adapters.qdrant import filters, layout
-from adapters.qdrant.server.client_requests import (
-    DENSE,
-    DIALECT,
-    NEWEST_FIRST,
-    Query,
-    side_requests,
-)
+from adapters.base import DEFAULT_PREFIX
+from adapters.base import VectorBackend
+from adapters.errors import BackendError
+from adapters.errors import BackendMisconfigured
+from adapters.merge import merge_listed
+from adapters.merge import merge_scored
+from adapters.qdrant import filters
+from adapters.qdrant import layout
+from adapters.qdrant.server.client_requests import DENSE
+from adapters.qdrant.server.client_requests import DIALECT
+from adapters.qdrant.server.client_requests import NEWEST_FIRST
+from adapters.qdrant.server.client_requests import Query
+from adapters.qdrant.server.client_requests import side_requests
 from adapters.qdrant.server.connection import QdrantConnection
-from adapters.qdrant.server.connection_owner import (
-    SERVER_SEARCH_MODES,
-    ServerConnectionOwner,
-    upsert_one,
-)
-from adapters.qdrant.server.tenant_collections import (
-    MEMORY_STORE_INDEXES,
-    RECORD_INDEXES,
-    TenantCollections,
-    legacy_layout_line,
-    owner,
-    stored_vector,
-)
-from adapters.qdrant.server.tenant_namespaces import (
-    TenantNamespaces,
-    TenantStoreMeta,
-    epoch_of,
-    purge_id,
-    record_id,
-)
-from adapters.qdrant.server.tenant_parts import TenantKeywordIndex, TenantTokenIndex, TenantTransfer
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    MemoryVectors,
-    NamespaceRecord,
-    ScoredMemory,
-    SearchMode,
-    SearchQuery,
-    StoredMemory,
-)
+from adapters.qdrant.server.connection_owner import SERVER_SEARCH_MODES
+from adapters.qdrant.server.connection_owner import ServerConnectionOwner
+from adapters.qdrant.server.connection_owner import upsert_one
+from adapters.qdrant.server.tenant_collections import MEMORY_STORE_INDEXES
+from adapters.qdrant.server.tenant_collections import RECORD_INDEXES
+from adapters.qdrant.server.tenant_collections import TenantCollections
+from adapters.qdrant.server.tenant_collections import legacy_layout_line
+from adapters.qdrant.server.tenant_collections import owner
+from adapters.qdrant.server.tenant_collections import stored_vector
+from adapters.qdrant.server.tenant_namespaces import TenantNamespaces
+from adapters.qdrant.server.tenant_namespaces import TenantStoreMeta
+from adapters.qdrant.server.tenant_namespaces import epoch_of
+from adapters.qdrant.server.tenant_namespaces import purge_id
+from adapters.qdrant.server.tenant_namespaces import record_id
+from adapters.qdrant.server.tenant_parts import TenantKeywordIndex
+from adapters.qdrant.server.tenant_parts import TenantTokenIndex
+from adapters.qdrant.server.tenant_parts import TenantTransfer
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
+from adapters.values import StoredMemory
 
 __all__ = [
     "MEMORY_STORE_INDEXES",

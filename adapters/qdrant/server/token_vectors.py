@@ -18,10 +18,12 @@ from collections.abc import Sequence
 
 from qdrant_client.http import models
 
-from adapters.errors import BackendError, BackendMisconfigured
+from adapters.errors import BackendError
+from adapters.errors import BackendMisconfigured
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server import keyword_vectors
-from adapters.qdrant.server.connection import Call, CollectionMissing
+from adapters.qdrant.server.connection import Call
+from adapters.qdrant.server.connection import CollectionMissing
 from adapters.values import TokenVectors
 
 DENSE = ""  # the unnamed dense vector's name, as a server spells it among named ones

@@ -7,9 +7,13 @@ from datetime import timedelta
 import pytest
 
 from adapters.base import VectorBackend
-from adapters.values import MemoryVectors, NamespaceRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from tests.backends.suite.base import BackendCase
-from tests.support.records import DIM, T0, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 class ExportSuite(BackendCase):

@@ -5,9 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from adapters.base import VectorBackend
-from adapters.values import MemoryVectors, NamespaceRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from tests.backends.suite.base import BackendCase
-from tests.support.records import T0, dense, everything, memory, unit
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 class ForgetSuite(BackendCase):

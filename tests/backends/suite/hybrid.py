@@ -14,16 +14,18 @@ import pytest
 
 from adapters.base import VectorBackend
 from adapters.qdrant.ranking import KEYWORD_WEIGHT
-from adapters.values import (
-    MemoryFilter,
-    MemoryRecord,
-    MemoryVectors,
-    NamespaceRecord,
-    SearchMode,
-    SearchQuery,
-)
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchMode
+from adapters.values import SearchQuery
 from plugin.embedding.bm25 import KeywordEncoder
-from tests.support.records import T0, cosine, everything, memory, unit
+from tests.support.records import T0
+from tests.support.records import cosine
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 KEYWORDS = KeywordEncoder()
 QUERY_VECTOR = unit(1)

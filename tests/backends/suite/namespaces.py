@@ -8,9 +8,15 @@ import pytest
 
 from adapters.base import VectorBackend
 from adapters.errors import NamespaceGone
-from adapters.values import MemoryVectors, NamespaceRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
 from tests.backends.suite.base import BackendCase
-from tests.support.records import T0, dense, everything, memory, new_id, unit
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import new_id
+from tests.support.records import unit
 
 
 class NamespaceSuite(BackendCase):

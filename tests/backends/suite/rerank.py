@@ -12,9 +12,19 @@ import pytest
 
 from adapters.base import VectorBackend
 from adapters.qdrant.ranking import RERANK_WEIGHT
-from adapters.values import MemoryVectors, NamespaceRecord, ScoredMemory, SearchQuery, TokenVectors
-from tests.backends.suite.hybrid import KEYWORDS, NEAR, QUERY_VECTOR, write
-from tests.support.records import T0, everything, memory, unit
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import SearchQuery
+from adapters.values import TokenVectors
+from tests.backends.suite.hybrid import KEYWORDS
+from tests.backends.suite.hybrid import NEAR
+from tests.backends.suite.hybrid import QUERY_VECTOR
+from tests.backends.suite.hybrid import write
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 QUESTION = "router ticket"
 QUERY_TOKENS = [unit(1), unit(0, 1)]

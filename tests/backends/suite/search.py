@@ -8,9 +8,17 @@ from datetime import timedelta
 import pytest
 
 from adapters.base import VectorBackend
-from adapters.values import MemoryFilter, MemoryVectors, NamespaceRecord, SearchQuery
+from adapters.values import MemoryFilter
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from tests.backends.suite.base import BackendCase
-from tests.support.records import T0, cosine, dense, everything, memory, unit
+from tests.support.records import T0
+from tests.support.records import cosine
+from tests.support.records import dense
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 class SearchSuite(BackendCase):

@@ -6,9 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pinecone import (
-    AsyncIndex,
-)
+from pinecone import AsyncIndex
 from pinecone._internal import http_client
 
 from harness.pinecone_fake import FakePinecone

@@ -5,19 +5,22 @@ from __future__ import annotations
 import time
 
 import pytest
-from pinecone import (
-    ApiError,
-    AsyncIndex,
-    AsyncPinecone,
-    PineconeConnectionError,
-    PineconeTimeoutError,
-    RateLimitError,
-    ServiceError,
-)
+from pinecone import ApiError
+from pinecone import AsyncIndex
+from pinecone import AsyncPinecone
+from pinecone import PineconeConnectionError
+from pinecone import PineconeTimeoutError
+from pinecone import RateLimitError
+from pinecone import ServiceError
 
 from harness.clocks import ManualClock
 from harness.pinecone_fake import FakePinecone
-from tests.support.pinecone_sdk import KEY, NS, ROWS, ids_of, info, upsert
+from tests.support.pinecone_sdk import KEY
+from tests.support.pinecone_sdk import NS
+from tests.support.pinecone_sdk import ROWS
+from tests.support.pinecone_sdk import ids_of
+from tests.support.pinecone_sdk import info
+from tests.support.pinecone_sdk import upsert
 
 # --- eventual consistency ---------------------------------------------------------------------
 

@@ -8,19 +8,22 @@ consistency and faults: test_faults.py; the fixtures: conftest.py.
 from __future__ import annotations
 
 import pytest
-from pinecone import (
-    ApiError,
-    AsyncIndex,
-    AsyncPinecone,
-    NotFoundError,
-    UnauthorizedError,
-)
+from pinecone import ApiError
+from pinecone import AsyncIndex
+from pinecone import AsyncPinecone
+from pinecone import NotFoundError
+from pinecone import UnauthorizedError
 from pinecone.models.indexes.deployment import ManagedDeployment
 from pinecone.models.indexes.schema import DenseVectorField
 
 from harness.clocks import ManualClock
-from harness.pinecone_fake import DEFAULT_NAMESPACE, FakePinecone
-from tests.support.pinecone_sdk import KEY, NS, ROWS, ids_of, upsert
+from harness.pinecone_fake import DEFAULT_NAMESPACE
+from harness.pinecone_fake import FakePinecone
+from tests.support.pinecone_sdk import KEY
+from tests.support.pinecone_sdk import NS
+from tests.support.pinecone_sdk import ROWS
+from tests.support.pinecone_sdk import ids_of
+from tests.support.pinecone_sdk import upsert
 
 # --- control plane ------------------------------------------------------------------------
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pinecone import (
-    ApiError,
-    AsyncIndex,
-    PayloadTooLargeError,
-)
+from pinecone import ApiError
+from pinecone import AsyncIndex
+from pinecone import PayloadTooLargeError
 
 from harness.pinecone_fake import FakePinecone
-from tests.support.pinecone_sdk import NS, ROWS, upsert
+from tests.support.pinecone_sdk import NS
+from tests.support.pinecone_sdk import ROWS
+from tests.support.pinecone_sdk import upsert
 
 # --- filters --------------------------------------------------------------------------------
 

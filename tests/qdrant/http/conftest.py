@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from collections.abc import Iterator
 
 import pytest
 import respx
@@ -10,9 +11,7 @@ import respx
 from adapters.base import VectorBackend
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from tests.support.qdrant_rest import (
-    mock_shared_ready,
-)
+from tests.support.qdrant_rest import mock_shared_ready
 from tests.support.qdrant_server import URL
 from tests.support.records import DIM
 

@@ -10,34 +10,36 @@ import pytest
 import respx
 from qdrant_client.http import models
 
-from adapters.errors import (
-    NamespaceConflict,
-    NamespaceGone,
-)
-from adapters.qdrant.layout import memory_to_payload, namespace_to_json
+from adapters.errors import NamespaceConflict
+from adapters.errors import NamespaceGone
+from adapters.qdrant.layout import memory_to_payload
+from adapters.qdrant.layout import namespace_to_json
 from adapters.qdrant.names import collection_name
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.namespace_collections_records import RECORD_KEY
 from adapters.times import to_micros
-from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord
-from tests.support.qdrant_rest import (
-    collection_info,
-    collections,
-    completed,
-    error,
-    ok,
-)
-from tests.support.qdrant_server import (
-    MEMORY_SCHEMAS,
-    MEMORY_VECTORS,
-    NS,
-    URL,
-    VECTORS,
-    body,
-    record,
-)
-from tests.support.records import DIM, T0, dense, memory, unit
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from tests.support.qdrant_rest import collection_info
+from tests.support.qdrant_rest import collections
+from tests.support.qdrant_rest import completed
+from tests.support.qdrant_rest import error
+from tests.support.qdrant_rest import ok
+from tests.support.qdrant_server import MEMORY_SCHEMAS
+from tests.support.qdrant_server import MEMORY_VECTORS
+from tests.support.qdrant_server import NS
+from tests.support.qdrant_server import URL
+from tests.support.qdrant_server import VECTORS
+from tests.support.qdrant_server import body
+from tests.support.qdrant_server import record
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import memory
+from tests.support.records import unit
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 

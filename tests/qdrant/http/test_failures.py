@@ -4,31 +4,31 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 
 import httpx
 import pytest
 import respx
 
 from adapters.base import VectorBackend
-from adapters.errors import (
-    BackendError,
-    BackendUnavailable,
-)
+from adapters.errors import BackendError
+from adapters.errors import BackendUnavailable
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import MemoryFilter, MemoryVectors
-from tests.support.qdrant_rest import (
-    error,
-    mock_shared_ready,
-    ok,
-)
-from tests.support.qdrant_server import (
-    NS,
-    URL,
-    record,
-)
-from tests.support.records import DIM, T0, dense, memory, unit
+from adapters.values import MemoryFilter
+from adapters.values import MemoryVectors
+from tests.support.qdrant_rest import error
+from tests.support.qdrant_rest import mock_shared_ready
+from tests.support.qdrant_rest import ok
+from tests.support.qdrant_server import NS
+from tests.support.qdrant_server import URL
+from tests.support.qdrant_server import record
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import memory
+from tests.support.records import unit
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 

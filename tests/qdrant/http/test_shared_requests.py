@@ -15,32 +15,36 @@ import pytest
 import respx
 from qdrant_client.http import models
 
-from adapters.errors import (
-    BackendUnavailable,
-    NamespaceGone,
-)
-from adapters.qdrant.layout import memory_to_payload, namespace_to_json, point_id
-from adapters.qdrant.server.tenant_namespaces import generation_id, incarnation_epoch
-from adapters.qdrant.server.tenants import QdrantServerBackend, purge_id, record_id
+from adapters.errors import BackendUnavailable
+from adapters.errors import NamespaceGone
+from adapters.qdrant.layout import memory_to_payload
+from adapters.qdrant.layout import namespace_to_json
+from adapters.qdrant.layout import point_id
+from adapters.qdrant.server.tenant_namespaces import generation_id
+from adapters.qdrant.server.tenant_namespaces import incarnation_epoch
+from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.qdrant.server.tenants import purge_id
+from adapters.qdrant.server.tenants import record_id
 from adapters.times import to_micros
-from adapters.values import MemoryFilter, MemoryVectors
-from tests.support.qdrant_rest import (
-    completed,
-    error,
-    mock_shared_ready,
-    ok,
-)
-from tests.support.qdrant_server import (
-    MEM,
-    NS,
-    REC,
-    body,
-    no_memories,
-    record,
-    record_point,
-    stored,
-)
-from tests.support.records import DIM, T0, dense, memory, unit
+from adapters.values import MemoryFilter
+from adapters.values import MemoryVectors
+from tests.support.qdrant_rest import completed
+from tests.support.qdrant_rest import error
+from tests.support.qdrant_rest import mock_shared_ready
+from tests.support.qdrant_rest import ok
+from tests.support.qdrant_server import MEM
+from tests.support.qdrant_server import NS
+from tests.support.qdrant_server import REC
+from tests.support.qdrant_server import body
+from tests.support.qdrant_server import no_memories
+from tests.support.qdrant_server import record
+from tests.support.qdrant_server import record_point
+from tests.support.qdrant_server import stored
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import memory
+from tests.support.records import unit
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 

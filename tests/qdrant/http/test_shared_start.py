@@ -6,32 +6,27 @@ import httpx
 import pytest
 import respx
 
-from adapters.errors import (
-    BackendMisconfigured,
-    BackendUnavailable,
-)
-from adapters.qdrant.server.tenants import RECORD_INDEXES, QdrantServerBackend
-from tests.support.qdrant_rest import (
-    collection_info,
-    collections,
-    completed,
-    error,
-    mock_shared_ready,
-    ok,
-    shared_store_info,
-)
-from tests.support.qdrant_server import (
-    MEM,
-    MEMORY_SCHEMAS,
-    MEMORY_VECTORS,
-    NS,
-    REC,
-    RECORD_SCHEMAS,
-    URL,
-    VECTORS,
-    body,
-    no_memories,
-)
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.server.tenants import RECORD_INDEXES
+from adapters.qdrant.server.tenants import QdrantServerBackend
+from tests.support.qdrant_rest import collection_info
+from tests.support.qdrant_rest import collections
+from tests.support.qdrant_rest import completed
+from tests.support.qdrant_rest import error
+from tests.support.qdrant_rest import mock_shared_ready
+from tests.support.qdrant_rest import ok
+from tests.support.qdrant_rest import shared_store_info
+from tests.support.qdrant_server import MEM
+from tests.support.qdrant_server import MEMORY_SCHEMAS
+from tests.support.qdrant_server import MEMORY_VECTORS
+from tests.support.qdrant_server import NS
+from tests.support.qdrant_server import REC
+from tests.support.qdrant_server import RECORD_SCHEMAS
+from tests.support.qdrant_server import URL
+from tests.support.qdrant_server import VECTORS
+from tests.support.qdrant_server import body
+from tests.support.qdrant_server import no_memories
 from tests.support.records import DIM
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")

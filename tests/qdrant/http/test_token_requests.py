@@ -12,18 +12,29 @@ from qdrant_client.http import models
 
 from adapters.base import VectorBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import MemoryFilter, MemoryVectors, SearchQuery, SparseVector
-from tests.support.qdrant_rest import completed, error, mock_shared_ready, ok
-from tests.support.qdrant_server import MEM, NS, body, record_point, stored
-from tests.support.qdrant_tokens import (
-    COLL,
-    TOKENS,
-    leaf_filter,
-    rerank_search,
-    started_collections,
-    started_shared,
-)
-from tests.support.records import DIM, T0, memory, unit
+from adapters.values import MemoryFilter
+from adapters.values import MemoryVectors
+from adapters.values import SearchQuery
+from adapters.values import SparseVector
+from tests.support.qdrant_rest import completed
+from tests.support.qdrant_rest import error
+from tests.support.qdrant_rest import mock_shared_ready
+from tests.support.qdrant_rest import ok
+from tests.support.qdrant_server import MEM
+from tests.support.qdrant_server import NS
+from tests.support.qdrant_server import body
+from tests.support.qdrant_server import record_point
+from tests.support.qdrant_server import stored
+from tests.support.qdrant_tokens import COLL
+from tests.support.qdrant_tokens import TOKENS
+from tests.support.qdrant_tokens import leaf_filter
+from tests.support.qdrant_tokens import rerank_search
+from tests.support.qdrant_tokens import started_collections
+from tests.support.qdrant_tokens import started_shared
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 @pytest.fixture

@@ -12,26 +12,26 @@ from adapters.errors import BackendMisconfigured
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.namespace_collections_records import RECORD_KEY
-from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES, QdrantServerBackend
-from tests.support.qdrant_rest import (
-    collection_info,
-    collections,
-    completed,
-    error,
-    memory_vectors,
-    mock_shared_ready,
-    ok,
-)
-from tests.support.qdrant_server import MEM, URL, body, record
-from tests.support.qdrant_tokens import (
-    COLL,
-    NEW_TOKENS,
-    PLACEMENT,
-    old_collection,
-    started_collections,
-    started_shared,
-    upgrade_routes,
-)
+from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES
+from adapters.qdrant.server.tenants import QdrantServerBackend
+from tests.support.qdrant_rest import collection_info
+from tests.support.qdrant_rest import collections
+from tests.support.qdrant_rest import completed
+from tests.support.qdrant_rest import error
+from tests.support.qdrant_rest import memory_vectors
+from tests.support.qdrant_rest import mock_shared_ready
+from tests.support.qdrant_rest import ok
+from tests.support.qdrant_server import MEM
+from tests.support.qdrant_server import URL
+from tests.support.qdrant_server import body
+from tests.support.qdrant_server import record
+from tests.support.qdrant_tokens import COLL
+from tests.support.qdrant_tokens import NEW_TOKENS
+from tests.support.qdrant_tokens import PLACEMENT
+from tests.support.qdrant_tokens import old_collection
+from tests.support.qdrant_tokens import started_collections
+from tests.support.qdrant_tokens import started_shared
+from tests.support.qdrant_tokens import upgrade_routes
 from tests.support.records import DIM
 
 

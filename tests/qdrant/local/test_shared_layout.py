@@ -18,17 +18,23 @@ from qdrant_client.http import models
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.values import MemoryFilter, MemoryRecord, MemoryVectors, NamespaceRecord
-from tests.support.qdrant_local import (
-    MEMORIES,
-    RECORDS,
-    client,
-    count,
-    fail_filter_deletes,
-    ns_record,
-    spy,
-)
-from tests.support.records import DIM, T0, dense, everything, memory, unit
+from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from tests.support.qdrant_local import MEMORIES
+from tests.support.qdrant_local import RECORDS
+from tests.support.qdrant_local import client
+from tests.support.qdrant_local import count
+from tests.support.qdrant_local import fail_filter_deletes
+from tests.support.qdrant_local import ns_record
+from tests.support.qdrant_local import spy
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import dense
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 async def seed(

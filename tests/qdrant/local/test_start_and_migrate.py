@@ -7,22 +7,28 @@ from typing import Any
 
 import pytest
 
-from adapters.errors import BackendMisconfigured, BackendUnavailable
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendUnavailable
 from adapters.qdrant import layout
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
-from adapters.qdrant.server.tenants import QdrantServerBackend, legacy_layout_line
-from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
+from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.qdrant.server.tenants import legacy_layout_line
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from plugin.commands.migrate_layout import copy_collections_to_shared
-from tests.support.qdrant_local import (
-    MEMORIES,
-    RECORDS,
-    client,
-    count,
-    ns_record,
-    stored_points,
-)
-from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.qdrant_local import MEMORIES
+from tests.support.qdrant_local import RECORDS
+from tests.support.qdrant_local import client
+from tests.support.qdrant_local import count
+from tests.support.qdrant_local import ns_record
+from tests.support.qdrant_local import stored_points
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 
 async def test_legacy_layout_refuses_to_start(connection: QdrantConnection) -> None:

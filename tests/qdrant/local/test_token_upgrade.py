@@ -20,13 +20,19 @@ from adapters.qdrant.server.namespace_collections import QdrantCollectionsBacken
 from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.qdrant.server.token_vectors import has_token_vector
-from adapters.values import MemoryVectors, NamespaceRecord, SearchQuery
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.values import SearchQuery
 from plugin.embedding import token_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Work
 from tests.support.qdrant_local import client
-from tests.support.records import DIM, T0, everything, memory, unit
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
 
 NS = "workspace:old"
 KEYWORDS = KeywordEncoder()
