@@ -103,7 +103,7 @@ async def bulk_load(
     now = datetime.now(UTC)
     for name, _ in plan:
         await backend.save_namespace(NamespaceRecord(name, "workspace", now))
-    epochs = {name: backend._records.live[name].epoch for name, _ in plan}
+    epochs = {name: backend.store.records.live[name].epoch for name, _ in plan}
     shard = backend._shard  # bulk-load shortcut, see the module docstring
     names = np.repeat(np.arange(len(plan)), [count for _, count in plan])
     rng = np.random.default_rng(seed)

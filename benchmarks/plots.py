@@ -158,9 +158,9 @@ def bar_chart(
     groups: Sequence[str],
     series: Sequence[Series],
     *,
+    references: Mapping[str, float] | None = None,
     y_label: str = "",
     note: str = "",
-    references: Mapping[str, float] | None = None,
 ) -> Path:
     """A group of bars (one per series, its value printed on it) per entry of `groups`
     ("\\n" breaks a label), and a dashed line at each of `references`, named in the legend."""

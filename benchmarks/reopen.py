@@ -89,7 +89,7 @@ async def run(memories: int, rounds: int, data: Path) -> None:
             written, before = await timed_searches(store, queries, rounds)
             index = store._shards.index_of(NAME)
             started = time.perf_counter()
-            assert store._store.reopen(index), "the shard was not reopened"
+            assert store.store.reopen(index), "the shard was not reopened"
             reopen_s = time.perf_counter() - started
             reopened, after = await timed_searches(store, queries, rounds)
         finally:

@@ -109,6 +109,10 @@ SERVICES = [
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 TIMES = ["6am", "8am", "9:30", "noon", "2pm", "4pm", "6pm", "midnight", "11pm", "7am"]
 ENVIRONMENTS = ["staging", "production", "the EU region", "the US region", "the canary pool", "dev"]
+NUMBERS = ["2", "3", "5", "10", "15", "30", "45", "60", "90", "120", "250", "500"]
+LANGS = ["English", "German", "Spanish", "Japanese", "French", "Portuguese"]
+FOODS = ["vegetarian", "vegan", "gluten-free", "no peanuts", "halal", "kosher", "no seafood"]
+FORMATS = ["Markdown", "bullet points", "a table", "plain prose", "a diagram", "a short summary"]
 PEOPLE = [
     "Alice",
     "Bob",
@@ -173,7 +177,6 @@ CAUSES = [
     "a schema change",
     "an unpinned dependency",
 ]
-NUMBERS = ["2", "3", "5", "10", "15", "30", "45", "60", "90", "120", "250", "500"]
 TOPICS = [
     "the API redesign",
     "the Q3 roadmap",
@@ -188,9 +191,6 @@ TOPICS = [
     "the public beta",
     "the SLA for enterprise customers",
 ]
-LANGS = ["English", "German", "Spanish", "Japanese", "French", "Portuguese"]
-FOODS = ["vegetarian", "vegan", "gluten-free", "no peanuts", "halal", "kosher", "no seafood"]
-FORMATS = ["Markdown", "bullet points", "a table", "plain prose", "a diagram", "a short summary"]
 
 TEMPLATES = [
     "user prefers {tool} over {tool2}",

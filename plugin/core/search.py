@@ -18,6 +18,9 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import KW_ONLY
+from dataclasses import dataclass
+from dataclasses import field
 from datetime import datetime
 
 from adapters.base import VectorBackend
@@ -41,33 +44,25 @@ log = logging.getLogger(__name__)
 _FEEDBACK = frozenset({SearchMode.FEEDBACK, SearchMode.RERANK})
 
 
+@dataclass(eq=False)
 class MemorySearch:
     """`search`, and the namespaces it found unreadable (for health)."""
 
-    def __init__(
-        self,
-        backend: VectorBackend,
-        keywords: KeywordEncoder,
-        search_mode: SearchMode,
-        *,
-        clock: Callable[[], datetime],
-        deadline: Callable[[], AbstractAsyncContextManager[None]],
-        embed: Callable[[str, Work], Awaitable[Embedding]],
-    ) -> None:
-        self.backend = backend
-        self.keywords = keywords
-        self.search_mode = search_mode
-        self.clock = clock
-        self._deadline = deadline
-        self._embed = embed
-        # Namespaces a search found unreadable (left out of its answer), for health.
-        self.unreadable: set[str] = set()
+    backend: VectorBackend
+    keywords: KeywordEncoder
+    search_mode: SearchMode
+    _: KW_ONLY
+    clock: Callable[[], datetime]
+    deadline: Callable[[], AbstractAsyncContextManager[None]]
+    embed: Callable[[str, Work], Awaitable[Embedding]]
+    # Namespaces a search found unreadable (left out of its answer), for health.
+    unreadable: set[str] = field(default_factory=set)
 
     async def search(self, request: SearchFields) -> list[ScoredMemory]:
         """One backend read over every live namespace asked for; pinned first, `limit` in all."""
         limit = request.effective_limit
         kinds = frozenset(request.kinds) if request.kinds else None
-        async with self._deadline():
+        async with self.deadline():
             names = list(dict.fromkeys(request.namespaces))
             records = await self.backend.get_namespaces(names)
             now = self.clock()
@@ -92,7 +87,7 @@ class MemorySearch:
         keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
         dense, tokens = None, None
         if mode is not SearchMode.KEYWORD:
-            embedded = await self._embed(text, work)
+            embedded = await self.embed(text, work)
             dense = embedded.vector
             tokens = embedded.tokens if mode is SearchMode.RERANK else None
         # a backend without keyword feedback reranks the hybrid candidates (a Qdrant server)

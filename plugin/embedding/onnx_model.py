@@ -167,7 +167,7 @@ class OnnxEncoder:
         shared: list[Any] | None = None,
     ) -> None:
         self._idle = list(sessions)
-        self._solo = solo
+        self.solo = solo  # the session with every core's threads, for `embed_lone`
         self._shared = shared or []  # the weights the sessions use: kept alive with them
         self._lock = threading.Lock()
         self._running = 0
@@ -253,8 +253,8 @@ class OnnxEncoder:
     def _take(self, lone: bool) -> Any:
         with self._lock:
             self._running += 1
-            if lone and self._running == 1 and self._solo is not None:
-                return self._solo
+            if lone and self._running == 1 and self.solo is not None:
+                return self.solo
             if not self._idle:  # more callers than `parallelism`: a caller's mistake
                 self._running -= 1
                 raise RuntimeError("more concurrent encodes than sessions")
@@ -263,7 +263,7 @@ class OnnxEncoder:
     def _give(self, session: Any) -> None:
         with self._lock:
             self._running -= 1
-            if session is not self._solo:
+            if session is not self.solo:
                 self._idle.append(session)
 
 

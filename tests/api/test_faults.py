@@ -192,7 +192,7 @@ async def test_client_hang_up_mid_body_is_not_a_500(
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     try:
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = runner.addresses[0][1]
         base = f"http://127.0.0.1:{port}"
         async with aiohttp.ClientSession() as session:
             async with session.put(f"{base}/v1/namespaces/workspace:h", json={"kind": "team"}):

@@ -24,6 +24,7 @@ from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
 from tests.backends.suite.hybrid import KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
+from tests.support.backends import point_count
 from tests.support.backends import started
 from tests.support.records import DIM
 from tests.support.records import T0
@@ -38,12 +39,6 @@ class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     async def backend(self, tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
         async with started(QdrantEdgeBackend(DIM, tmp_path)) as store:
             yield store
-
-
-def point_count(store: QdrantEdgeBackend) -> int:
-    """Points physically in the shards, whatever reads may see."""
-    request = qe.CountRequest(filter=None, exact=True)
-    return sum(int(shard.count(request)) for shard in store._shards.open_shards())
 
 
 async def test_records_and_memories_survive_reopen(tmp_path: Path) -> None:
@@ -78,7 +73,7 @@ async def test_thousands_of_namespaces_share_a_few_shards(tmp_path: Path) -> Non
     assert sorted(p.name for p in (tmp_path / "store").iterdir() if p.is_dir()) == ["shards"]
     shards = sorted(p.name for p in (tmp_path / "store" / "shards").iterdir())
     assert shards == [f"{i:02d}" for i in range(SHARD_COUNT)]
-    held = [int(s.count(qe.CountRequest(exact=True))) for s in store._shards.open_shards()]
+    held = [int(s.count(qe.CountRequest(exact=True))) for s in store.store.shards.open_shards()]
     assert min(held) > 3000 / SHARD_COUNT / 2, held  # the hash spreads them
     await store.close()
 
@@ -93,7 +88,7 @@ async def test_delete_removes_the_points_and_the_purge(tmp_path: Path) -> None:
     await store.upsert_memory(memory("org:kept"), MemoryVectors(unit(1)))
     assert await store.delete_namespace("org:gone") is True
     await store.maintain()  # waits for nothing new; the background purge may have run already
-    assert store._records.purges == {}
+    assert store.store.records.purges == {}
     assert point_count(store) == 1
     await store.close()
 
@@ -105,19 +100,20 @@ async def test_a_write_racing_a_delete_leaves_no_orphan(
     await store.start()
     name = "org:race"
     await store.save_namespace(NamespaceRecord(name=name, kind="org", created_at=T0))
-    writer_view = store._records.live[name]
+    parts = store.store
+    writer_view = parts.records.live[name]
     # The delete runs to completion, purge included, before the write lands ...
     assert await store.delete_namespace(name) is True
     await store.maintain()
     # ... but the writer looked the namespace up before the delete.
-    store._records.live[name] = writer_view
-    write = store._store.update
+    parts.records.live[name] = writer_view
+    write = parts.update
 
     def write_then_see_the_delete(shard: object, operation: object) -> None:
         write(shard, operation)
-        store._records.live.pop(name, None)
+        parts.records.live.pop(name, None)
 
-    monkeypatch.setattr(store._store, "update", write_then_see_the_delete)
+    monkeypatch.setattr(parts, "update", write_then_see_the_delete)
     with pytest.raises(NamespaceGone):
         await store.upsert_memory(memory(name), MemoryVectors(unit(1)))
     assert point_count(store) == 0
@@ -149,14 +145,14 @@ async def counted_store(
 ) -> tuple[QdrantEdgeBackend, list[CountingShard | None]]:
     """`QdrantEdgeBackend` with `names` saved, each in a shard of its own, every shard counted."""
     store = QdrantEdgeBackend(DIM, tmp_path)
-    store._store.calls.clock = clock
+    store.store.calls.clock = clock
     await store.start()
     for name in names:
         await store.save_namespace(NamespaceRecord(name=name, kind="org", created_at=T0))
-    assert len({store._shards.index_of(name) for name in names}) == len(names)
-    shards = store._shards.shards
-    counted = [None if shard is None else CountingShard(shard) for shard in shards]
-    shards[:] = counted
+    shards = store.store.shards
+    assert len({shards.index_of(name) for name in names}) == len(names)
+    counted = [None if shard is None else CountingShard(shard) for shard in shards.shards]
+    shards.shards[:] = counted
     return store, counted
 
 
@@ -172,7 +168,7 @@ async def test_a_sweep_flushes_only_the_shards_written_since_the_last(tmp_path: 
     """The engine holds the GIL through a flush: a shard nobody wrote is not flushed."""
     clock = ManualClock()
     store, shards = await counted_store(tmp_path, ["org:busy", "org:idle"], clock)
-    busy = store._shards.index_of("org:busy")
+    busy = store.store.shards.index_of("org:busy")
     await store.upsert_memory(memory("org:busy"), MemoryVectors(unit(1)))
     clock.now += QUIET_S
     await store.maintain()
@@ -191,7 +187,7 @@ async def test_a_flush_waits_for_a_quiet_moment_or_its_deadline(tmp_path: Path) 
     at most DEADLINE_S after the shard's first write since its last flush."""
     clock = ManualClock()
     store, shards = await counted_store(tmp_path, ["org:busy"], clock)
-    busy = store._shards.index_of("org:busy")
+    busy = store.store.shards.index_of("org:busy")
     await store.upsert_memory(memory("org:busy"), MemoryVectors(unit(1)))
     written = clock.now
     clock.now += QUIET_S / 2
@@ -217,22 +213,22 @@ async def test_maintain_vacuums_the_written_shards_after_many_changes(tmp_path: 
     clock = ManualClock()
     store, shards = await counted_store(tmp_path, names, clock)
     written = memory("org:busy")
-    store._store.changes = 19_990
+    store.store.changes = 19_990
     for index in range(20):
         await store.upsert_memory(
             memory("org:busy", id=written.id, content=f"v{index}"), MemoryVectors(unit(1, index))
         )
     await store.upsert_memory(memory("org:calm"), MemoryVectors(unit(2)))
-    index_of = store._shards.index_of
+    index_of = store.store.shards.index_of
     await store.maintain()
     assert vacuums(shards) == {}  # the engine was busy a moment ago
     clock.now += QUIET_S
     await store.maintain()
     await store.maintain()
     assert vacuums(shards) == {index_of("org:busy"): 1, index_of("org:calm"): 1}
-    assert store._store.changes >= 20_000  # the round ends at the sweep that finds none left
+    assert store.store.changes >= 20_000  # the round ends at the sweep that finds none left
     await store.maintain()
-    assert store._store.changes == 0
+    assert store.store.changes == 0
     assert vacuums(shards) == {index_of("org:busy"): 1, index_of("org:calm"): 1}
     assert [m.content for m in await store.list_memories(["org:busy"], everything(), 5)] == ["v19"]
     await store.close()
@@ -258,7 +254,7 @@ async def test_concurrent_first_saves_agree_on_one_incarnation(
     record = NamespaceRecord(name=name, kind="workspace", created_at=T0)
     await asyncio.gather(*(store.save_namespace(record) for _ in range(20)))
     assert len(minted) == 1
-    assert store._records.live[name].epoch == minted[0]
+    assert store.store.records.live[name].epoch == minted[0]
     await store.close()
 
 

@@ -13,6 +13,7 @@ from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.encoders import GatedEncoder
+from tests.support.encoders import PacedEncoder
 
 
 def dot(a: list[float], b: list[float]) -> float:
@@ -80,13 +81,18 @@ async def test_a_failed_batch_does_not_stop_the_worker() -> None:
         await embedder.close()
 
 
-async def test_a_lone_caller_never_lingers(encoder: SentenceTransformerEncoder) -> None:
-    embedder = BatchingEmbedder(encoder)
+async def test_a_lone_caller_never_lingers() -> None:
+    """After batches of one with nobody queued behind them, nobody else is expected: the
+    next text starts at once, and one arriving a moment later is not waited for."""
+    encoder = PacedEncoder(batch_s=0.2)  # a linger would wait half of that for a second text
+    embedder = BatchingEmbedder(encoder, max_linger_s=10.0)
     await embedder.start()
     try:
-        for i in range(5):
+        for i in range(3):
             await embedder.embed(f"sequential write number {i}")
-            assert embedder._expected == 1  # nobody else expected: the next one starts at once
+        first = embedder.embed("sequential write number 3")
+        await asyncio.sleep(0.02)  # its batch is in the model by now, unless it lingers
+        await asyncio.gather(first, embedder.embed("sequential write number 4"))
     finally:
         await embedder.close()
     assert embedder.stats.sizes == [1] * 5
@@ -218,14 +224,19 @@ async def test_a_lone_text_is_embedded_on_the_event_loop() -> None:
     assert encoder.lone == [True] * 3  # nothing else runs: it may use every core
 
 
-async def test_texts_arriving_together_are_embedded_on_the_threads() -> None:
-    encoder = ThreadRecordingEncoder(parallelism=2)
+async def embedded_together(encoder: ThreadRecordingEncoder, count: int) -> None:
+    """`count` texts arriving at once at a batcher in front of `encoder`."""
     embedder = BatchingEmbedder(encoder)
     await embedder.start()
     try:
-        await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(8)))
+        await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(count)))
     finally:
         await embedder.close()
+
+
+async def test_texts_arriving_together_are_embedded_on_the_threads() -> None:
+    encoder = ThreadRecordingEncoder(parallelism=2)
+    await embedded_together(encoder, 8)
     assert [size for size, _ in encoder.calls] == [4, 4]  # shared between the sessions
     assert threading.get_ident() not in {thread for _, thread in encoder.calls}
     assert encoder.lone == [False, False]
@@ -235,12 +246,7 @@ async def test_a_lone_text_of_a_load_takes_its_share_of_the_cores() -> None:
     """One text left over from a load runs on a worker's session: given every core's
     threads, a batch starting beside it would put more threads than cores to work."""
     encoder = ThreadRecordingEncoder(parallelism=2)
-    embedder = BatchingEmbedder(encoder)
-    await embedder.start()
-    try:
-        await asyncio.gather(*(embedder.embed(f"text {i}") for i in range(9)))
-    finally:
-        await embedder.close()
+    await embedded_together(encoder, 9)
     assert sum(size for size, _ in encoder.calls) == 9
     assert 1 in [size for size, _ in encoder.calls]
     assert not any(encoder.lone)

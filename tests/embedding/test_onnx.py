@@ -136,12 +136,12 @@ class CountingSession:
     """A session that counts its runs (ONNX Runtime's own cannot be patched)."""
 
     def __init__(self, session: Any) -> None:
-        self._session = session
+        self.session = session
         self.runs = 0
 
     def run(self, *args: Any) -> Any:
         self.runs += 1
-        return self._session.run(*args)
+        return self.session.run(*args)
 
 
 def test_only_a_text_embedded_alone_takes_the_session_with_every_cores_threads(
@@ -150,8 +150,8 @@ def test_only_a_text_embedded_alone_takes_the_session_with_every_cores_threads(
     settings = settings_for("onnx", tmp_path).model_copy(update={"embedding_sessions": 2})
     pooled = load_encoder(settings)
     assert isinstance(pooled, OnnxEncoder)
-    solo = CountingSession(pooled._solo)
-    pooled._solo = solo
+    solo = CountingSession(pooled.solo)
+    pooled.solo = solo
     pooled.embed([TEXTS[0]])  # one text of a load: a batch may start beside it
     assert solo.runs == 0
     pooled.embed_lone([TEXTS[0]])

@@ -1,17 +1,18 @@
 """The upkeep's reopen of a much-written shard (adapters/qdrant/edge/upkeep.py): when it
-runs, what it keeps, and when it leaves the shard alone. Real embedded store; the
-engine calls' clock is the test's."""
+runs, what it keeps, and when it leaves the shard alone. Real embedded store, upkeep
+through the janitor's `maintain()` and the watcher; the engine calls' clock is the test's."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from adapters.errors import StorageFull
 from adapters.qdrant.edge import upkeep
+from adapters.qdrant.edge.disk import free_bytes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
@@ -35,7 +36,7 @@ async def store(
     monkeypatch.setattr(upkeep, "WATCH_S", 3600.0)  # the tests call the upkeep themselves
     clock = ManualClock()
     backend = QdrantEdgeBackend(DIM, tmp_path)
-    backend._store.calls.clock = clock
+    backend.store.calls.clock = clock
     await backend.start()
     await backend.save_namespace(NamespaceRecord(name=NAME, kind="org", created_at=T0))
     yield backend, clock
@@ -43,7 +44,8 @@ async def store(
 
 
 def shard_of(store: QdrantEdgeBackend) -> object:
-    return store._shards.shards[store._shards.index_of(NAME)]
+    shards = store.store.shards
+    return shards.shards[shards.index_of(NAME)]
 
 
 async def write(store: QdrantEdgeBackend, count: int, start: int = 0) -> None:
@@ -76,8 +78,8 @@ async def test_a_much_written_shard_is_reopened_at_a_quiet_moment_and_serves_the
     assert len(await contents(backend)) == WRITES + 1
     reopened = shard_of(backend)
     clock.now += upkeep.QUIET_S
-    assert not backend._upkeep.reopen_one()  # its writes count from the reopen
-    assert shard_of(backend) is reopened
+    await backend.maintain()
+    assert shard_of(backend) is reopened  # its writes count from the reopen
 
 
 async def test_no_reopen_below_the_write_count_or_while_a_call_is_in_flight(
@@ -85,17 +87,26 @@ async def test_no_reopen_below_the_write_count_or_while_a_call_is_in_flight(
 ) -> None:
     backend, clock = store
     await write(backend, WRITES - 1)
+    before = shard_of(backend)
     clock.now += upkeep.QUIET_S
-    assert not backend._upkeep.reopen_one()
+    await backend.maintain()
+    assert shard_of(backend) is before
     await write(backend, 1, start=WRITES - 1)
     clock.now += upkeep.QUIET_S
-    calls = backend._store.calls
-    calls._in_workers += 1  # a janitor's call on a worker thread, in flight
+    gate = threading.Event()
+    held = asyncio.create_task(  # a janitor's call on a worker thread, in flight
+        backend.store.calls.worker(gate.wait, 10.0, background=True)
+    )
     try:
-        assert not backend._upkeep.reopen_one()
+        await asyncio.sleep(0)
+        assert not backend.store.calls.alone()  # the call is submitted
+        await backend.maintain()
+        assert shard_of(backend) is before
     finally:
-        calls._in_workers -= 1
-    assert backend._upkeep.reopen_one()
+        gate.set()
+        await held
+    await backend.maintain()
+    assert shard_of(backend) is not before
 
 
 async def test_a_shard_over_the_point_bound_is_left_as_it_is(
@@ -106,32 +117,31 @@ async def test_a_shard_over_the_point_bound_is_left_as_it_is(
     await write(backend, WRITES)
     before = shard_of(backend)
     clock.now += upkeep.QUIET_S
-    assert not backend._upkeep.reopen_one()
+    await backend.maintain()
     assert shard_of(backend) is before
 
 
 async def test_without_room_to_map_it_again_the_shard_stays_open_and_is_not_retried_at_once(
-    store: tuple[QdrantEdgeBackend, ManualClock], monkeypatch: pytest.MonkeyPatch
+    store: tuple[QdrantEdgeBackend, ManualClock], tmp_path: Path
 ) -> None:
     backend, clock = store
     await write(backend, WRITES)
     before = shard_of(backend)
-
-    def full(path: Path) -> None:
-        raise StorageFull("the data volume is full")
-
-    monkeypatch.setattr(backend._store.disk, "check_open", full)
+    disk = backend.store.disk
+    room = disk.headroom_bytes
+    disk.headroom_bytes = free_bytes(tmp_path) + 2**40  # the volume is full
     clock.now += upkeep.QUIET_S
-    assert not backend._upkeep.reopen_one()
+    await backend.maintain()
     assert shard_of(backend) is before
     assert await contents(backend) == [f"memory {n}" for n in range(WRITES)]
-    monkeypatch.undo()  # room again: still not before as many writes more
-    monkeypatch.setattr(upkeep, "REOPEN_AFTER_WRITES", WRITES)
+    disk.headroom_bytes = room  # room again: still not before as many writes more
     clock.now += upkeep.QUIET_S
-    assert not backend._upkeep.reopen_one()
+    await backend.maintain()
+    assert shard_of(backend) is before
     await write(backend, WRITES, start=WRITES)
     clock.now += upkeep.QUIET_S
-    assert backend._upkeep.reopen_one()
+    await backend.maintain()
+    assert shard_of(backend) is not before
 
 
 async def test_the_watcher_reopens_between_sweeps(
@@ -141,27 +151,18 @@ async def test_the_watcher_reopens_between_sweeps(
     monkeypatch.setattr(upkeep, "WATCH_S", 0.01)
     clock = ManualClock()
     backend = QdrantEdgeBackend(DIM, tmp_path)
-    backend._store.calls.clock = clock
+    backend.store.calls.clock = clock
+    running = asyncio.all_tasks()
     await backend.start()
     try:
         await backend.save_namespace(NamespaceRecord(name=NAME, kind="org", created_at=T0))
         await write(backend, WRITES)
         before = shard_of(backend)
-        reopened = asyncio.Event()
-        reopen = backend._store.reopen
-
-        def reopen_and_tell(index: int) -> bool:
-            done = reopen(index)
-            if done:
-                reopened.set()
-            return done
-
-        monkeypatch.setattr(backend._store, "reopen", reopen_and_tell)
         clock.now += upkeep.QUIET_S
-        async with asyncio.timeout(10):
-            await reopened.wait()  # no sweep called: the watcher did it
-        assert shard_of(backend) is not before
+        async with asyncio.timeout(10):  # no sweep called: the watcher does it
+            while shard_of(backend) is before:  # noqa: ASYNC110 (the watcher replaces it)
+                await asyncio.sleep(0.01)
         assert await contents(backend) == [f"memory {n}" for n in range(WRITES)]
     finally:
         await backend.close()
-    assert backend._watcher is None
+    assert asyncio.all_tasks() <= running  # the watcher stopped with the store

@@ -111,7 +111,7 @@ async def test_answers_what_the_full_filters_answer(
 ) -> None:
     """One namespace, and two namespaces of one shard and of two, at several limits and
     clocks (half of the expiring memories expired at the later one)."""
-    shards = backend._store.shards
+    shards = backend.store.shards
     rng = random.Random(5)
     first = "team:a"
     home = shards.index_of(first)
@@ -132,12 +132,17 @@ async def test_answers_what_the_full_filters_answer(
 
 
 async def _never_answered(
-    backend: QdrantEdgeBackend, target: list[float], excluded: str, limit: int
+    backend: QdrantEdgeBackend,
+    lean_calls: list[int],
+    target: list[float],
+    excluded: str,
+    limit: int,
 ) -> None:
-    """A dense search of team:a for `target` leaves `excluded` out, still answers `limit`
-    memories, and answers what the full filters answer."""
+    """A dense search of team:a for `target`, on the lean plan, leaves `excluded` out, still
+    answers `limit` memories, and answers what the full filters answer."""
     asked = SearchQuery(target, None)
     found = await backend.query_memories(["team:a"], asked, everything(), limit)
+    assert lean_calls
     assert excluded not in [hit.memory.id for hit in found]
     expected = await full_filter_answer(backend, ["team:a"], asked, everything(), limit)
     assert _answer(found) == _answer(expected)
@@ -154,8 +159,7 @@ async def test_an_expired_memory_not_yet_swept_is_never_answered(
     target = _random_unit(rng)
     gone = memory("team:a", content="expired", expires_at=T0 - timedelta(seconds=1))
     await backend.upsert_memory(gone, MemoryVectors(target, KEYWORDS.document("expired")))
-    await _never_answered(backend, target, gone.id, 5)
-    assert lean_calls
+    await _never_answered(backend, lean_calls, target, gone.id, 5)
 
 
 async def test_more_pinned_than_the_limit_answers_pinned_only(
@@ -178,14 +182,13 @@ async def test_a_point_naming_another_namespace_is_never_answered(
     could write one): the full filters decide, so no namespace reads another's memory."""
     rng = random.Random(4)
     await _fill(backend, "team:a", 10, rng, pinned_every=1000)
-    live = backend._store.records.live["team:a"]
+    live = backend.store.records.live["team:a"]
     target = _random_unit(rng)
     stray = memory("team:b", content="not yours")
-    shard = backend._store.shards.of("team:a")
+    shard = backend.store.shards.of("team:a")
     payload = memory_to_payload(stray, live.epoch)
     shard.update(qe.UpdateOperation.upsert_points([qe.Point(str(uuid.uuid4()), target, payload)]))
-    await _never_answered(backend, target, stray.id, 3)
-    assert lean_calls
+    await _never_answered(backend, lean_calls, target, stray.id, 3)
 
 
 async def test_kinds_asked_keep_the_full_filters(
@@ -208,7 +211,7 @@ async def test_feedback_answers_what_the_full_filters_answer(
     candidates are not): with an expired memory not yet swept as the best match,
     pinned memories, and two shards, the answer is the one every request with its
     full filter gives."""
-    shards = backend._store.shards
+    shards = backend.store.shards
     rng = random.Random(8)
     other = next(n for n in (f"team:o{i}" for i in range(200)) if shards.index_of(n) != 0)
     same = next(n for n in (f"team:s{i}" for i in range(200)) if shards.index_of(n) == 0)

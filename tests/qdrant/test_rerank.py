@@ -121,7 +121,7 @@ async def test_the_depth_is_the_searchs_across_shards(
     token vectors (the store scores an int8 copy: scores within TOLERANCE)."""
     depth = 6
     monkeypatch.setattr(ranking, "RERANK_DEPTH", depth)
-    shards = backend._store.shards
+    shards = backend.store.shards
     first = "team:a"
     second = next(
         name

@@ -58,53 +58,33 @@ def refused(message: str) -> dict[str, str]:
 
 TOO_LONG = refused("request line or header longer than 8190 bytes")
 MALFORMED = refused("malformed HTTP request")
+NOT_HTTP = refused("malformed HTTP request: unknown method, or not HTTP at all")
+NO_EXPECT = refused("unsupported Expect header (only 100-continue is understood)")
+BAD_TARGET = refused("malformed request target")
+GET_HEALTH, POST_SEARCH = "GET /v1/health HTTP/1.1", "POST /v1/search HTTP/1.1"
+LONG = "a" * 9000
 
 
-@pytest.mark.parametrize(
-    ("request_bytes", "expected"),
-    [
-        pytest.param(
-            f"GET /v1/health?{SECRET}={'a' * 9000} HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
-            TOO_LONG,
-            id="request line over 8190 bytes",
-        ),
-        pytest.param(
-            f"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: {SECRET}{'b' * 9000}\r\n\r\n".encode(),
-            TOO_LONG,
-            id="header over 8190 bytes",
-        ),
-        pytest.param(
-            f"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-A: {SECRET}\x00\r\n\r\n".encode(),
-            MALFORMED,
-            id="NUL in a header",
-        ),
-        pytest.param(
-            f"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: {SECRET}\r\n\r\n".encode(),
-            MALFORMED,
-            id="bad Content-Length",
-        ),
-        pytest.param(
-            f"GET /{SECRET} HTTP/9.9\r\nHost: x\r\n\r\n".encode(),
-            refused("malformed request line"),
-            id="unknown HTTP version",
-        ),
-        pytest.param(
-            f"{SECRET} hello\r\n\r\n".encode(),
-            refused("malformed HTTP request: unknown method, or not HTTP at all"),
-            id="not HTTP",
-        ),
-        pytest.param(
-            f"GET http://[::1/{SECRET} HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
-            refused("malformed request target"),
-            id="bad request target",
-        ),
-        pytest.param(
-            f"GET /v1/health HTTP/1.1\r\nHost: x\r\nExpect: {SECRET}\r\n\r\n".encode(),
-            refused("unsupported Expect header (only 100-continue is understood)"),
-            id="unknown Expect",
-        ),
-    ],
-)
+def head(request_line: str, header: str = "") -> bytes:
+    """A request's head: its request line, `Host: x`, and `header` when given."""
+    headers = ["Host: x", header] if header else ["Host: x"]
+    return "\r\n".join([request_line, *headers, "", ""]).encode()
+
+
+# What aiohttp refuses before the app sees it, by case: the request, the error object.
+REFUSED = {
+    "request line over 8190 bytes": (head(f"GET /v1/health?{SECRET}={LONG} HTTP/1.1"), TOO_LONG),
+    "header over 8190 bytes": (head(GET_HEALTH, f"X-Big: {SECRET}{'b' * 9000}"), TOO_LONG),
+    "NUL in a header": (head(GET_HEALTH, f"X-A: {SECRET}\x00"), MALFORMED),
+    "bad Content-Length": (head(POST_SEARCH, f"Content-Length: {SECRET}"), MALFORMED),
+    "unknown HTTP version": (head(f"GET /{SECRET} HTTP/9.9"), refused("malformed request line")),
+    "not HTTP": (f"{SECRET} hello\r\n\r\n".encode(), NOT_HTTP),
+    "bad request target": (head(f"GET http://[::1/{SECRET} HTTP/1.1"), BAD_TARGET),
+    "unknown Expect": (head(GET_HEALTH, f"Expect: {SECRET}"), NO_EXPECT),
+}
+
+
+@pytest.mark.parametrize(("request_bytes", "expected"), list(REFUSED.values()), ids=list(REFUSED))
 def test_what_aiohttp_refuses_itself_is_the_envelope(
     server: ServerProcess, request_bytes: bytes, expected: dict[str, str]
 ) -> None:

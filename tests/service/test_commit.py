@@ -110,7 +110,12 @@ def write(content: str, **fields: object) -> MemoryWrite:
 
 
 @pytest.fixture
-async def words(tmp_path: Path) -> AsyncIterator[tuple[MemoryService, WordsEncoder, list[int]]]:
+async def words(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[MemoryService, WordsEncoder, list[int]]]:
+    """A service whose stored vectors are of the model's space (a test may say they are
+    not, by parametrizing this fixture with False)."""
+    verified: bool = getattr(request, "param", True)
     backend = QdrantEdgeBackend(3, tmp_path)
     encoder = WordsEncoder()
     embedder = BatchingEmbedder(encoder)
@@ -123,7 +128,7 @@ async def words(tmp_path: Path) -> AsyncIterator[tuple[MemoryService, WordsEncod
         embedder,
         KeywordEncoder(),
         clock=lambda: NOW,
-        vectors_verified=lambda: True,
+        vectors_verified=lambda: verified,
         on_reused=lambda: reused.append(1),
     )
     try:
@@ -170,11 +175,11 @@ async def test_an_unchanged_memory_costs_no_model_call(
     assert encoder.texts == ["alpha", "beta", "gamma"]
 
 
+@pytest.mark.parametrize("words", [False], indirect=True)
 async def test_without_a_verified_vector_space_every_commit_is_embedded(
     words: tuple[MemoryService, WordsEncoder, list[int]],
 ) -> None:
     service, encoder, reused = words
-    service._vectors_verified = lambda: False
     for _ in range(2):
         await service.commit("workspace:w", write("alpha"))
     assert (encoder.texts, reused) == (["alpha", "alpha"], [])

@@ -1,8 +1,9 @@
 """`MemoryService.ping`: health checks that arrive together share one backend check.
 
 On the embedded store the check is a worker thread's call (the data directory's
-disk); a gate inside it holds the check open, so the tests see who joined it and
-who started one. No sleeps as synchronisation: the gate is a `threading.Event`.
+disk); the backend's ping first waits at a gate on one of the store's worker threads,
+so the tests see who joined a check and who started one. No sleeps as
+synchronisation: the gate is a `threading.Event`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator
-from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from dataclasses import field
@@ -28,9 +28,8 @@ from tests.support.encoders import GatedEncoder
 
 @dataclass
 class GatedCheck:
-    """Wraps the backend's own disk check: counts the checks, holds each at the gate."""
+    """Counts the checks and holds each at the gate; then raises `failure`, if any."""
 
-    check: Callable[[], None]
     gate: threading.Event = field(default_factory=threading.Event)
     calls: int = 0
     failure: Exception | None = None
@@ -49,20 +48,25 @@ class GatedCheck:
             raise AssertionError("the test never opened the gate")
         if self.failure is not None:
             raise self.failure
-        self.check()
 
 
 @asynccontextmanager
 async def gated_service(
     data_dir: Path, deadline_s: float
 ) -> AsyncIterator[tuple[MemoryService, GatedCheck]]:
-    """A service over a real embedded store whose disk check is held at a gate."""
+    """A service over a real embedded store whose ping is held at a gate, then checks."""
     backend = QdrantEdgeBackend(3, data_dir)
     embedder = BatchingEmbedder(GatedEncoder())
     await backend.start()
     await embedder.start()
-    check = GatedCheck(backend._check_writable)
-    backend._check_writable = check  # type: ignore[method-assign]
+    check = GatedCheck()
+    ping = backend.ping
+
+    async def gated_ping() -> None:
+        await backend.store.calls.worker(check)
+        await ping()
+
+    backend.ping = gated_ping  # type: ignore[method-assign]
     try:
         yield MemoryService(backend, embedder, KeywordEncoder(), deadline_s=deadline_s), check
     finally:

@@ -78,7 +78,7 @@ async def test_records_and_counts_lost_and_a_shard_that_does_not_open(seeded_sto
     manifest.write_text(text)
     async with started(QdrantEdgeBackend(DIM, seeded_store)) as store:
         assert set((await faults.answers(store)).values()) == {"whole"}
-        assert store._records.lost_shards == set()
+        assert store.store.records.lost_shards == set()
         assert store.condition().unreadable_namespaces == ()
 
 
@@ -94,7 +94,7 @@ async def test_a_shard_moved_aside_is_forgotten(seeded_store: Path) -> None:
     shutil.move(faults.shard_dir(seeded_store, faults.BAD), seeded_store / "aside")
     async with started(QdrantEdgeBackend(DIM, seeded_store)) as store:
         assert await store.get_namespace(faults.BAD) is None
-        assert store._records.lost_shards == set()
+        assert store.store.records.lost_shards == set()
         await store.save_namespace(NamespaceRecord(faults.BAD, "workspace", T0))
 
 
@@ -126,11 +126,12 @@ async def test_lost_records_on_a_volume_too_full_to_open_the_shards(seeded_store
     await store.start()
     try:
         assert set((await faults.answers(store)).values()) == {"503"}
-        assert "data volume is full" in str(store._store.lost.refusal(faults.BAD))
-        store._store.disk._headroom = 0  # room again
+        with pytest.raises(StorageDamaged, match="data volume is full"):
+            await store.get_namespace(faults.BAD)
+        store.store.disk.headroom_bytes = 0  # room again
         await store.ping()
         assert set((await faults.answers(store)).values()) == {"whole"}
-        assert store._records.lost_shards == set()
+        assert store.store.records.lost_shards == set()
     finally:
         await store.close()
 

@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import qdrant_edge as qe
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from harness.server_process import REPO_ROOT
+from tests.support.backends import point_count
 from tests.support.records import DIM
 from tests.support.records import T0
 from tests.support.records import dense
@@ -43,11 +43,12 @@ async def main(steps):
         for index in range(count):
             written = memory(name, content=f"{{name}} {{index}}")
             await store.upsert_memory(written, MemoryVectors(unit(1, index)))
-    epoch = store._records.live[{doomed!r}].epoch
+    parts = store.store
+    epoch = parts.records.live[{doomed!r}].epoch
     done = [
-        lambda: store._records.bury({doomed!r}),
-        lambda: store._store.delete_incarnation({doomed!r}, epoch),
-        lambda: store._records.purged(epoch),
+        lambda: parts.records.bury({doomed!r}),
+        lambda: parts.delete_incarnation({doomed!r}, epoch),
+        lambda: parts.records.purged(epoch),
     ]
     for step in done[:steps]:
         step()
@@ -72,11 +73,6 @@ def _run_killed(data: Path, steps: int) -> str:
     return done.stdout.strip()
 
 
-def _points(store: QdrantEdgeBackend) -> int:
-    request = qe.CountRequest(filter=None, exact=True)
-    return sum(int(shard.count(request)) for shard in store._shards.open_shards())
-
-
 @pytest.mark.parametrize("steps", [0, 1, 2, 3])
 async def test_kill_at_every_step_of_a_delete(tmp_path: Path, steps: int) -> None:
     _run_killed(tmp_path, steps)
@@ -94,9 +90,10 @@ async def test_kill_at_every_step_of_a_delete(tmp_path: Path, steps: int) -> Non
         await store.save_namespace(NamespaceRecord(name=DOOMED, kind="org", created_at=T0))
         assert await store.list_memories([DOOMED], everything(), 100) == []
         assert await store.query_memories([DOOMED], dense(1), everything(), 100) == []
-        assert len(store._records.purges) == (1 if steps < 3 else 0)
+        records = store.store.records
+        assert len(records.purges) == (1 if steps < 3 else 0)
         await store.maintain()
-        assert store._records.purges == {}
-        assert _points(store) == 5
+        assert records.purges == {}
+        assert point_count(store) == 5
     finally:
         await store.close()

@@ -172,12 +172,12 @@ async def test_unparseable_payload_is_skipped_not_500(
             "7f3e2a10-0000-4000-8000-000000000001", GOOD, "a", "fact", "agent", now
         )
         await backend.upsert_memory(memory, MemoryVectors(vector))
-        epoch = backend._records.live[GOOD].epoch
+        epoch = backend.store.records.live[GOOD].epoch
         other = replace(memory, id="7f3e2a10-0000-4000-8000-000000000002")
         payload = memory_to_payload(other, epoch)
         del payload["content"]  # matches every filter, cannot be read back
         broken = qe.Point(point_id(GOOD, other.id), vector, payload)
-        backend._shards.of(GOOD).update(qe.UpdateOperation.upsert_points([broken]))
+        backend.store.shards.of(GOOD).update(qe.UpdateOperation.upsert_points([broken]))
         listed = await backend.list_memories([GOOD], MemoryFilter(now=now), 10)
         assert [m.id for m in listed] == [memory.id]
     finally:

@@ -49,8 +49,8 @@ class Recorder:
         self.events: list[Event] = []
         self.fail_next: OSError | None = None
         self.counts_synced: list[bool] = []  # each count write: synced at its commit?
-        store = backend._store
-        counts = store.records._counts  # every count written, held back or at once
+        store = backend.store
+        counts = store.records.count_store  # every count written, held back or at once
         update, write_counts = store.update, counts.write
 
         def recorded_update(shard: Any, operation: Any) -> None:
@@ -106,7 +106,7 @@ async def synced(tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
 
 
 def epoch(store: QdrantEdgeBackend) -> str:
-    return store._store.records.live[NAME].epoch
+    return store.store.records.live[NAME].epoch
 
 
 async def test_an_acknowledged_upsert_has_its_log_synced_then_its_count(

@@ -132,7 +132,7 @@ class FlakyStore(QdrantEdgeBackend):
 
     @cached_property
     def store_meta(self) -> EdgeStoreMeta:
-        return FlakyMeta(self._store)
+        return FlakyMeta(self.store)
 
 
 async def test_the_background_indexer_waits_for_the_store(

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import qdrant_edge as qe
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.ranking import TOKENS_VECTOR
@@ -28,6 +27,7 @@ from plugin.scheduling.work import Work
 from tests.support.keyword_store import NAMES
 from tests.support.keyword_store import PER_NAMESPACE
 from tests.support.keyword_store import RARE
+from tests.support.keyword_store import stored_vectors
 from tests.support.keyword_store import write_previous_version
 from tests.support.records import T0
 from tests.support.records import everything
@@ -38,20 +38,7 @@ QUESTION = "what was escalated to finance?"
 
 def stored_tokens(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
     """Every point's content with its stored token vectors (None when it has none)."""
-    found: dict[str, tuple[str, Any]] = {}
-    for shard in store._shards.open_shards():
-        offset = None
-        while True:
-            request = qe.ScrollRequest(
-                offset=offset, limit=256, with_payload=True, with_vector=[TOKENS_VECTOR]
-            )
-            page, offset = shard.scroll(request)
-            for point in page:
-                vectors = point.vector if isinstance(point.vector, dict) else {}
-                found[str(point.id)] = (point.payload["content"], vectors.get(TOKENS_VECTOR))
-            if offset is None:
-                break
-    return found
+    return stored_vectors(store, TOKENS_VECTOR)
 
 
 @pytest.fixture(autouse=True)

@@ -16,20 +16,14 @@ from adapters.qdrant.edge.edge_client import edge_in_worker
 from adapters.values import NamespaceRecord
 from adapters.worker.engine_client import EngineClient
 from harness.server_process import ServerProcess
-from plugin.http.keys import BACKEND
 from tests.support.app import ContractClient
+from tests.support.app import backend_of
 from tests.support.records import DIM
 from tests.support.records import T0
 
 WRITERS = 8
 SEARCHERS = 8
 KILLS = 20
-
-
-def engine(api: ContractClient) -> EngineClient:
-    backend = api.app[BACKEND]
-    assert isinstance(backend, EngineClient)
-    return backend
 
 
 async def serving_again(api: ContractClient, within_s: float = 30.0) -> None:
@@ -78,7 +72,7 @@ async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -
 
     load = [asyncio.create_task(write(name)) for name in writers]
     load += [asyncio.create_task(search(writers[n % WRITERS])) for n in range(SEARCHERS)]
-    store = engine(api)
+    store = backend_of(api, EngineClient)
     for _ in range(KILLS):
         await serving_again(api)
         await acknowledged_more(acknowledged, 5)
@@ -101,7 +95,7 @@ async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -
 
 async def test_while_the_worker_is_down_health_and_requests_say_so(api: ContractClient) -> None:
     assert (await api.put_ns("workspace:a")).status == 200
-    store = engine(api)
+    store = backend_of(api, EngineClient)
     assert store.worker.pid is not None
     os.kill(store.worker.pid, signal.SIGKILL)
     health, listing = await asyncio.gather(  # no model call: both reach the store at once
@@ -121,7 +115,7 @@ async def test_while_the_worker_is_down_health_and_requests_say_so(api: Contract
 @pytest.mark.settings(backend_timeout_s=5.0)
 async def test_a_hung_worker_is_killed_and_restarted(api: ContractClient) -> None:
     assert (await api.put_ns("workspace:a")).status == 200
-    store = engine(api)
+    store = backend_of(api, EngineClient)
     store.worker.hang_s = 0.5
     pid = store.worker.pid
     assert pid is not None

@@ -12,25 +12,19 @@ from collections import Counter
 import pytest
 
 from adapters.worker.engine_pool import EnginePool
-from plugin.http.keys import BACKEND
 from tests.store.test_worker_crash import acknowledged_more
 from tests.store.test_worker_crash import serving_again
 from tests.support.app import ContractClient
+from tests.support.app import backend_of
 from tests.support.backends import names_of_each_worker
 
 WRITERS_PER_WORKER = 4
 KILLS = 5
 
 
-def pool(api: ContractClient) -> EnginePool:
-    backend = api.app[BACKEND]
-    assert isinstance(backend, EnginePool)
-    return backend
-
-
 @pytest.mark.settings(engine_workers=2)
 async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient) -> None:
-    store = pool(api)
+    store = backend_of(api, EnginePool)
     names = names_of_each_worker(store, WRITERS_PER_WORKER)
     for name in names[0] + names[1]:
         assert (await api.put_ns(name)).status == 200

@@ -11,15 +11,18 @@ from collections.abc import AsyncIterator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from typing import TypeVar
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 from aiohttp.test_utils import TestServer
 
 from harness.clocks import WallClock
+from plugin.http.keys import BACKEND
 from tests.support.contract import assert_conforms
 
 AppFactory = Callable[..., web.Application]
+Backend = TypeVar("Backend")
 
 
 @dataclass
@@ -74,3 +77,10 @@ async def served(
     app = make_app(**settings)
     async with TestClient(TestServer(app)) as client:
         yield ContractClient(client, app, clock)
+
+
+def backend_of(api: ContractClient, kind: type[Backend]) -> Backend:
+    """The app's backend, checked to be a `kind` (the one the test's settings chose)."""
+    backend = api.app[BACKEND]
+    assert isinstance(backend, kind)
+    return backend

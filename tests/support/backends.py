@@ -2,9 +2,10 @@
 
 How each is built: `edge_in_worker(DIM, path)` (the embedded store in its engine worker
 process, as the server runs it) or `QdrantEdgeBackend(DIM, path)` (the same store in the
-test's own process, where a test reaches into it), `QdrantServerBackend(DIM, location=":memory:")`
-or `QdrantCollectionsBackend(...)` directly, and Pinecone through
-`harness.pinecone_backend.pinecone_backend` on the HTTP-level fake.
+test's own process, where a test looks at its parts: `store`),
+`QdrantServerBackend(DIM, location=":memory:")` or `QdrantCollectionsBackend(...)` directly,
+and Pinecone through `harness.pinecone_backend.pinecone_backend` on the HTTP-level fake.
+`point_count`: the embedded store's points, read from its shards.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+import qdrant_edge as qe
+
 from adapters.base import VectorBackend
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.worker.engine_pool import EnginePool
 
 Backend = TypeVar("Backend", bound=VectorBackend)
@@ -39,3 +43,9 @@ def names_of_each_worker(store: EnginePool, count: int) -> list[list[str]]:
             found[store.route(name)].append(name)
         n += 1
     return found
+
+
+def point_count(store: QdrantEdgeBackend) -> int:
+    """Points physically in the embedded store's open shards, whatever reads may see."""
+    request = qe.CountRequest(filter=None, exact=True)
+    return sum(int(shard.count(request)) for shard in store.store.shards.open_shards())

@@ -8,7 +8,10 @@ compare against it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from adapters.merge import merge_scored
+from adapters.qdrant.edge import search_passes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import parsed_memory
 from adapters.qdrant.edge.search_passes import full_filter_requests
@@ -27,10 +30,17 @@ async def full_filter_answer(
 ) -> list[ScoredMemory]:
     """What each shard's pin sides answer with the full filters (a rerank asked reranks
     each shard's own top in the same request), merged as the reads merge."""
-
-    def build(scope: Scope) -> list[object]:
-        return full_filter_requests(asked, memory_filter, scope, limit)
-
-    parts = await backend._reads._read(names, build)
+    store = backend.store
+    live = store.records.live
+    by_shard: dict[int, list[str]] = {}  # the live names asked for, grouped as reads group them
+    for name in dict.fromkeys(names):
+        if name in live:
+            by_shard.setdefault(store.shards.index_of(name), []).append(name)
+    asks: list[tuple[Any, list[Any]]] = []
+    for index, held in by_shard.items():
+        scope = Scope(tuple(held), tuple(live[name].epoch for name in held))
+        requests = full_filter_requests(asked, memory_filter, scope, limit)
+        asks.append((store.shards.shards[index], requests))
+    parts = await store.calls.here(search_passes.asked, asks)
     hits = [[ScoredMemory(m, p.score) for p in part if (m := parsed_memory(p))] for part in parts]
     return hits[0][:limit] if len(hits) == 1 else merge_scored(hits, limit)

@@ -101,21 +101,27 @@ def write_previous_version(data: Path, vectors: Any = None, keywords: Any = None
     records.close()
 
 
-def stored_keywords(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
-    """Every point's content with its stored keyword vector (None when it has none)."""
+def stored_vectors(store: QdrantEdgeBackend, vector: str) -> dict[str, tuple[str, Any]]:
+    """Every point's content with its stored `vector` (None when it has none), by point id."""
     found: dict[str, tuple[str, Any]] = {}
-    for shard in store._shards.open_shards():
+    for shard in store.store.shards.open_shards():
         offset = None
         while True:
-            page, offset = shard.scroll(
-                qe.ScrollRequest(offset=offset, limit=256, with_payload=True, with_vector=True)
+            request = qe.ScrollRequest(
+                offset=offset, limit=256, with_payload=True, with_vector=[vector]
             )
+            page, offset = shard.scroll(request)
             for point in page:
                 vectors = point.vector if isinstance(point.vector, dict) else {}
-                found[str(point.id)] = (point.payload["content"], vectors.get(KEYWORDS_VECTOR))
+                found[str(point.id)] = (point.payload["content"], vectors.get(vector))
             if offset is None:
                 break
     return found
+
+
+def stored_keywords(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
+    """Every point's content with its stored keyword vector (None when it has none)."""
+    return stored_vectors(store, KEYWORDS_VECTOR)
 
 
 def matches(stored: Any, expected: Any) -> bool:

@@ -1,7 +1,7 @@
 """qdrant-client's local mode under the Qdrant server layouts: a peek at what it stores.
 
 Helpers of tests/qdrant/local/: the raw client behind a `QdrantConnection`, point
-counts, a spy on client calls, an injected outage of filter deletes.
+counts and collection names, a spy on client calls, an injected outage of filter deletes.
 """
 
 from __future__ import annotations
@@ -22,41 +22,54 @@ from tests.support.records import T0
 MEMORIES, RECORDS = "memory-memories", "memory-namespaces"
 
 
-def client(connection: QdrantConnection) -> AsyncQdrantClient:
-    found = connection._client
-    assert found is not None
-    return found
+async def client(connection: QdrantConnection) -> AsyncQdrantClient:
+    """The raw client behind an open `connection`: the one each of its calls is handed."""
+
+    async def itself(found: AsyncQdrantClient) -> AsyncQdrantClient:
+        return found
+
+    return await connection.call(itself)
 
 
 async def count(connection: QdrantConnection, collection: str) -> int:
-    return (await client(connection).count(collection, exact=True)).count
+    raw = await client(connection)
+    return (await raw.count(collection, exact=True)).count
 
 
-def spy(
+async def collection_names(connection: QdrantConnection) -> set[str]:
+    raw = await client(connection)
+    return {found.name for found in (await raw.get_collections()).collections}
+
+
+async def spy(
     monkeypatch: pytest.MonkeyPatch, connection: QdrantConnection, method: str
 ) -> list[tuple[Any, ...]]:
     """Record each call of the client's `method` (still made for real)."""
     calls: list[tuple[Any, ...]] = []
-    real: Callable[..., Awaitable[Any]] = getattr(client(connection), method)
+    raw = await client(connection)
+    real: Callable[..., Awaitable[Any]] = getattr(raw, method)
 
     async def recorded(*args: Any, **kwargs: Any) -> Any:
         calls.append(args)
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(client(connection), method, recorded)
+    monkeypatch.setattr(raw, method, recorded)
     return calls
 
 
-def fail_filter_deletes(monkeypatch: pytest.MonkeyPatch, connection: QdrantConnection) -> None:
+async def fail_filter_deletes(
+    monkeypatch: pytest.MonkeyPatch, connection: QdrantConnection
+) -> None:
     """Every delete by filter in the memories collection times out (an outage mid-delete)."""
-    real = client(connection).delete
+    raw = await client(connection)
+    real = raw.delete
 
     async def delete(collection: str, selector: Any, **kwargs: Any) -> Any:
         if collection == MEMORIES and isinstance(selector, models.FilterSelector):
             raise httpx.ReadTimeout("timed out")
         return await real(collection, selector, **kwargs)
 
-    monkeypatch.setattr(client(connection), "delete", delete)
+    monkeypatch.setattr(raw, "delete", delete)
 
 
 def ns_record(name: str) -> NamespaceRecord:
@@ -64,5 +77,6 @@ def ns_record(name: str) -> NamespaceRecord:
 
 
 async def stored_points(connection: QdrantConnection, collection: str) -> dict[Any, Any]:
-    points, _ = await client(connection).scroll(collection, limit=10_000, with_vectors=True)
+    raw = await client(connection)
+    points, _ = await raw.scroll(collection, limit=10_000, with_vectors=True)
     return {p.id: (p.payload, p.vector) for p in points}

@@ -54,7 +54,7 @@ class DiskGuard:
 
     def __init__(self, root: Path, headroom_bytes: int = DEFAULT_HEADROOM_BYTES) -> None:
         self._root = root
-        self._headroom = headroom_bytes
+        self.headroom_bytes = headroom_bytes  # kept free: writes below it are refused
         self._lock = threading.Lock()
         self.problem: str | None = None  # the last verdict, for health
 
@@ -65,7 +65,7 @@ class DiskGuard:
     def check(self, extra_bytes: int = 0) -> None:
         """Raise `StorageFull` unless the volume can take a write (and `extra_bytes` more)."""
         with self._lock:
-            need = self._headroom + extra_bytes
+            need = self.headroom_bytes + extra_bytes
             free = free_bytes(self._root)
             if free >= need:
                 self.problem = None

@@ -85,7 +85,7 @@ class QdrantEdgeBackend(VectorBackend):
             partitions,
         )
         super().__init__(dimension)
-        self._store = store
+        self.store = store  # what its parts share: shards, records, disk guard, threads
         self._namespaces = EdgeNamespaces(store)
         self._reads = EdgeReads(store)
         self._writes = EdgeWrites(store, self._reads)
@@ -101,50 +101,50 @@ class QdrantEdgeBackend(VectorBackend):
 
     @cached_property
     def transfer(self) -> EdgeTransfer:
-        return EdgeTransfer(self._store, self._writes)
+        return EdgeTransfer(self.store, self._writes)
 
     @cached_property
     def store_meta(self) -> EdgeStoreMeta:
-        return EdgeStoreMeta(self._store)
+        return EdgeStoreMeta(self.store)
 
     @cached_property
     def store_size(self) -> EdgeStoreSize:
-        return EdgeStoreSize(self._store)
+        return EdgeStoreSize(self.store)
 
     @cached_property
     def keyword_index(self) -> EdgeKeywordIndex:
-        return EdgeKeywordIndex(self._store)
+        return EdgeKeywordIndex(self.store)
 
     @cached_property
     def token_index(self) -> EdgeTokenIndex:
-        return EdgeTokenIndex(self._store, self.dimension)
+        return EdgeTokenIndex(self.store, self.dimension)
 
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._store.calls.start()
-        await self._store.calls.worker(self._open)
+        self.store.calls.start()
+        await self.store.calls.worker(self._open)
         self._watcher = asyncio.create_task(self._upkeep.watch(), name="edge shard upkeep")
 
     def _open(self) -> None:
         refuse_other_layouts(self._data_dir)
-        self._store.root.mkdir(parents=True, exist_ok=True)
+        self.store.root.mkdir(parents=True, exist_ok=True)
         self._records.open()
         self._shards.open()
         self._checks.run(at_start=True)
-        self._store.lost.settle()
+        self.store.lost.settle()
 
     async def verify(self) -> tuple[str, ...]:
         """Compare the namespace records with the memories the engine holds (verify-store)."""
         unreadable = self.condition().unreadable_namespaces
-        return await self._store.calls.worker(self._checks.verify, unreadable)  # not on the loop
+        return await self.store.calls.worker(self._checks.verify, unreadable)  # not on the loop
 
     async def accept(self) -> list[str]:
         """verify-store --accept: the store as it is now is vouched for (upkeep.py)."""
-        return await self._store.calls.worker(self._checks.accept)
+        return await self.store.calls.worker(self._checks.accept)
 
     async def close(self) -> None:
-        calls = self._store.calls
+        calls = self.store.calls
         if not calls.started:
             return
         if self._watcher is not None:
@@ -154,14 +154,14 @@ class QdrantEdgeBackend(VectorBackend):
             self._watcher = None
         for part in (self._writes, self._reads, self._namespaces):  # what it started, first
             await part.drain()
-        await self._store.commit.drain()
+        await self.store.commit.drain()
         await calls.worker(self._close)
         calls.stop()
 
     def _close(self) -> None:
         self._shards.close()  # flushed: the engine syncs what the log held
         self._records.write_counts(self._records.take_held_counts())
-        self._store.log_sync.close()
+        self.store.log_sync.close()
         self._records.close()
 
     async def maintain(self) -> None:
@@ -171,10 +171,10 @@ class QdrantEdgeBackend(VectorBackend):
             await self.verify()
 
     async def ping(self) -> None:
-        await self._store.calls.worker(self._check_writable)
+        await self.store.calls.worker(self._check_writable)
 
     def _check_writable(self) -> None:
-        if not os.access(self._store.root, os.W_OK | os.X_OK):
+        if not os.access(self.store.root, os.W_OK | os.X_OK):
             raise BackendUnavailable("the data directory is not writable")
         # Meanwhile health is 200 `degraded`: the disk.
         if self._shards.waiting_for_room and (opened := self._shards.retry_waiting()):
@@ -184,10 +184,10 @@ class QdrantEdgeBackend(VectorBackend):
                 "the embedded memory store could not be opened at start (damaged files);"
                 " see the plugin log and docs/repair.md#a-shard-does-not-open"
             )
-        self._store.disk.refresh()
+        self.store.disk.refresh()
 
     def condition(self) -> StoreCondition:
-        full = next(iter(self._shards.waiting_for_room.values()), None) or self._store.disk.problem
+        full = next(iter(self._shards.waiting_for_room.values()), None) or self.store.disk.problem
         problems = ((full,) if full else ()) + self._checks.problems()
         unreadable = set(self._records.damaged) | set(self._shards.down(self._records.live))
         unreadable |= self._checks.unreadable()

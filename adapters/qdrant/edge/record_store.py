@@ -63,7 +63,7 @@ class RecordStore:
         self.purges: dict[str, str] = {}
         # Namespaces whose stored record cannot be read: name -> epoch.
         self.damaged: dict[str, str] = {}
-        self._counts = CountStore(path.with_name(COUNTS_FILE), synced=synced)
+        self.count_store = CountStore(path.with_name(COUNTS_FILE), synced=synced)
         # Where an unreadable records file was moved at open, or None.
         self.moved_aside: Path | None = None
         # The file was missing, empty or moved aside at open: every record was lost.
@@ -104,7 +104,7 @@ class RecordStore:
                 )
         self.purges = dict(db.execute("SELECT epoch, name FROM purges"))
         earlier = "SELECT c.epoch, c.memories, n.name FROM counts c JOIN namespaces n USING (epoch)"
-        self._counts.open({epoch: (n, name) for epoch, n, name in db.execute(earlier)})
+        self.count_store.open({epoch: (n, name) for epoch, n, name in db.execute(earlier)})
         self.lost_shards = {int(i) for (i,) in db.execute("SELECT shard FROM lost_shards")}
         self.rebuilt = dict(db.execute("SELECT name, epoch FROM rebuilt"))
 
@@ -113,17 +113,17 @@ class RecordStore:
             if self._db is not None:
                 self._db.close()
                 self._db = None
-            self._counts.close()
+            self.count_store.close()
 
     @property
     def counts(self) -> dict[str, int]:
         """Memories counted per live incarnation: epoch -> count (memory_counts.py)."""
-        return self._counts.counts
+        return self.count_store.counts
 
     @property
     def counted_names(self) -> dict[str, str]:
         """The namespace of each counted incarnation: epoch -> name (memory_counts.py)."""
-        return self._counts.names
+        return self.count_store.names
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -166,7 +166,7 @@ class RecordStore:
             self.rebuilt[record.name] = epoch
         self.live[record.name] = LiveNamespace(record, epoch)
         if memories is not None:  # after the record: a crash between is re-counted at start
-            self._counts.set({epoch: memories}, {epoch: record.name})
+            self.count_store.set({epoch: memories}, {epoch: record.name})
 
     def count(self, changes: Mapping[str, int]) -> None:
         """Add to the memory counts of live incarnations (others are ignored), for
@@ -174,35 +174,35 @@ class RecordStore:
         reaches the disk with the next group commit (log_sync.py), after the engine's
         log: a count is never on disk ahead of what it counts."""
         with self._lock:
-            self._counts.add(changes, defer=self._synced)
+            self.count_store.add(changes, defer=self._synced)
 
     def count_now(self, changes: Mapping[str, int]) -> None:
         """`count`, written at once and synced under `sync`: for a count going down
         before the engine deletes."""
         with self._lock:
-            self._counts.add(changes, defer=False)
+            self.count_store.add(changes, defer=False)
 
     def take_held_counts(self) -> dict[str, int]:
         """Count changes held for the group commit since the last call (log_sync.py)."""
         with self._lock:
-            return self._counts.take_held()
+            return self.count_store.take_held()
 
     def hold_counts(self, changes: Mapping[str, int]) -> None:
         """Hold taken count changes again (their sync failed)."""
         with self._lock:
-            self._counts.hold(changes)
+            self.count_store.hold(changes)
 
     def write_counts(self, changes: Mapping[str, int]) -> None:
         """Write count changes taken by `take_held_counts` (after the engine's log is synced)."""
         with self._lock:
             if changes and self._db is not None:  # closed: closed under the group commit
-                self._counts.write(changes, synced=False)  # behind the engine at worst
+                self.count_store.write(changes, synced=False)  # behind the engine at worst
 
     def set_counts(self, counts: Mapping[str, int]) -> None:
         """Set the counts of these incarnations to what the engine holds (a new baseline)."""
         with self._lock:
             names = {live.epoch: name for name, live in self.live.items()}
-            self._counts.set(counts, names)
+            self.count_store.set(counts, names)
 
     def bury(self, name: str) -> str | None:
         """Delete `name` for callers in one transaction; its epoch, to purge, or None."""
@@ -220,7 +220,7 @@ class RecordStore:
                 db.execute("INSERT OR REPLACE INTO purges VALUES (?, ?)", (epoch, name))
             self.live.pop(name, None)
             self.rebuilt.pop(name, None)
-            self._counts.drop(epoch)
+            self.count_store.drop(epoch)
             self.damaged.pop(name, None)
             self.purges[epoch] = name
             return epoch
@@ -253,7 +253,7 @@ class RecordStore:
     def sizes(self) -> tuple[int, int]:
         """Live namespaces, and the memories their counts say they hold."""
         with self._lock:
-            counts = self._counts.counts
+            counts = self.count_store.counts
             return len(self.live), sum(counts.get(n.epoch, 0) for n in self.live.values())
 
     def meta(self) -> dict[str, str]:

@@ -67,9 +67,9 @@ async def test_search_over_namespaces_is_one_batch_request(
     for name in names:
         await shared.save_namespace(ns_record(name))
         await shared.upsert_memory(memory(name, pin=name == "org:c"), MemoryVectors(unit(1)))
-    batches = spy(monkeypatch, connection, "query_batch_points")
-    singles = spy(monkeypatch, connection, "query_points")
-    scrolls = spy(monkeypatch, connection, "scroll")
+    batches = await spy(monkeypatch, connection, "query_batch_points")
+    singles = await spy(monkeypatch, connection, "query_points")
+    scrolls = await spy(monkeypatch, connection, "scroll")
     hits = await shared.query_memories(names, dense(1), everything(), 10)
     assert hits[0].memory.namespace == "org:c"  # pinned first
     assert sorted(h.memory.namespace for h in hits) == sorted(names)
@@ -89,7 +89,7 @@ async def test_recreated_namespace_hides_memories_left_by_a_failed_purge(
     for written in old:
         await shared.upsert_memory(written, MemoryVectors(unit(1)))
     with monkeypatch.context() as patched:
-        fail_filter_deletes(patched, connection)
+        await fail_filter_deletes(patched, connection)
         assert await shared.delete_namespace(name) is True  # gone for callers all the same
         await shared.save_namespace(ns_record(name))
         assert await shared.get_memory(name, old[0].id) is None
@@ -117,11 +117,12 @@ async def test_purge_points_survive_a_failure_and_maintain_finishes_them(
     names = [f"team:t{i}" for i in range(3)]
     await seed(shared, names, memory)
     with monkeypatch.context() as patched:
-        fail_filter_deletes(patched, connection)
+        await fail_filter_deletes(patched, connection)
         for name in names[:2]:
             assert await shared.delete_namespace(name) is True
     assert await count(connection, MEMORIES) == 3
-    purges = await client(connection).scroll(
+    raw = await client(connection)
+    purges = await raw.scroll(
         RECORDS,
         models.Filter(
             must=[models.FieldCondition(key="type", match=models.MatchValue(value="purge"))]
@@ -148,7 +149,8 @@ async def test_maintain_never_purges_a_live_epoch(
     await shared.save_namespace(ns_record(name))
     kept = memory(name)
     await shared.upsert_memory(kept, MemoryVectors(unit(1)))
-    points, _ = await client(connection).scroll(RECORDS)
+    raw = await client(connection)
+    points, _ = await raw.scroll(RECORDS)
     [point] = points
     assert point.payload is not None
     epoch = point.payload["epoch"]
@@ -157,7 +159,7 @@ async def test_maintain_never_purges_a_live_epoch(
         vector={},
         payload={"type": "purge", "epoch": epoch, "name": name},
     )
-    await client(connection).upsert(RECORDS, [stale])
+    await raw.upsert(RECORDS, [stale])
     await shared.maintain()
     assert await shared.get_memory(name, kept.id) == kept
 
@@ -171,7 +173,7 @@ async def test_expired_namespaces_scan_only_expiring_records(
         name="org:soon", kind="org", created_at=T0, expires_at=T0 + timedelta(seconds=1)
     )
     await shared.save_namespace(soon)
-    scrolls = spy(monkeypatch, connection, "scroll")
+    scrolls = await spy(monkeypatch, connection, "scroll")
     assert await shared.expired_namespaces(T0 + timedelta(seconds=1)) == [soon]
     assert len(scrolls) == 1
 
@@ -187,8 +189,8 @@ async def test_expired_memories_go_in_one_count_and_one_delete(
         lambda name: memory(name, expires_at=expired),
         lambda name: memory(name, content="stays"),
     )
-    counts = spy(monkeypatch, connection, "count")
-    deletes = spy(monkeypatch, connection, "delete")
+    counts = await spy(monkeypatch, connection, "count")
+    deletes = await spy(monkeypatch, connection, "delete")
     assert await shared.delete_expired_memories(T0) == 5
     assert (len(counts), len(deletes)) == (1, 1)
     assert await shared.delete_expired_memories(T0) == 0

@@ -21,6 +21,7 @@ from plugin.commands.migrate_layout import copy_collections_to_shared
 from tests.support.qdrant_local import MEMORIES
 from tests.support.qdrant_local import RECORDS
 from tests.support.qdrant_local import client
+from tests.support.qdrant_local import collection_names
 from tests.support.qdrant_local import count
 from tests.support.qdrant_local import ns_record
 from tests.support.qdrant_local import stored_points
@@ -50,10 +51,7 @@ async def test_legacy_layout_refuses_to_start(connection: QdrantConnection) -> N
     with pytest.raises(BackendUnavailable, match="migrate-layout"):
         await backend.get_namespace("workspace:abc")
     assert await count(connection, "memory-workspace~abc") == 0
-    assert {c.name for c in (await client(connection).get_collections()).collections} == {
-        "memory-workspace~abc",
-        "memory-team~x",
-    }
+    assert await collection_names(connection) == {"memory-workspace~abc", "memory-team~x"}
 
 
 async def test_wrong_dimension_refuses_to_start(connection: QdrantConnection) -> None:
@@ -88,13 +86,12 @@ async def test_migration_copies_vectors_exactly_and_is_idempotent(
             )
             await source.upsert_memory(item, MemoryVectors(unit(1, i / 7, -i, 0.5)))
             written[name].append(item)
+    raw = await client(connection)
     source_vectors = {
         (name, p.id): p.vector
         for name in names
         for p in (
-            await client(connection).scroll(
-                f"memory-{name.replace(':', '~')}", limit=100, with_vectors=True
-            )
+            await raw.scroll(f"memory-{name.replace(':', '~')}", limit=100, with_vectors=True)
         )[0]
     }
     target = QdrantServerBackend(DIM, connection=connection)
@@ -126,10 +123,7 @@ async def test_migration_copies_vectors_exactly_and_is_idempotent(
     assert again == (3, 14)
     assert await stored_points(connection, MEMORIES) == target_points
     assert await stored_points(connection, RECORDS) == records
-    assert {c.name for c in (await client(connection).get_collections()).collections} == {
-        MEMORIES,
-        RECORDS,
-    }
+    assert await collection_names(connection) == {MEMORIES, RECORDS}
     fresh = QdrantServerBackend(DIM, connection=connection)
     await fresh.start()  # nothing of the old layout left to refuse
     assert [r.name for r in await fresh.list_namespaces()] == sorted(names)

@@ -43,9 +43,8 @@ QUERY_TOKENS = [unit(1), unit(0, 1)]
 async def old_collection(connection: QdrantConnection, name: str) -> None:
     """A memory collection as the version before token vectors created it."""
     dense = models.VectorParams(size=DIM, distance=models.Distance.COSINE)
-    await client(connection).create_collection(
-        name, vectors_config=dense, sparse_vectors_config=KEYWORD_VECTORS
-    )
+    raw = await client(connection)
+    await raw.create_collection(name, vectors_config=dense, sparse_vectors_config=KEYWORD_VECTORS)
 
 
 async def embed(text: str, work: Work) -> Embedding:
@@ -70,11 +69,12 @@ async def test_a_store_of_the_version_before_gains_token_vectors_in_rerank_mode(
     written = [memory(NS, content=text) for text in ("the router ticket", "a weekly note")]
     for item in written:
         await before.upsert_memory(item, MemoryVectors(unit(1, 1), KEYWORDS.document(item.content)))
-    assert not has_token_vector(await client(connection).get_collection(name))
+    raw = await client(connection)
+    assert not has_token_vector(await raw.get_collection(name))
 
     rerank = layout(DIM, connection=connection, tokens=True)
     await rerank.start()
-    assert has_token_vector(await client(connection).get_collection(name))
+    assert has_token_vector(await raw.get_collection(name))
     hybrid = await rerank.query_memories([NS], query(), everything(), 10)
     meanwhile = await rerank.query_memories([NS], query(QUERY_TOKENS), everything(), 10)
     assert meanwhile == hybrid  # MaxSim 0 for every memory without token vectors
