@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -119,22 +120,23 @@ def upsert_item(
     return found
 
 
-def batches(items: Sequence[Item], dimension: int) -> list[list[Item]]:
-    """Upsert-sized chunks: at most `PAGE` vectors and about `UPSERT_MAX_BYTES` each."""
-    chunks: list[list[Item]] = []
-    current: list[Item] = []
+def batches(items: Sequence[Item], dimension: int) -> Iterator[list[Item]]:
+    """Upsert-sized chunks, in order: at most `PAGE` vectors and about `UPSERT_MAX_BYTES` each."""
+    chunk: list[Item] = []
     size = 0
     for item in items:
-        # A float in JSON takes up to ~24 bytes; metadata as Pinecone counts it.
-        sparse = len(item.get("sparse_values", {}).get("indices", ()))
-        item_size = (
-            24 * (dimension + 2 * sparse) + vector_metadata.metadata_size(item["metadata"]) + 100
-        )
-        if current and (len(current) >= PAGE or size + item_size > UPSERT_MAX_BYTES):
-            chunks.append(current)
-            current, size = [], 0
-        current.append(item)
+        item_size = _json_bytes(item, dimension)
+        if chunk and (len(chunk) >= PAGE or size + item_size > UPSERT_MAX_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
         size += item_size
-    if current:
-        chunks.append(current)
-    return chunks
+    if chunk:
+        yield chunk
+
+
+def _json_bytes(item: Item, dimension: int) -> int:
+    """About what `item` takes in an upsert's JSON: a float up to ~24 bytes, the metadata
+    as Pinecone counts it."""
+    sparse = len(item.get("sparse_values", {}).get("indices", ()))
+    return 24 * (dimension + 2 * sparse) + vector_metadata.metadata_size(item["metadata"]) + 100

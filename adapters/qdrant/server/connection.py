@@ -30,7 +30,6 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 from adapters.errors import BackendError
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
-from adapters.qdrant import names
 from adapters.qdrant.layout import IndexKind
 from adapters.qdrant.server.client_requests import IndexParams
 from adapters.qdrant.server.client_requests import index_params
@@ -103,26 +102,6 @@ class QdrantConnection:
         # Local mode ignores payload indexes and warns on each one: skip them there.
         self.local = url is None and not str(location).startswith(("http://", "https://"))
         self._client: AsyncQdrantClient | None = None
-
-    @classmethod
-    def of_backend(
-        cls,
-        connection: QdrantConnection | None,
-        *,
-        url: str | None,
-        api_key: str | None,
-        location: str | None,
-        timeout_s: float,
-        prefix: str,
-    ) -> QdrantConnection:
-        """A backend's connection: the one it shares, or its own; checks the prefix too."""
-        if not names.is_valid_collection_name(prefix):
-            raise ValueError(f"prefix {prefix!r} cannot start a Qdrant collection name")
-        if connection is None:
-            return cls(url=url, api_key=api_key, location=location, timeout_s=timeout_s)
-        if url is not None or location is not None:
-            raise ValueError("give either a connection or url/location, not both")
-        return connection
 
     def open(self) -> None:
         if self._client is not None:

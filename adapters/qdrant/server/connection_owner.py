@@ -5,70 +5,148 @@ The connection is the backend's own, or one it shares with another backend
 qdrant-client's local mode needs: each local client is a store of its own).
 `tokens` (MEMORY_PLUGIN_SEARCH=rerank) makes the set-up give a collection of an
 older version its token vectors' multivector in place (token_vectors.py); new
-collections have it whatever the mode. Also what both answer alike: the search
-modes, and one memory written as a batch of one through the layout's transfer.
+collections have it whatever the mode. Also what both answer alike
+(`ServerBackendPart`: the connection, the search modes, close; `start_step`) and how
+both write memories with their keyword and token vectors (`ServerTransfer`).
 """
 
 from __future__ import annotations
 
+import abc
+import logging
+from collections.abc import Awaitable
+from collections.abc import Callable
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TypedDict
 
-from adapters.parts import BulkTransfer
+from adapters.base import DEFAULT_PREFIX
+from adapters.errors import BackendError
+from adapters.errors import BackendMisconfigured
+from adapters.qdrant import names
 from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
+from adapters.qdrant.server.keyword_vectors import PointVectors
+from adapters.qdrant.server.keyword_vectors import point_vector
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import SearchMode
 from adapters.values import SparseVector
 from adapters.values import StoredMemory
 from adapters.values import TokenVectors
+from adapters.values import with_keywords
 
 # keyword feedback is a second pass of the embedded store's reads; `rerank` here is
 # MaxSim over the fused candidates without it (docs/backends.md)
 SERVER_SEARCH_MODES = ranking.QDRANT_SEARCH_MODES - {SearchMode.FEEDBACK}
 
 
-class ServerTransfer(BulkTransfer, Protocol):
-    """A server layout's bulk writes, which carry token vectors too (rerank mode)."""
+class ServerOptions(TypedDict, total=False):
+    """The keyword arguments both server backends take; `ServerConnectionOwner` holds their
+    defaults. Give `url` or `location` (":memory:": qdrant-client's local mode), or a
+    `connection` to share."""
+
+    url: str | None
+    api_key: str | None
+    location: str | None
+    prefix: str
+    timeout_s: float
+    connection: QdrantConnection | None
+    tokens: bool
+
+
+class ServerConnectionOwner:
+    """A server backend's connection (its own, closed with it, or one it shares) and the
+    settings its layout's parts read: the collection prefix (checked), the dimension and
+    whether it keeps token vectors."""
+
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        timeout_s: float = 1.0,
+        connection: QdrantConnection | None = None,
+        tokens: bool = False,
+    ) -> None:
+        if not names.is_valid_collection_name(prefix):
+            raise ValueError(f"prefix {prefix!r} cannot start a Qdrant collection name")
+        if connection is not None and (url is not None or location is not None):
+            raise ValueError("give either a connection or url/location, not both")
+        self._owns_connection = connection is None
+        if connection is None:
+            connection = QdrantConnection(
+                url=url, api_key=api_key, location=location, timeout_s=timeout_s
+            )
+        self.connection = connection
+        self.prefix = prefix
+        self.dimension = dimension
+        self.keep_tokens = tokens
+
+    async def close(self) -> None:
+        if self._owns_connection:
+            await self.connection.close()
+
+
+class ServerBackendPart:
+    """What both server backends answer alike from their `ServerConnectionOwner`: a base
+    part beside `VectorBackend`, as `OptionalParts` is (adapters/parts.py)."""
+
+    _server: ServerConnectionOwner
+    search_modes = SERVER_SEARCH_MODES
+
+    @property
+    def connection(self) -> QdrantConnection:
+        """The connection, this backend's own or one it shares."""
+        return self._server.connection
+
+    @property
+    def keep_tokens(self) -> bool:
+        return self._server.keep_tokens
+
+    async def close(self) -> None:
+        await self._server.close()
+
+
+class ServerTransfer(abc.ABC):
+    """A server layout's bulk transfer: each memory's point vectors (keyword and token
+    vectors too) made here, written by the layout's `write_points`."""
+
+    __slots__ = ()
 
     async def upsert_memories(
         self,
         memories: Sequence[StoredMemory],
         keywords: Sequence[SparseVector] | None = None,
         tokens: Sequence[TokenVectors | None] | None = None,
-    ) -> int: ...
-
-
-class ServerConnectionOwner:
-    """A server backend's connection (its own, closed with it, or one it shares; the
-    collection prefix checked), and whether it keeps token vectors."""
-
-    def __init__(
-        self,
-        connection: QdrantConnection | None,
-        *,
-        url: str | None,
-        api_key: str | None,
-        location: str | None,
-        timeout_s: float,
-        prefix: str,
-        tokens: bool,
-    ) -> None:
-        self.keep_tokens = tokens
-        self._owns_connection = connection is None
-        self.connection = QdrantConnection.of_backend(
-            connection,
-            url=url,
-            api_key=api_key,
-            location=location,
-            timeout_s=timeout_s,
-            prefix=prefix,
+    ) -> int:
+        """Write many memories, as `upsert_memory`; how many were written. `tokens` (one
+        memory's write in rerank mode): each memory's token vectors, or None."""
+        each_tokens = [None] * len(memories) if tokens is None else tokens
+        written = zip(with_keywords(memories, keywords), each_tokens, strict=True)
+        return await self.write_points(
+            [
+                (memory, point_vector(vector, memory_keywords, memory_tokens))
+                for ((memory, vector), memory_keywords), memory_tokens in written
+            ]
         )
 
-    async def close(self) -> None:
-        if self._owns_connection:
-            await self.connection.close()
+    @abc.abstractmethod
+    async def write_points(self, points: Sequence[tuple[MemoryRecord, PointVectors]]) -> int:
+        """Write each memory as a point with these vectors; how many were written."""
+
+
+async def start_step(step: Callable[[], Awaitable[None]], log: logging.Logger, outage: str) -> None:
+    """A start-up step: a store it cannot serve ends the boot (`BackendMisconfigured`);
+    Qdrant down or failing is logged (`outage`, with the error) and done later."""
+    try:
+        await step()
+    except BackendMisconfigured:
+        raise
+    except BackendError as exc:
+        log.warning(outage, exc)
 
 
 async def upsert_one(

@@ -28,6 +28,9 @@ from adapters.values import SparseVector
 from adapters.values import TokenVectors
 
 KEYWORD_VECTORS = {KEYWORDS_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+PointVectors = dict[str, models.Vector]  # a point's vectors by name
+# (key, content) of memories lacking a vector, and where the next page starts (None: no more)
+Page = tuple[list[tuple[str, str]], str | None]
 
 
 def lacking(name: str) -> models.Filter:
@@ -42,11 +45,11 @@ _NEW_KEYWORDS = models.SparseVectorNameConfig(
 
 def point_vector(
     dense: Sequence[float], keywords: SparseVector | None, tokens: TokenVectors | None = None
-) -> dict[str, models.Vector]:
+) -> PointVectors:
     """A point's vectors by name: the unnamed dense one ("") and, when computed, the keyword
     vector and the token vectors. Always by name: a collection with named vectors (the
     token vectors') refuses a bare list in qdrant-client's local mode."""
-    vectors: dict[str, models.Vector] = {"": [float(x) for x in dense]}
+    vectors: PointVectors = {"": [float(x) for x in dense]}
     if keywords is not None:
         vectors[KEYWORDS_VECTOR] = sparse(keywords)
     if tokens is not None:
@@ -92,14 +95,14 @@ async def unindexed_page(
     collection: str,
     offset: str | None,
     limit: int,
-) -> tuple[list[tuple[str, str]], str | None]:
+) -> Page:
     """(point id, content) of points without a keyword vector, and the next page's offset."""
     return await missing_page(call, collection, KEYWORDS_VECTOR, offset, limit)
 
 
 async def missing_page(
     call: Call, collection: str, name: str, offset: str | None, limit: int
-) -> tuple[list[tuple[str, str]], str | None]:
+) -> Page:
     """(point id, content) of points without the vector `name`, and the next page's offset."""
     wanted = lacking(name)
     points, after = await call(

@@ -19,13 +19,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
+from typing import Unpack
 
 from qdrant_client.http import models
 
-from adapters.base import DEFAULT_PREFIX
 from adapters.base import VectorBackend
 from adapters.errors import BackendError
-from adapters.errors import BackendMisconfigured
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.qdrant import filters
@@ -34,9 +33,10 @@ from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.client_requests import NEWEST_FIRST
 from adapters.qdrant.server.client_requests import Query
 from adapters.qdrant.server.client_requests import side_requests
-from adapters.qdrant.server.connection import QdrantConnection
-from adapters.qdrant.server.connection_owner import SERVER_SEARCH_MODES
+from adapters.qdrant.server.connection_owner import ServerBackendPart
 from adapters.qdrant.server.connection_owner import ServerConnectionOwner
+from adapters.qdrant.server.connection_owner import ServerOptions
+from adapters.qdrant.server.connection_owner import start_step
 from adapters.qdrant.server.connection_owner import upsert_one
 from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
 from adapters.qdrant.server.namespace_collections_keywords import CollectionsTokenIndex
@@ -51,7 +51,6 @@ from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import ScoredMemory
-from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
 
@@ -59,48 +58,16 @@ log = logging.getLogger(__name__)
 _NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
 
 
-class QdrantCollectionsBackend(VectorBackend):
+class QdrantCollectionsBackend(ServerBackendPart, VectorBackend):
     """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
 
     name = "qdrant-collections"
 
-    def __init__(
-        self,
-        dimension: int,
-        *,
-        url: str | None = None,
-        api_key: str | None = None,
-        location: str | None = None,
-        prefix: str = DEFAULT_PREFIX,
-        timeout_s: float = 1.0,
-        connection: QdrantConnection | None = None,
-        tokens: bool = False,
-    ) -> None:
+    def __init__(self, dimension: int, **options: Unpack[ServerOptions]) -> None:
         super().__init__(dimension)
-        self._server = ServerConnectionOwner(
-            connection,
-            url=url,
-            api_key=api_key,
-            location=location,
-            timeout_s=timeout_s,
-            prefix=prefix,
-            tokens=tokens,
-        )
+        self._server = ServerConnectionOwner(dimension, **options)
         # the namespace collections and their records: the namespace calls' part
-        self.records = CollectionNamespaces(self.connection, prefix, dimension, tokens=tokens)
-
-    @property
-    def connection(self) -> QdrantConnection:
-        """The connection, this backend's own or one it shares (connection_owner.py)."""
-        return self._server.connection
-
-    @property
-    def keep_tokens(self) -> bool:
-        return self._server.keep_tokens
-
-    @property
-    def search_modes(self) -> frozenset[SearchMode]:
-        return SERVER_SEARCH_MODES
+        self.records = CollectionNamespaces(self._server)
 
     # -- the optional parts (adapters/parts.py) --------------------------------------
 
@@ -129,15 +96,9 @@ class QdrantCollectionsBackend(VectorBackend):
         self.connection.open()
         if not self.keep_tokens:
             return
-        try:
-            await self.token_index.prepare_tokens()
-        except BackendMisconfigured:
-            raise
-        except BackendError as exc:  # the fill prepares them again once Qdrant answers
-            log.warning("qdrant not ready at start, token vectors added later: %s", exc)
-
-    async def close(self) -> None:
-        await self._server.close()
+        # Qdrant down: the fill prepares them again once Qdrant answers
+        outage = "qdrant not ready at start, token vectors added later: %s"
+        await start_step(self.token_index.prepare_tokens, log, outage)
 
     async def ping(self) -> None:
         await self.connection.ping()

@@ -20,13 +20,13 @@ from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.server.keyword_vectors import Page
 from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
 
 T = TypeVar("T")
 V = TypeVar("V")
-Page = tuple[list[tuple[str, str]], str | None]
 PageOf = Callable[[Call, str, str | None, int], Awaitable[Page]]
 Fill = Callable[[Call, str, Sequence[tuple[str, V]]], Awaitable[None]]
 

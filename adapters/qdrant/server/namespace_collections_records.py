@@ -25,7 +25,7 @@ from adapters.qdrant import names
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.connection import CollectionMissing
-from adapters.qdrant.server.connection import QdrantConnection
+from adapters.qdrant.server.connection_owner import ServerConnectionOwner
 from adapters.values import NamespaceRecord
 
 T = TypeVar("T")
@@ -39,13 +39,11 @@ STORE_META_SUFFIX = "store"
 class CollectionNamespaces:
     """The namespace collections of one prefix, and the record each one keeps."""
 
-    def __init__(
-        self, connection: QdrantConnection, prefix: str, dimension: int, *, tokens: bool = False
-    ) -> None:
-        self.connection = connection
-        self.prefix = prefix
-        self.dimension = dimension
-        self._tokens = tokens  # rerank mode: give an older collection its token vectors
+    def __init__(self, server: ServerConnectionOwner) -> None:
+        self.connection = server.connection
+        self.prefix = server.prefix
+        self.dimension = server.dimension
+        self._tokens = server.keep_tokens  # rerank: give an older collection its token vectors
 
     async def call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
         return await self.connection.call(op)

@@ -25,13 +25,12 @@ from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.server.connection_owner import ServerTransfer
+from adapters.qdrant.server.keyword_vectors import PointVectors
 from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
-from adapters.values import SparseVector
 from adapters.values import StoredMemory
-from adapters.values import TokenVectors
-from adapters.values import with_keywords
 
 
 def point_id_of(memory_id: str) -> str | None:
@@ -53,7 +52,7 @@ def stored_of(namespace: str, point: models.Record) -> StoredMemory:
     return memory_of(namespace, point), vector
 
 
-class CollectionsTransfer:
+class CollectionsTransfer(ServerTransfer):
     """`iter_memories` per collection; `upsert_memories`, one request per collection."""
 
     def __init__(self, collections: CollectionNamespaces) -> None:
@@ -83,20 +82,11 @@ class CollectionsTransfer:
         except CollectionMissing:  # deleted meanwhile: its memories vanish, as for reads
             return
 
-    async def upsert_memories(
-        self,
-        memories: Sequence[StoredMemory],
-        keywords: Sequence[SparseVector] | None = None,
-        tokens: Sequence[TokenVectors | None] | None = None,
-    ) -> int:
-        """One upsert request per namespace (collection) in the batch; `tokens` (one
-        memory's write in rerank mode): each memory's token vectors, or None."""
+    async def write_points(self, points: Sequence[tuple[MemoryRecord, PointVectors]]) -> int:
+        """One upsert request per namespace (collection) in the batch."""
         by_collection: dict[str, list[models.PointStruct]] = {}
         names: dict[str, str] = {}
-        each_tokens = [None] * len(memories) if tokens is None else tokens
-        for ((memory, vector), memory_keywords), memory_tokens in zip(
-            with_keywords(memories, keywords), each_tokens, strict=True
-        ):
+        for memory, vectors in points:
             point_id = point_id_of(memory.id)
             if point_id is None:
                 raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
@@ -104,17 +94,15 @@ class CollectionsTransfer:
             names[collection] = memory.namespace
             by_collection.setdefault(collection, []).append(
                 models.PointStruct(
-                    id=point_id,
-                    vector=keyword_vectors.point_vector(vector, memory_keywords, memory_tokens),
-                    payload=layout.memory_to_payload(memory),
+                    id=point_id, vector=vectors, payload=layout.memory_to_payload(memory)
                 )
             )
-        for collection, points in by_collection.items():
+        for collection, written in by_collection.items():
             try:
-                await self._upsert(collection, points)
+                await self._upsert(collection, written)
             except CollectionMissing as exc:
                 raise NamespaceGone(f"namespace {names[collection]} not found") from exc
-        return sum(len(points) for points in by_collection.values())
+        return sum(len(written) for written in by_collection.values())
 
     async def _upsert(self, collection: str, points: list[models.PointStruct]) -> None:
         """Upsert; a collection made before keyword (or token) vectors existed gains the

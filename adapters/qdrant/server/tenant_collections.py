@@ -16,6 +16,8 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
+from typing import Concatenate
+from typing import ParamSpec
 from typing import TypeVar
 
 from qdrant_client import AsyncQdrantClient
@@ -31,10 +33,12 @@ from adapters.qdrant.layout import FIELD_EXPIRES_US
 from adapters.qdrant.layout import IndexKind
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
+from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
-from adapters.qdrant.server.connection import QdrantConnection
+from adapters.qdrant.server.connection_owner import ServerConnectionOwner
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 MEMORY_STORE_INDEXES = {**layout.TENANT_INDEXES, **layout.MEMORY_INDEXES}
 # The records collection's points have a `type` (tenant_namespaces.py); records expire.
@@ -56,15 +60,13 @@ class TenantCollections:
     """Both collections of one prefix, set up once per process on first use (and again
     when one vanished); a request only ever sees a 503 for the setup."""
 
-    def __init__(
-        self, connection: QdrantConnection, prefix: str, dimension: int, *, tokens: bool = False
-    ) -> None:
-        self.connection = connection
-        self.dimension = dimension
-        self._tokens = tokens
-        self.memories = names.memories_store_name(prefix)
-        self.records = names.records_store_name(prefix)
-        self._prefix = prefix
+    def __init__(self, server: ServerConnectionOwner) -> None:
+        self.connection = server.connection
+        self.dimension = server.dimension
+        self._tokens = server.keep_tokens
+        self.memories = names.memories_store_name(server.prefix)
+        self.records = names.records_store_name(server.prefix)
+        self._prefix = server.prefix
         self._ready = False
         self._lock = asyncio.Lock()
 
@@ -101,6 +103,16 @@ class TenantCollections:
         """Give the memories collection its token vectors, placed (token_vectors.py)."""
         call, memories = self.connection.call, self.memories
         await token_vectors.ensure_token_vector(call, memories, self.dimension, info)
+
+    async def on_memories(
+        self,
+        step: Callable[Concatenate[Call, str, P], Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """`step(call, <prefix>memories, ...)`: a keyword_vectors.py or token_vectors.py
+        step on the memories collection, through `call`."""
+        return await step(self.call, self.memories, *args, **kwargs)
 
     async def ready(self) -> None:
         if not self._ready:

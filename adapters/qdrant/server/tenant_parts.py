@@ -22,19 +22,22 @@ from adapters.qdrant import layout
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
+from adapters.qdrant.server.connection_owner import ServerTransfer
+from adapters.qdrant.server.keyword_vectors import Page
+from adapters.qdrant.server.keyword_vectors import PointVectors
 from adapters.qdrant.server.tenant_collections import TenantCollections
 from adapters.qdrant.server.tenant_collections import stored_vector
 from adapters.qdrant.server.tenant_namespaces import TenantNamespaces
 from adapters.qdrant.server.tenant_namespaces import epoch_of
 from adapters.values import MemoryFilter
+from adapters.values import MemoryRecord
 from adapters.values import SparseVector
 from adapters.values import StoredMemory
 from adapters.values import TokenVectors
-from adapters.values import with_keywords
 
 
 @dataclass(frozen=True, slots=True)
-class TenantTransfer:
+class TenantTransfer(ServerTransfer):
     """`iter_memories` by scrolling a tenant partition; `upsert_memories` in one request."""
 
     collections: TenantCollections
@@ -69,31 +72,21 @@ class TenantTransfer:
             if found:
                 yield found
 
-    async def upsert_memories(
-        self,
-        memories: Sequence[StoredMemory],
-        keywords: Sequence[SparseVector] | None = None,
-        tokens: Sequence[TokenVectors | None] | None = None,
-    ) -> int:
-        """Write many memories in one request, as `upsert_memory`; how many were written.
-        `tokens` (one memory's write in rerank mode): each memory's token vectors, or None."""
-        live = await self.records.live([memory.namespace for memory, _ in memories])
-        points: dict[str, models.PointStruct] = {}
-        each_tokens = [None] * len(memories) if tokens is None else tokens
-        for ((memory, vector), memory_keywords), memory_tokens in zip(
-            with_keywords(memories, keywords), each_tokens, strict=True
-        ):
+    async def write_points(self, points: Sequence[tuple[MemoryRecord, PointVectors]]) -> int:
+        """Every memory of the current epochs in one request."""
+        live = await self.records.live([memory.namespace for memory, _ in points])
+        written: dict[str, models.PointStruct] = {}
+        for memory, vectors in points:
             epoch = epoch_of(live, memory.namespace)
             if epoch is None:
                 raise NamespaceGone(f"namespace {memory.namespace} not found")
             point_id = layout.point_id(memory.namespace, memory.id)
             payload = layout.memory_to_payload(memory, epoch)
-            stored = keyword_vectors.point_vector(vector, memory_keywords, memory_tokens)
-            points[point_id] = models.PointStruct(id=point_id, vector=stored, payload=payload)
-        if points:
-            writes, collection = list(points.values()), self.collections.memories
+            written[point_id] = models.PointStruct(id=point_id, vector=vectors, payload=payload)
+        if written:
+            writes, collection = list(written.values()), self.collections.memories
             await self.collections.call(lambda c: c.upsert(collection, writes, wait=True))
-        return len(points)
+        return len(written)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,20 +99,13 @@ class TenantKeywordIndex:
         """Set-up gives the collection its keyword vector; `reset` drops and re-adds it."""
         await self.collections.ready()
         if reset:
-            await keyword_vectors.drop_keyword_vector(
-                self.collections.call, self.collections.memories
-            )
+            await self.collections.on_memories(keyword_vectors.drop_keyword_vector)
 
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        collections = self.collections
-        return await keyword_vectors.unindexed_page(
-            collections.call, collections.memories, cursor, limit
-        )
+    async def unindexed_memories(self, cursor: str | None, limit: int) -> Page:
+        return await self.collections.on_memories(keyword_vectors.unindexed_page, cursor, limit)
 
     async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        await keyword_vectors.index_page(self.collections.call, self.collections.memories, items)
+        await self.collections.on_memories(keyword_vectors.index_page, items)
         return len(items)
 
 
@@ -134,14 +120,9 @@ class TenantTokenIndex:
         info = await self.collections.call(lambda c: c.get_collection(self.collections.memories))
         await self.collections.ensure_token_vector(info)
 
-    async def untokenized_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        collections = self.collections
-        return await token_vectors.untokenized_page(
-            collections.call, collections.memories, cursor, limit
-        )
+    async def untokenized_memories(self, cursor: str | None, limit: int) -> Page:
+        return await self.collections.on_memories(token_vectors.untokenized_page, cursor, limit)
 
     async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
-        await token_vectors.index_page(self.collections.call, self.collections.memories, items)
+        await self.collections.on_memories(token_vectors.index_page, items)
         return len(items)

@@ -20,13 +20,12 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
+from typing import Unpack
 
 from qdrant_client.http import models
 
-from adapters.base import DEFAULT_PREFIX
 from adapters.base import VectorBackend
 from adapters.errors import BackendError
-from adapters.errors import BackendMisconfigured
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.qdrant import filters
@@ -36,9 +35,10 @@ from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.client_requests import NEWEST_FIRST
 from adapters.qdrant.server.client_requests import Query
 from adapters.qdrant.server.client_requests import side_requests
-from adapters.qdrant.server.connection import QdrantConnection
-from adapters.qdrant.server.connection_owner import SERVER_SEARCH_MODES
+from adapters.qdrant.server.connection_owner import ServerBackendPart
 from adapters.qdrant.server.connection_owner import ServerConnectionOwner
+from adapters.qdrant.server.connection_owner import ServerOptions
+from adapters.qdrant.server.connection_owner import start_step
 from adapters.qdrant.server.connection_owner import upsert_one
 from adapters.qdrant.server.tenant_collections import MEMORY_STORE_INDEXES
 from adapters.qdrant.server.tenant_collections import RECORD_INDEXES
@@ -59,7 +59,6 @@ from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import ScoredMemory
-from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
 
@@ -74,49 +73,17 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class QdrantServerBackend(VectorBackend):
+class QdrantServerBackend(ServerBackendPart, VectorBackend):
     """Memories of every namespace in one Qdrant collection, partitioned by tenant."""
 
     name = "qdrant"
 
-    def __init__(
-        self,
-        dimension: int,
-        *,
-        url: str | None = None,
-        api_key: str | None = None,
-        location: str | None = None,
-        prefix: str = DEFAULT_PREFIX,
-        timeout_s: float = 1.0,
-        connection: QdrantConnection | None = None,
-        tokens: bool = False,
-    ) -> None:
+    def __init__(self, dimension: int, **options: Unpack[ServerOptions]) -> None:
         super().__init__(dimension)
-        self._server = ServerConnectionOwner(
-            connection,
-            url=url,
-            api_key=api_key,
-            location=location,
-            timeout_s=timeout_s,
-            prefix=prefix,
-            tokens=tokens,
-        )
-        self._collections = TenantCollections(self.connection, prefix, dimension, tokens=tokens)
+        self._server = ServerConnectionOwner(dimension, **options)
+        self._collections = TenantCollections(self._server)
         self._memories = self._collections.memories
         self.records = TenantNamespaces(self._collections)  # the namespace calls' part
-
-    @property
-    def connection(self) -> QdrantConnection:
-        """The connection, this backend's own or one it shares (connection_owner.py)."""
-        return self._server.connection
-
-    @property
-    def keep_tokens(self) -> bool:
-        return self._server.keep_tokens
-
-    @property
-    def search_modes(self) -> frozenset[SearchMode]:
-        return SERVER_SEARCH_MODES
 
     # -- the optional parts (adapters/parts.py) --------------------------------------
 
@@ -141,20 +108,12 @@ class QdrantServerBackend(VectorBackend):
 
     async def start(self) -> None:
         """Contact Qdrant if it answers; only a store it cannot serve fails the boot."""
-        try:
-            await self.prepare()
-        except BackendMisconfigured:
-            raise
-        except BackendError as exc:
-            log.warning("qdrant not ready at start, retrying on first use: %s", exc)
+        await start_step(self.prepare, log, "qdrant not ready at start, retrying on first use: %s")
 
     async def prepare(self, *, allow_namespace_collections: bool = False) -> None:
         """Create or check both collections, once per process. The migration allows
         collections of the per-namespace layout meanwhile; everyone else refuses them."""
         await self._collections.prepare(allow_namespace_collections=allow_namespace_collections)
-
-    async def close(self) -> None:
-        await self._server.close()
 
     async def maintain(self) -> None:
         """Finish namespace deletes whose memories were not purged (a crash, an outage)."""

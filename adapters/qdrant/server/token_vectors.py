@@ -126,7 +126,7 @@ def rows(tokens: TokenVectors) -> list[list[float]]:
 
 async def untokenized_page(
     call: Call, collection: str, offset: str | None, limit: int
-) -> tuple[list[tuple[str, str]], str | None]:
+) -> keyword_vectors.Page:
     """(point id, content) of points without token vectors, and the next page's offset."""
     return await keyword_vectors.missing_page(call, collection, TOKENS_VECTOR, offset, limit)
 
