@@ -5,8 +5,7 @@ The connection is the backend's own, or one it shares with another backend
 qdrant-client's local mode needs: each local client is a store of its own).
 `tokens` (MEMORY_PLUGIN_SEARCH=rerank) makes the set-up give a collection of an
 older version its token vectors' multivector in place (token_vectors.py); new
-collections have it whatever the mode. Also what both answer alike
-(`ServerBackendPart`: the connection, the search modes, close; `start_step`) and how
+collections have it whatever the mode. Also how both start (`start_step`) and how
 both write memories with their keyword and token vectors (`ServerTransfer`).
 """
 
@@ -88,26 +87,6 @@ class ServerConnectionOwner:
     async def close(self) -> None:
         if self._owns_connection:
             await self.connection.close()
-
-
-class ServerBackendPart:
-    """What both server backends answer alike from their `ServerConnectionOwner`: a base
-    part beside `VectorBackend`, as `OptionalParts` is (adapters/parts.py)."""
-
-    _server: ServerConnectionOwner
-    search_modes = SERVER_SEARCH_MODES
-
-    @property
-    def connection(self) -> QdrantConnection:
-        """The connection, this backend's own or one it shares."""
-        return self._server.connection
-
-    @property
-    def keep_tokens(self) -> bool:
-        return self._server.keep_tokens
-
-    async def close(self) -> None:
-        await self._server.close()
 
 
 class ServerTransfer(abc.ABC):

@@ -33,7 +33,7 @@ from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.client_requests import NEWEST_FIRST
 from adapters.qdrant.server.client_requests import Query
 from adapters.qdrant.server.client_requests import side_requests
-from adapters.qdrant.server.connection_owner import ServerBackendPart
+from adapters.qdrant.server.connection_owner import SERVER_SEARCH_MODES
 from adapters.qdrant.server.connection_owner import ServerConnectionOwner
 from adapters.qdrant.server.connection_owner import ServerOptions
 from adapters.qdrant.server.connection_owner import start_step
@@ -51,6 +51,7 @@ from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import ScoredMemory
+from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
 
@@ -58,7 +59,7 @@ log = logging.getLogger(__name__)
 _NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
 
 
-class QdrantCollectionsBackend(ServerBackendPart, VectorBackend):
+class QdrantCollectionsBackend(VectorBackend):
     """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
 
     name = "qdrant-collections"
@@ -66,8 +67,17 @@ class QdrantCollectionsBackend(ServerBackendPart, VectorBackend):
     def __init__(self, dimension: int, **options: Unpack[ServerOptions]) -> None:
         super().__init__(dimension)
         self._server = ServerConnectionOwner(dimension, **options)
+        self.connection = self._server.connection  # its own, or one it shares
+        self.keep_tokens = self._server.keep_tokens
         # the namespace collections and their records: the namespace calls' part
         self.records = CollectionNamespaces(self._server)
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return SERVER_SEARCH_MODES
+
+    async def close(self) -> None:
+        await self._server.close()
 
     # -- the optional parts (adapters/parts.py) --------------------------------------
 

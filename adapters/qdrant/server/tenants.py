@@ -35,7 +35,7 @@ from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.client_requests import NEWEST_FIRST
 from adapters.qdrant.server.client_requests import Query
 from adapters.qdrant.server.client_requests import side_requests
-from adapters.qdrant.server.connection_owner import ServerBackendPart
+from adapters.qdrant.server.connection_owner import SERVER_SEARCH_MODES
 from adapters.qdrant.server.connection_owner import ServerConnectionOwner
 from adapters.qdrant.server.connection_owner import ServerOptions
 from adapters.qdrant.server.connection_owner import start_step
@@ -59,6 +59,7 @@ from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import ScoredMemory
+from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
 
@@ -73,7 +74,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class QdrantServerBackend(ServerBackendPart, VectorBackend):
+class QdrantServerBackend(VectorBackend):
     """Memories of every namespace in one Qdrant collection, partitioned by tenant."""
 
     name = "qdrant"
@@ -81,9 +82,18 @@ class QdrantServerBackend(ServerBackendPart, VectorBackend):
     def __init__(self, dimension: int, **options: Unpack[ServerOptions]) -> None:
         super().__init__(dimension)
         self._server = ServerConnectionOwner(dimension, **options)
+        self.connection = self._server.connection  # its own, or one it shares
+        self.keep_tokens = self._server.keep_tokens
         self._collections = TenantCollections(self._server)
         self._memories = self._collections.memories
         self.records = TenantNamespaces(self._collections)  # the namespace calls' part
+
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        return SERVER_SEARCH_MODES
+
+    async def close(self) -> None:
+        await self._server.close()
 
     # -- the optional parts (adapters/parts.py) --------------------------------------
 
