@@ -8,7 +8,8 @@ tenant, one place in `WRITE_SHARE` kept for waiting writes (a search flood slows
 stops them); a text waiting `overdue_s` goes first. When callers come one at a time, a lone
 text on an `Encoder.inline_lone_text` encoder (ONNX) is embedded on the event loop, sparing
 the thread hand-offs; a request arriving meanwhile waits for that one text. Under load, even
-one ebbing for a moment, texts go to the threads (docs/embedding.md, "Sessions side by side").
+one ebbing for a moment or one whose requests wait on the store, texts go to the threads
+(docs/embedding.md, "Sessions side by side").
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class BatchingEmbedder:
         max_linger_s: float = 0.004,
         wait_observer: WaitObserver | None = None,
         overdue_s: float = OVERDUE_S,
+        requests_in_flight: Callable[[], int] | None = None,
     ) -> None:
         self.encoder = encoder
         self.dimension = encoder.dimension
@@ -100,6 +102,8 @@ class BatchingEmbedder:
         self.served = 0  # texts embedded (adapters/callers.py, `Waiting`)
         self._observer = observer
         self._wait_observer = wait_observer
+        # The server's requests in flight: more than one, and a lone text is not sequential.
+        self._requests_in_flight = requests_in_flight or (lambda: 1)
         self._expected = 1  # callers expected at the next batch (see _gather)
         self._last_s = 0.0  # how long the last batch took
 
@@ -257,11 +261,13 @@ class BatchingEmbedder:
 
     def _alone(self, count: int) -> bool:
         """Embed these `count` texts here, on the event loop? Only a lone text, with
-        nothing queued behind it, no other encode running, and a lone text last time
-        too: callers one at a time, not a load that ebbs for a moment (module docstring)."""
+        nothing queued behind it, no other encode running, a lone text last time too,
+        and no other request in flight: callers one at a time, not a load that ebbs for a
+        moment or one whose requests wait elsewhere (on the store) (module docstring)."""
         busy = len(self._workers) - self._idle  # this worker's batch included
         sequential = self._expected == 1 and not self.queued
-        return self.encoder.inline_lone_text and count == 1 and sequential and busy == 1
+        alone = sequential and busy == 1 and self._requests_in_flight() <= 1
+        return self.encoder.inline_lone_text and count == 1 and alone
 
     def _observe_waits(self, batch: list[Pending], now: float) -> None:
         if self._wait_observer is not None:

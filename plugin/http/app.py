@@ -88,6 +88,7 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
         observer=observe_batch,
         wait_observer=metrics.sharing.observe_wait,
         overdue_s=settings.backend_timeout_s * 2 / 3,
+        requests_in_flight=lambda: admission.in_flight,
     )
     await embedder.start()
     app[EMBEDDER] = embedder

@@ -289,3 +289,21 @@ async def test_a_text_alone_for_a_moment_in_a_load_takes_a_thread() -> None:
         await embedder.close()
     loop_thread = threading.get_ident()
     assert [thread == loop_thread for _, thread in encoder.calls] == [False] * 3 + [True]
+
+
+async def test_a_lone_text_takes_a_thread_while_other_requests_are_in_flight() -> None:
+    """Callers whose requests wait elsewhere (on the store) reach the model one at a
+    time: not sequential, so their texts take the threads, one core each."""
+    in_flight = [1]
+    encoder = ThreadRecordingEncoder(parallelism=2)
+    embedder = BatchingEmbedder(encoder, requests_in_flight=lambda: in_flight[0])
+    await embedder.start()
+    try:
+        await embedder.embed("the only request")
+        in_flight[0] = 8
+        await embedder.embed("one of eight, the others waiting on the store")
+    finally:
+        await embedder.close()
+    loop_thread = threading.get_ident()
+    assert [thread == loop_thread for _, thread in encoder.calls] == [True, False]
+    assert encoder.lone == [True, False]
