@@ -34,9 +34,9 @@ from adapters.qdrant.edge.edge_writes import EdgeTransfer
 from adapters.qdrant.edge.edge_writes import EdgeWrites
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import edge_config
-from adapters.qdrant.edge.engine import open_shard
 from adapters.qdrant.edge.missing_vectors import EdgeKeywordIndex
 from adapters.qdrant.edge.missing_vectors import EdgeTokenIndex
+from adapters.qdrant.edge.shards import open_shard
 from adapters.qdrant.edge.shards import refuse_other_layouts
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.upkeep import EdgeChecks

@@ -11,7 +11,6 @@ import errno
 import logging
 import sqlite3
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import qdrant_edge as qe
@@ -20,8 +19,6 @@ from adapters.errors import BackendError
 from adapters.errors import BackendUnavailable
 from adapters.errors import StorageDamaged
 from adapters.errors import StorageFull
-from adapters.qdrant.layout import MEMORY_INDEXES
-from adapters.qdrant.layout import TENANT_INDEXES
 from adapters.qdrant.layout import IndexKind
 from adapters.qdrant.layout import memory_from_shared
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
@@ -32,9 +29,10 @@ from adapters.values import TokenVectors
 
 log = logging.getLogger(__name__)
 
+
 # Each integer index keeps only the structures its filters use: every one a shard loads
 # is held in memory, and a worker's memory is what the kernel tears down when it dies.
-_INDEX_SCHEMAS: dict[IndexKind, Any] = {
+INDEX_SCHEMAS: dict[IndexKind, Any] = {
     IndexKind.TENANT: qe.KeywordIndexParams(is_tenant=True),
     IndexKind.KEYWORD: qe.PayloadSchemaType.Keyword,
     IndexKind.ORDERED_INTEGER: qe.IntegerIndexParams(lookup=False, range=True),
@@ -233,23 +231,6 @@ def drop_keyword_vector(shard: Any) -> None:
     """Drop every stored keyword vector (they came from another encoder) and make room again."""
     shard.update(qe.UpdateOperation.delete_vector_name(KEYWORDS_VECTOR))
     add_keyword_vector(shard)
-
-
-def open_shard(path: Path, dimension: int) -> Any:
-    """Load the shard at `path` (or create it) with its keyword vector and every payload
-    index in place."""
-    segments = path / "segments"
-    if segments.is_dir() and any(segments.iterdir()):
-        shard = qe.EdgeShard.load(str(path))
-        add_keyword_vector(shard)
-        add_token_vector(shard, dimension)
-    else:
-        shard = qe.EdgeShard.create(str(path), edge_config(dimension))
-    present = set(shard.info().payload_schema)
-    for field_name, kind in {**TENANT_INDEXES, **MEMORY_INDEXES}.items():
-        if field_name not in present:  # also heals a create cut short by a crash
-            shard.update(qe.UpdateOperation.create_field_index(field_name, _INDEX_SCHEMAS[kind]))
-    return shard
 
 
 def translate(error: BaseException) -> BackendError:

@@ -7,20 +7,25 @@ shard has sparse files, open files and a search thread, a search over several sh
 engine call per shard, and keyword IDF is counted per shard. Every shard is created when the
 store opens, ahead of any request, under `store/shards/NN/`: copies of one empty shard the
 engine creates (`NN.new`, synced, then renamed), since creating one makes many small writes and
-syncs. A data directory of another layout stops start-up with one line (`refuse_other_layouts`)
-rather than serving it empty. See docs/backends.md, "Embedded (default): qdrant-edge on disk".
+syncs. Each shard's write-ahead log keeps segments of `WAL_SEGMENT_BYTES` (`open_shard`). A data
+directory of another layout stops start-up with one line (`refuse_other_layouts`). See
+docs/backends.md, "Embedded (default): qdrant-edge on disk".
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
 import shutil
 import threading
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import qdrant_edge as qe
 
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
@@ -31,8 +36,13 @@ from adapters.qdrant.edge.disk import allocated_bytes
 from adapters.qdrant.edge.disk import fsync_path
 from adapters.qdrant.edge.disk import sparse_copy
 from adapters.qdrant.edge.disk import sync_trees
+from adapters.qdrant.edge.engine import INDEX_SCHEMAS
+from adapters.qdrant.edge.engine import add_keyword_vector
+from adapters.qdrant.edge.engine import add_token_vector
+from adapters.qdrant.edge.engine import edge_config
 from adapters.qdrant.edge.engine import fatal
-from adapters.qdrant.edge.engine import open_shard
+from adapters.qdrant.layout import MEMORY_INDEXES
+from adapters.qdrant.layout import TENANT_INDEXES
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +51,12 @@ SHARDS_DIR = "shards"
 # Layouts of development builds before this one, under the data directory: one
 # shard per namespace, then every namespace in one shard.
 OTHER_LAYOUTS = ("namespaces", "store/memories")
+CONFIG_FILE = "edge_config.json"  # the engine's own record of a shard's configuration
+# A flush drops the log's closed segments but the last; the open one and that one stay. At
+# the engine's default (32 MiB a segment) that is up to 64 MiB a shard of updates already in
+# the segments, token vectors at four bytes a number: smaller segments, less held twice.
+WAL_SEGMENT_BYTES = 4 * 1024 * 1024
+WAL_OPTIONS = {"segment_capacity": WAL_SEGMENT_BYTES, "segment_queue_len": 0, "retain_closed": 1}
 
 
 def refuse_other_layouts(data_dir: Path) -> None:
@@ -52,6 +68,53 @@ def refuse_other_layouts(data_dir: Path) -> None:
             " this version does not read: export it with that build and import it here, or"
             " move it away to start empty"
         )
+
+
+def open_shard(path: Path, dimension: int) -> Any:
+    """Load the shard at `path` (or create it) with its log's segment size, its keyword
+    and token vectors, and every payload index in place.
+
+    The log's options are the engine's, but only its configuration file sets them: a new
+    shard is created from that file alone (written first), an existing one's file gains
+    them before it loads (the segments its log opens from then on are that size)."""
+    segments = path / "segments"
+    existing = segments.is_dir() and any(segments.iterdir())
+    config_file = path / CONFIG_FILE
+    config = json.loads(config_file.read_text()) if config_file.is_file() else None
+    if config is None and not existing:
+        config = _created_config(path, dimension)
+    if config is not None and config.get("wal_options") != WAL_OPTIONS:
+        _write_config(config_file, {**config, "wal_options": WAL_OPTIONS})
+    shard = qe.EdgeShard.load(str(path))
+    if existing:
+        add_keyword_vector(shard)
+        add_token_vector(shard, dimension)
+    present = set(shard.info().payload_schema)
+    for field_name, kind in {**TENANT_INDEXES, **MEMORY_INDEXES}.items():
+        if field_name not in present:  # also heals a create cut short by a crash
+            shard.update(qe.UpdateOperation.create_field_index(field_name, INDEX_SCHEMAS[kind]))
+    return shard
+
+
+def _created_config(path: Path, dimension: int) -> dict[str, Any]:
+    """The configuration file the engine writes for a shard it creates (in a scratch
+    directory beside `path`, removed after; a leftover is a `*.new` of `_create_missing`)."""
+    scratch = path.with_name(f"{path.name}-config.new")
+    shutil.rmtree(scratch, ignore_errors=True)
+    qe.EdgeShard.create(str(scratch), edge_config(dimension)).close()
+    config: dict[str, Any] = json.loads((scratch / CONFIG_FILE).read_text())
+    shutil.rmtree(scratch)
+    return config
+
+
+def _write_config(config_file: Path, config: dict[str, Any]) -> None:
+    """`config` in place of `config_file`, whole or not at all, on disk."""
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    partial = config_file.with_name(f"{CONFIG_FILE}.partial")
+    partial.write_text(json.dumps(config))
+    fsync_path(partial)
+    os.replace(partial, config_file)
+    fsync_path(config_file.parent)
 
 
 def shard_index(name: str, count: int) -> int:
