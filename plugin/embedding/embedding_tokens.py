@@ -1,8 +1,7 @@
 """A text's sentence vector and the token vectors the same model call computed.
 
 The model computes a vector for every token of a text and pooling throws them away;
-kept, normalised and without the special tokens ([CLS], [SEP], padding) and punctuation
-(it answers no question's words, and takes disk and MaxSim time), they let the
+kept, normalised and without the special tokens ([CLS], [SEP], padding), they let the
 store rerank by late interaction (MaxSim, docs/backends.md "Reranking by token
 vectors") at no second model call. An `Embedding` names both: `vector`, the sentence
 vector every search mode stores, and `tokens`, its token vectors or None (not asked
@@ -13,9 +12,6 @@ sentence vector's size.
 
 from __future__ import annotations
 
-import string
-import unicodedata
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,24 +30,11 @@ class Embedding:
     tokens: TokenVectors | None = None
 
 
-def punctuation_ids(vocabulary: Mapping[str, int]) -> np.ndarray:
-    """The ids of the vocabulary's punctuation tokens (every character punctuation, a
-    word piece's `##` aside), whose vectors no text keeps."""
-    found = [i for token, i in vocabulary.items() if _punctuation(token.removeprefix("##"))]
-    return np.array(sorted(found), dtype=np.int64)
-
-
-def _punctuation(token: str) -> bool:
-    return bool(token) and all(
-        ch in string.punctuation or unicodedata.category(ch).startswith("P") for ch in token
-    )
-
-
 def token_rows(hidden: np.ndarray, keep: np.ndarray) -> list[TokenVectors]:
     """Per text, its kept tokens' vectors, each of unit length (at most `MAX_TOKENS`).
 
-    `hidden` is (texts, tokens, dimension); `keep` is 1 where a token is a real one,
-    neither special nor punctuation.
+    `hidden` is (texts, tokens, dimension); `keep` is 1 where a token is a real,
+    non-special one.
     """
     norms = np.clip(np.linalg.norm(hidden, axis=2, keepdims=True), 1e-12, None)
     unit = (hidden / norms).astype(np.float32)

@@ -22,7 +22,6 @@ from typing import Protocol
 import numpy as np
 
 from plugin.embedding.embedding_tokens import Embedding
-from plugin.embedding.embedding_tokens import punctuation_ids
 from plugin.embedding.embedding_tokens import token_rows
 from plugin.embedding.model_files import DEFAULT_MODEL
 from plugin.embedding.model_files import check_onnx_modules
@@ -123,11 +122,10 @@ class SentenceTransformerEncoder:
         )
         tokenizer = self._model.tokenizer  # [UNK] stands for text: kept, as on ONNX
         special = [i for i in tokenizer.all_special_ids if i != tokenizer.unk_token_id]
-        left_out = np.concatenate([special, punctuation_ids(tokenizer.get_vocab())])
         found: list[Embedding] = []
         for row in rows:
             ids = row["input_ids"].cpu().numpy()
-            keep = row["attention_mask"].cpu().numpy() * ~np.isin(ids, left_out)
+            keep = row["attention_mask"].cpu().numpy() * ~np.isin(ids, special)
             hidden = row["token_embeddings"].float().cpu().numpy()
             vector = row["sentence_embedding"].float().cpu().numpy()
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)  # not done for dicts

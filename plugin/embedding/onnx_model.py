@@ -25,7 +25,6 @@ import numpy as np
 
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.embedding_tokens import TokenVectors
-from plugin.embedding.embedding_tokens import punctuation_ids
 from plugin.embedding.embedding_tokens import token_rows
 from plugin.embedding.model_files import Pooling
 from plugin.embedding.model_files import check_onnx_modules
@@ -173,7 +172,6 @@ class OnnxEncoder:
         self._lock = threading.Lock()
         self._running = 0
         self._tokenizer = tokenizer
-        self._punctuation = punctuation_ids(tokenizer.get_vocab())
         self._inputs = [i.name for i in sessions[0].get_inputs()]
         self.parallelism = len(sessions)
         self._modes = pooling.modes
@@ -250,8 +248,7 @@ class OnnxEncoder:
         if not tokens or hidden.shape[2] != self.dimension:
             return vectors, None
         special = np.array([e.special_tokens_mask for e in encoded], dtype=np.int64)
-        text = (1 - special) * ~np.isin(ids, self._punctuation)
-        return vectors, token_rows(hidden, mask * text)
+        return vectors, token_rows(hidden, mask * (1 - special))
 
     def _take(self, lone: bool) -> Any:
         with self._lock:
