@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from typing import Literal
+from typing import overload
+
+import numpy as np
 
 from adapters.times import format_optional_time
 from adapters.times import format_time
@@ -29,6 +32,59 @@ Durability = Literal["sync", "async"]
 StoredMemory = tuple["MemoryRecord", list[float]]
 # A text's token vectors, one unit-length row per token (plugin/embedding/embedding_tokens.py).
 TokenVectors = Sequence[Sequence[float]]
+
+
+class PackedTokens(Sequence[list[float]]):
+    """Token vectors as the model computed them: one float32 array, not lists of floats.
+
+    Why: a memory's are about ten thousand numbers, and as Python floats they cost a
+    commit more to make, to send to the engine worker (a pickle of this is its bytes)
+    and to read there than the engine's own write. `rows()` gives them as the engines
+    take them; indexing and iterating give rows as lists, as any `TokenVectors`.
+    """
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = np.ascontiguousarray(array, dtype=np.float32)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, dimension: int) -> PackedTokens:
+        return cls(np.frombuffer(data, dtype=np.float32).reshape(-1, dimension))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PackedTokens.from_bytes, (self._array.tobytes(), self._array.shape[1]))
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    @overload
+    def __getitem__(self, index: int) -> list[float]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[list[float]]: ...
+
+    def __getitem__(self, index: int | slice) -> list[float] | list[list[float]]:
+        found: list[float] | list[list[float]] = self._array[index].tolist()
+        return found
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedTokens):
+            return np.array_equal(self._array, other._array)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def rows(self) -> list[list[float]]:
+        found: list[list[float]] = self._array.tolist()
+        return found
+
+
+def float_rows(tokens: TokenVectors) -> list[list[float]]:
+    """`tokens` as lists of floats, as the engines take them (`PackedTokens` at once)."""
+    if isinstance(tokens, PackedTokens):
+        return tokens.rows()
+    return [[float(x) for x in row] for row in tokens]
 
 
 @dataclass(frozen=True, slots=True)

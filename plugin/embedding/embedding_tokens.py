@@ -4,10 +4,10 @@ The model computes a vector for every token of a text and pooling throws them aw
 kept, normalised and without the special tokens ([CLS], [SEP], padding), they let the
 store rerank by late interaction (MaxSim, docs/backends.md "Reranking by token
 vectors") at no second model call. An `Embedding` names both: `vector`, the sentence
-vector every search mode stores, and `tokens`, its token vectors or None (not asked
-for: `Encoder.keep_tokens`). A model whose sentence vector is not a token vector's
-size (several pooling modes concatenated) keeps none: the store's multivector has the
-sentence vector's size.
+vector every search mode stores, and `tokens`, its token vectors as one float32 array
+(`PackedTokens`) or None (not asked for: `Encoder.keep_tokens`). A model whose sentence
+vector is not a token vector's size (several pooling modes concatenated) keeps none: the
+store's multivector has the sentence vector's size.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-TokenVectors = list[list[float]]
+from adapters.values import PackedTokens
+from adapters.values import TokenVectors
+
 # What one memory keeps: the model truncates there anyway (all-MiniLM-L6-v2's
 # max_seq_length), so the bound is the model's and costs no recall.
 MAX_TOKENS = 256
@@ -43,5 +45,5 @@ def token_rows(hidden: np.ndarray, keep: np.ndarray) -> list[TokenVectors]:
         rows = row[kept][:MAX_TOKENS]
         if not len(rows):  # an empty text: its one vector is the sentence's (never empty)
             rows = row[:1]
-        found.append(rows.tolist())
+        found.append(PackedTokens(rows))
     return found

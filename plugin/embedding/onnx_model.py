@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from adapters.values import TokenVectors
 from plugin.embedding.embedding_tokens import Embedding
-from plugin.embedding.embedding_tokens import TokenVectors
 from plugin.embedding.embedding_tokens import token_rows
 from plugin.embedding.model_files import Pooling
 from plugin.embedding.model_files import check_onnx_modules

@@ -26,6 +26,7 @@ from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.values import MemoryRecord
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
+from adapters.values import float_rows
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class EdgeRanking:
         return qe.Prefetch(limit=limit, query=query, filter=where)
 
     def token_query(self, vectors: TokenVectors) -> Any:
-        return qe.Query.Nearest([list(row) for row in vectors], using=TOKENS_VECTOR)
+        return qe.Query.Nearest(float_rows(vectors), using=TOKENS_VECTOR)
 
     def rescore(self, query: Any, candidates: list[Any], limit: int) -> Any:
         return qe.Prefetch(limit=limit, query=query, prefetches=candidates)
@@ -156,7 +157,7 @@ def point_vectors(
     if keywords is not None:
         vectors[KEYWORDS_VECTOR] = sparse(keywords)
     if tokens is not None:
-        vectors[TOKENS_VECTOR] = [list(row) for row in tokens]
+        vectors[TOKENS_VECTOR] = float_rows(tokens)
     return vectors
 
 

@@ -30,6 +30,7 @@ from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
+from adapters.values import float_rows
 
 V = TypeVar("V")
 
@@ -163,4 +164,4 @@ class EdgeTokenIndex:
 
 def _rows(vectors: TokenVectors) -> list[list[float]]:
     """Token vectors as the engine takes a multivector."""
-    return [list(row) for row in vectors]
+    return float_rows(vectors)

@@ -14,6 +14,7 @@ from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
+from adapters.values import float_rows
 
 
 class Query(NamedTuple):
@@ -34,7 +35,7 @@ class ClientRanking:
         return Query(sparse(vector), KEYWORDS_VECTOR)
 
     def token_query(self, vectors: TokenVectors) -> Query:
-        return Query([[float(x) for x in row] for row in vectors], TOKENS_VECTOR)
+        return Query(float_rows(vectors), TOKENS_VECTOR)
 
     def dense(self, query: Query, limit: int, where: models.Filter | None) -> models.Prefetch:
         return models.Prefetch(query=query.vector, using=query.using, filter=where, limit=limit)

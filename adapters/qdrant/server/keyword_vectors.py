@@ -26,6 +26,7 @@ from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
+from adapters.values import float_rows
 
 KEYWORD_VECTORS = {KEYWORDS_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
 PointVectors = dict[str, models.Vector]  # a point's vectors by name
@@ -53,7 +54,7 @@ def point_vector(
     if keywords is not None:
         vectors[KEYWORDS_VECTOR] = sparse(keywords)
     if tokens is not None:
-        vectors[TOKENS_VECTOR] = [[float(x) for x in row] for row in tokens]
+        vectors[TOKENS_VECTOR] = float_rows(tokens)
     return vectors
 
 

@@ -25,6 +25,7 @@ from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.values import TokenVectors
+from adapters.values import float_rows
 
 DENSE = ""  # the unnamed dense vector's name, as a server spells it among named ones
 _MAX_SIM = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
@@ -121,7 +122,7 @@ async def _place(call: Call, collection: str) -> None:
 
 def rows(tokens: TokenVectors) -> list[list[float]]:
     """Token vectors as a multivector on the wire."""
-    return [[float(x) for x in row] for row in tokens]
+    return float_rows(tokens)
 
 
 async def untokenized_page(
