@@ -159,9 +159,4 @@ class EdgeTokenIndex:
         return await self._missing.page(cursor, limit)
 
     async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
-        return await self._missing.fill(items, _rows)
-
-
-def _rows(vectors: TokenVectors) -> list[list[float]]:
-    """Token vectors as the engine takes a multivector."""
-    return float_rows(vectors)
+        return await self._missing.fill(items, float_rows)

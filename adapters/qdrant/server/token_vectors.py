@@ -120,11 +120,6 @@ async def _place(call: Call, collection: str) -> None:
     await call(lambda c: c.update_collection(collection, vectors_config=placement))
 
 
-def rows(tokens: TokenVectors) -> list[list[float]]:
-    """Token vectors as a multivector on the wire."""
-    return float_rows(tokens)
-
-
 async def untokenized_page(
     call: Call, collection: str, offset: str | None, limit: int
 ) -> keyword_vectors.Page:
@@ -136,5 +131,5 @@ async def index_page(
     call: Call, collection: str, items: Sequence[tuple[str, TokenVectors]]
 ) -> None:
     """Set the token vectors still missing, in one request (keyword_vectors.fill_page)."""
-    vectors = [(point_id, rows(tokens)) for point_id, tokens in items]
+    vectors = [(point_id, float_rows(tokens)) for point_id, tokens in items]
     await keyword_vectors.fill_page(call, collection, TOKENS_VECTOR, vectors)
