@@ -79,6 +79,10 @@ class PackedTokens(Sequence[list[float]]):
         found: list[list[float]] = self._array.tolist()
         return found
 
+    def array(self) -> np.ndarray:
+        """The float32 array itself (rows by dimension); not to be changed."""
+        return self._array
+
 
 def float_rows(tokens: TokenVectors) -> list[list[float]]:
     """`tokens` as lists of floats, as the engines take them (`PackedTokens` at once)."""

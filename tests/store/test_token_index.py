@@ -9,13 +9,16 @@ without token vectors). An import (dense vectors only) is filled in the same way
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from adapters.qdrant import token_codes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
@@ -38,7 +41,7 @@ QUESTION = "what was escalated to finance?"
 
 def stored_tokens(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
     """Every point's content with its stored token vectors (None when it has none)."""
-    return stored_vectors(store, TOKENS_VECTOR)
+    return stored_vectors(store, TOKEN_CODES_VECTOR)
 
 
 @pytest.fixture(autouse=True)
@@ -78,12 +81,36 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
             assert expected is not None
             assert rows is not None
             assert len(rows) == len(expected)
-            assert rows[0] == pytest.approx(expected[0], abs=2e-3)  # stored as float16
+            assert rows == token_codes.encoded(expected)  # stored as bytes
         assert await store.query_memories(NAMES, hybrid, everything(), 20) == before
         reranked = await store.query_memories(NAMES, rerank, everything(), 20)
         assert [hit.memory.content for hit in reranked[:2]] == [RARE, RARE]
         assert [hit.score for hit in reranked] != [hit.score for hit in before]
         assert await token_index.fill(part, embed) == 0  # the next start: nothing to do
+    finally:
+        await store.close()
+
+
+async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes(
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_index.Embed
+) -> None:
+    keywords = KeywordEncoder()
+    write_previous_version(tmp_path, encoder, keywords, float_tokens=True)
+    configs = sorted((tmp_path / "store" / "shards").glob("*/edge_config.json"))
+    assert any(TOKENS_VECTOR in json.loads(c.read_text())["vectors"] for c in configs)
+    store = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    await store.start()
+    try:
+        for config in configs:
+            vectors = json.loads(config.read_text())["vectors"]
+            assert TOKENS_VECTOR not in vectors
+            assert vectors[TOKEN_CODES_VECTOR]["datatype"] == "uint8"
+        assert all(rows is None for _, rows in stored_tokens(store).values())
+        assert await token_index.fill(store.token_index, embed) == len(NAMES) * PER_NAMESPACE
+        query = encoder.embed([QUESTION])[0]
+        rerank = SearchQuery(query.vector, keywords.query(QUESTION), query.tokens)
+        reranked = await store.query_memories(NAMES, rerank, everything(), 20)
+        assert [hit.memory.content for hit in reranked[:2]] == [RARE, RARE]
     finally:
         await store.close()
 

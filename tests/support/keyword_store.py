@@ -21,6 +21,7 @@ from adapters.qdrant.edge.shards import shard_index
 from adapters.qdrant.layout import memory_to_payload
 from adapters.qdrant.layout import point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.values import NamespaceRecord
 from plugin.core.fingerprint import META_KEY
 from plugin.embedding.keyword_index import COMPLETE
@@ -42,13 +43,16 @@ def contents(name: str) -> list[str]:
     return rows
 
 
-def write_previous_version(data: Path, vectors: Any = None, keywords: Any = None) -> None:
+def write_previous_version(
+    data: Path, vectors: Any = None, keywords: Any = None, *, float_tokens: bool = False
+) -> None:
     """A data directory as the version before keyword vectors left it: a shard without a
     sparse vector, namespace records, and store metadata naming only the embedding.
 
     With a keyword encoder `keywords`: as the version before token vectors left it:
     every memory with its keyword vector, the keyword index complete, no
-    token vectors."""
+    token vectors. With `float_tokens` too: as a development build left it, every memory
+    with its token vectors as float16 (`vectors` keeping tokens)."""
     root = data / "store"
     root.mkdir(parents=True)
     records = RecordStore(root / "namespaces.sqlite3")
@@ -57,8 +61,14 @@ def write_previous_version(data: Path, vectors: Any = None, keywords: Any = None
     old = edge_config(dimension)
     dense = qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)
     sparse = {KEYWORDS_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
+    float16 = qe.EdgeVectorParams(
+        size=dimension,
+        distance=qe.Distance.Cosine,
+        multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+        datatype=qe.VectorStorageDatatype.Float16,
+    )
     config = qe.EdgeConfig(
-        vectors=dense,
+        vectors={"": dense, TOKENS_VECTOR: float16} if float_tokens else dense,
         sparse_vectors=None if keywords is None else sparse,
         max_search_threads=1,
         optimizers=old.optimizers,
@@ -75,6 +85,12 @@ def write_previous_version(data: Path, vectors: Any = None, keywords: Any = None
     def keyword_vector(text: str) -> Any:
         return None if keywords is None else keywords.document(text)
 
+    def point_of(text: str, vector: Any) -> Any:
+        found = point_vectors(vector, keyword_vector(text))
+        if float_tokens:
+            found = {**found, TOKENS_VECTOR: vectors.embed([text])[0].tokens.rows()}
+        return found
+
     for name in NAMES:
         epoch = records.save(NamespaceRecord(name=name, kind="workspace", created_at=T0))
         texts = contents(name)
@@ -84,7 +100,7 @@ def write_previous_version(data: Path, vectors: Any = None, keywords: Any = None
             else (vectors.encode(texts))
         )
         points = [
-            qe.Point(point_id(name, m.id), point_vectors(vector, keyword_vector(text)), payload)
+            qe.Point(point_id(name, m.id), point_of(text, vector), payload)
             for text, vector in zip(texts, dense, strict=True)
             for m in [memory(name, content=text)]
             for payload in [memory_to_payload(m, epoch)]

@@ -19,14 +19,15 @@ from adapters.errors import BackendError
 from adapters.errors import BackendUnavailable
 from adapters.errors import StorageDamaged
 from adapters.errors import StorageFull
+from adapters.qdrant import token_codes
 from adapters.qdrant.layout import IndexKind
 from adapters.qdrant.layout import memory_from_shared
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
-from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.qdrant.ranking import TOKENS_VECTOR as FLOAT_TOKENS
+from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.values import MemoryRecord
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
-from adapters.values import float_rows
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,8 @@ class EdgeRanking:
         return qe.Prefetch(limit=limit, query=query, filter=where)
 
     def token_query(self, vectors: TokenVectors) -> Any:
-        return qe.Query.Nearest(float_rows(vectors), using=TOKENS_VECTOR)
+        """MaxSim over the coded token vectors, in the codes' units (`CodedQuery.max_sim`)."""
+        return qe.Query.Nearest(token_codes.encoded_query(vectors).rows, using=TOKEN_CODES_VECTOR)
 
     def rescore(self, query: Any, candidates: list[Any], limit: int) -> Any:
         return qe.Prefetch(limit=limit, query=query, prefetches=candidates)
@@ -157,7 +159,7 @@ def point_vectors(
     if keywords is not None:
         vectors[KEYWORDS_VECTOR] = sparse(keywords)
     if tokens is not None:
-        vectors[TOKENS_VECTOR] = float_rows(tokens)
+        vectors[TOKEN_CODES_VECTOR] = token_codes.encoded(tokens)
     return vectors
 
 
@@ -167,7 +169,7 @@ def edge_config(dimension: int) -> Any:
     return qe.EdgeConfig(
         vectors={
             DENSE_VECTOR: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
-            TOKENS_VECTOR: token_params(dimension),
+            TOKEN_CODES_VECTOR: token_params(dimension),
         },
         sparse_vectors={KEYWORDS_VECTOR: _KEYWORD_PARAMS},
         max_search_threads=1,
@@ -193,39 +195,45 @@ _NO_INDEX = qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10000)
 
 
 def token_params(dimension: int) -> Any:
-    """The multivector of token vectors: MaxSim, no index, stored as float16 on disk
-    with an int8 copy for scoring (int8 recalled as float32 did: benchmarks/README.md)."""
+    """The multivector of token vectors, coded as bytes (adapters/qdrant/token_codes.py):
+    MaxSim over dot products, no index, on disk."""
     return qe.EdgeVectorParams(
-        size=dimension,
-        distance=qe.Distance.Cosine,
+        size=token_codes.code_dimension(dimension),
+        distance=qe.Distance.Dot,
         multivector_config=_MAX_SIM,
-        datatype=qe.VectorStorageDatatype.Float16,
-        quantization_config=qe.ScalarQuantizationConfig(qe.ScalarType.Int8, always_ram=False),
+        datatype=qe.VectorStorageDatatype.Uint8,
         hnsw_config=_NO_INDEX,
         memory=qe.Memory.Cold,
     )
 
 
 def add_token_vector(shard: Any, dimension: int) -> None:
-    """Give the shard its token vectors' multivector; a no-op when it has it.
+    """Give the shard its coded token vectors; a no-op when it has them.
 
-    Why: a store written before token vectors existed gains them in place
-    (plugin/embedding/token_index.py then fills them in). The engine adds the vector
-    with its storage type; its int8 copy and placement are the created store's only.
+    Why: a store written without them gains them in place (plugin/embedding/token_index.py
+    then fills them in).
     """
     try:
         shard.update(
             qe.UpdateOperation.create_dense_vector(
-                TOKENS_VECTOR,
-                dimension,
-                qe.Distance.Cosine,
+                TOKEN_CODES_VECTOR,
+                token_codes.code_dimension(dimension),
+                qe.Distance.Dot,
                 multivector_config=_MAX_SIM,
-                datatype=qe.VectorStorageDatatype.Float16,
+                datatype=qe.VectorStorageDatatype.Uint8,
             )
         )
-    except Exception as error:  # a created store's has its int8 copy too: "other parameters"
+    except Exception as error:  # a created store's has its placement too: "other parameters"
         if "already exists" not in str(error):
             raise
+
+
+def drop_float_tokens(shard: Any, vectors: dict[str, Any]) -> None:
+    """Drop the float16 token vectors a development build kept, when `vectors` (the shard's
+    configured ones) has them: `add_token_vector` adds their coded successor, and the
+    fill (plugin/embedding/token_index.py) gives every memory its codes."""
+    if FLOAT_TOKENS in vectors:
+        shard.update(qe.UpdateOperation.delete_vector_name(FLOAT_TOKENS))
 
 
 def drop_keyword_vector(shard: Any) -> None:

@@ -21,16 +21,16 @@ from typing import TypeVar
 
 import qdrant_edge as qe
 
+from adapters.qdrant import token_codes
 from adapters.qdrant.edge.engine import add_keyword_vector
 from adapters.qdrant.edge.engine import add_token_vector
 from adapters.qdrant.edge.engine import drop_keyword_vector
 from adapters.qdrant.edge.engine import sparse
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
-from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
-from adapters.values import float_rows
 
 V = TypeVar("V")
 
@@ -144,7 +144,7 @@ class EdgeTokenIndex:
     def __init__(self, store: EdgeStore, dimension: int) -> None:
         self._store = store
         self._dimension = dimension
-        self._missing = MissingVectors(store, TOKENS_VECTOR)
+        self._missing = MissingVectors(store, TOKEN_CODES_VECTOR)
 
     async def prepare_tokens(self) -> None:
         def prepare() -> None:
@@ -159,4 +159,4 @@ class EdgeTokenIndex:
         return await self._missing.page(cursor, limit)
 
     async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
-        return await self._missing.fill(items, float_rows)
+        return await self._missing.fill(items, token_codes.encoded)

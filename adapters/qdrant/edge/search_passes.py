@@ -25,6 +25,7 @@ from adapters.merge import pin_sides
 from adapters.qdrant import feedback
 from adapters.qdrant import filters
 from adapters.qdrant import ranking
+from adapters.qdrant import token_codes
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import EDGE_RANKING
 from adapters.qdrant.edge.engine import EdgeRanking
@@ -32,6 +33,7 @@ from adapters.qdrant.layout import FIELD_EXPIRES_US
 from adapters.qdrant.layout import FIELD_NAMESPACE
 from adapters.qdrant.layout import FIELD_PINNED
 from adapters.qdrant.layout import Scope
+from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.times import to_micros
 from adapters.values import MemoryFilter
 from adapters.values import SearchQuery
@@ -263,7 +265,8 @@ def _max_sim(
     """Each candidate's MaxSim against `tokens`, one request per shard holding some;
     none for a memory without token vectors (a store being upgraded)."""
     scores: dict[Key, float] = {}
-    query = CANDIDATES.token_query(tokens)  # converted once, whatever the shards
+    coded = token_codes.encoded_query(tokens)  # once, whatever the shards
+    query = qe.Query.Nearest(coded.rows, using=TOKEN_CODES_VECTOR)
     for n, ids in _by_shard(keys).items():
         request = qe.QueryRequest(
             limit=len(ids),
@@ -271,7 +274,9 @@ def _max_sim(
             filter=qe.Filter(must=[qe.HasIdCondition(set(ids))]),
             with_payload=False,
         )
-        scores.update(((n, point.id), point.score) for point in scoped[n][0].query(request))
+        scores.update(
+            ((n, point.id), coded.max_sim(point.score)) for point in scoped[n][0].query(request)
+        )
     return scores
 
 

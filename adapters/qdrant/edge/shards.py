@@ -39,6 +39,7 @@ from adapters.qdrant.edge.disk import sync_trees
 from adapters.qdrant.edge.engine import INDEX_SCHEMAS
 from adapters.qdrant.edge.engine import add_keyword_vector
 from adapters.qdrant.edge.engine import add_token_vector
+from adapters.qdrant.edge.engine import drop_float_tokens
 from adapters.qdrant.edge.engine import edge_config
 from adapters.qdrant.edge.engine import fatal
 from adapters.qdrant.layout import MEMORY_INDEXES
@@ -87,6 +88,7 @@ def open_shard(path: Path, dimension: int) -> Any:
         _write_config(config_file, {**config, "wal_options": WAL_OPTIONS})
     shard = qe.EdgeShard.load(str(path))
     if existing:
+        drop_float_tokens(shard, (config or {}).get("vectors", {}))
         add_keyword_vector(shard)
         add_token_vector(shard, dimension)
     present = set(shard.info().payload_schema)
