@@ -55,8 +55,8 @@ OTHER_LAYOUTS = ("namespaces", "store/memories")
 CONFIG_FILE = "edge_config.json"  # the engine's own record of a shard's configuration
 # A flush drops the log's closed segments but the last; the open one and that one stay. At
 # the engine's default (32 MiB a segment) that is up to 64 MiB a shard of updates already in
-# the segments, token vectors at four bytes a number: smaller segments, less held twice.
-WAL_SEGMENT_BYTES = 2 * 1024 * 1024
+# the segments, token vectors at three bytes a number: smaller segments, less held twice.
+WAL_SEGMENT_BYTES = 1024 * 1024
 WAL_OPTIONS = {"segment_capacity": WAL_SEGMENT_BYTES, "segment_queue_len": 0, "retain_closed": 1}
 
 
