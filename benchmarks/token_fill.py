@@ -83,9 +83,14 @@ def filled(server: ServerProcess) -> dict[str, object] | None:
     return None
 
 
-async def serve_meanwhile(server: ServerProcess, texts: list[str]) -> tuple[list, float | None]:
+Answer = tuple[str, int, float]  # (kind, status or 0 for a timeout, seconds)
+
+
+async def serve_meanwhile(
+    server: ServerProcess, texts: list[str]
+) -> tuple[list[Answer], float | None]:
     """Searches and commits, one at a time per caller, until the fill is done."""
-    answers: list[tuple[str, int, float]] = []  # (kind, status or 0 for a timeout, seconds)
+    answers: list[Answer] = []
     started = time.monotonic()
     done_at: float | None = None
     timeout = aiohttp.ClientTimeout(total=DEADLINE_S)

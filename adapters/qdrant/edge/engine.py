@@ -87,8 +87,7 @@ class EdgeRanking:
         return qe.Prefetch(limit=limit, query=query, filter=where)
 
     def token_query(self, vectors: TokenVectors) -> Any:
-        """MaxSim over the coded token vectors, in the codes' units (`CodedQuery.max_sim`)."""
-        return qe.Query.Nearest(token_codes.encoded_query(vectors).rows, using=TOKEN_CODES_VECTOR)
+        return coded_token_query(token_codes.encoded_query(vectors))
 
     def rescore(self, query: Any, candidates: list[Any], limit: int) -> Any:
         return qe.Prefetch(limit=limit, query=query, prefetches=candidates)
@@ -146,6 +145,12 @@ def dense_vector(point: Any) -> list[float]:
     if isinstance(vector, dict):
         vector = vector[DENSE_VECTOR]
     return [float(x) for x in vector]
+
+
+def coded_token_query(coded: token_codes.CodedQuery) -> Any:
+    """MaxSim over the stored token codes; its scores are in the codes' units, which
+    `coded.max_sim` reads back."""
+    return qe.Query.Nearest(coded.rows, using=TOKEN_CODES_VECTOR)
 
 
 def point_vectors(

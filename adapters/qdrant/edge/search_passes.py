@@ -29,11 +29,11 @@ from adapters.qdrant import token_codes
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import EDGE_RANKING
 from adapters.qdrant.edge.engine import EdgeRanking
+from adapters.qdrant.edge.engine import coded_token_query
 from adapters.qdrant.layout import FIELD_EXPIRES_US
 from adapters.qdrant.layout import FIELD_NAMESPACE
 from adapters.qdrant.layout import FIELD_PINNED
 from adapters.qdrant.layout import Scope
-from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.times import to_micros
 from adapters.values import MemoryFilter
 from adapters.values import SearchQuery
@@ -266,7 +266,7 @@ def _max_sim(
     none for a memory without token vectors (a store being upgraded)."""
     scores: dict[Key, float] = {}
     coded = token_codes.encoded_query(tokens)  # once, whatever the shards
-    query = qe.Query.Nearest(coded.rows, using=TOKEN_CODES_VECTOR)
+    query = coded_token_query(coded)
     for n, ids in _by_shard(keys).items():
         request = qe.QueryRequest(
             limit=len(ids),
