@@ -95,20 +95,36 @@ def slow_p99(phases: Sequence[Phase]) -> str:
 
 
 def server_rss(server: ServerProcess) -> str:
-    """VmRSS and VmHWM (peak) of the server process, and how much of VmRSS is anonymous
-    memory (the rest is pages of the store's mapped files: page cache, reclaimable)."""
+    """VmRSS and VmHWM (peak) of the server and its engine workers together, each's
+    VmRSS, and how much of the total is anonymous memory (the rest is pages of the
+    store's mapped files: page cache, reclaimable)."""
     if server.proc is None:
         return "n/a"
-    found: dict[str, float] = {}
+    pid = server.proc.pid
     try:
-        for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "RssAnon"):
-                found[key] = int(value.split()[0]) / 1024
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        each = [_memory(int(p)) for p in [pid, *children]]
     except OSError:
         return "n/a (process gone)"
-    rss, peak, anon = (found.get(k, 0) for k in ("VmRSS", "VmHWM", "RssAnon"))
-    return f"{rss:,.0f} MiB (peak {peak:,.0f} MiB; anonymous {anon:,.0f} MiB)"
+    rss, peak, anon = (sum(found.get(k, 0.0) for found in each) for k in _MEMORY)
+    parts = " + ".join(f"{found.get('VmRSS', 0.0):,.0f}" for found in each)
+    return (
+        f"{rss:,.0f} MiB (server + workers: {parts}; peaks summed {peak:,.0f} MiB; "
+        f"anonymous {anon:,.0f} MiB)"
+    )
+
+
+_MEMORY = ("VmRSS", "VmHWM", "RssAnon")
+
+
+def _memory(pid: int) -> dict[str, float]:
+    """A process's `_MEMORY` lines from /proc, in MiB."""
+    found: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in _MEMORY:
+            found[key] = int(value.split()[0]) / 1024
+    return found
 
 
 class LoopLag:

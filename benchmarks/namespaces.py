@@ -16,7 +16,8 @@ how the server holds up.
    namespace semantic searches (limit 10) for `--duration` s; server RSS.
 3. Store scale: a data dir of `--store-namespaces` namespaces x `--per-namespace`
    memories built offline through `QdrantEdgeBackend` (vectors are real
-   embeddings from step 1, reused across memories), then the store's own
+   embeddings from step 1, reused across memories, with their keyword vectors, and
+   their token vectors under `--search rerank`), then the store's own
    start-up, the server's spawn -> first healthy answer (twice), and `--mixed` s of
    mixed load (8 callers, half commits, half 3-namespace searches).
 
@@ -26,7 +27,10 @@ counted per status (0 = transport error or client timeout, 10 s). `cl.lag` is
 the worst late wake-up of the client's own event loop during a phase: a large
 one means the client or the whole machine stalled, not only the server.
 
-Run: python -m benchmarks.namespaces [--namespaces 1000,10000 --duration 20]
+Every server ranks by `--search` (hybrid or rerank); RSS is the server's and its
+engine worker's together.
+
+Run: python -m benchmarks.namespaces [--namespaces 1000,10000 --duration 20] [--search rerank]
      (about 4-5 minutes on 2 cores)
 """
 
@@ -105,11 +109,12 @@ async def measure_namespaces(
     return [put_new, put_same, commit_all, commit_hot, search]
 
 
-def run_scale(count: int, duration: float, model: Model, seed: int) -> float:
+def run_scale(count: int, duration: float, model: Model, seed: int, search: str) -> float:
     """One fresh server with `count` namespaces; prints its table, returns its cold start."""
+    settings = {"MEMORY_PLUGIN_SEARCH": search}
     with (
         tempfile.TemporaryDirectory(prefix="bench-ns-") as tmp,
-        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log") as server,
+        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log", env=settings) as server,
     ):
         server.start()
         cold = server.wait_healthy()
@@ -146,6 +151,9 @@ def main() -> None:
     parser.add_argument("--store-namespaces", type=int, default=10_000, help="0 skips step 3")
     parser.add_argument("--per-namespace", type=int, default=20)
     parser.add_argument("--mixed", type=float, default=30.0, help="s of mixed load in step 3")
+    parser.add_argument(
+        "--search", choices=("hybrid", "rerank"), default="hybrid", help="the servers' ranking"
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.namespaces.split(",") if n.strip()]
     if any(n < HOT_SET for n in counts):
@@ -153,9 +161,10 @@ def main() -> None:
 
     print(f"namespaces.py: real server, embedded qdrant-edge, 16 hashed shards ({machine()})")
     started = time.perf_counter()
-    model = measure_model(DISTINCT if args.store_namespaces else 0)
+    distinct = DISTINCT if args.store_namespaces else 0
+    model = measure_model(distinct, tokens=args.search == "rerank")
     print_model(model)
-    empty_cold = [run_scale(n, args.duration, model, seed=100 + n) for n in counts]
+    empty_cold = [run_scale(n, args.duration, model, 100 + n, args.search) for n in counts]
     if args.store_namespaces:
         run_store_scale(args, model, empty_cold)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")

@@ -27,10 +27,12 @@ from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
+from adapters.values import TokenVectors
 from benchmarks import load
 from benchmarks.common import percentile
 from benchmarks.sentences import sentences
 from harness.server_process import ServerProcess
+from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 
 BATCH = 8
@@ -52,9 +54,12 @@ class Model:
     embed_s: float
     texts: list[str]
     vectors: list[list[float]]
+    tokens: list[TokenVectors | None]  # each text's token vectors where asked for
 
 
-def measure_model(distinct: int) -> Model:
+def measure_model(distinct: int, *, tokens: bool = False) -> Model:
+    """The model's rates, and `distinct` sentences embedded (with their token vectors
+    where `tokens` asks, for a store in `rerank` mode)."""
     started = time.perf_counter()
     encoder = SentenceTransformerEncoder.load()
     load_s = time.perf_counter() - started
@@ -74,13 +79,20 @@ def measure_model(distinct: int) -> Model:
         single.append(time.perf_counter() - started)
     texts = sentences(distinct, seed=7) if distinct else []
     started = time.perf_counter()
-    vectors: list[list[float]] = []
-    for first in range(0, len(texts), EMBED_CHUNK):
-        vectors.extend(encoder.encode(texts[first : first + EMBED_CHUNK]))
+    encoder.keep_tokens = tokens
+    embedded = [
+        found
+        for first in range(0, len(texts), EMBED_CHUNK)
+        for found in encoder.embed(texts[first : first + EMBED_CHUNK])
+    ]
     embed_s = time.perf_counter() - started
     del encoder
     gc.collect()
-    return Model(load_s, statistics.median(rates), rates, single, embed_s, texts, vectors)
+    vectors = [found.vector for found in embedded]
+    token_vectors = [found.tokens for found in embedded]
+    return Model(
+        load_s, statistics.median(rates), rates, single, embed_s, texts, vectors, token_vectors
+    )
 
 
 def print_model(model: Model) -> None:
@@ -118,6 +130,8 @@ async def build_store(data: Path, names: list[str], per_namespace: int, model: M
         oldest = now - timedelta(seconds=total)
         rng = random.Random(5)
         pending = iter(range(total))
+        keywords = KeywordEncoder()
+        documents = [keywords.document(text) for text in model.texts]
 
         async def writer() -> None:
             for i in pending:  # shared: memory i goes to namespace i % len(names)
@@ -129,8 +143,9 @@ async def build_store(data: Path, names: list[str], per_namespace: int, model: M
                     source="agent",
                     created_at=oldest + timedelta(seconds=i),
                 )
+                n = i % len(model.vectors)
                 await backend.upsert_memory(
-                    memory, MemoryVectors(model.vectors[i % len(model.vectors)])
+                    memory, MemoryVectors(model.vectors[n], documents[n], model.tokens[n])
                 )
 
         started = time.perf_counter()
@@ -182,15 +197,17 @@ def run_store_scale(args: argparse.Namespace, model: Model, empty_cold: list[flo
     total = len(names) * args.per_namespace
     print()
     print(
-        f"store scale: {len(names):,} namespaces x {args.per_namespace} = {total:,} memories "
-        f"(goals: server RSS < 1.5 GB, start-up < 2 s beyond loading the model)"
+        f"store scale: {len(names):,} namespaces x {args.per_namespace} = {total:,} memories, "
+        f"`{args.search}` search (goals: server RSS < 1.5 GB, start-up < 2 s beyond loading "
+        "the model)"
     )
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         data = Path(tmp) / "data"
         asyncio.run(build_store(data, names, args.per_namespace, model))
         start_s, loaded = asyncio.run(store_start(data, len(model.vectors[0])))
         print(f"  QdrantEdgeBackend.start() on it, in-process: {start_s:.2f} s ({loaded:,} ns)")
-        with ServerProcess(data, Path(tmp) / "server.log") as server:
+        settings = {"MEMORY_PLUGIN_SEARCH": args.search}
+        with ServerProcess(data, Path(tmp) / "server.log", env=settings) as server:
             server.start()
             first = server.wait_healthy()
             first_exit = server.terminate()
