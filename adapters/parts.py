@@ -1,7 +1,7 @@
 """The optional parts of a backend: what one or two callers need, and not every backend has.
 
 Why apart from `VectorBackend`: a request needs namespaces, memories and search;
-the keyword index (plugin/embedding/keyword_index.py), bulk transfer
+the keyword index (plugin/upgrades/keyword_upgrade.py), bulk transfer
 (plugin/transfer/) and store metadata (plugin/core/fingerprint.py) are each
 asked for by the code that uses them, through `backend.keyword_index`,
 `backend.transfer`, `backend.store_meta` and `backend.store_size`, which are

@@ -25,7 +25,7 @@ from pinecone import AsyncIndex
 from adapters.base import DEFAULT_PREFIX
 from adapters.base import VectorBackend
 from adapters.errors import NamespaceGone
-from adapters.pinecone import transfer
+from adapters.pinecone import bulk_requests
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import PineconeMissing
 from adapters.pinecone.calls import call
@@ -34,11 +34,11 @@ from adapters.pinecone.index_connection import PineconeConnection
 from adapters.pinecone.keywords import PineconeKeywordIndex
 from adapters.pinecone.keywords import stored_sparse
 from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.pinecone_transfer import PineconeTransfer
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.shared import Shared
 from adapters.pinecone.store_meta import PineconeStoreMeta
-from adapters.pinecone.writes import PineconeTransfer
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -196,7 +196,7 @@ class PineconeBackend(VectorBackend):
         metadata = vector_metadata.memory_to_metadata(memory, epoch)
         index = await self._ready()
         sparse = stored_sparse(self._connection.metric, vectors.keywords)
-        item = transfer.upsert_item(memory.id, vectors.dense, metadata, sparse)
+        item = bulk_requests.upsert_item(memory.id, vectors.dense, metadata, sparse)
         await call(
             "upsert memory",
             lambda t: index.upsert(vectors=[item], namespace=self._ns(memory.namespace), timeout=t),

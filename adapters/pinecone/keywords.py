@@ -50,7 +50,7 @@ def keyword_score(query: SparseVector | None, stored: SparseVector | None) -> fl
 
 
 class PineconeKeywordIndex:
-    """The adapter side of plugin/embedding/keyword_index.py, as far as Pinecone allows it."""
+    """The adapter side of plugin/upgrades/keyword_upgrade.py, as far as Pinecone allows it."""
 
     def __init__(self, connection: PineconeConnection) -> None:
         self._connection = connection

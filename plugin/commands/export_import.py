@@ -33,13 +33,13 @@ from plugin.embedding.encoders import Encoder
 from plugin.embedding.encoders import configured_dimension
 from plugin.embedding.encoders import configured_fingerprint
 from plugin.embedding.encoders import load_encoder as load_encoder  # re-exported: tests replace it
-from plugin.embedding.keyword_index import index_store
 from plugin.settings import Settings
 from plugin.transfer import jsonl
 from plugin.transfer.bulk import EmbedMany
 from plugin.transfer.bulk import StoreWriter
 from plugin.transfer.bulk import import_lines
 from plugin.transfer.bulk import stream_export
+from plugin.upgrades.keyword_upgrade import index_store
 
 BULK_TIMEOUT_S = 10.0  # per backend call, retries included (the setting's maximum)
 EMBED_CHUNK = 128

@@ -32,10 +32,10 @@ from plugin.commands.export_import import rate
 from plugin.core.fingerprint import check_store
 from plugin.core.service import utc_now
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.embedding.keyword_index import index_store
 from plugin.settings import Settings
 from plugin.transfer.bulk import StoreWriter
 from plugin.transfer.parity import verify
+from plugin.upgrades.keyword_upgrade import index_store
 
 ROWS_PER_FETCH = 2000
 NAMESPACES = (

@@ -4,7 +4,7 @@ The shared layout refuses to start while per-namespace collections exist, and it
 refusal names this command. It copies every live namespace record and memory with its stored
 vector through the same `StoreWriter` as `import` (plugin/transfer/bulk.py: nothing is
 re-embedded, and a second run writes nothing), then brings the shared store's keyword
-vectors up to date from content (plugin/embedding/keyword_index.py). The old collections
+vectors up to date from content (plugin/upgrades/keyword_upgrade.py). The old collections
 are dropped only with `--drop-source`, and only once every namespace has been copied. Settings
 come from the environment, as for `serve`; see docs/backends.md, "Qdrant server".
 """
@@ -20,10 +20,10 @@ from adapters.qdrant.server.tenants import QdrantServerBackend
 from plugin.commands import Print
 from plugin.core.service import utc_now
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.embedding.keyword_index import index_store
 from plugin.settings import Settings
 from plugin.transfer.bulk import WRITE_BATCH
 from plugin.transfer.bulk import StoreWriter
+from plugin.upgrades.keyword_upgrade import index_store
 
 # Called once per namespace copied: (namespace name, memories copied for it).
 Progress = Callable[[str, int], None]

@@ -8,7 +8,7 @@ store and a Qdrant server index the same tokens. A document gets term frequencie
 distinct token; the store applies the inverse document frequency (a sparse vector with the IDF
 modifier), so nothing here needs corpus statistics.
 `identity` names everything that decides the vectors, the library version included: a store
-records it (plugin/embedding/keyword_index.py), so vectors of another configuration are never
+records it (plugin/upgrades/keyword_upgrade.py), so vectors of another configuration are never
 mixed in silently.
 """
 

@@ -3,7 +3,7 @@
 Start-up order (each step's cleanup runs in reverse at shutdown): load the model
 and start the batcher, open the backend and check its embedding fingerprint,
 choose the search mode, then start the janitor and the keyword indexer
-(plugin/embedding/keyword_index.py), and last freeze the heap built so far
+(plugin/upgrades/keyword_upgrade.py), and last freeze the heap built so far
 (`_frozen_heap`). The backend need not be reachable for start-up to
 finish: the server boots during an outage, answers 503, and recovers by itself.
 
@@ -33,12 +33,10 @@ from plugin.core.search_mode import choose_search_mode
 from plugin.core.service import Clock
 from plugin.core.service import MemoryService
 from plugin.core.service import utc_now
-from plugin.embedding import token_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.encoders import load_encoder
-from plugin.embedding.keyword_index import maintain_in_background
 from plugin.http.admin import admin_routes
 from plugin.http.handlers import routes
 from plugin.http.keys import ADMISSION
@@ -64,6 +62,8 @@ from plugin.scheduling.admission import Shares
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings
+from plugin.upgrades import token_upgrade
+from plugin.upgrades.keyword_upgrade import maintain_in_background
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
         if app[SEARCH_MODE] is SearchMode.RERANK:  # no other mode reads token vectors
             tasks.append(
                 asyncio.create_task(
-                    token_index.maintain_in_background(
+                    token_upgrade.maintain_in_background(
                         app[BACKEND],
                         app[SERVICE].embedder.embed,
                         app[VECTORS_VERIFIED].is_set,

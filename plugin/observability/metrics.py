@@ -83,12 +83,12 @@ class Metrics:
         self.keywords_indexed = self._counter(
             "keyword_vectors_indexed",
             "Stored memories given their keyword vector after the fact"
-            " (plugin/embedding/keyword_index.py).",
+            " (plugin/upgrades/keyword_upgrade.py).",
         )
         self.tokens_indexed = Counter(
             f"{PREFIX}_token_vectors_indexed",
             "Stored memories given their token vectors after the fact"
-            " (plugin/embedding/token_index.py).",
+            " (plugin/upgrades/token_upgrade.py).",
             registry=self.registry,
         )
         self.sharing = SharingMetrics(self.registry)

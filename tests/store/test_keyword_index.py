@@ -1,4 +1,4 @@
-"""The keyword index across versions (plugin/embedding/keyword_index.py).
+"""The keyword index across versions (plugin/upgrades/keyword_upgrade.py).
 
 A store written by the previous version (no keyword vectors, no record of an
 encoder) is upgraded in place: its memories get keyword vectors from their
@@ -25,11 +25,11 @@ from adapters.values import SearchQuery
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.fingerprint import META_KEY
-from plugin.embedding import keyword_index
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.embedding.keyword_index import COMPLETE
-from plugin.embedding.keyword_index import META_ENCODER
-from plugin.embedding.keyword_index import META_STATE
+from plugin.upgrades import keyword_upgrade
+from plugin.upgrades.keyword_upgrade import COMPLETE
+from plugin.upgrades.keyword_upgrade import META_ENCODER
+from plugin.upgrades.keyword_upgrade import META_STATE
 from tests.support.keyword_store import NAMES
 from tests.support.keyword_store import PER_NAMESPACE
 from tests.support.keyword_store import RARE
@@ -50,7 +50,7 @@ async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> 
         before = await store.query_memories(NAMES, SearchQuery(unit(1)), everything(), 100)
         assert all(v is None for _, v in stored_keywords(store).values())
         encoder = KeywordEncoder()
-        report = await keyword_index.index_store(store, encoder)
+        report = await keyword_upgrade.index_store(store, encoder)
         assert report is not None
         assert report.indexed == len(NAMES) * PER_NAMESPACE
         meta = await store.store_meta.read_store_meta()
@@ -64,7 +64,7 @@ async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> 
         hybrid = SearchQuery(unit(1), encoder.query("XJ-4471"))
         found = await store.query_memories(NAMES, hybrid, everything(), 2)
         assert [h.memory.content for h in found] == [RARE, RARE]
-        again = await keyword_index.index_store(store, encoder)  # the next start
+        again = await keyword_upgrade.index_store(store, encoder)  # the next start
         assert again is not None
         assert again.indexed == 0
     finally:
@@ -77,13 +77,13 @@ async def test_another_encoder_configuration_is_reindexed_never_mixed(tmp_path: 
     try:
         first, second = KeywordEncoder(), KeywordEncoder(k1=2.0, b=0.5)
         assert first.identity != second.identity
-        assert await keyword_index.index_store(store, first) is not None
+        assert await keyword_upgrade.index_store(store, first) is not None
         await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="org", created_at=T0))
         for text in contents(NAMES[0])[:50]:
             await store.upsert_memory(
                 memory(NAMES[0], content=text), MemoryVectors(unit(1), first.document(text))
             )
-        report = await keyword_index.index_store(store, second)
+        report = await keyword_upgrade.index_store(store, second)
         assert report is not None
         assert report.indexed == 50
         meta = await store.store_meta.read_store_meta()
@@ -106,9 +106,9 @@ async def test_a_reset_cut_short_is_repeated(tmp_path: Path) -> None:
             await store.upsert_memory(
                 memory(NAMES[0], content=text), MemoryVectors(unit(1), old.document(text))
             )
-        await store.store_meta.write_store_meta(META_STATE, keyword_index.RESETTING)
+        await store.store_meta.write_store_meta(META_STATE, keyword_upgrade.RESETTING)
         await store.store_meta.write_store_meta(META_ENCODER, new.identity)
-        await keyword_index.index_store(store, new)
+        await keyword_upgrade.index_store(store, new)
         for content, vector in stored_keywords(store).values():
             assert matches(vector, new.document(content)), content
     finally:
@@ -138,13 +138,13 @@ class FlakyStore(QdrantEdgeBackend):
 async def test_the_background_indexer_waits_for_the_store(
     old_store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(keyword_index, "RETRY_S", 0.01)
+    monkeypatch.setattr(keyword_upgrade, "RETRY_S", 0.01)
     store = FlakyStore(DIM, old_store)
     await store.start()
     counted: list[int] = []
     try:
         await asyncio.wait_for(
-            keyword_index.maintain_in_background(store, KeywordEncoder(), counted.append), 30
+            keyword_upgrade.maintain_in_background(store, KeywordEncoder(), counted.append), 30
         )
         assert sum(counted) == len(NAMES) * PER_NAMESPACE
         assert (await store.store_meta.read_store_meta())[META_STATE] == COMPLETE
@@ -157,7 +157,7 @@ async def test_a_backend_without_keyword_vectors_is_left_alone() -> None:
         backend = pinecone_backend(fake)
         await backend.start()
         try:
-            assert await keyword_index.index_store(backend, KeywordEncoder()) is None
+            assert await keyword_upgrade.index_store(backend, KeywordEncoder()) is None
             assert META_ENCODER not in await backend.store_meta.read_store_meta()
         finally:
             await backend.close()

@@ -1,7 +1,7 @@
 """The keyword-index upgrade of a previous-version store killed midway: in a child, in the server.
 
 A `kill -9` in the middle of the upgrade loses nothing: the next start finishes it
-(plugin/embedding/keyword_index.py), in the adapter and in the real server over HTTP.
+(plugin/upgrades/keyword_upgrade.py), in the adapter and in the real server over HTTP.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import pytest
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from harness.server_process import REPO_ROOT
 from harness.server_process import ServerProcess
-from plugin.embedding import keyword_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from plugin.embedding.keyword_index import BUILDING
-from plugin.embedding.keyword_index import COMPLETE
-from plugin.embedding.keyword_index import META_ENCODER
-from plugin.embedding.keyword_index import META_STATE
+from plugin.upgrades import keyword_upgrade
+from plugin.upgrades.keyword_upgrade import BUILDING
+from plugin.upgrades.keyword_upgrade import COMPLETE
+from plugin.upgrades.keyword_upgrade import META_ENCODER
+from plugin.upgrades.keyword_upgrade import META_STATE
 from tests.support.keyword_store import NAMES
 from tests.support.keyword_store import RARE
 from tests.support.keyword_store import matches
@@ -37,7 +37,7 @@ from tests.support.records import everything
 _KILLED_MID_FILL = """
 import asyncio, os, signal
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from plugin.embedding import keyword_index
+from plugin.upgrades import keyword_upgrade
 from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.records import DIM
 
@@ -52,8 +52,8 @@ async def main():
     store = QdrantEdgeBackend(DIM, {data!r})
     await store.start()
     encoder = KeywordEncoder()
-    assert await keyword_index.prepare(store, encoder)
-    await keyword_index.fill(store, encoder, page=100, progress=progress)
+    assert await keyword_upgrade.prepare(store, encoder)
+    await keyword_upgrade.fill(store, encoder, page=100, progress=progress)
 
 asyncio.run(main())
 """
@@ -81,7 +81,7 @@ async def test_kill_9_in_the_middle_of_the_upgrade(old_store: Path) -> None:
         # Meanwhile everything is served; indexed memories are found by their words.
         listed = await store.list_memories(NAMES, everything(), 100)
         assert len(listed) == 100
-        report = await keyword_index.index_store(store, encoder)
+        report = await keyword_upgrade.index_store(store, encoder)
         assert report is not None
         assert report.indexed == len(stored) - len(done)
         assert (await store.store_meta.read_store_meta())[META_STATE] == COMPLETE

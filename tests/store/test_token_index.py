@@ -1,4 +1,4 @@
-"""Token vectors across versions (plugin/embedding/token_index.py).
+"""Token vectors across versions (plugin/upgrades/token_upgrade.py).
 
 A store written by the version before token vectors (every memory with its dense and
 keyword vectors, the keyword index complete) is upgraded in place: its memories get
@@ -22,11 +22,11 @@ from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
-from plugin.embedding import token_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.scheduling.work import Work
+from plugin.upgrades import token_upgrade
 from tests.support.keyword_store import NAMES
 from tests.support.keyword_store import PER_NAMESPACE
 from tests.support.keyword_store import RARE
@@ -51,7 +51,7 @@ def tokens_kept(encoder: SentenceTransformerEncoder, monkeypatch: pytest.MonkeyP
 
 
 @pytest.fixture
-def embed(encoder: SentenceTransformerEncoder) -> token_index.Embed:
+def embed(encoder: SentenceTransformerEncoder) -> token_upgrade.Embed:
     async def one(text: str, work: Work) -> Embedding:
         return encoder.embed([text])[0]
 
@@ -59,7 +59,7 @@ def embed(encoder: SentenceTransformerEncoder) -> token_index.Embed:
 
 
 async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
-    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_index.Embed
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
 ) -> None:
     keywords = KeywordEncoder()
     write_previous_version(tmp_path, encoder, keywords)
@@ -75,7 +75,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         assert meanwhile == before  # searches are right while the fill has not run
 
         part = store.token_index
-        assert await token_index.fill(part, embed) == len(NAMES) * PER_NAMESPACE
+        assert await token_upgrade.fill(part, embed) == len(NAMES) * PER_NAMESPACE
         for content, rows in stored_tokens(store).values():
             expected = encoder.embed([content])[0].tokens
             assert expected is not None
@@ -86,13 +86,13 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         reranked = await store.query_memories(NAMES, rerank, everything(), 20)
         assert [hit.memory.content for hit in reranked[:2]] == [RARE, RARE]
         assert [hit.score for hit in reranked] != [hit.score for hit in before]
-        assert await token_index.fill(part, embed) == 0  # the next start: nothing to do
+        assert await token_upgrade.fill(part, embed) == 0  # the next start: nothing to do
     finally:
         await store.close()
 
 
 async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes(
-    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_index.Embed
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
 ) -> None:
     keywords = KeywordEncoder()
     write_previous_version(tmp_path, encoder, keywords, float_tokens=True)
@@ -106,7 +106,7 @@ async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes
             assert TOKENS_VECTOR not in vectors
             assert vectors[TOKEN_CODES_VECTOR]["datatype"] == "uint8"
         assert all(rows is None for _, rows in stored_tokens(store).values())
-        assert await token_index.fill(store.token_index, embed) == len(NAMES) * PER_NAMESPACE
+        assert await token_upgrade.fill(store.token_index, embed) == len(NAMES) * PER_NAMESPACE
         query = encoder.embed([QUESTION])[0]
         rerank = SearchQuery(query.vector, keywords.query(QUESTION), query.tokens)
         reranked = await store.query_memories(NAMES, rerank, everything(), 20)
@@ -116,7 +116,7 @@ async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes
 
 
 async def test_a_store_reopened_keeps_its_token_vectors(
-    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_index.Embed
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
 ) -> None:
     store = QdrantEdgeBackend(encoder.dimension, tmp_path)
     await store.start()
@@ -135,7 +135,7 @@ async def test_a_store_reopened_keeps_its_token_vectors(
         held = {content: rows for content, rows in stored_tokens(store).values()}
         assert held[RARE] is not None
         assert held["an imported note"] is None
-        assert await token_index.fill(store.token_index, embed) == 1  # the import's
+        assert await token_upgrade.fill(store.token_index, embed) == 1  # the import's
         assert all(rows is not None for _, rows in stored_tokens(store).values())
     finally:
         await store.close()

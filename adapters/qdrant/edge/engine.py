@@ -189,7 +189,7 @@ def add_keyword_vector(shard: Any) -> None:
     """Give the shard its keyword vector; a no-op when it has one with these parameters.
 
     Why: a store written before keyword vectors existed gains them in place, without
-    copying a point (plugin/embedding/keyword_index.py then fills them in).
+    copying a point (plugin/upgrades/keyword_upgrade.py then fills them in).
     """
     shard.update(qe.UpdateOperation.create_sparse_vector(KEYWORDS_VECTOR, modifier=qe.Modifier.Idf))
 
@@ -215,7 +215,7 @@ def token_params(dimension: int) -> Any:
 def add_token_vector(shard: Any, dimension: int) -> None:
     """Give the shard its coded token vectors; a no-op when it has them.
 
-    Why: a store written without them gains them in place (plugin/embedding/token_index.py
+    Why: a store written without them gains them in place (plugin/upgrades/token_upgrade.py
     then fills them in).
     """
     try:
@@ -236,7 +236,7 @@ def add_token_vector(shard: Any, dimension: int) -> None:
 def drop_float_tokens(shard: Any, vectors: dict[str, Any]) -> None:
     """Drop the float16 token vectors a development build kept, when `vectors` (the shard's
     configured ones) has them: `add_token_vector` adds their coded successor, and the
-    fill (plugin/embedding/token_index.py) gives every memory its codes."""
+    fill (plugin/upgrades/token_upgrade.py) gives every memory its codes."""
     if FLOAT_TOKENS in vectors:
         shard.update(qe.UpdateOperation.delete_vector_name(FLOAT_TOKENS))
 

@@ -1,7 +1,7 @@
 """The embedded store's keyword and token indexes: memories missing a vector, given it in place.
 
-`EdgeKeywordIndex` (driven by plugin/embedding/keyword_index.py) and `EdgeTokenIndex`
-(plugin/embedding/token_index.py) are parts of `QdrantEdgeBackend` (edge_backend.py).
+`EdgeKeywordIndex` (driven by plugin/upgrades/keyword_upgrade.py) and `EdgeTokenIndex`
+(plugin/upgrades/token_upgrade.py) are parts of `QdrantEdgeBackend` (edge_backend.py).
 Memories stored without the vector (imported without it, or in a shard that lacked it) are
 listed shard by shard (a cursor is "<shard>:<point id or nothing>", a key "<shard>/<point id>",
 both opaque to the plugin) and given it with `update_vectors` (everything else stays), a page

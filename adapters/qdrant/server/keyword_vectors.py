@@ -4,7 +4,7 @@ Each memory collection has a named sparse vector `keywords` with the IDF modifie
 1.10+), beside its unnamed dense vector; searches fuse both in one Query API request
 (`adapters.qdrant.ranking`; formula queries need 1.14+). A collection without it gains it in
 place (Qdrant 1.18+: nothing is copied, no point rewritten), and
-plugin/embedding/keyword_index.py fills it in with `update_vectors` under a "has no keyword
+plugin/upgrades/keyword_upgrade.py fills it in with `update_vectors` under a "has no keyword
 vector" condition, so a memory rewritten meanwhile keeps its new content's vector. On an older
 server start-up names the way out (docs/backends.md, "Hybrid search"). The walk and the
 conditional fill (`missing_page`, `fill_page`) serve the token vectors too (token_vectors.py).

@@ -7,7 +7,7 @@ it only rescores the fused top `ranking.RERANK_DEPTH`), float16 storage, an int8
 scoring, originals on disk. Every collection created here has it, in every mode, so switching
 to `rerank` needs no upgrade. In `rerank` mode a collection without it gains it in place
 (`PUT /collections/{name}/vectors/tokens`, Qdrant 1.18+), then the placement the add cannot say
-(`PATCH /collections/{name}`); plugin/embedding/token_index.py then fills the vectors through
+(`PATCH /collections/{name}`); plugin/upgrades/token_upgrade.py then fills the vectors through
 `untokenized_page` and `index_page`. An older server stops start-up with one line naming the
 ways out (docs/backends.md, "Reranking by token vectors").
 """

@@ -175,7 +175,7 @@ class HybridSuite:
 
 
 class KeywordIndexSuite:
-    """The adapter side of plugin/embedding/keyword_index.py: find memories without a keyword
+    """The adapter side of plugin/upgrades/keyword_upgrade.py: find memories without a keyword
     vector, give them one, and never overwrite the vector of a memory rewritten meanwhile."""
 
     async def unindexed(self, backend: VectorBackend, page: int = 3) -> list[tuple[str, str]]:

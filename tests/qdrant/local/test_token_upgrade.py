@@ -4,7 +4,7 @@ Both layouts in qdrant-client's local mode: collections as the previous version 
 them (the embedding unnamed, the keyword vector, no `tokens`), memories written by it.
 A start in another mode leaves them so; a start in rerank mode gives each collection
 the multivector, searches meanwhile rank as hybrid did (MaxSim 0), and the background
-fill (plugin/embedding/token_index.py) gives every memory its token vectors.
+fill (plugin/upgrades/token_upgrade.py) gives every memory its token vectors.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from adapters.qdrant.server.token_vectors import has_token_vector
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
-from plugin.embedding import token_index
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Work
+from plugin.upgrades import token_upgrade
 from tests.support.qdrant_local import client
 from tests.support.records import DIM
 from tests.support.records import T0
@@ -81,8 +81,8 @@ async def test_a_store_of_the_version_before_gains_token_vectors_in_rerank_mode(
 
     part = rerank.token_index
     assert part is not None
-    assert await token_index.fill(part, embed) == len(written)
-    assert await token_index.fill(part, embed) == 0  # nothing left: the progress is stored
+    assert await token_upgrade.fill(part, embed) == len(written)
+    assert await token_upgrade.fill(part, embed) == 0  # nothing left: the progress is stored
     after = {
         h.memory.id: h.score
         for h in await rerank.query_memories([NS], query(QUERY_TOKENS), everything(), 10)

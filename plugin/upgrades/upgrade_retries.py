@@ -1,6 +1,6 @@
 """Store upgrades that run beside the serving plugin, retried while the store does not answer.
 
-The keyword index (keyword_index.py) and the token vectors (token_index.py) of a
+The keyword index (keyword_upgrade.py) and the token vectors (token_upgrade.py) of a
 store written before them are filled in at every start, in the background. A
 store that is unavailable is asked again every `retry_s`; one that cannot be
 upgraded (`BackendMisconfigured`: retrying cannot help) is left as it is, with

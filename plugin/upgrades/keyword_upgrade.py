@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from adapters.base import VectorBackend
-from plugin.embedding.background import retried
 from plugin.embedding.bm25 import KeywordEncoder
+from plugin.upgrades.upgrade_retries import retried
 
 META_ENCODER = "keyword_encoder"
 META_STATE = "keyword_index"

@@ -1,7 +1,7 @@
 """Pinecone's bulk transfer (adapters/parts.py), which `PineconeBackend` hands out.
 
 Writes go in batches of up to 100 vectors; every memory of a namespace is read
-back by listing and fetching (transfer.py). Each write (and the backend's own
+back by listing and fetching (bulk_requests.py). Each write (and the backend's own
 single `upsert_memory`) carries its namespace's epoch in its metadata
 (vector_metadata.py) and is recorded in the overlay, so the writer reads it back
 at once (overlay.py). Keyword vectors go with a memory only on a dotproduct index.
@@ -16,7 +16,7 @@ from datetime import datetime
 from pinecone import AsyncIndex
 
 from adapters.errors import NamespaceGone
-from adapters.pinecone import transfer
+from adapters.pinecone import bulk_requests
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import call
 from adapters.pinecone.index_connection import PineconeConnection
@@ -46,7 +46,7 @@ class PineconeTransfer:
         states = await self._records.states([memory.namespace for memory, _ in memories])
         # Per namespace: (memory, vector, metadata, keywords), metadata checked up front.
         groups: dict[
-            str, list[tuple[MemoryRecord, list[float], transfer.Item, SparseVector | None]]
+            str, list[tuple[MemoryRecord, list[float], bulk_requests.Item, SparseVector | None]]
         ] = {}
         for (memory, vector), memory_keywords in with_keywords(memories, keywords):
             state = states.get(memory.namespace)
@@ -59,7 +59,7 @@ class PineconeTransfer:
         for name, items in groups.items():
             epoch = states[name][1]
             vectors = [
-                transfer.upsert_item(
+                bulk_requests.upsert_item(
                     memory.id,
                     vector,
                     metadata,
@@ -67,7 +67,7 @@ class PineconeTransfer:
                 )
                 for memory, vector, metadata, row_keywords in items
             ]
-            for chunk in transfer.batches(vectors, self._connection.dimension):
+            for chunk in bulk_requests.batches(vectors, self._connection.dimension):
                 await self._upsert_chunk(index, name, chunk)
             for memory, vector, _, row_keywords in items:
                 self._shared.overlay.memory_written(memory, vector, epoch, row_keywords)
@@ -78,15 +78,15 @@ class PineconeTransfer:
         namespace: str,
         now: datetime,
         *,
-        page_size: int = transfer.PAGE,
+        page_size: int = bulk_requests.PAGE,
         with_vectors: bool = True,
     ) -> AsyncIterator[list[StoredMemory]]:
-        """List the namespace's ids and fetch them 100 at a time (transfer.py): two
+        """List the namespace's ids and fetch them 100 at a time (bulk_requests.py): two
         requests per 100 memories, Pinecone's only way to visit a whole namespace."""
         state = await self._records.state(namespace)
         if state is None:
             return
-        pages = transfer.scan(
+        pages = bulk_requests.scan(
             self._connection.index,
             (namespace, self._shared.pinecone_namespace(namespace)),
             state[1],
@@ -100,7 +100,7 @@ class PineconeTransfer:
             yield page
 
     async def _upsert_chunk(
-        self, index: AsyncIndex, namespace: str, chunk: list[transfer.Item]
+        self, index: AsyncIndex, namespace: str, chunk: list[bulk_requests.Item]
     ) -> None:
         target = self._shared.pinecone_namespace(namespace)
         await call(

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from adapters.base import VectorBackend
 from adapters.parts import TokenIndex
 from adapters.values import TokenVectors
-from plugin.embedding.background import retried
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority
 from plugin.scheduling.work import Work
+from plugin.upgrades.upgrade_retries import retried
 
 PAGE = 64
 RETRY_S = 2.0

@@ -1,0 +1,1 @@
+"""Store upgrades run beside the serving plugin: keyword and token vectors filled in."""
