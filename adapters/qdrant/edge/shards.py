@@ -27,6 +27,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from adapters import mapped_pages
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
 from adapters.errors import StorageDamaged
@@ -49,8 +50,7 @@ log = logging.getLogger(__name__)
 
 SHARD_COUNT = 16
 SHARDS_DIR = "shards"
-# Layouts of development builds before this one, under the data directory: one
-# shard per namespace, then every namespace in one shard.
+# Development builds' layouts, under the data directory: a shard per namespace; all in one.
 OTHER_LAYOUTS = ("namespaces", "store/memories")
 CONFIG_FILE = "edge_config.json"  # the engine's own record of a shard's configuration
 # A flush drops the log's closed segments but the last; the open one and that one stay. At
@@ -95,6 +95,7 @@ def open_shard(path: Path, dimension: int) -> Any:
     for field_name, kind in {**TENANT_INDEXES, **MEMORY_INDEXES}.items():
         if field_name not in present:  # also heals a create cut short by a crash
             shard.update(qe.UpdateOperation.create_field_index(field_name, INDEX_SCHEMAS[kind]))
+    mapped_pages.release(path, "/payload_index/")  # read whole to load, not read since
     return shard
 
 
