@@ -67,9 +67,8 @@ def main() -> None:
         urllib.request.urlopen(put, timeout=10).read()
         assert server.proc is not None
         pids = {"server": server.proc.pid}
-        children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text()
-        for child in children.split()[:1]:  # the engine worker, when the store has one
-            pids["engine worker"] = int(child)
+        for child in server.children()[:1]:  # the engine worker, when the store has one
+            pids["engine worker"] = child
         url = f"{server.base_url}/v1/namespaces/{NAMESPACE}/memories"
         texts = sentences(4000)
         if wrk_closed_loop(url, texts, 0) is None:

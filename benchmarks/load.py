@@ -100,10 +100,8 @@ def server_rss(server: ServerProcess) -> str:
     store's mapped files: page cache, reclaimable)."""
     if server.proc is None:
         return "n/a"
-    pid = server.proc.pid
     try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        each = [_memory(int(p)) for p in [pid, *children]]
+        each = [_memory(pid) for pid in [server.proc.pid, *server.children()]]
     except OSError:
         return "n/a (process gone)"
     rss, peak, anon = (sum(found.get(k, 0.0) for found in each) for k in _MEMORY)

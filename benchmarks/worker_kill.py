@@ -27,17 +27,17 @@ import aiohttp
 from adapters.qdrant.edge.edge_client import worker_of
 from benchmarks.common import machine
 from benchmarks.common import percentile
+from harness.server_process import ServerProcess
 
 WRITERS = 8
 SEARCHERS = 8
 
 
-def worker_pid(server_pid: int, workers: int) -> int:
+def worker_pid(server: ServerProcess, workers: int) -> int:
     """The engine worker that holds the whole store, or worker 0 of several."""
-    children = Path(f"/proc/{server_pid}/task/{server_pid}/children").read_text().split()
-    for child in children:
+    for child in server.children():
         if workers == 1 or f"/workers/0-of-{workers}" in Path(f"/proc/{child}/cmdline").read_text():
-            return int(child)
+            return child
     raise RuntimeError("no engine worker found")
 
 
@@ -46,7 +46,8 @@ def killed(name: str, workers: int) -> bool:
     return worker_of(name, workers) == 0
 
 
-async def measure(base: str, server_pid: int, kills: int, workers: int) -> None:
+async def measure(server: ServerProcess, kills: int, workers: int) -> None:
+    base = server.base_url
     answers: list[tuple[float, float, int, bool]] = []  # (sent, answered, status, killed's)
     done = asyncio.Event()
 
@@ -77,7 +78,7 @@ async def measure(base: str, server_pid: int, kills: int, workers: int) -> None:
         killed_at = []
         for _ in range(kills):
             killed_at.append(time.monotonic())
-            os.kill(worker_pid(server_pid, workers), signal.SIGKILL)
+            os.kill(worker_pid(server, workers), signal.SIGKILL)
             await asyncio.sleep(2.0)
         done.set()
         await asyncio.gather(*load)
@@ -107,8 +108,6 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--workers", type=int, default=1, help="MEMORY_PLUGIN_ENGINE_WORKERS")
     args = parser.parse_args()
-    from harness.server_process import ServerProcess
-
     print(f"engine worker kills, {args.workers} worker(s) ({machine()})")
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
@@ -121,8 +120,7 @@ def main() -> None:
     ):
         server.start()
         server.wait_healthy()
-        assert server.proc is not None
-        asyncio.run(measure(server.base_url, server.proc.pid, args.kills, args.workers))
+        asyncio.run(measure(server, args.kills, args.workers))
         print(f"server still running: {server.running}")
 
 

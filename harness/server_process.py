@@ -91,6 +91,16 @@ class ServerProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def children(self) -> list[int]:
+        """The server's child processes (its engine workers), from /proc; none before
+        `start`. Raises OSError once the server is gone."""
+        if self.proc is None:
+            return []
+        pid = self.proc.pid
+        return [
+            int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        ]
+
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> ServerProcess:

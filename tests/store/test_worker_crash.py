@@ -128,11 +128,6 @@ async def test_a_hung_worker_is_killed_and_restarted(api: ContractClient) -> Non
     assert reply.status == 201
 
 
-def children_of(pid: int) -> list[int]:
-    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(child) for child in found]
-
-
 def gone(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
@@ -147,8 +142,7 @@ def test_the_worker_dies_with_the_server(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "data", tmp_path / "server.log") as server:
         server.start()
         server.wait_healthy()
-        assert server.proc is not None
-        (worker,) = children_of(server.proc.pid)
+        (worker,) = server.children()
         os.kill(worker, signal.SIGSTOP)  # it cannot notice the server is gone: killed anyway
         server.kill()
         deadline = time.monotonic() + 5.0
