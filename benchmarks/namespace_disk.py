@@ -67,14 +67,14 @@ async def write_namespace(
     now = datetime.now(UTC)
     try:
         await store.save_namespace(NamespaceRecord(NAMESPACE, "workspace", now))
+        if not tokens:
+            turns = [(text, MemoryVectors(v.dense, v.keywords)) for text, v in turns]
         started = time.perf_counter()
         pending = iter(range(memories))
 
         async def writer() -> None:
             for i in pending:  # shared by the writers
                 text, vectors = turns[i % len(turns)]
-                if not tokens:
-                    vectors = MemoryVectors(vectors.dense, vectors.keywords)
                 memory = MemoryRecord(str(uuid.uuid4()), NAMESPACE, text, "fact", "agent", now)
                 await store.upsert_memory(memory, vectors)
 
