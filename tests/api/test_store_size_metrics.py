@@ -11,7 +11,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-from adapters.qdrant.edge.disk import allocated_bytes
+from adapters.disk import allocated_bytes
 from plugin.http.keys import STORE_SIZES
 from plugin.settings import Settings
 from tests.api.test_metrics import scrape

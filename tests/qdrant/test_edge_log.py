@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.disk import allocated_bytes
+from adapters.disk import allocated_bytes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.engine import edge_config
 from adapters.qdrant.edge.shards import CONFIG_FILE

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.disk import free_bytes
 from adapters.qdrant.edge import upkeep
-from adapters.qdrant.edge.disk import free_bytes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.disk import free_bytes
 from adapters.errors import StorageDamaged
-from adapters.qdrant.edge.disk import free_bytes
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from harness.clocks import WallClock

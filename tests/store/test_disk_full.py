@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from adapters.disk import MIB
+from adapters.disk import DiskGuard
+from adapters.disk import free_bytes
+from adapters.disk import sparse_bytes
 from adapters.errors import StorageFull
-from adapters.qdrant.edge.disk import MIB
-from adapters.qdrant.edge.disk import DiskGuard
-from adapters.qdrant.edge.disk import free_bytes
-from adapters.qdrant.edge.disk import sparse_bytes
 from harness.server_process import ServerProcess
 
 NAMESPACE = "workspace:full"

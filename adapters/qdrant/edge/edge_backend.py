@@ -24,9 +24,9 @@ from functools import cached_property
 from pathlib import Path
 
 from adapters.base import VectorBackend
+from adapters.disk import DEFAULT_HEADROOM_BYTES
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
 from adapters.qdrant.edge.edge_namespaces import EdgeNamespaces
 from adapters.qdrant.edge.edge_reads import EdgeReads
 from adapters.qdrant.edge.edge_writes import EdgeStoreMeta
@@ -91,7 +91,7 @@ class QdrantEdgeBackend(VectorBackend):
         self._writes = EdgeWrites(store, self._reads)
         self._records = store.records
         self._shards = store.shards
-        self._checks = EdgeChecks(store)
+        self._checks = EdgeChecks(store, self._namespaces.lost)
         self._upkeep = EdgeUpkeep(store)
         self._watcher: asyncio.Task[None] | None = None
 
@@ -132,7 +132,7 @@ class QdrantEdgeBackend(VectorBackend):
         self._records.open()
         self._shards.open()
         self._checks.run(at_start=True)
-        self.store.lost.settle()
+        self._namespaces.lost.settle()
 
     async def verify(self) -> tuple[str, ...]:
         """Compare the namespace records with the memories the engine holds (verify-store)."""

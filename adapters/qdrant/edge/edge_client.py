@@ -15,9 +15,9 @@ import re
 from functools import partial
 from pathlib import Path
 
+from adapters.disk import DEFAULT_HEADROOM_BYTES
 from adapters.errors import BackendMisconfigured
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.disk import DEFAULT_HEADROOM_BYTES
 from adapters.qdrant.edge.edge_backend import STORE_DIR
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT

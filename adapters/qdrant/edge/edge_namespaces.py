@@ -2,11 +2,13 @@
 
 A part of `QdrantEdgeBackend` (edge_backend.py), beside its reads (edge_reads.py) and
 writes (edge_writes.py), over the shared `EdgeStore` (store.py). Each namespace incarnation
-has an epoch, carried by its memories and required by every read, so a deleted
-namespace vanishes with its memories the moment its record is buried, and one
-re-created under the same name starts empty. The memories are then removed by a
-filtered delete in the background; the janitor (`purge_pending`) finishes any
-purge a crash interrupted.
+has an epoch, carried by its memories and required by every read, so a deleted namespace
+vanishes with its memories the moment its record is buried, and one re-created under the same
+name starts empty. The memories are then removed by a filtered delete in the background; the
+janitor (`purge_pending`) finishes any purge a crash interrupted. `LostRecords`: namespaces
+whose record was lost while their shard could not be opened, so it cannot say which names it
+holds: until it opens such a name answers 503 and health is `degraded` (not 404, nor served
+empty); then their records are rebuilt (docs/repair.md, "Records lost and a shard does not open").
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import datetime
 
+from adapters.errors import BackendError
 from adapters.errors import StorageDamaged
+from adapters.qdrant.edge.integrity import some
+from adapters.qdrant.edge.record_store import RecordStore
+from adapters.qdrant.edge.shards import ShardSet
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.values import NamespaceRecord
 
@@ -37,6 +43,7 @@ class EdgeNamespaces:
 
     def __init__(self, store: EdgeStore) -> None:
         self._store = store
+        self.lost = LostRecords(store.records, store.shards)
         self._purging: set[asyncio.Task[None]] = set()
 
     async def drain(self) -> None:
@@ -56,14 +63,14 @@ class EdgeNamespaces:
         found = self._store.records.live.get(name)
         if found is None and name in self._store.records.damaged:
             raise unreadable(name)
-        if found is None and self._store.lost.covers(name):
-            raise self._store.lost.refusal(name)
+        if found is None and self.lost.covers(name):
+            raise self.lost.refusal(name)
         return None if found is None else found.record
 
     async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
         """Raises `StorageDamaged` when none is live and some are unreadable (a 503, not
         an empty answer that looks like a namespace without memories)."""
-        live, lost = self._store.records.live, self._store.lost
+        live, lost = self._store.records.live, self.lost
         found = {name: live[name].record for name in names if name in live}
         unknown = [name for name in names if lost.covers(name)]
         refused = lost.refusal(*unknown) if unknown else None  # counted for health either way
@@ -76,8 +83,8 @@ class EdgeNamespaces:
     async def save_namespace(self, record: NamespaceRecord) -> None:
         if record.name in self._store.records.damaged:
             raise unreadable(record.name)
-        if self._store.lost.covers(record.name):
-            raise self._store.lost.refusal(record.name)
+        if self.lost.covers(record.name):
+            raise self.lost.refusal(record.name)
         await self._store.calls.worker(self._save, record)
 
     def _save(self, record: NamespaceRecord) -> None:
@@ -88,8 +95,8 @@ class EdgeNamespaces:
     async def delete_namespace(self, name: str) -> bool:
         """Also drops a namespace whose record is unreadable (its memories go too)."""
         store = self._store
-        if store.lost.covers(name):  # not a 404: it may exist, in the shard that cannot say
-            raise store.lost.refusal(name)
+        if self.lost.covers(name):  # not a 404: it may exist, in the shard that cannot say
+            raise self.lost.refusal(name)
         epoch = await store.calls.worker(store.guarded, store.records.bury, name)
         if epoch is None:
             return False
@@ -111,3 +118,63 @@ class EdgeNamespaces:
         # In memory: microseconds per thousand namespaces, no I/O.
         live = self._store.records.live
         return [f.record for f in live.values() if f.record.is_expired(now)]
+
+
+REPAIR = "docs/repair.md#records-lost-and-a-shard-does-not-open"
+
+
+class LostRecords:
+    """Which shards' namespaces are unknown, and the answer for a name in one of them."""
+
+    def __init__(self, records: RecordStore, shards: ShardSet) -> None:
+        self._records = records
+        self._shards = shards
+        self.asked: set[str] = set()  # names refused so far, for health's count
+
+    def settle(self) -> None:
+        """At start, once the shards opened and the open ones' records were rebuilt."""
+        lost = set(self._records.lost_shards)
+        if self._records.started_empty:
+            lost |= self._shards.unopened()
+        # Open now (their records rebuilt), or moved aside by an operator: known again.
+        self._records.set_lost_shards(lost & self._shards.unopened())
+
+    def opened(self, indexes: list[int]) -> None:
+        """These shards serve again (their records rebuilt): their names are known."""
+        self._records.set_lost_shards(self._records.lost_shards - set(indexes))
+
+    def covers(self, name: str) -> bool:
+        """`name` has no record, and its shard cannot say whether it exists."""
+        records = self._records
+        if not records.lost_shards or name in records.live or name in records.damaged:
+            return False
+        return self._shards.index_of(name) in records.lost_shards
+
+    def refusal(self, *names: str) -> BackendError:
+        """What a request for `names` gets while they are `covers`ed: a 503 naming them."""
+        self.asked.update(names)
+        waiting = self._shards.waiting_for_room.get(self._shards.index_of(names[0]))
+        why = waiting or "its part of the embedded store could not be opened (damaged files)"
+        return StorageDamaged(
+            f"namespace {', '.join(names)} is unknown for now: its record was lost and {why};"
+            f" see {REPAIR}",
+            names,
+        )
+
+    def problems(self) -> tuple[str, ...]:
+        """What health says while shards are unknown, and while rebuilt records are unconfirmed."""
+        found = []
+        if lost := sorted(self._records.lost_shards):
+            shards = ", ".join(f"{i:02d}" for i in lost)
+            found.append(
+                f"namespace records lost while memory shard(s) {shards} could not be opened:"
+                f" their namespaces answer 503 until the shard opens ({len(self.asked)} asked"
+                f" for so far); see {REPAIR}"
+            )
+        if rebuilt := sorted(self._records.rebuilt):
+            found.append(
+                f"{len(rebuilt)} namespace record(s) rebuilt from their memories and not yet"
+                f" confirmed (memories lost at the same time would not show): {some(rebuilt)};"
+                " see docs/repair.md#lost-or-damaged-namespace-records"
+            )
+        return tuple(found)

@@ -27,7 +27,7 @@ from adapters.qdrant.edge.engine import DENSE_VECTOR
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import dense_vector
 from adapters.qdrant.edge.engine import parsed_memory
-from adapters.qdrant.edge.engine_calls import CallBatcher
+from adapters.qdrant.edge.log_sync import CallBatcher
 from adapters.qdrant.edge.record_store import LiveNamespace
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_CREATED_US

@@ -5,7 +5,7 @@ delete finds its memory through the reads (edge_reads.py). Every write counts: a
 its namespace's incarnation is counted after the engine has it, one deleted is uncounted before
 the engine deletes it (record_store.py), so the integrity check (integrity.py) can tell a
 crash's harmless drift from a loss. Concurrent upserts are batched into one engine call per
-shard (engine_calls.py, `CallBatcher`); each write returns once it is on disk (the group
+shard (log_sync.py, `CallBatcher`); each write returns once it is on disk (the group
 commit, log_sync.py; a no-op under `async`). A write whose namespace is deleted meanwhile is
 purged and raises `NamespaceGone`. `EdgeTransfer` and `EdgeStoreMeta` are the `transfer` and
 `store_meta` parts (adapters/parts.py) that `QdrantEdgeBackend` hands out.
@@ -30,8 +30,8 @@ from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import dense_vector
 from adapters.qdrant.edge.engine import parsed_memory
 from adapters.qdrant.edge.engine import point_vectors
-from adapters.qdrant.edge.engine_calls import CallBatcher
 from adapters.qdrant.edge.integrity import engine_counts
+from adapters.qdrant.edge.log_sync import CallBatcher
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import Scope

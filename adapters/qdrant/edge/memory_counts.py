@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapters.qdrant.edge.disk import connect
-from adapters.qdrant.edge.disk import move_aside
+from adapters.disk import connect
+from adapters.disk import move_aside
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.qdrant.edge.disk import connect
-from adapters.qdrant.edge.disk import move_aside
+from adapters.disk import connect
+from adapters.disk import move_aside
 from adapters.qdrant.edge.memory_counts import CountStore
 from adapters.qdrant.layout import namespace_from_json
 from adapters.qdrant.layout import namespace_to_json

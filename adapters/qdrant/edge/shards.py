@@ -27,16 +27,16 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters import mapped_pages
+from adapters import disk
+from adapters.disk import DiskGuard
+from adapters.disk import allocated_bytes
+from adapters.disk import fsync_path
+from adapters.disk import sparse_copy
+from adapters.disk import sync_trees
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
 from adapters.errors import StorageDamaged
 from adapters.errors import StorageFull
-from adapters.qdrant.edge.disk import DiskGuard
-from adapters.qdrant.edge.disk import allocated_bytes
-from adapters.qdrant.edge.disk import fsync_path
-from adapters.qdrant.edge.disk import sparse_copy
-from adapters.qdrant.edge.disk import sync_trees
 from adapters.qdrant.edge.engine import INDEX_SCHEMAS
 from adapters.qdrant.edge.engine import add_keyword_vector
 from adapters.qdrant.edge.engine import add_token_vector
@@ -95,7 +95,7 @@ def open_shard(path: Path, dimension: int) -> Any:
     for field_name, kind in {**TENANT_INDEXES, **MEMORY_INDEXES}.items():
         if field_name not in present:  # also heals a create cut short by a crash
             shard.update(qe.UpdateOperation.create_field_index(field_name, INDEX_SCHEMAS[kind]))
-    mapped_pages.release(path, "/payload_index/")  # read whole to load, not read since
+    disk.release(path, "/payload_index/")  # read whole to load, not read since
     return shard
 
 

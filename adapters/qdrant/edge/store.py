@@ -1,34 +1,39 @@
 """What the parts of the embedded backend share: its shards, records, disk guard and threads.
 
 `QdrantEdgeBackend` (edge_backend.py) is a facade over parts that each hold one concern
-(edge_reads.py, edge_writes.py, missing_vectors.py, edge_namespaces.py); they are handed one
-`EdgeStore` rather than reaching into the backend. Every write to a shard goes through
-`update`: behind the disk guard, counted for the janitor's vacuum and marked for the group
-commit (log_sync.py); under `sync` durability a write path awaits `commit.durable()` to answer.
+(edge_namespaces.py, edge_reads.py, edge_writes.py); they are handed one `EdgeStore` rather
+than reaching into the backend. Every write to a shard goes through `update`: behind the disk
+guard, counted for the janitor's vacuum and marked for the group commit (log_sync.py); under
+`sync` durability a write path awaits `commit.durable()` to answer.
 
-`LostRecords`: namespaces whose record was lost while their shard could not be opened, so it
-cannot say which names it holds. Until it opens, a name hashing to it with no record answers
-503 and health is `degraded` (not 404, nor served empty); once it opens, the records of what it
-holds are rebuilt. See docs/repair.md, "Records lost and a shard does not open".
+`EngineCalls`: where a qdrant-edge call runs. The engine holds the GIL through its calls, so
+in the engine worker a short call runs on the worker's event loop (`here`), queued behind one
+in flight on a thread; what is long or waits on the disk runs on a thread (`worker`: opening,
+SQLite commits, purges, upkeep, bulk transfer), the group commit's syncs on a thread of their
+own (`syncing`), where a stalled disk holds up the writes waiting for it, never the loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 from typing import Literal
+from typing import NoReturn
 from typing import TypeVar
 
 import qdrant_edge as qe
 
-from adapters.errors import BackendError
-from adapters.errors import StorageDamaged
+from adapters.disk import DiskGuard
+from adapters.errors import BackendUnavailable
 from adapters.qdrant import filters
-from adapters.qdrant.edge.disk import DiskGuard
 from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine_calls import EngineCalls
-from adapters.qdrant.edge.integrity import some
+from adapters.qdrant.edge.engine import fatal
+from adapters.qdrant.edge.engine import translate
 from adapters.qdrant.edge.log_sync import GroupCommit
 from adapters.qdrant.edge.log_sync import LogSync
 from adapters.qdrant.edge.record_store import RecordStore
@@ -61,7 +66,6 @@ class EdgeStore:
         self.shards = ShardSet(root, dimension, self.disk, partitions)
         self.log_sync = LogSync(self.records)
         self.commit = GroupCommit(self._sync, enabled=synced)
-        self.lost = LostRecords(self.records, self.shards)
         self.changes = 0  # points replaced or deleted since the last vacuum
         # By id() of the shard: when it was first written since its last flush, and
         # since its last vacuum (on `calls.clock`).
@@ -157,61 +161,91 @@ class EdgeStore:
         self.update(self.shards.of(name), qe.UpdateOperation.delete_points_by_filter(where))
 
 
-REPAIR = "docs/repair.md#records-lost-and-a-shard-does-not-open"
+class EngineCalls:
+    """A small thread pool, and the rule for when to skip it."""
 
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._executor: ThreadPoolExecutor | None = None
+        self._syncer: ThreadPoolExecutor | None = None
+        self._in_workers = 0  # calls submitted to the pool and not yet returned
+        self._in_flight = 0  # calls not marked background, running or queued
+        self.clock: Callable[[], float] = time.monotonic
+        self._last_active = self.clock()
 
-class LostRecords:
-    """Which shards' namespaces are unknown, and the answer for a name in one of them."""
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
 
-    def __init__(self, records: RecordStore, shards: ShardSet) -> None:
-        self._records = records
-        self._shards = shards
-        self.asked: set[str] = set()  # names refused so far, for health's count
+    def start(self) -> None:
+        self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="qdrant-edge")
+        self._syncer = ThreadPoolExecutor(1, thread_name_prefix="qdrant-edge-sync")
 
-    def settle(self) -> None:
-        """At start, once the shards opened and the open ones' records were rebuilt."""
-        lost = set(self._records.lost_shards)
-        if self._records.started_empty:
-            lost |= self._shards.unopened()
-        # Open now (their records rebuilt), or moved aside by an operator: known again.
-        self._records.set_lost_shards(lost & self._shards.unopened())
+    def stop(self) -> None:
+        for executor in (self._executor, self._syncer):
+            if executor is not None:
+                executor.shutdown(wait=True)
+        self._executor = self._syncer = None
 
-    def opened(self, indexes: list[int]) -> None:
-        """These shards serve again (their records rebuilt): their names are known."""
-        self._records.set_lost_shards(self._records.lost_shards - set(indexes))
+    def idle_for(self) -> float:
+        """Seconds since the last call not marked background ended (0 while one runs)."""
+        return 0.0 if self._in_flight else max(0.0, self.clock() - self._last_active)
 
-    def covers(self, name: str) -> bool:
-        """`name` has no record, and its shard cannot say whether it exists."""
-        records = self._records
-        if not records.lost_shards or name in records.live or name in records.damaged:
-            return False
-        return self._shards.index_of(name) in records.lost_shards
+    def alone(self) -> bool:
+        """No call in flight, on a thread or on the loop."""
+        return not self._in_workers and not self._in_flight
 
-    def refusal(self, *names: str) -> BackendError:
-        """What a request for `names` gets while they are `covers`ed: a 503 naming them."""
-        self.asked.update(names)
-        waiting = self._shards.waiting_for_room.get(self._shards.index_of(names[0]))
-        why = waiting or "its part of the embedded store could not be opened (damaged files)"
-        return StorageDamaged(
-            f"namespace {', '.join(names)} is unknown for now: its record was lost and {why};"
-            f" see {REPAIR}",
-            names,
-        )
+    async def worker(self, func: Callable[..., T], *args: Any, background: bool = False) -> T:
+        """`func(*args)` on a worker thread; `background`: the janitor's, not a request's."""
+        if self._executor is None:
+            raise BackendUnavailable("embedded store is not open")
+        loop = asyncio.get_running_loop()
+        self._in_workers += 1
+        self._in_flight += not background
+        try:
+            return await loop.run_in_executor(self._executor, partial(func, *args))
+        except BaseException as error:  # a Rust panic is a BaseException
+            _raise_translated(error)
+        finally:
+            self._in_workers -= 1
+            if not background:
+                self._in_flight -= 1
+                self._last_active = self.clock()
 
-    def problems(self) -> tuple[str, ...]:
-        """What health says while shards are unknown, and while rebuilt records are unconfirmed."""
-        found = []
-        if lost := sorted(self._records.lost_shards):
-            shards = ", ".join(f"{i:02d}" for i in lost)
-            found.append(
-                f"namespace records lost while memory shard(s) {shards} could not be opened:"
-                f" their namespaces answer 503 until the shard opens ({len(self.asked)} asked"
-                f" for so far); see {REPAIR}"
+    async def syncing(self, func: Callable[..., T], *args: Any) -> T:
+        """`func(*args)` on the sync thread; a request's work (it counts as in flight)."""
+        if self._syncer is None:
+            raise BackendUnavailable("embedded store is not open")
+        self._in_flight += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._syncer, partial(func, *args)
             )
-        if rebuilt := sorted(self._records.rebuilt):
-            found.append(
-                f"{len(rebuilt)} namespace record(s) rebuilt from their memories and not yet"
-                f" confirmed (memories lost at the same time would not show): {some(rebuilt)};"
-                " see docs/repair.md#lost-or-damaged-namespace-records"
-            )
-        return tuple(found)
+        except BaseException as error:
+            _raise_translated(error)
+        finally:
+            self._in_flight -= 1
+            self._last_active = self.clock()
+
+    async def here(self, func: Callable[..., T], *args: Any) -> T:
+        """`func(*args)` on the event loop when no thread's call is in flight, else `worker`."""
+        if self._executor is None:
+            raise BackendUnavailable("embedded store is not open")
+        if self._in_workers:
+            return await self.worker(func, *args)
+        self._in_flight += 1
+        try:
+            return func(*args)
+        except BaseException as error:
+            _raise_translated(error)
+        finally:
+            self._in_flight -= 1
+            self._last_active = self.clock()
+
+
+def _raise_translated(error: BaseException) -> NoReturn:
+    """Raise what callers expect for a failed call; a fatal error (cancellation) as is."""
+    translated = error if fatal(error) else translate(error)
+    if translated is error:
+        raise error
+    raise translated from error

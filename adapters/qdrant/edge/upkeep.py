@@ -17,8 +17,9 @@ import logging
 import os
 import time
 
+from adapters.disk import allocated_bytes
 from adapters.qdrant.edge import integrity
-from adapters.qdrant.edge.disk import allocated_bytes
+from adapters.qdrant.edge.edge_namespaces import LostRecords
 from adapters.qdrant.edge.engine import fatal
 from adapters.qdrant.edge.integrity import IntegrityReport
 from adapters.qdrant.edge.integrity import some
@@ -131,8 +132,9 @@ class EdgeUpkeep:
 class EdgeChecks:
     """The last integrity report and what follows from it."""
 
-    def __init__(self, store: EdgeStore) -> None:
+    def __init__(self, store: EdgeStore, lost: LostRecords) -> None:
         self._store = store
+        self._lost = lost
         self.report = IntegrityReport()
         self.verified_at = float("-inf")
 
@@ -151,16 +153,16 @@ class EdgeChecks:
         store = self._store
         found = integrity.rebuild(store.shards, store.records, indexes)
         self.report.unreadable += found.unreadable
-        store.lost.opened(indexes)
+        self._lost.opened(indexes)
         self.run()  # and compare their namespaces' counts, left out at start
 
     def problems(self) -> tuple[str, ...]:
-        return self.report.problems() + self._store.lost.problems()
+        return self.report.problems() + self._lost.problems()
 
     def unreadable(self) -> set[str]:
         """Names that answer 503 for want of data: unknown ones asked for, rebuilt unreadable."""
         store = self._store
-        found = {name for name in store.lost.asked if store.lost.covers(name)}
+        found = {name for name in self._lost.asked if self._lost.covers(name)}
         return found | {name for name in self.report.unreadable if name in store.records.live}
 
     def verify(self, unreadable: tuple[str, ...]) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Mapped pages handed back to the kernel (adapters/mapped_pages.py), and a shard's payload
+"""Mapped pages handed back to the kernel (adapters/disk.py, `release`), and a shard's payload
 index pages let go of once it is open, as the engine worker does."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters import mapped_pages
+from adapters import disk
 from adapters.qdrant.edge.shards import open_shard
 from tests.support.records import DIM
 
@@ -44,7 +44,7 @@ def test_shared_file_pages_are_released_and_keep_their_contents(tmp_path: Path) 
     private[:] = b"p" * len(private)  # a private copy: releasing it would lose this
     assert resident_kib(tmp_path, "/one.dat") >= 1024
 
-    released = mapped_pages.release(tmp_path, ".dat")
+    released = disk.release(tmp_path, ".dat")
 
     assert released == len(shared)  # the shared mapping only
     assert resident_kib(tmp_path, "/one.dat") < 64
@@ -59,7 +59,7 @@ def test_nothing_outside_the_directory_or_without_the_part_is_released(tmp_path:
     outside.mkdir()
     kept = [mapped(inside / "one.dat", mmap.MAP_SHARED, b"k")]
     kept.append(mapped(outside / "two.dat", mmap.MAP_SHARED, b"k"))
-    assert mapped_pages.release(inside, "two.dat") == 0
+    assert disk.release(inside, "two.dat") == 0
     assert resident_kib(tmp_path, ".dat") >= 2048
 
 

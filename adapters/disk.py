@@ -1,15 +1,15 @@
-"""Refuse writes before the data volume fills: a full disk must not kill the plugin.
+"""The data volume and its files, below any engine: room for writes, sizes, copies, syncs.
 
-qdrant-edge writes through sparse memory-mapped files: touching a page the filesystem cannot
-allocate makes the kernel send SIGBUS, killing the process and every request in flight. So
-`DiskGuard` keeps `headroom_bytes` free: before every write it checks the volume has that much
-(plus what the write will copy, for a vacuum); below it, writes fail fast with `StorageFull`
-(503), reads go on, and writes resume once space returns (docs/repair.md, "Full volume").
-Opening a shard also needs room for that shard's holes, which mapping claims at once on tmpfs.
-The store's SQLite files (namespace records, memory counts) are opened here in WAL mode
-(`connect`); its owner moves one that is not a database aside (`move_aside`, with its WAL and
-shared memory) and starts a new one. `synchronous=FULL` (`sync` durability) syncs at every
-commit, `NORMAL` (`async`) only at checkpoints (docs/backends.md, "Durability").
+`DiskGuard` refuses writes before the volume fills: qdrant-edge writes through sparse
+memory-mapped files, and touching a page the filesystem cannot allocate sends SIGBUS, killing
+the process. It keeps `headroom_bytes` free (plus what a write copies, for a vacuum, or a
+shard's holes, to open it); below that writes fail fast with `StorageFull` (503), reads go on,
+and writes resume once space returns (docs/repair.md, "Full volume"). `connect` opens a SQLite
+file in WAL mode (`synchronous=FULL` under `sync` durability, `NORMAL` under `async`),
+`move_aside` sets a damaged one aside. `release` lets go of a process's pages of shared file
+mappings (`MADV_DONTNEED`: the contents stay in the page cache and the file): they are what
+the kernel tears down when a killed process dies, before its sockets close, and they count
+in its RSS. Elsewhere than Linux, or on a refusal, `release` changes nothing.
 """
 
 from __future__ import annotations
@@ -162,3 +162,31 @@ def move_aside(path: Path) -> Path:
     for suffix in ("-wal", "-shm"):
         path.with_name(path.name + suffix).unlink(missing_ok=True)
     return aside
+
+
+MADV_DONTNEED = 4
+_MAPS = Path("/proc/self/maps")
+
+
+def release(directory: Path, part: str) -> int:
+    """Let go of this process's pages of shared file mappings under `directory` whose path
+    holds `part` (files no other thread unmaps meanwhile); the bytes of those mappings."""
+    try:
+        lines = _MAPS.read_text().splitlines()
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):  # no /proc (not Linux), or no madvise
+        return 0
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    prefix = f"{directory.resolve()}/"
+    released = 0
+    for line in lines:
+        fields = line.split(maxsplit=5)  # address, perms, offset, device, inode, path
+        if len(fields) < 6 or fields[1][3:4] != "s":  # shared mappings only
+            continue
+        path = fields[5]
+        if not path.startswith(prefix) or part not in path:
+            continue
+        start, end = (int(address, 16) for address in fields[0].split("-"))
+        if madvise(start, end - start, MADV_DONTNEED) == 0:
+            released += end - start
+    return released
