@@ -1,14 +1,14 @@
 """How long the embedded store is away when its engine worker is killed, under load.
 
-Against the real server process (`serve` defaults): 8 callers committing and 8
-searching, each into a namespace of its own, one request at a time; the engine
-worker (the server's child process) is killed with SIGKILL `--kills` times, 2 s
-apart. For each kill: how long until the first 503 answer to a request sent after
-it, and until the first 2xx after that (the worker is back). Prints the p50 and max
-of both, and every status seen. With `--workers N`, worker 0 of N is killed, and the
-statuses of its namespaces and of the others' are printed apart. The test of what
-survives is tests/store/test_worker_crash.py; this measures the gap.
-`python -m benchmarks.worker_kill [--kills 20] [--workers 1]`
+Against the real server process (`serve` defaults): 8 callers committing and 8 searching,
+each into a namespace of its own, one request at a time; the engine worker (the server's
+child process) is killed with SIGKILL `--kills` times, 2 s apart. For each kill: how long
+until the worker has exited (its pidfd), until the first 503 answer to a request sent after
+it, and until the first 2xx after that (the worker is back): p50 and max of each, every
+status seen, and each first 503 over 50 ms with the worker's state at the kill (`D`: in the
+kernel, as in a sync, which a kill waits out). With `--workers N`, worker 0 of N is killed,
+and its namespaces' statuses and the others' are printed apart. What survives a kill is
+tests/store/test_worker_crash.py's to check. `python -m benchmarks.worker_kill [--kills 20]`
 """
 
 from __future__ import annotations
@@ -39,6 +39,16 @@ def worker_pid(server: ServerProcess, workers: int) -> int:
         if workers == 1 or f"/workers/0-of-{workers}" in Path(f"/proc/{child}/cmdline").read_text():
             return child
     raise RuntimeError("no engine worker found")
+
+
+def state_of(pid: int) -> str:
+    """The process's state letter (`R`, `S`, `D`...) from /proc."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def mark_exit(exited: asyncio.Future[float]) -> None:
+    if not exited.done():
+        exited.set_result(time.monotonic())
 
 
 def killed(name: str, workers: int) -> bool:
@@ -75,19 +85,34 @@ async def measure(server: ServerProcess, kills: int, workers: int) -> None:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
         load = [asyncio.create_task(caller(session, n, n < WRITERS)) for n in range(16)]
         await asyncio.sleep(2.0)
-        killed_at = []
+        killed_at: list[float] = []
+        states: list[str] = []
+        exits: list[float] = []
+        loop = asyncio.get_running_loop()
         for _ in range(kills):
+            pid = worker_pid(server, workers)
+            pidfd = os.pidfd_open(pid)
+            exited = loop.create_future()
+            loop.add_reader(pidfd, mark_exit, exited)
+            states.append(state_of(pid))
             killed_at.append(time.monotonic())
-            os.kill(worker_pid(server, workers), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
             await asyncio.sleep(2.0)
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            exits.append(exited.result() - killed_at[-1] if exited.done() else float("nan"))
         done.set()
         await asyncio.gather(*load)
-    refused, back = [], []
-    for at in killed_at:
+    refused, back, slow = [], [], []
+    for k, at in enumerate(killed_at):
         after = sorted((a for a in answers if a[0] >= at and a[3]), key=lambda a: a[1])
         first_503 = next((a[1] for a in after if a[2] == 503), None)
         if first_503 is not None:
             refused.append(first_503 - at)
+            if first_503 - at > 0.050:
+                slow.append(
+                    f"{(first_503 - at) * 1000:.0f} ms ({states[k]}, exit {exits[k] * 1000:.0f} ms)"
+                )
         first_ok = next((a[1] for a in after if a[2] < 300 and a[1] > (first_503 or at)), None)
         if first_ok is not None:
             back.append(first_ok - at)
@@ -95,12 +120,18 @@ async def measure(server: ServerProcess, kills: int, workers: int) -> None:
         statuses = Counter(a[2] for a in answers if a[3] is its)
         if statuses:
             print(f"statuses, {label}: {dict(sorted(statuses.items()))}")
-    for label, values in (("first 503 after a kill", refused), ("serving again", back)):
+    outcomes = (
+        ("worker exited", exits),
+        ("first 503 after a kill", refused),
+        ("serving again", back),
+    )
+    for label, values in outcomes:
         ms = [v * 1000 for v in values]
         print(
             f"  {label}: {len(ms)} of {kills} kills, p50 {percentile(ms, 50):.0f} ms, "
             f"max {max(ms):.0f} ms"
         )
+    print(f"  first 503 over 50 ms (state at the kill, exit): {', '.join(slow) or 'none'}")
 
 
 def main() -> None:

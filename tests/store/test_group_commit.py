@@ -57,7 +57,7 @@ class Recorder:
             update(shard, operation)
             self.events.append(("update", None))
 
-        def recorded_counts(changes: Mapping[str, int], *, synced: bool) -> None:
+        def recorded_counts(changes: Mapping[str, int], *, synced: bool = False) -> None:
             write_counts(changes, synced=synced)
             self.events.append(("counts", dict(changes)))
             self.counts_synced.append(synced)

@@ -232,17 +232,17 @@ async def test_counts_follow_every_kind_of_write(tmp_path: Path) -> None:
             (memory(name, content=f"imported {i}"), unit(1, 2 + i)) for i in range(3)
         ]
         assert await store.transfer.upsert_memories(batch + batch[:1]) == 4
-        assert store.store.records.counts[epoch] == 5
+        assert store.store.records.count_store.counts[epoch] == 5
         assert await store.delete_memory(name, first.id)
         assert await store.delete_expired_memories(T0 + timedelta(hours=2)) == 1
-        assert store.store.records.counts[epoch] == 3
+        assert store.store.records.count_store.counts[epoch] == 3
         assert await store.verify() == ()
     finally:
         await store.close()
     reopened = QdrantEdgeBackend(DIM, tmp_path)
     await reopened.start()
     try:
-        assert reopened.store.records.counts == {epoch: 3}
+        assert reopened.store.records.count_store.counts == {epoch: 3}
         assert reopened.condition().problems == ()
     finally:
         await reopened.close()

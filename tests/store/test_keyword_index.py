@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge.edge_backend import EdgeStoreMeta
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.edge_writes import EdgeStoreMeta
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery

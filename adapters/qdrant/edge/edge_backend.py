@@ -1,14 +1,13 @@
 """The embedded store: Qdrant's own engine (qdrant-edge) on disk, the zero-config default.
 
 `QdrantEdgeBackend` runs in an engine worker process (adapters/worker/); the server
-reaches it through edge_client.py. Under `data_dir/store/`: 16 shards
-(shards.py), each namespace a tenant partition of the shard its name hashes to, and
-the namespace records and memory counts in SQLite (record_store.py, memory_counts.py).
-Requests go to three parts over one `EdgeStore` (store.py): edge_namespaces.py,
-edge_reads.py and edge_writes.py; this class adds the lifecycle, health, the
-integrity checks (upkeep.py) and the optional parts (adapters/parts.py). Why this
-layout, exact search and what a 201 means: docs/backends.md, "Embedded (default)"
-and "Durability".
+reaches it through edge_client.py. Under `data_dir/store/`: 16 shards (shards.py), each
+namespace a tenant partition of the shard its name hashes to, and the namespace records
+and memory counts in SQLite (record_store.py). Requests go to three parts over one
+`EdgeStore` (store.py): edge_namespaces.py, edge_reads.py and edge_writes.py; this class
+adds the lifecycle, health, the upkeep and integrity checks (upkeep.py), and hands out the
+optional parts (adapters/parts.py), `EdgeStoreMeta` among them. Why this layout, exact
+search and what a 201 means: docs/backends.md, "Embedded (default)" and "Durability".
 """
 
 from __future__ import annotations
@@ -29,13 +28,12 @@ from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.edge_namespaces import EdgeNamespaces
 from adapters.qdrant.edge.edge_reads import EdgeReads
-from adapters.qdrant.edge.edge_writes import EdgeStoreMeta
-from adapters.qdrant.edge.edge_writes import EdgeTransfer
+from adapters.qdrant.edge.edge_reads import EdgeTransfer
+from adapters.qdrant.edge.edge_writes import EdgeKeywordIndex
+from adapters.qdrant.edge.edge_writes import EdgeTokenIndex
 from adapters.qdrant.edge.edge_writes import EdgeWrites
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import edge_config
-from adapters.qdrant.edge.missing_vectors import EdgeKeywordIndex
-from adapters.qdrant.edge.missing_vectors import EdgeTokenIndex
 from adapters.qdrant.edge.shards import open_shard
 from adapters.qdrant.edge.shards import refuse_other_layouts
 from adapters.qdrant.edge.store import EdgeStore
@@ -101,7 +99,7 @@ class QdrantEdgeBackend(VectorBackend):
 
     @cached_property
     def transfer(self) -> EdgeTransfer:
-        return EdgeTransfer(self.store, self._writes)
+        return EdgeTransfer(self.store)
 
     @cached_property
     def store_meta(self) -> EdgeStoreMeta:
@@ -160,7 +158,9 @@ class QdrantEdgeBackend(VectorBackend):
 
     def _close(self) -> None:
         self._shards.close()  # flushed: the engine syncs what the log held
-        self._records.write_counts(self._records.take_held_counts())
+        counts = self._records.count_store
+        if held := counts.take_held():
+            counts.write(held)
         self.store.log_sync.close()
         self._records.close()
 
@@ -234,3 +234,21 @@ class QdrantEdgeBackend(VectorBackend):
 
     async def delete_expired_memories(self, now: datetime) -> int:
         return await self._writes.delete_expired_memories(now)
+
+
+class EdgeStoreMeta:
+    """Store-wide facts (the embedding fingerprint), in the records' SQLite file."""
+
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
+
+    async def read_store_meta(self) -> Mapping[str, str]:
+        return await self._store.calls.worker(self._store.records.meta)
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        """After the shards' writes so far are synced: a fact such as "keyword index
+        complete" must not be on disk ahead of the writes it speaks of."""
+        await self._store.barrier()
+        await self._store.calls.worker(
+            self._store.guarded, self._store.records.set_meta, key, value
+        )

@@ -1,55 +1,56 @@
-"""Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep.
+"""Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep, and
+keyword and token vectors given in place.
 
 A part of `QdrantEdgeBackend` (edge_backend.py), over the shared `EdgeStore` (store.py); a
 delete finds its memory through the reads (edge_reads.py). Every write counts: a memory new to
-its namespace's incarnation is counted after the engine has it, one deleted is uncounted before
-the engine deletes it (record_store.py), so the integrity check (integrity.py) can tell a
-crash's harmless drift from a loss. Concurrent upserts are batched into one engine call per
-shard (log_sync.py, `CallBatcher`); each write returns once it is on disk (the group
-commit, log_sync.py; a no-op under `async`). A write whose namespace is deleted meanwhile is
-purged and raises `NamespaceGone`. `EdgeTransfer` and `EdgeStoreMeta` are the `transfer` and
-`store_meta` parts (adapters/parts.py) that `QdrantEdgeBackend` hands out.
+its incarnation is counted after the engine has it (`EdgeStore.counted_upsert`), one deleted is
+uncounted before the engine deletes it, so the integrity check (integrity.py) can tell a crash's
+drift from a loss. Concurrent upserts share one engine call per shard (log_sync.py,
+`CallBatcher`); each write returns once it is on disk (the group commit; a no-op under `async`).
+A write whose namespace is deleted meanwhile is purged and raises `NamespaceGone`. The
+`keyword_index` and `token_index` parts (adapters/parts.py) give memories stored without those
+vectors their vector, page by page (`MissingVectors`): the state is the stored vectors.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import AsyncIterator
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+from typing import TypeVar
 
 import qdrant_edge as qe
 
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
+from adapters.qdrant import token_codes
 from adapters.qdrant.edge.edge_reads import EdgeReads
-from adapters.qdrant.edge.engine import DENSE_VECTOR
 from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import dense_vector
-from adapters.qdrant.edge.engine import parsed_memory
+from adapters.qdrant.edge.engine import add_keyword_vector
+from adapters.qdrant.edge.engine import add_token_vector
+from adapters.qdrant.edge.engine import drop_keyword_vector
 from adapters.qdrant.edge.engine import point_vectors
+from adapters.qdrant.edge.engine import sparse
 from adapters.qdrant.edge.integrity import engine_counts
 from adapters.qdrant.edge.log_sync import CallBatcher
 from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.layout import FIELD_EPOCH
-from adapters.qdrant.layout import Scope
 from adapters.qdrant.layout import memory_to_payload
 from adapters.qdrant.layout import point_id
-from adapters.values import MemoryFilter
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
+from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import SparseVector
-from adapters.values import StoredMemory
-from adapters.values import with_keywords
+from adapters.values import TokenVectors
 
 # One memory on its way into a shard: its vectors and its namespace's epoch.
 PendingUpsert = tuple[MemoryRecord, MemoryVectors, str]
 
 
 class EdgeWrites:
-    """`upsert_memory`, `delete_memory`, `delete_expired_memories` and the counted upsert."""
+    """`upsert_memory`, `delete_memory` and `delete_expired_memories`."""
 
     def __init__(self, store: EdgeStore, reads: EdgeReads) -> None:
         self._store = store
@@ -90,24 +91,7 @@ class EdgeWrites:
             )
             for memory, vectors, epoch in items
         ]
-        self.counted_upsert(points)
-
-    def counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
-        """Upsert (one call per shard), then count the memories new to their incarnation:
-        a count goes up only once the engine has them (record_store.py)."""
-        by_shard: dict[int, list[tuple[Any, str, str]]] = {}
-        for item in points:
-            by_shard.setdefault(self._store.shards.index_of(item[1]), []).append(item)
-        for items in by_shard.values():
-            shard = self._store.shards.of(items[0][1])
-            ids = list(dict.fromkeys(str(point.id) for point, _, _ in items))
-            held = {
-                str(found.id): found.payload.get(FIELD_EPOCH)
-                for found in shard.retrieve(ids, with_payload=[FIELD_EPOCH], with_vector=False)
-            }
-            new = {str(p.id): epoch for p, _, epoch in items if held.get(str(p.id)) != epoch}
-            self._store.update(shard, qe.UpdateOperation.upsert_points([p for p, _, _ in items]))
-            self._store.records.count(Counter(new.values()))
+        self._store.counted_upsert(points)
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         live = self._store.records.live.get(namespace)
@@ -133,7 +117,7 @@ class EdgeWrites:
 
     def _uncount(self, epoch: str) -> None:
         self._store.disk.check()
-        self._store.records.count_now({epoch: -1})
+        self._store.records.count_store.add({epoch: -1}, now=True)
 
     async def delete_expired_memories(self, now: datetime) -> int:
         expired = filters.expired(EDGE, now)
@@ -144,7 +128,8 @@ class EdgeWrites:
                 counts = engine_counts(shard, expired)
                 if counts:
                     self._store.disk.check()
-                    self._store.records.count_now({epoch: -n for epoch, n in counts.items()})
+                    uncounted = {epoch: -n for epoch, n in counts.items()}
+                    self._store.records.count_store.add(uncounted, now=True)
                     self._store.update(shard, qe.UpdateOperation.delete_points_by_filter(expired))
                     deleted += sum(counts.values())
             return deleted
@@ -152,97 +137,131 @@ class EdgeWrites:
         return await self._store.calls.worker(sweep)
 
 
-class EdgeTransfer:
-    """`iter_memories` and `upsert_memories`, for export and import."""
+V = TypeVar("V")
 
-    def __init__(self, store: EdgeStore, writes: EdgeWrites) -> None:
+
+class MissingVectors:
+    """The memories of the store without the vector `name`."""
+
+    def __init__(self, store: EdgeStore, name: str) -> None:
         self._store = store
-        self._writes = writes
+        self._name = name
+        self._missing = qe.Filter(must_not=[qe.HasVectorCondition(name)])
 
-    async def iter_memories(
-        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """Scroll the namespace's incarnation, one page per worker-thread call, so a long
-        export never holds a worker (or the event loop) for more than a page. Stops when
-        the namespace is deleted meanwhile: its memories vanish, as for every read."""
-        live = self._store.records.live.get(namespace)
-        if live is None:
-            return
-        scope = Scope((namespace,), (live.epoch,))
-        wanted = filters.memories(EDGE, MemoryFilter(now=now), scope)
-        offset: Any = None
-        while True:
-            page, offset = await self._store.calls.worker(
-                self._scroll, namespace, wanted, offset, page_size, with_vectors
-            )
-            current = self._store.records.live.get(namespace)
-            if current is None or current.epoch != live.epoch:
-                return
-            found = [
-                (memory, dense_vector(point) if with_vectors else [])
-                for point in page
-                if (memory := parsed_memory(point)) is not None
-            ]
-            if found:
-                yield found
-            if offset is None:
-                return
+    async def page(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """Up to `limit` of them as (key, content), and the cursor of the next page."""
+        index, _, after = (cursor or "0:").partition(":")
+        return await self._store.calls.worker(self._page, int(index), after or None, limit)
 
-    def _scroll(
-        self, namespace: str, wanted: Any, offset: Any, limit: int, with_vectors: bool
-    ) -> tuple[list[Any], Any]:
+    def _page(
+        self, index: int, after: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        shards = self._store.shards.shards
+        while index < len(shards) and shards[index] is None:
+            index, after = index + 1, None  # not open (absent, damaged): nothing to fill
+        if index >= len(shards):
+            return [], None
+        offset = None if after is None else uuid.UUID(after)
         request = qe.ScrollRequest(
-            offset=offset,
-            limit=limit,
-            filter=wanted,
-            with_payload=True,
-            with_vector=[DENSE_VECTOR] if with_vectors else False,  # not the token vectors
+            offset=offset, limit=limit, filter=self._missing, with_payload=["content"]
         )
-        page, next_offset = self._store.shards.of(namespace).scroll(request)
-        return list(page), next_offset
+        shard = shards[index]
+        assert shard is not None  # skipped above
+        page, following = shard.scroll(request)
+        found = [
+            (f"{index}/{point.id}", content)
+            for point in page
+            if isinstance(content := (point.payload or {}).get("content"), str)
+        ]
+        if following is not None:
+            return found, f"{index}:{following}"
+        return found, f"{index + 1}:" if index + 1 < len(shards) else None
 
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        """One shard update for the whole batch: an import writes thousands a second where
-        one update per memory manages a few hundred. Same epoch rules as `upsert_memory`."""
-        epochs: dict[str, str] = {}
-        points: list[tuple[Any, str, str]] = []
-        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
-            live = self._store.records.live.get(memory.namespace)
-            if live is None:
-                raise NamespaceGone(f"namespace {memory.namespace} not found")
-            epochs[memory.namespace] = live.epoch
-            payload = memory_to_payload(memory, live.epoch)
-            vectors = point_vectors(vector, memory_keywords)
-            point = qe.Point(point_id(memory.namespace, memory.id), vectors, payload)
-            points.append((point, memory.namespace, live.epoch))
-        if not points:
-            return 0
-        await self._store.calls.worker(self._writes.counted_upsert, points)
-        await self._store.commit.durable()
-        for name, epoch in epochs.items():
-            current = self._store.records.live.get(name)
-            if current is None or current.epoch != epoch:
-                # As in upsert_memory: the write belongs to a dead incarnation.
-                await self._store.purge(name, epoch)
-                raise NamespaceGone(f"namespace {name} was deleted during the write")
-        return len(points)
+    async def fill(self, items: Sequence[tuple[str, V]], stored: Callable[[V], Any]) -> int:
+        """Give each keyed memory its vector (`stored` spells it for the engine), unless
+        it has one by now; how many were asked for."""
+        by_shard: dict[int, list[tuple[str, Any]]] = {}
+        for key, vector in items:
+            shard_index, _, point = key.partition("/")
+            by_shard.setdefault(int(shard_index), []).append((point, stored(vector)))
+        for index, found in by_shard.items():
+            await self._store.calls.worker(self._fill, index, found)
+        return len(items)
+
+    def _fill(self, index: int, items: list[tuple[str, Any]]) -> None:
+        """One update for the page. A point deleted since it was listed makes the engine
+        refuse the whole update: then once more without the gone (as a server's, in
+        server/keyword_vectors.index_page)."""
+        shard = self._store.shards.shards[index]
+        if shard is None:
+            return
+        vectors = [qe.PointVectors(key, {self._name: vector}) for key, vector in items]
+        try:
+            self._store.update(
+                shard, qe.UpdateOperation.update_vectors(vectors, condition=self._missing)
+            )
+        except Exception:
+            ids = [key for key, _ in items]
+            found = shard.retrieve(ids, with_payload=False, with_vector=False)
+            present = {str(point.id) for point in found}
+            remaining = [vector for vector in vectors if str(vector.id) in present]
+            if len(remaining) == len(vectors):
+                raise
+            if remaining:
+                self._store.update(
+                    shard, qe.UpdateOperation.update_vectors(remaining, condition=self._missing)
+                )
 
 
-class EdgeStoreMeta:
-    """Store-wide facts (the embedding fingerprint), in the records' SQLite file."""
+class EdgeKeywordIndex:
+    """`prepare_keywords`, `unindexed_memories` and `index_keywords` for the embedded store
+    (the walk and the conditional write: `MissingVectors`)."""
 
     def __init__(self, store: EdgeStore) -> None:
         self._store = store
+        self._missing = MissingVectors(store, KEYWORDS_VECTOR)
 
-    async def read_store_meta(self) -> Mapping[str, str]:
-        return await self._store.calls.worker(self._store.records.meta)
+    async def prepare_keywords(self, *, reset: bool = False) -> None:
+        await self._store.calls.worker(self._prepare_keywords, reset)
 
-    async def write_store_meta(self, key: str, value: str) -> None:
-        """After the shards' writes so far are synced: a fact such as "keyword index
-        complete" must not be on disk ahead of the writes it speaks of."""
-        await self._store.barrier()
-        await self._store.calls.worker(
-            self._store.guarded, self._store.records.set_meta, key, value
-        )
+    def _prepare_keywords(self, reset: bool) -> None:
+        for shard in self._store.shards.open_shards():
+            if reset:
+                drop_keyword_vector(shard)
+            else:
+                add_keyword_vector(shard)
+
+    async def unindexed_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return await self._missing.page(cursor, limit)
+
+    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
+        return await self._missing.fill(items, sparse)
+
+
+class EdgeTokenIndex:
+    """`prepare_tokens`, `untokenized_memories` and `index_tokens` for the embedded store
+    (the walk and the conditional write: `MissingVectors`)."""
+
+    def __init__(self, store: EdgeStore, dimension: int) -> None:
+        self._store = store
+        self._dimension = dimension
+        self._missing = MissingVectors(store, TOKEN_CODES_VECTOR)
+
+    async def prepare_tokens(self) -> None:
+        def prepare() -> None:
+            for shard in self._store.shards.open_shards():
+                add_token_vector(shard, self._dimension)
+
+        await self._store.calls.worker(prepare)
+
+    async def untokenized_memories(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return await self._missing.page(cursor, limit)
+
+    async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
+        return await self._missing.fill(items, token_codes.encoded)

@@ -145,7 +145,7 @@ def check(shards: ShardSet, records: RecordStore, *, at_start: bool) -> Integrit
     for name, live in sorted(records.live.items()):
         if shards.shards[shards.index_of(name)] is None:
             continue
-        counted = records.counts.get(live.epoch)
+        counted = records.count_store.counts.get(live.epoch)
         held = found.get(live.epoch, 0)
         if counted is None or (at_start and held > counted):
             baseline[live.epoch] = held  # a store from before counts, or a crash's drift
@@ -168,12 +168,12 @@ def _from_counts(shards: ShardSet, records: RecordStore, report: IntegrityReport
     known = {live.epoch for live in records.live.values()}
     known |= set(records.damaged.values()) | set(records.purges)
     now = datetime.now(UTC)
-    for epoch, name in sorted(records.counted_names.items()):
+    for epoch, name in sorted(records.count_store.names.items()):
         if epoch in known or not name or name in records.live or name in records.damaged:
             continue
         records.restore(NamespaceRecord(name, kind_of(name), now), epoch, 0)
         report.rebuilt.append(name)
-        counted = records.counts.get(epoch, 0)
+        counted = records.count_store.counts.get(epoch, 0)
         if counted and shards.shards[shards.index_of(name)] is not None:
             report.shortfalls.append(Shortfall(name, counted, 0, epoch))
 
@@ -247,7 +247,9 @@ def _orphan(
     if rebuild and name not in records.live and name not in records.damaged:
         records.restore(NamespaceRecord(name, kind_of(name), created), epoch, memories)
         report.rebuilt.append(name)
-        counted = records.counts.get(epoch, memories)  # survived in counts.sqlite3, or found
+        counted = records.count_store.counts.get(
+            epoch, memories
+        )  # survived in counts.sqlite3, or found
         if memories < counted:
             report.shortfalls.append(Shortfall(name, counted, memories, epoch))
         elif memories > counted:  # a crash's drift, as for a live one at start

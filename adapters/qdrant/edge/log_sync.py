@@ -66,7 +66,7 @@ class LogSync:
     def take(self) -> Pending:
         """What has been written so far, for one sync. Counts first: a count is held
         only after its shard was marked, so every shard a taken count needs is taken."""
-        counts = self._records.take_held_counts()
+        counts = self._records.count_store.take_held()
         with self._lock:
             shards, self._written = self._written, set()
         return Pending(shards, counts)
@@ -75,7 +75,7 @@ class LogSync:
         """A sync of `pending` failed: the next one takes it again."""
         with self._lock:
             self._written |= pending.shards
-        self._records.hold_counts(pending.counts)
+        self._records.count_store.hold(pending.counts)
 
     def write(self, pending: Pending) -> None:
         """Sync the logs of `pending.shards`, then write its counts."""
@@ -85,7 +85,8 @@ class LogSync:
                 self._sync_dir(shard_dir)
                 self._sync_dir(shard_dir.parent)
                 self._dirs_synced.add(shard_dir)
-        self._records.write_counts(pending.counts)
+        if pending.counts:
+            self._records.count_store.write(pending.counts)
 
     def _sync_log(self, wal: Path) -> None:
         names = set(os.listdir(wal))

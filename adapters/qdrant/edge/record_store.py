@@ -1,15 +1,15 @@
-"""Namespace records of the embedded store: SQLite on disk, mirrored in memory.
+"""The embedded store's bookkeeping in SQLite, mirrored in memory: namespace records, memory counts.
 
-An unchanged PUT is a dictionary lookup; a change is one SQLite transaction (disk.py). Tables:
-`namespaces(name, epoch, record)`, `epoch` naming the incarnation its memories carry;
-`purges(epoch, name)`: a delete moves the row here in one transaction, and it goes only once
-the memories are gone, so a crash leaves a purge to finish; `counts` (`counts.sqlite3`,
-memory_counts.py): memories per incarnation, up after the engine writes and down before it
-deletes, so only "fewer than counted" means loss (integrity.py); `lost_shards` (store.py);
-`rebuilt`: records rebuilt without counts, `degraded` until `verify-store --accept`. An
-unparsable row goes to `damaged` (503 for it); a file that is not a database is moved aside
-and the records are rebuilt from the memories' `ns` and `epoch`. All methods block: call them
-from worker threads. Repairs: docs/repair.md.
+`RecordStore` (`namespaces.sqlite3`): `namespaces(name, epoch, record)`, the epoch naming the
+incarnation its memories carry; `purges(epoch, name)`: a delete moves the row here in one
+transaction, gone once the memories are, so a crash leaves a purge to finish; `lost_shards`
+(edge_namespaces.py); `rebuilt`: records rebuilt without counts, `degraded` until `verify-store
+--accept`. An unparsable row goes to `damaged` (503 for it); a file that is not a database is
+moved aside and the records rebuilt from the memories (integrity.py). `CountStore`
+(`counts.sqlite3`, apart, so either survives the other's loss): memories per incarnation, up
+after the engine writes (held for the group commit under `sync`, log_sync.py), down before it
+deletes, so only "fewer than counted" means loss; never on disk ahead of what it counts. Methods
+block: call them from worker threads. Repairs: docs/repair.md.
 """
 
 from __future__ import annotations
@@ -17,20 +17,20 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.disk import connect
 from adapters.disk import move_aside
-from adapters.qdrant.edge.memory_counts import CountStore
 from adapters.qdrant.layout import namespace_from_json
 from adapters.qdrant.layout import namespace_to_json
 from adapters.qdrant.layout import new_epoch
 from adapters.values import NamespaceRecord
 
 log = logging.getLogger(__name__)
-
 COUNTS_FILE = "counts.sqlite3"
 
 _SCHEMA = """
@@ -61,13 +61,10 @@ class RecordStore:
         self._lock = threading.Lock()
         self.live: dict[str, LiveNamespace] = {}
         self.purges: dict[str, str] = {}
-        # Namespaces whose stored record cannot be read: name -> epoch.
-        self.damaged: dict[str, str] = {}
+        self.damaged: dict[str, str] = {}  # records that cannot be read: name -> epoch
         self.count_store = CountStore(path.with_name(COUNTS_FILE), synced=synced)
-        # Where an unreadable records file was moved at open, or None.
-        self.moved_aside: Path | None = None
-        # The file was missing, empty or moved aside at open: every record was lost.
-        self.started_empty = False
+        self.moved_aside: Path | None = None  # where an unreadable file went at open
+        self.started_empty = False  # missing, empty or moved aside at open: all records lost
         self.lost_shards: set[int] = set()
         self.rebuilt: dict[str, str] = {}  # name -> epoch
 
@@ -78,30 +75,20 @@ class RecordStore:
             db = connect(self._path, _SCHEMA, "namespaces", synced=self._synced)
         except sqlite3.DatabaseError as error:
             self.moved_aside = move_aside(self._path)
-            log.error(
-                "namespace records unreadable (%s): moved aside to %s; rebuilding them from"
-                " the memory store",
-                error,
-                self.moved_aside.name,
-            )
+            aside = self.moved_aside.name
+            log.error("namespace records unreadable (%s): moved aside to %s", error, aside)
             db = connect(self._path, _SCHEMA, "namespaces", synced=self._synced)
             self.started_empty = True
         self._load(db)
         self._db = db
 
     def _load(self, db: sqlite3.Connection) -> None:
-        self.live, self.damaged = {}, {}
         for name, epoch, text in db.execute("SELECT name, epoch, record FROM namespaces"):
             try:
                 self.live[name] = LiveNamespace(namespace_from_json(text), epoch)
             except (ValueError, KeyError, TypeError) as error:
                 self.damaged[name] = epoch
-                log.error(
-                    "namespace record unreadable, namespace skipped: %s (%s: %s)",
-                    name,
-                    type(error).__name__,
-                    error,
-                )
+                log.error("namespace record unreadable, namespace skipped: %s (%r)", name, error)
         self.purges = dict(db.execute("SELECT epoch, name FROM purges"))
         earlier = "SELECT c.epoch, c.memories, n.name FROM counts c JOIN namespaces n USING (epoch)"
         self.count_store.open({epoch: (n, name) for epoch, n, name in db.execute(earlier)})
@@ -115,27 +102,14 @@ class RecordStore:
                 self._db = None
             self.count_store.close()
 
-    @property
-    def counts(self) -> dict[str, int]:
-        """Memories counted per live incarnation: epoch -> count (memory_counts.py)."""
-        return self.count_store.counts
-
-    @property
-    def counted_names(self) -> dict[str, str]:
-        """The namespace of each counted incarnation: epoch -> name (memory_counts.py)."""
-        return self.count_store.names
-
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
             raise RuntimeError("record store is closed")
         return self._db
 
     def save(self, record: NamespaceRecord) -> str:
-        """Create or replace `record`; its epoch, decided under the lock.
-
-        A namespace that exists keeps its epoch, so two concurrent first PUTs of
-        a new name agree on one incarnation and no write lands in a lost one.
-        """
+        """Create or replace `record`; its epoch. One that exists keeps its epoch, so two
+        concurrent first PUTs of a new name agree on one incarnation."""
         with self._lock:
             found = self.live.get(record.name)
             epoch = found.epoch if found is not None else new_epoch()
@@ -145,10 +119,8 @@ class RecordStore:
     def restore(self, record: NamespaceRecord, epoch: str, memories: int) -> None:
         """Bring back a record lost from this file, for an incarnation found in the engine."""
         with self._lock:
-            if epoch in self.counts:  # the counts survived: still compared with the engine
-                self._write(record, epoch, None)
-            else:
-                self._write(record, epoch, memories, rebuilt=True)
+            counted = epoch in self.count_store.counts  # survived: compared with the engine
+            self._write(record, epoch, None if counted else memories, rebuilt=not counted)
 
     def _write(
         self, record: NamespaceRecord, epoch: str, memories: int | None, *, rebuilt: bool = False
@@ -167,36 +139,6 @@ class RecordStore:
         self.live[record.name] = LiveNamespace(record, epoch)
         if memories is not None:  # after the record: a crash between is re-counted at start
             self.count_store.set({epoch: memories}, {epoch: record.name})
-
-    def count(self, changes: Mapping[str, int]) -> None:
-        """Add to the memory counts of live incarnations (others are ignored), for
-        memories the engine has just written. Under the `sync` durability the change
-        reaches the disk with the next group commit (log_sync.py), after the engine's
-        log: a count is never on disk ahead of what it counts."""
-        with self._lock:
-            self.count_store.add(changes, defer=self._synced)
-
-    def count_now(self, changes: Mapping[str, int]) -> None:
-        """`count`, written at once and synced under `sync`: for a count going down
-        before the engine deletes."""
-        with self._lock:
-            self.count_store.add(changes, defer=False)
-
-    def take_held_counts(self) -> dict[str, int]:
-        """Count changes held for the group commit since the last call (log_sync.py)."""
-        with self._lock:
-            return self.count_store.take_held()
-
-    def hold_counts(self, changes: Mapping[str, int]) -> None:
-        """Hold taken count changes again (their sync failed)."""
-        with self._lock:
-            self.count_store.hold(changes)
-
-    def write_counts(self, changes: Mapping[str, int]) -> None:
-        """Write count changes taken by `take_held_counts` (after the engine's log is synced)."""
-        with self._lock:
-            if changes and self._db is not None:  # closed: closed under the group commit
-                self.count_store.write(changes, synced=False)  # behind the engine at worst
 
     def set_counts(self, counts: Mapping[str, int]) -> None:
         """Set the counts of these incarnations to what the engine holds (a new baseline)."""
@@ -218,10 +160,9 @@ class RecordStore:
                 db.execute("DELETE FROM counts WHERE epoch = ?", (epoch,))  # from before
                 db.execute("DELETE FROM rebuilt WHERE name = ?", (name,))
                 db.execute("INSERT OR REPLACE INTO purges VALUES (?, ?)", (epoch, name))
-            self.live.pop(name, None)
-            self.rebuilt.pop(name, None)
+            for held in (self.live, self.rebuilt, self.damaged):
+                held.pop(name, None)
             self.count_store.drop(epoch)
-            self.damaged.pop(name, None)
             self.purges[epoch] = name
             return epoch
 
@@ -232,7 +173,7 @@ class RecordStore:
             self.purges.pop(epoch, None)
 
     def set_lost_shards(self, shards: set[int]) -> None:
-        """Remember which shards' namespace records are unknown (store.py, `LostRecords`)."""
+        """Remember which shards' namespace records are unknown (edge_namespaces.py)."""
         if shards == self.lost_shards:
             return
         with self._lock:
@@ -250,12 +191,6 @@ class RecordStore:
             accepted, self.rebuilt = sorted(self.rebuilt), {}
             return accepted
 
-    def sizes(self) -> tuple[int, int]:
-        """Live namespaces, and the memories their counts say they hold."""
-        with self._lock:
-            counts = self.count_store.counts
-            return len(self.live), sum(counts.get(n.epoch, 0) for n in self.live.values())
-
     def meta(self) -> dict[str, str]:
         """Store-wide facts (the embedding fingerprint): `meta(key, value)` rows."""
         with self._lock:
@@ -264,3 +199,102 @@ class RecordStore:
     def set_meta(self, key: str, value: str) -> None:
         with self._lock:
             self._conn().execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+
+_COUNTS_SCHEMA = """CREATE TABLE IF NOT EXISTS counts (
+    epoch TEXT PRIMARY KEY, memories INTEGER NOT NULL, name TEXT NOT NULL)"""
+
+
+class CountStore:
+    """`counts` (epoch -> memories) in memory, every change written through (thread-safe)."""
+
+    def __init__(self, path: Path, *, synced: bool) -> None:
+        self._path = path
+        self._synced = synced
+        self._lock = threading.RLock()
+        self._db: sqlite3.Connection | None = None
+        self.counts: dict[str, int] = {}
+        self.names: dict[str, str] = {}  # epoch -> namespace name
+        self._held: Counter[str] = Counter()  # counted, not yet written (for the group commit)
+
+    def open(self, earlier: Mapping[str, tuple[int, str]]) -> None:
+        """Load the counts; a new file starts from `earlier`: epoch -> (memories, name)."""
+        new = not self._path.exists() or self._path.stat().st_size == 0
+        try:
+            db = connect(self._path, _COUNTS_SCHEMA, "counts", synced=False)  # synced per commit
+        except sqlite3.DatabaseError as error:
+            aside = move_aside(self._path)
+            log.error("memory counts unreadable (%s): moved aside to %s", error, aside.name)
+            db, new = connect(self._path, _COUNTS_SCHEMA, "counts", synced=False), False
+        self._db = db
+        for epoch, memories, name in db.execute("SELECT epoch, memories, name FROM counts"):
+            self.counts[epoch], self.names[epoch] = memories, name
+        if new and earlier and not self.counts:
+            counts = {epoch: n for epoch, (n, _) in earlier.items()}
+            self.set(counts, {epoch: name for epoch, (_, name) in earlier.items()})
+
+    def close(self) -> None:
+        with self._lock:
+            db, self._db = self._db, None
+            if db is not None:
+                db.close()
+
+    def _commit(self, statement: str, rows: Sequence[Sequence[object]], *, synced: bool) -> None:
+        """`statement` for each of `rows` in one transaction, synced at commit if `synced`."""
+        db = self._db
+        if db is None:
+            raise RuntimeError("count store is closed")
+        db.execute(f"PRAGMA synchronous={'FULL' if synced else 'NORMAL'}")
+        with db:
+            db.execute("BEGIN")
+            db.executemany(statement, rows)
+
+    def set(self, counts: Mapping[str, int], names: Mapping[str, str]) -> None:
+        """Set these counts (epoch -> memories); `names` names each epoch's namespace."""
+        with self._lock:
+            rows = [(e, n, names.get(e, self.names.get(e, ""))) for e, n in counts.items()]
+            statement = "INSERT OR REPLACE INTO counts VALUES (?, ?, ?)"
+            self._commit(statement, rows, synced=self._synced)
+            for epoch in counts:
+                self._held.pop(epoch, None)  # counted in the value just set
+            self.counts.update(counts)
+            self.names.update((epoch, name) for epoch, _, name in rows)
+
+    def add(self, changes: Mapping[str, int], *, now: bool = False) -> None:
+        """Add to the counts of incarnations that have one. Under `sync`, held for the group
+        commit after the engine's log (a count up, for memories just written), unless `now`:
+        written and synced at once (a count down, before the engine deletes)."""
+        with self._lock:
+            changes = {epoch: n for epoch, n in changes.items() if n and epoch in self.counts}
+            if not changes:
+                return
+            for epoch, n in changes.items():
+                self.counts[epoch] += n
+            if self._synced and not now:
+                self._held.update(changes)
+            else:
+                self.write(changes, synced=self._synced)
+
+    def take_held(self) -> dict[str, int]:
+        """The changes held back since the last call, to be written (`write`)."""
+        with self._lock:
+            held, self._held = dict(self._held), Counter()
+            return {epoch: n for epoch, n in held.items() if n}
+
+    def hold(self, changes: Mapping[str, int]) -> None:
+        """Hold changes taken by `take_held` again (their sync failed), if still counted."""
+        with self._lock:
+            self._held.update({e: n for e, n in changes.items() if e in self.counts})
+
+    def write(self, changes: Mapping[str, int], *, synced: bool = False) -> None:
+        """Add `changes` to the counts on disk in one transaction (none once closed)."""
+        with self._lock:
+            if changes and self._db is not None:
+                statement = "UPDATE counts SET memories = memories + ? WHERE epoch = ?"
+                self._commit(statement, [(n, e) for e, n in changes.items()], synced=synced)
+
+    def drop(self, epoch: str) -> None:
+        with self._lock:
+            self._commit("DELETE FROM counts WHERE epoch = ?", [(epoch,)], synced=True)
+            for found in (self.counts, self.names, self._held):
+                found.pop(epoch, None)

@@ -3,9 +3,7 @@
 `QdrantEdgeBackend` (edge_backend.py) is a facade over parts that each hold one concern
 (edge_namespaces.py, edge_reads.py, edge_writes.py); they are handed one `EdgeStore` rather
 than reaching into the backend. Every write to a shard goes through `update`: behind the disk
-guard, counted for the janitor's vacuum and marked for the group commit (log_sync.py); under
-`sync` durability a write path awaits `commit.durable()` to answer.
-
+guard, counted for the janitor's vacuum and marked for the group commit (log_sync.py).
 `EngineCalls`: where a qdrant-edge call runs. The engine holds the GIL through its calls, so
 in the engine worker a short call runs on the worker's event loop (`here`), queued behind one
 in flight on a thread; what is long or waits on the disk runs on a thread (`worker`: opening,
@@ -17,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -38,6 +37,7 @@ from adapters.qdrant.edge.log_sync import GroupCommit
 from adapters.qdrant.edge.log_sync import LogSync
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
+from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.values import Durability
 
 T = TypeVar("T")
@@ -159,6 +159,23 @@ class EdgeStore:
     def delete_incarnation(self, name: str, epoch: str) -> None:
         where = filters.incarnation(EDGE, name, epoch)
         self.update(self.shards.of(name), qe.UpdateOperation.delete_points_by_filter(where))
+
+    def counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
+        """Upsert (one call per shard), then count the memories new to their incarnation:
+        a count goes up only once the engine has them (record_store.py)."""
+        by_shard: dict[int, list[tuple[Any, str, str]]] = {}
+        for item in points:
+            by_shard.setdefault(self.shards.index_of(item[1]), []).append(item)
+        for items in by_shard.values():
+            shard = self.shards.of(items[0][1])
+            ids = list(dict.fromkeys(str(point.id) for point, _, _ in items))
+            held = {
+                str(found.id): found.payload.get(FIELD_EPOCH)
+                for found in shard.retrieve(ids, with_payload=[FIELD_EPOCH], with_vector=False)
+            }
+            new = {str(p.id): epoch for p, _, epoch in items if held.get(str(p.id)) != epoch}
+            self.update(shard, qe.UpdateOperation.upsert_points([p for p, _, _ in items]))
+            self.records.count_store.add(Counter(new.values()))
 
 
 class EngineCalls:

@@ -193,7 +193,9 @@ class EdgeStoreSize:
         return await self._store.calls.worker(self._measure, background=True)
 
     def _measure(self) -> StoreSize:
-        namespaces, memories = self._store.records.sizes()
+        records = self._store.records  # lock-free: dictionaries copied whole
+        live, counts = list(records.live.values()), dict(records.count_store.counts)
+        namespaces, memories = len(live), sum(counts.get(n.epoch, 0) for n in live)
         root = self._store.root
         volume = os.statvfs(root)
         return StoreSize(
