@@ -46,7 +46,9 @@ def state_of(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-def mark_exit(exited: asyncio.Future[float]) -> None:
+def mark_exit(exited: asyncio.Future[float], pidfd: int) -> None:
+    """The process has exited: when, once (a pidfd stays readable, so stop watching it)."""
+    asyncio.get_running_loop().remove_reader(pidfd)
     if not exited.done():
         exited.set_result(time.monotonic())
 
@@ -93,7 +95,7 @@ async def measure(server: ServerProcess, kills: int, workers: int) -> None:
             pid = worker_pid(server, workers)
             pidfd = os.pidfd_open(pid)
             exited = loop.create_future()
-            loop.add_reader(pidfd, mark_exit, exited)
+            loop.add_reader(pidfd, mark_exit, exited, pidfd)
             states.append(state_of(pid))
             killed_at.append(time.monotonic())
             os.kill(pid, signal.SIGKILL)
