@@ -5,6 +5,7 @@ through the janitor's `maintain()` and the watcher; the engine calls' clock is t
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -166,3 +167,27 @@ async def test_the_watcher_reopens_between_sweeps(
     finally:
         await backend.close()
     assert asyncio.all_tasks() <= running  # the watcher stopped with the store
+
+
+@pytest.mark.parametrize(("slow_s", "logged"), [(0.0, 1), (3600.0, 0)])
+async def test_a_flush_that_held_the_engine_long_is_logged_with_its_shard_and_time(
+    store: tuple[QdrantEdgeBackend, ManualClock],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    slow_s: float,
+    logged: int,
+) -> None:
+    """Requests wait behind the janitor's engine calls: one that held the engine `SLOW_S`
+    or more says so (0: every flush; an hour: none)."""
+    backend, clock = store
+    monkeypatch.setattr(upkeep, "SLOW_S", slow_s)
+    await write(backend, 1)
+    clock.now += upkeep.QUIET_S
+    with caplog.at_level(logging.INFO, logger=upkeep.__name__):
+        await backend.maintain()
+    index = backend.store.shards.index_of(NAME)
+    said = [r.getMessage() for r in caplog.records if r.name == upkeep.__name__]
+    prefix = f"memory shard {index:02d}: the janitor's flush held the engine "
+    assert [line for line in said if line.startswith(prefix)] == said
+    assert len(said) == logged
+    assert backend.store.written_at(index, since="flush") is None  # flushed either way

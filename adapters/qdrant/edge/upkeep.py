@@ -16,6 +16,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 
 from adapters.disk import allocated_bytes
 from adapters.qdrant.edge import integrity
@@ -39,6 +40,8 @@ REOPEN_AFTER_WRITES = 1_000
 REOPEN_MAX_POINTS = 100_000
 # How often the watcher looks for a quiet moment to reopen a shard.
 WATCH_S = 0.5
+# A flush or vacuum that held the engine this long is logged (requests waited behind it).
+SLOW_S = 0.1
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +120,7 @@ class EdgeUpkeep:
                 # rewrites the segment: only with room for a second copy
                 store.disk.check(extra_bytes=allocated_bytes(shards.paths[index]))
                 store.settled(index, since="vacuum")
-                shard.optimize()
+                _timed("vacuum", index, shard.optimize)
                 self._next_vacuum = (index + 1) % count
             return
         store.changes = 0
@@ -126,7 +129,16 @@ class EdgeUpkeep:
         shard = self._store.shards.shards[index]
         if shard is not None:
             self._store.settled(index, since="flush")  # a write during the flush marks it again
-            shard.flush()
+            _timed("flush", index, shard.flush)
+
+
+def _timed(work: str, index: int, call: Callable[[], object]) -> None:
+    """`call()`, logged when it held the engine (and so the worker) `SLOW_S` or more."""
+    started = time.perf_counter()
+    call()
+    held = time.perf_counter() - started
+    if held >= SLOW_S:
+        log.info("memory shard %02d: the janitor's %s held the engine %.3f s", index, work, held)
 
 
 class EdgeChecks:
