@@ -247,9 +247,8 @@ def _orphan(
     if rebuild and name not in records.live and name not in records.damaged:
         records.restore(NamespaceRecord(name, kind_of(name), created), epoch, memories)
         report.rebuilt.append(name)
-        counted = records.count_store.counts.get(
-            epoch, memories
-        )  # survived in counts.sqlite3, or found
+        # The count that survived in counts.sqlite3, or what was found.
+        counted = records.count_store.counts.get(epoch, memories)
         if memories < counted:
             report.shortfalls.append(Shortfall(name, counted, memories, epoch))
         elif memories > counted:  # a crash's drift, as for a live one at start
