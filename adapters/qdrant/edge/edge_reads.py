@@ -245,9 +245,5 @@ class EdgeTransfer:
         await self._store.calls.worker(self._store.counted_upsert, points)
         await self._store.commit.durable()
         for name, epoch in epochs.items():
-            current = self._store.records.live.get(name)
-            if current is None or current.epoch != epoch:
-                # As in upsert_memory: the write belongs to a dead incarnation.
-                await self._store.purge(name, epoch)
-                raise NamespaceGone(f"namespace {name} was deleted during the write")
+            await self._store.confirm_live(name, epoch)
         return len(points)

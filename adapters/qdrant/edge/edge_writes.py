@@ -66,13 +66,7 @@ class EdgeWrites:
             raise NamespaceGone(f"namespace {memory.namespace} not found")
         await self._upserts.submit((memory, vectors, live.epoch))
         await self._store.commit.durable()
-        current = self._store.records.live.get(memory.namespace)
-        if current is None or current.epoch != live.epoch:
-            # The namespace was deleted (maybe re-created) while we wrote, and its purge
-            # may already have run: the write belongs to a dead incarnation. Purge again
-            # rather than leave an orphan no read can see.
-            await self._store.purge(memory.namespace, live.epoch)
-            raise NamespaceGone(f"namespace {memory.namespace} was deleted during the write")
+        await self._store.confirm_live(memory.namespace, live.epoch)
 
     async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
         await self._store.calls.here(self._upsert_points, items)

@@ -29,6 +29,7 @@ import qdrant_edge as qe
 
 from adapters.disk import DiskGuard
 from adapters.errors import BackendUnavailable
+from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import fatal
@@ -148,6 +149,17 @@ class EdgeStore:
         await self.calls.worker(self.delete_incarnation, name, epoch)
         await self.commit.durable(always=True)
         await self.calls.worker(self.records.purged, epoch)
+
+    async def confirm_live(self, name: str, epoch: str) -> None:
+        """Raise `NamespaceGone` if `name` is no longer the incarnation `epoch` after a write.
+
+        The namespace was deleted (maybe re-created) while the write ran, and its purge may
+        already have run: the write belongs to a dead incarnation. Purge again rather than
+        leave an orphan no read can see."""
+        current = self.records.live.get(name)
+        if current is None or current.epoch != epoch:
+            await self.purge(name, epoch)
+            raise NamespaceGone(f"namespace {name} was deleted during the write")
 
     async def barrier(self) -> None:
         """Sync the log of every open shard, whatever the durability: before a store-wide

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable
 
 from adapters.disk import allocated_bytes
+from adapters.disk import free_bytes
 from adapters.qdrant.edge import integrity
 from adapters.qdrant.edge.edge_namespaces import LostRecords
 from adapters.qdrant.edge.engine import fatal
@@ -209,7 +209,4 @@ class EdgeStoreSize:
         live, counts = list(records.live.values()), dict(records.count_store.counts)
         namespaces, memories = len(live), sum(counts.get(n.epoch, 0) for n in live)
         root = self._store.root
-        volume = os.statvfs(root)
-        return StoreSize(
-            namespaces, memories, allocated_bytes(root), volume.f_bavail * volume.f_frsize
-        )
+        return StoreSize(namespaces, memories, allocated_bytes(root), free_bytes(root))
