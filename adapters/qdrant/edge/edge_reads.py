@@ -19,7 +19,6 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.errors import NamespaceGone
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
@@ -34,10 +33,10 @@ from adapters.qdrant.edge.engine import point_vectors
 from adapters.qdrant.edge.log_sync import CallBatcher
 from adapters.qdrant.edge.record_store import LiveNamespace
 from adapters.qdrant.edge.store import EdgeStore
+from adapters.qdrant.edge.store import memory_point
 from adapters.qdrant.layout import FIELD_CREATED_US
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import Scope
-from adapters.qdrant.layout import memory_to_payload
 from adapters.qdrant.layout import point_id
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
@@ -232,14 +231,8 @@ class EdgeTransfer:
         epochs: dict[str, str] = {}
         points: list[tuple[Any, str, str]] = []
         for (memory, vector), memory_keywords in with_keywords(memories, keywords):
-            live = self._store.records.live.get(memory.namespace)
-            if live is None:
-                raise NamespaceGone(f"namespace {memory.namespace} not found")
-            epochs[memory.namespace] = live.epoch
-            payload = memory_to_payload(memory, live.epoch)
-            vectors = point_vectors(vector, memory_keywords)
-            point = qe.Point(point_id(memory.namespace, memory.id), vectors, payload)
-            points.append((point, memory.namespace, live.epoch))
+            epoch = epochs[memory.namespace] = self._store.live_epoch(memory.namespace)
+            points.append(memory_point(memory, epoch, point_vectors(vector, memory_keywords)))
         if not points:
             return 0
         await self._store.calls.worker(self._store.counted_upsert, points)

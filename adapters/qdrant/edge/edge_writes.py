@@ -23,7 +23,6 @@ from typing import TypeVar
 
 import qdrant_edge as qe
 
-from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
 from adapters.qdrant import token_codes
 from adapters.qdrant.edge.edge_reads import EdgeReads
@@ -36,8 +35,7 @@ from adapters.qdrant.edge.engine import sparse
 from adapters.qdrant.edge.integrity import engine_counts
 from adapters.qdrant.edge.log_sync import CallBatcher
 from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.layout import memory_to_payload
-from adapters.qdrant.layout import point_id
+from adapters.qdrant.edge.store import memory_point
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.values import MemoryRecord
@@ -61,12 +59,10 @@ class EdgeWrites:
         await self._upserts.drain()
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        live = self._store.records.live.get(memory.namespace)
-        if live is None:
-            raise NamespaceGone(f"namespace {memory.namespace} not found")
-        await self._upserts.submit((memory, vectors, live.epoch))
+        epoch = self._store.live_epoch(memory.namespace)
+        await self._upserts.submit((memory, vectors, epoch))
         await self._store.commit.durable()
-        await self._store.confirm_live(memory.namespace, live.epoch)
+        await self._store.confirm_live(memory.namespace, epoch)
 
     async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
         await self._store.calls.here(self._upsert_points, items)
@@ -74,14 +70,8 @@ class EdgeWrites:
 
     def _upsert_points(self, items: list[PendingUpsert]) -> None:
         points = [
-            (
-                qe.Point(
-                    point_id(memory.namespace, memory.id),
-                    point_vectors(vectors.dense, vectors.keywords, vectors.tokens),
-                    memory_to_payload(memory, epoch),
-                ),
-                memory.namespace,
-                epoch,
+            memory_point(
+                memory, epoch, point_vectors(vectors.dense, vectors.keywords, vectors.tokens)
             )
             for memory, vectors, epoch in items
         ]

@@ -39,7 +39,10 @@ from adapters.qdrant.edge.log_sync import LogSync
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
 from adapters.qdrant.layout import FIELD_EPOCH
+from adapters.qdrant.layout import memory_to_payload
+from adapters.qdrant.layout import point_id
 from adapters.values import Durability
+from adapters.values import MemoryRecord
 
 T = TypeVar("T")
 # What the janitor did to a shard since its last write (upkeep.py).
@@ -150,6 +153,13 @@ class EdgeStore:
         await self.commit.durable(always=True)
         await self.calls.worker(self.records.purged, epoch)
 
+    def live_epoch(self, name: str) -> str:
+        """The incarnation a write to `name` goes to; `NamespaceGone` when there is none."""
+        live = self.records.live.get(name)
+        if live is None:
+            raise NamespaceGone(f"namespace {name} not found")
+        return live.epoch
+
     async def confirm_live(self, name: str, epoch: str) -> None:
         """Raise `NamespaceGone` if `name` is no longer the incarnation `epoch` after a write.
 
@@ -188,6 +198,14 @@ class EdgeStore:
             new = {str(p.id): epoch for p, _, epoch in items if held.get(str(p.id)) != epoch}
             self.update(shard, qe.UpdateOperation.upsert_points([p for p, _, _ in items]))
             self.records.count_store.add(Counter(new.values()))
+
+
+def memory_point(memory: MemoryRecord, epoch: str, vectors: Any) -> tuple[Any, str, str]:
+    """`memory` as `counted_upsert` takes it: its point in incarnation `epoch` with
+    `vectors` (engine.py, `point_vectors`), its namespace and that epoch."""
+    payload = memory_to_payload(memory, epoch)
+    point = qe.Point(point_id(memory.namespace, memory.id), vectors, payload)
+    return point, memory.namespace, epoch
 
 
 class EngineCalls:
