@@ -20,7 +20,8 @@ INFO log), with LoCoMo's dialog turns as memories and its questions as queries:
 Every answer of every phase, merged in the order they finished, goes through a
 model of the platform's one client (2 s timeout; 3 consecutive 5xx or timeouts
 open its breaker; a 4xx or a 2xx resets the count). The model's own rate, in this
-process, is printed as the yardstick. About 6 minutes. With `--plot DIR`, also draws
+process, is printed as the yardstick; at the end, the server log's 5xx answers and errors,
+counted by message (the access line's `error`). About 6 minutes. With `--plot DIR`, also draws
 each flood's p99s (DIR/fairness_floods.svg) and every stream's answers a second over
 the run (DIR/fairness_timeline.svg).
 `python -m benchmarks.fairness [--duration 8] [--data PATH] [--plot DIR]`

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import multiprocessing
 import random
 import tempfile
@@ -309,6 +310,34 @@ def served(env: Mapping[str, str], layout: Mapping[str, int], texts: Texts) -> I
         except BaseException:
             print("server log tail:\n" + server.log_tail())
             raise
+        finally:
+            print(server_failures(server.log_text()))
+
+
+def server_failures(log_text: str) -> str:
+    """What the server's log says of its 5xx answers and errors: counts by message,
+    with the first one's time, so that a run's 503s come with their cause."""
+    seen: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for text in log_text.splitlines():
+        try:
+            line = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(line, dict):
+            continue
+        if line.get("msg") == "request" and (line.get("status") or 0) >= 500:
+            what = f"{line['status']} {line.get('route')}: {line.get('error')}"
+        elif line.get("level") in ("error", "critical"):
+            what = f"{line['level']}: {line.get('msg')}"
+        else:
+            continue
+        seen[what] += 1
+        first.setdefault(what, str(line.get("ts")))
+    if not seen:
+        return "server log: no 5xx answer, no error"
+    shown = "\n".join(f"  {n} x {what} (first at {first[what]})" for what, n in seen.most_common())
+    return f"server log, 5xx answers and errors:\n{shown}"
 
 
 # -- figures ---------------------------------------------------------------------------

@@ -51,6 +51,9 @@ MAX_LOGGED_NAMESPACES = 50
 CLIENT_CLOSED = 499
 # Set on a request refused for its namespace's share: counted, but no access line.
 REFUSED_KEY = web.RequestKey("refused", bool)
+# The message of a 5xx answer, for its access line: the plugin's own words, never the
+# caller's input (a 4xx message may quote it), so an operator sees why without a trace.
+FAILURE_KEY = web.RequestKey("failure", str)
 # How long the connection of a refused request is not read (module docstring).
 REFUSED_PAUSE_S = 0.2
 
@@ -166,6 +169,8 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
             "internal",
             f"internal error; see the plugin log for request {request[REQUEST_ID_KEY]}",
         )
+    if failure.status >= 500:
+        request[FAILURE_KEY] = failure.message
     response = web.json_response(failure.body(), status=failure.status, headers=failure.headers)
     if failure.status == 408:  # the connection layer closes it: say so
         response.force_close()
@@ -192,6 +197,8 @@ def _log_fields(request: web.Request, status: int | None, seconds: float) -> dic
     if searched is not None:
         fields["namespaces"] = searched[:MAX_LOGGED_NAMESPACES]
         fields["namespaces_count"] = len(searched)
+    if (failure := request.get(FAILURE_KEY)) is not None:
+        fields["error"] = failure
     return fields
 
 

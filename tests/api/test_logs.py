@@ -15,8 +15,13 @@ from typing import Any
 
 import pytest
 
+from harness.clocks import WallClock
+from plugin.http.app import create_app
 from plugin.observability.logs import JsonFormatter
+from plugin.settings import Settings
 from tests.support.app import ContractClient
+from tests.support.app import served
+from tests.support.encoders import GatedEncoder
 
 NS = "workspace:logs"
 OTHER = "team:logs"
@@ -182,3 +187,33 @@ async def test_search_logs_at_most_50_namespaces(
         namespaces=names[:50],
         namespaces_count=60,
     )
+
+
+@pytest.mark.settings(backend_timeout_s=0.3)
+async def test_a_5xx_line_says_why(
+    settings: Settings, clock: WallClock, access_log: AccessLog
+) -> None:
+    """A model that stands still: the commit's 503 line carries the answer's message."""
+    encoder = GatedEncoder()
+    async for api in served(lambda: create_app(settings, encoder=encoder, clock=clock), clock):
+        encoder.gate.set()
+        assert (await api.put_ns(NS)).status == 200
+        encoder.gate.clear()
+        try:
+            note = {"content": CONTENT, "kind": "fact", "source": "agent"}
+            reply = await api.call("POST", MEMORIES.format(name=NS), note, headers=traced("stuck"))
+        finally:
+            encoder.gate.set()
+        message = "backend unavailable: no answer within 0.3 s"
+        assert (reply.status, reply.body) == (503, {"code": "unavailable", "message": message})
+        line = access_log.for_request("stuck")
+        assert line == request_line(
+            line,
+            request_id="stuck",
+            method="POST",
+            route=MEMORIES,
+            namespace=NS,
+            status=503,
+            error=message,
+        )
+        assert CONTENT not in access_log.text()
