@@ -51,8 +51,8 @@ class LogSync:
         self.fsync = fsync  # a test records the calls
         self._lock = threading.Lock()
         self._written: set[Path] = set()
-        self._files: dict[Path, int] = {}  # open descriptors of log files, by path
-        self._closed_synced: set[Path] = set()
+        self._files: dict[Path, dict[str, int]] = {}  # each log's open descriptors, by name
+        self._closed_synced: dict[Path, set[str]] = {}  # each log's closed segments synced
         self._dirs_synced: set[Path] = set()
         self._listed: dict[Path, set[str]] = {}  # each log's files at its last sync
         self._first_index: dict[Path, tuple[int, int, int]] = {}  # its inode, size, mtime
@@ -90,21 +90,23 @@ class LogSync:
 
     def _sync_log(self, wal: Path) -> None:
         names = set(os.listdir(wal))
-        for path in [p for p in self._files if p.parent == wal and p.name not in names]:
-            os.close(self._files.pop(path))  # a segment renamed or removed by the engine
-        for name in _written_files(names, wal, self._closed_synced, self._first_index):
-            path = wal / name
-            fd = self._files.get(path)
+        files = self._files.setdefault(wal, {})
+        for name in [name for name in files if name not in names]:
+            os.close(files.pop(name))  # a segment renamed or removed by the engine
+        closed = self._closed_synced.setdefault(wal, set())
+        closed &= names  # segments the engine removed are not named again
+        for name in _written_files(names, wal, closed, self._first_index):
+            fd = files.get(name)
             if fd is None:
                 try:
-                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                    fd = os.open(wal / name, os.O_RDONLY | os.O_CLOEXEC)
                 except FileNotFoundError:  # renamed or removed meanwhile: not ours to sync
                     continue
-                self._files[path] = fd
+                files[name] = fd
             self.fsync(fd)
             if name.startswith(_CLOSED_SEGMENT):
-                self._closed_synced.add(path)
-                os.close(self._files.pop(path))
+                closed.add(name)
+                os.close(files.pop(name))
         if names != self._listed.get(wal):  # a segment created or renamed: its entry too
             self._sync_dir(wal)
             self._listed[wal] = names
@@ -113,9 +115,10 @@ class LogSync:
         fsync_path(path, self.fsync)
 
     def close(self) -> None:
-        for fd in self._files.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        for files in self._files.values():
+            for fd in files.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         self._files.clear()
 
 
@@ -149,7 +152,7 @@ class GroupCommit:
 def _written_files(
     names: set[str],
     wal: Path,
-    closed_synced: set[Path],
+    closed_synced: set[str],
     first_index: dict[Path, tuple[int, int, int]],
 ) -> list[str]:
     """The files of a log that may hold writes not yet synced.
@@ -163,7 +166,7 @@ def _written_files(
         (name for name in names if name.startswith(_OPEN_SEGMENT)),
         key=lambda name: int(name[len(_OPEN_SEGMENT) :]),
     )[:1]
-    written += [n for n in names if n.startswith(_CLOSED_SEGMENT) and wal / n not in closed_synced]
+    written += [n for n in names if n.startswith(_CLOSED_SEGMENT) and n not in closed_synced]
     if _FIRST_INDEX in names:
         try:
             st = os.stat(wal / _FIRST_INDEX)
