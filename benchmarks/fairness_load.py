@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import multiprocessing
 import random
 import tempfile
@@ -288,44 +287,38 @@ def phase(
 
 @contextmanager
 def served(env: Mapping[str, str], layout: Mapping[str, int], texts: Texts) -> Iterator[str]:
-    """A fresh server process (the shipped INFO log), seeded with `layout`, warmed up."""
+    """A fresh server process (the shipped INFO log), seeded with `layout`, warmed up.
+    Once it has stopped, what its whole log says of 5xx answers and errors."""
+    from harness.raw_http import log_lines
     from harness.server_process import ServerProcess
 
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
-        ServerProcess(Path(tmp) / "data", Path(tmp) / "log", env=env, log_level="INFO") as server,
-    ):
-        server.start()
-        print(f"cold start: {server.wait_healthy():.2f} s")
-        started = time.perf_counter()
-        asyncio.run(seed(server.base_url, layout, texts))
-        print(
-            f"seeded {sum(layout.values()):,} memories in {len(layout)} namespaces "
-            f"in {time.perf_counter() - started:.0f} s"
-        )
-        warm = Flood("commit", tuple(layout)[:2], 8, texts.turns, texts.questions)
-        phase(server.base_url, texts, 3.0, warm, False, 0)  # the first seconds are slower
-        try:
-            yield server.base_url
-        except BaseException:
-            print("server log tail:\n" + server.log_tail())
-            raise
-        finally:
-            print(server_failures(server.log_text()))
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        server = ServerProcess(Path(tmp) / "data", Path(tmp) / "log", env=env, log_level="INFO")
+        with server:
+            server.start()
+            print(f"cold start: {server.wait_healthy():.2f} s")
+            started = time.perf_counter()
+            asyncio.run(seed(server.base_url, layout, texts))
+            print(
+                f"seeded {sum(layout.values()):,} memories in {len(layout)} namespaces "
+                f"in {time.perf_counter() - started:.0f} s"
+            )
+            warm = Flood("commit", tuple(layout)[:2], 8, texts.turns, texts.questions)
+            phase(server.base_url, texts, 3.0, warm, False, 0)  # the first seconds are slower
+            try:
+                yield server.base_url
+            except BaseException:
+                print("server log tail:\n" + server.log_tail())
+                raise
+        print(server_failures(log_lines(server)))
 
 
-def server_failures(log_text: str) -> str:
-    """What the server's log says of its 5xx answers and errors: counts by message,
+def server_failures(lines: Sequence[Mapping[str, Any]]) -> str:
+    """What the server's log lines say of its 5xx answers and errors: counts by message,
     with the first one's time, so that a run's 503s come with their cause."""
     seen: Counter[str] = Counter()
     first: dict[str, str] = {}
-    for text in log_text.splitlines():
-        try:
-            line = json.loads(text)
-        except ValueError:
-            continue
-        if not isinstance(line, dict):
-            continue
+    for line in lines:
         if line.get("msg") == "request" and (line.get("status") or 0) >= 500:
             what = f"{line['status']} {line.get('route')}: {line.get('error')}"
         elif line.get("level") in ("error", "critical"):

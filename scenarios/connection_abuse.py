@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from harness.raw_http import half_open
+from harness.raw_http import log_lines
 
 Outcome = tuple[str, bool]
 HOST = "127.0.0.1"
@@ -181,7 +182,7 @@ async def descriptors_exhausted(server: Any, _: aiohttp.ClientSession, __: Path)
         sock.close()
     await asyncio.sleep(2)  # a suppressed count is reported once its window ends
     seconds = time.monotonic() - started
-    lines = [json.loads(line) for line in server.log_text().splitlines() if line.startswith("{")]
+    lines = log_lines(server)
     accept = sum(line["msg"].startswith("socket.accept() out of") for line in lines)
     suppressed = sum(line.get("suppressed", 0) for line in lines if "suppressed" in line)
     received, _ = await _send_alone(server.port, CLOSING_HEALTH)
