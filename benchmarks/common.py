@@ -19,6 +19,19 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+_SEARCHES = re.compile(r'^memory_plugin_searches_total\{ranking="(\w+)"\} (\S+)$', re.M)
+
+
+def searches_by_ranking(metrics_text: str) -> dict[str, float]:
+    """A server's searches so far, by what ranked them, from its `/metrics` text."""
+    return {ranking: float(count) for ranking, count in _SEARCHES.findall(metrics_text)}
+
+
+def reranked_share(before: Mapping[str, float], after: Mapping[str, float]) -> float:
+    """The share of the searches with a query between two counts that were reranked."""
+    rerank = after.get("rerank", 0) - before.get("rerank", 0)
+    queried = sum(after.get(r, 0) - before.get(r, 0) for r in after if r != "newest")
+    return rerank / queried if queried else float("nan")
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

@@ -38,9 +38,9 @@ def qdrant_server(
     timeout_s: float | None = None,
     tokens: bool | None = None,
 ) -> ServerBackend:
-    """A Qdrant server at QDRANT_URL in `layout` (the migration builds both layouts). In
-    rerank mode (unless `tokens` says otherwise) an older store gains token vectors in
-    place (adapters/qdrant/server/token_vectors.py)."""
+    """A Qdrant server at QDRANT_URL in `layout` (the migration builds both layouts). Where
+    searches may rerank (the default, or `rerank`; unless `tokens` says otherwise) an older
+    store gains token vectors in place (adapters/qdrant/server/token_vectors.py)."""
     key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
     return layout(
         dimension,
@@ -48,7 +48,7 @@ def qdrant_server(
         api_key=key,
         prefix=settings.collection_prefix,
         timeout_s=settings.backend_timeout_s if timeout_s is None else timeout_s,
-        tokens=settings.search == "rerank" if tokens is None else tokens,
+        tokens=settings.search in (None, "rerank") if tokens is None else tokens,
     )
 
 

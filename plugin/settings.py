@@ -93,8 +93,8 @@ class Settings(BaseModel):
     embedding_sessions: int | None = Field(
         None, ge=1, le=64, alias="MEMORY_PLUGIN_EMBEDDING_SESSIONS"
     )
-    # docs/backends.md, "Hybrid search": unset means the backend's best at hybrid's cost
-    # (hybrid where it can); feedback and rerank only when asked.
+    # plugin/core/search_mode.py: unset, both Qdrant backends rerank while the plugin has room
+    # and rank by hybrid when it has not (the rerank dimmer); a value forces one ranking.
     search: Literal["rerank", "feedback", "hybrid", "dense", "keyword"] | None = Field(
         None, alias="MEMORY_PLUGIN_SEARCH"
     )
@@ -114,6 +114,9 @@ class Settings(BaseModel):
     # each namespace is held to an equal share of it, and an optional cap on one namespace's
     # requests in flight however idle the plugin is; beyond either, 429 at once.
     admission_budget_s: float = Field(0.75, gt=0, le=60, alias="MEMORY_PLUGIN_ADMISSION_BUDGET")
+    # plugin/scheduling/dimmer.py: the wait for the model (seconds) searches may face on arrival
+    # and all still be reranked by the default ranking; above it the share reranked falls.
+    rerank_wait_s: float = Field(0.006, gt=0, le=10, alias="MEMORY_PLUGIN_RERANK_WAIT")
     tenant_max_in_flight: int | None = Field(
         None, ge=1, le=100_000, alias="MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT"
     )

@@ -2,9 +2,10 @@
 
 `MemorySearch` is the part of `MemoryService` (plugin/core/service.py) that answers
 searches, handed the service's backend, keyword encoder, embedding and deadline.
-- With a query, the search computes what `search_mode` ranks by: the query's
-  embedding, its keyword vector, or both (docs/backends.md, "Hybrid search"); a
-  keyword search costs no model call. Without one, newest first.
+- With a query, the search computes what its ranking ranks by: the query's embedding,
+  its keyword vector, or both (docs/backends.md, "Hybrid search"); a keyword search costs
+  no model call. `Ranking.mode` says which, per search (the rerank dimmer's decision,
+  plugin/scheduling/dimmer.py). Without a query, newest first.
 - One damaged namespace does not fail a search over several: when the one read
   reports damage, each namespace is read on its own and the unreadable ones are
   left out (logged, counted, and named by health); only if all are unreadable
@@ -32,6 +33,7 @@ from adapters.values import ScoredMemory
 from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from plugin.core.fields import SearchFields
+from plugin.core.search_mode import Ranking
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority
@@ -42,6 +44,20 @@ log = logging.getLogger(__name__)
 # The modes whose keyword query is widened by the first results (docs/backends.md,
 # "Keyword feedback").
 _FEEDBACK = frozenset({SearchMode.FEEDBACK, SearchMode.RERANK})
+NEWEST = "newest"  # the ranking's name of a search without a query: newest first
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A search's answer, and what ranked it (None: newest first, no query)."""
+
+    hits: list[ScoredMemory]
+    ranking: SearchMode | None
+
+    @property
+    def ranking_name(self) -> str:
+        """For the access log and the metrics: the mode, or `newest`."""
+        return NEWEST if self.ranking is None else self.ranking.value
 
 
 @dataclass(eq=False)
@@ -50,7 +66,7 @@ class MemorySearch:
 
     backend: VectorBackend
     keywords: KeywordEncoder
-    search_mode: SearchMode
+    ranking: Ranking
     _: KW_ONLY
     clock: Callable[[], datetime]
     deadline: Callable[[], AbstractAsyncContextManager[None]]
@@ -58,7 +74,7 @@ class MemorySearch:
     # Namespaces a search found unreadable (left out of its answer), for health.
     unreadable: set[str] = field(default_factory=set)
 
-    async def search(self, request: SearchFields) -> list[ScoredMemory]:
+    async def search(self, request: SearchFields) -> Found:
         """One backend read over every live namespace asked for; pinned first, `limit` in all."""
         limit = request.effective_limit
         kinds = frozenset(request.kinds) if request.kinds else None
@@ -67,23 +83,23 @@ class MemorySearch:
             records = await self.backend.get_namespaces(names)
             now = self.clock()
             live = [name for name in names if name in records and not records[name].is_expired(now)]
-            if not live:
-                return []
-            memory_filter = MemoryFilter(now=now, kinds=kinds)
             text = request.query_text
+            mode = None if text is None else self.ranking.mode()
+            if not live:
+                return Found([], mode)
+            memory_filter = MemoryFilter(now=now, kinds=kinds)
             work = Work(search_tenant(names), Priority.SEARCH)
-            query = None if text is None else await self._search_query(text, work)
+            query = None if text is None or mode is None else await self._query(text, mode, work)
             try:
                 hits = await self._read(live, query, memory_filter, limit)
             except StorageDamaged:
                 hits = await self._read_around_damage(live, query, memory_filter, limit)
-            return [hit for hit in hits if not hit.memory.is_expired(now)][:limit]
+            return Found([hit for hit in hits if not hit.memory.is_expired(now)][:limit], mode)
 
-    async def _search_query(self, text: str, work: Work) -> SearchQuery:
-        """What `search_mode` ranks by; a keyword search costs no model call, a rerank no
-        second one (the token vectors come with the sentence vector), keyword feedback
-        none at all (the store lends the words)."""
-        mode = self.search_mode
+    async def _query(self, text: str, mode: SearchMode, work: Work) -> SearchQuery:
+        """What `mode` ranks by; a keyword search costs no model call, a rerank no second one
+        (the token vectors come with the sentence vector), keyword feedback none at all (the
+        store lends the words)."""
         keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
         dense, tokens = None, None
         if mode is not SearchMode.KEYWORD:

@@ -1,17 +1,21 @@
-"""Which ranking a search with a query uses: MEMORY_PLUGIN_SEARCH against what the store answers.
+"""How searches with a query rank: MEMORY_PLUGIN_SEARCH against what the store answers.
 
-Unset means the first of PREFERENCE that the backend answers: hybrid on Qdrant and on a
-dotproduct Pinecone index, dense where keyword vectors cannot be kept (docs/backends.md,
-"Hybrid search"). `feedback` (hybrid, then again with the keyword query widened by the first
-results' words; the embedded store only) and `rerank` (reranked by token vectors: on the
-embedded store after feedback, on a Qdrant server the hybrid candidates) recall more but are
-never chosen by themselves: each costs a search more engine time, and token vectors are
-computed and kept only in rerank mode (docs/backends.md, "Keyword feedback" and "Reranking by
-token vectors"). A mode the backend cannot answer stops start-up with one line instead of
-silently ranking another way.
+Unset, a store that keeps token vectors (both Qdrant backends) reranks, dimmed: every search
+is reranked by token vectors while the plugin has room, and ranked by hybrid when reranking
+would make callers wait (plugin/scheduling/dimmer.py; docs/backends.md, "The rerank dimmer").
+Elsewhere, unset means the first of PREFERENCE that the backend answers: hybrid on a
+dotproduct Pinecone index, dense where keyword vectors cannot be kept. A value forces one
+ranking for every search: `rerank`, `feedback` (hybrid, then again with the keyword query
+widened by the first results' words; the embedded store only), `hybrid`, `dense` or
+`keyword`. A mode the backend cannot answer stops start-up with one line instead of silently
+ranking another way.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field
 
 from adapters.base import VectorBackend
 from adapters.errors import BackendMisconfigured
@@ -20,10 +24,38 @@ from adapters.values import SearchMode
 PREFERENCE = (SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD)
 
 
-def choose_search_mode(configured: str | None, backend: VectorBackend) -> SearchMode:
+def never_dimmed() -> bool:
+    """Every search gets its ranking's best: where nothing dims it."""
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """What a search with a query ranks by: `best`, or `dimmed` when `best_now` (the rerank
+    dimmer, plugin/scheduling/dimmer.py) says the plugin has no room for `best`."""
+
+    best: SearchMode
+    dimmed: SearchMode | None = None  # None: always `best`
+    best_now: Callable[[], bool] = field(default=never_dimmed, compare=False, repr=False)
+
+    @property
+    def reranks(self) -> bool:
+        """Whether some searches rerank: token vectors are then computed and kept."""
+        return self.best is SearchMode.RERANK
+
+    def mode(self) -> SearchMode:
+        """What the search asking now ranks by (a decision made at once)."""
+        if self.dimmed is None or self.best_now():
+            return self.best
+        return self.dimmed
+
+
+def choose_ranking(configured: str | None, backend: VectorBackend) -> Ranking:
     offered = backend.search_modes
     if configured is None:
-        return next(mode for mode in PREFERENCE if mode in offered)
+        if SearchMode.RERANK in offered and SearchMode.HYBRID in offered:
+            return Ranking(SearchMode.RERANK, dimmed=SearchMode.HYBRID)
+        return Ranking(next(mode for mode in PREFERENCE if mode in offered))
     mode = SearchMode(configured)
     if mode not in offered:
         allowed = ", ".join(sorted(offered))
@@ -31,4 +63,4 @@ def choose_search_mode(configured: str | None, backend: VectorBackend) -> Search
             f"MEMORY_PLUGIN_SEARCH={mode} is not available on the {backend.name} backend"
             f" (it answers: {allowed}); unset it or choose one of those"
         )
-    return mode
+    return Ranking(mode)

@@ -31,7 +31,6 @@ from adapters.errors import StorageDamaged
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
-from adapters.values import ScoredMemory
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
 from plugin.core.fields import MemoryFields
@@ -39,7 +38,9 @@ from plugin.core.fields import NamespaceChanges
 from plugin.core.fields import NamespaceFields
 from plugin.core.fields import SearchFields
 from plugin.core.keyed_lock import KeyedLock
+from plugin.core.search import Found
 from plugin.core.search import MemorySearch
+from plugin.core.search_mode import Ranking
 from plugin.core.service_errors import DeadlinePassed
 from plugin.core.service_errors import InvalidRequest
 from plugin.core.service_errors import NotFound
@@ -104,7 +105,7 @@ class MemoryService:
         embedder: Embedder,
         keywords: KeywordEncoder,
         *,
-        search_mode: SearchMode = SearchMode.DENSE,
+        ranking: Ranking = Ranking(SearchMode.DENSE),  # noqa: B008 (frozen)
         deadline_s: float = 1.5,
         clock: Clock = utc_now,
         vectors_verified: Callable[[], bool] = _never,
@@ -121,7 +122,7 @@ class MemoryService:
         self._search = MemorySearch(
             backend,
             keywords,
-            search_mode,
+            ranking,
             clock=clock,
             deadline=self._deadline,
             embed=self._embed,
@@ -148,12 +149,7 @@ class MemoryService:
         unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._search.unreadable))
         return StoreCondition(unreadable, found.problems)
 
-    @property
-    def search_mode(self) -> SearchMode:
-        """How a search with a query ranks (plugin/core/search_mode.py)."""
-        return self._search.search_mode
-
-    async def search(self, request: SearchFields) -> list[ScoredMemory]:
+    async def search(self, request: SearchFields) -> Found:
         """Pinned first, then by score (or newest first without a query); plugin/core/search.py."""
         return await self._search.search(request)
 

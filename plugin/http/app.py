@@ -2,10 +2,10 @@
 
 Start-up order (each step's cleanup runs in reverse at shutdown): load the model
 and start the batcher, open the backend and check its embedding fingerprint,
-choose the search mode, then start the janitor and the keyword indexer
-(plugin/upgrades/keyword_upgrade.py), and last freeze the heap built so far
-(`_frozen_heap`). The backend need not be reachable for start-up to
-finish: the server boots during an outage, answers 503, and recovers by itself.
+choose the ranking (and its rerank dimmer, where it dims), then start the janitor
+and the keyword indexer (plugin/upgrades/keyword_upgrade.py), and last freeze the
+heap built so far (`_frozen_heap`). The backend need not be reachable for start-up
+to finish: the server boots during an outage, answers 503, and recovers by itself.
 
 Metrics live in a registry of this app's own (`METRICS`); the service talks to
 the backend through `instrumented`, so every backend is timed alike.
@@ -20,16 +20,16 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Callable
+from dataclasses import replace
 
 from aiohttp import web
 
 from adapters.base import VectorBackend
-from adapters.values import SearchMode
 from plugin.backends import build_backend
 from plugin.core.fingerprint import FingerprintMismatch
 from plugin.core.fingerprint import check_at_start
 from plugin.core.janitor import run_janitor
-from plugin.core.search_mode import choose_search_mode
+from plugin.core.search_mode import choose_ranking
 from plugin.core.service import Clock
 from plugin.core.service import MemoryService
 from plugin.core.service import utc_now
@@ -45,7 +45,7 @@ from plugin.http.keys import EMBEDDER
 from plugin.http.keys import ENCODER
 from plugin.http.keys import KEYWORDS
 from plugin.http.keys import METRICS
-from plugin.http.keys import SEARCH_MODE
+from plugin.http.keys import RANKING
 from plugin.http.keys import SERVICE
 from plugin.http.keys import SETTINGS
 from plugin.http.keys import STOP
@@ -59,6 +59,7 @@ from plugin.observability.metrics import Metrics
 from plugin.observability.store_size_gauges import StoreSizeGauges
 from plugin.scheduling.admission import Admission
 from plugin.scheduling.admission import Shares
+from plugin.scheduling.dimmer import RerankDimmer
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings
@@ -106,14 +107,14 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
         later = await check_at_start(
             app[BACKEND], app[ENCODER].fingerprint, app[SETTINGS].backend_timeout_s, verified.set
         )
-        app[SEARCH_MODE] = choose_search_mode(app[SETTINGS].search, app[BACKEND])
+        app[RANKING] = choose_ranking(app[SETTINGS].search, app[BACKEND])
     except BaseException:
         await app[BACKEND].close()
         raise
     if later is not None:  # a mismatch found once the store answers stops the server
         later.add_done_callback(lambda task: _stop_on_mismatch(app, task))
     encoder, kept_tokens = app[ENCODER], app[ENCODER].keep_tokens
-    encoder.keep_tokens = app[SEARCH_MODE] is SearchMode.RERANK  # only rerank reads them
+    encoder.keep_tokens = app[RANKING].reranks  # only a rerank reads them
     yield
     encoder.keep_tokens = kept_tokens  # a loaded encoder outlives the app (tests share one)
     if later is not None:
@@ -137,11 +138,16 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
     async def context(app: web.Application) -> AsyncIterator[None]:
         settings, metrics = app[SETTINGS], app[METRICS]
         backend = instrumented(app[BACKEND], metrics.observe_backend)
+        ranking = app[RANKING]
+        if ranking.dimmed is not None:
+            dimmer = RerankDimmer(settings.rerank_wait_s, app[ADMISSION].model_wait_s, app[TICKS])
+            metrics.watch_rerank_share(lambda: dimmer.share)
+            ranking = replace(ranking, best_now=dimmer.rerank)
         app[SERVICE] = MemoryService(
             backend,
             app[EMBEDDER],
             app[KEYWORDS],
-            search_mode=app[SEARCH_MODE],
+            ranking=ranking,
             deadline_s=settings.backend_timeout_s,
             clock=clock,
             vectors_verified=app[VECTORS_VERIFIED].is_set,
@@ -163,7 +169,7 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
         if backend.store_size is not None:
             app[STORE_SIZES] = StoreSizeGauges(backend.store_size, metrics.registry)
             tasks.append(asyncio.create_task(app[STORE_SIZES].run(), name="store size"))
-        if app[SEARCH_MODE] is SearchMode.RERANK:  # no other mode reads token vectors
+        if ranking.reranks:  # no other ranking reads token vectors
             tasks.append(
                 asyncio.create_task(
                     token_upgrade.maintain_in_background(

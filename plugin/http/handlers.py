@@ -30,6 +30,7 @@ from plugin.http.keys import METRICS
 from plugin.http.keys import SERVICE
 from plugin.http.middleware import MEMORY_ID_KEY
 from plugin.http.middleware import NAMESPACE_KEY
+from plugin.http.middleware import RANKING_KEY
 from plugin.http.middleware import SEARCHED_KEY
 from plugin.http.wire import ForgetRequest
 from plugin.http.wire import MemoryWrite
@@ -138,8 +139,11 @@ async def search(request: web.Request) -> web.Response:
     body = await _body(request, SearchRequest)
     request[SEARCHED_KEY] = list(dict.fromkeys(body.namespaces))
     with request.app[ADMISSION].hold(search_tenant(body.namespaces)):
-        hits = await request.app[SERVICE].search(body)
-    return web.json_response({"memories": [memory_body(h.memory, h.score) for h in hits]})
+        found = await request.app[SERVICE].search(body)
+    request[RANKING_KEY] = found.ranking_name
+    request.app[METRICS].observe_search(found.ranking_name)
+    memories = [memory_body(hit.memory, hit.score) for hit in found.hits]
+    return web.json_response({"memories": memories})
 
 
 @routes.delete("/v1/memories/{id}")

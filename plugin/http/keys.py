@@ -8,7 +8,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from adapters.base import VectorBackend
-from adapters.values import SearchMode
+from plugin.core.search_mode import Ranking
 from plugin.core.service import MemoryService
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
@@ -23,7 +23,7 @@ ENCODER = web.AppKey("encoder", Encoder)
 EMBEDDER = web.AppKey("embedder", BatchingEmbedder)
 KEYWORDS = web.AppKey("keywords", KeywordEncoder)
 BACKEND = web.AppKey("backend", VectorBackend)
-SEARCH_MODE = web.AppKey("search_mode", SearchMode)
+RANKING = web.AppKey("ranking", Ranking)
 # Set once the store's embedding fingerprint is known to be the encoder's space.
 VECTORS_VERIFIED = web.AppKey("vectors_verified", threading.Event)
 SERVICE = web.AppKey("service", MemoryService)

@@ -46,6 +46,8 @@ MEMORY_ID_KEY = web.RequestKey("memory_id", str)
 NAMESPACE_KEY = web.RequestKey("namespace", str)
 # The namespaces a search covered (deduplicated); names only, never the query.
 SEARCHED_KEY = web.RequestKey("searched", list[str])
+# What ranked a search's answer: a search mode, or `newest` (plugin/core/search.py, `Found`).
+RANKING_KEY = web.RequestKey("ranking", str)
 MAX_REQUEST_ID = 128
 MAX_LOGGED_NAMESPACES = 50
 CLIENT_CLOSED = 499
@@ -197,6 +199,8 @@ def _log_fields(request: web.Request, status: int | None, seconds: float) -> dic
     if searched is not None:
         fields["namespaces"] = searched[:MAX_LOGGED_NAMESPACES]
         fields["namespaces_count"] = len(searched)
+    if (ranking := request.get(RANKING_KEY)) is not None:
+        fields["ranking"] = ranking
     if (failure := request.get(FAILURE_KEY)) is not None:
         fields["error"] = failure
     return fields

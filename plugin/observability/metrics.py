@@ -19,7 +19,9 @@ from prometheus_client import Histogram
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from adapters.values import SearchMode
 from adapters.values import StoreCondition
+from plugin.core.search import NEWEST
 from plugin.core.service import SweepReport
 from plugin.observability.sharing_metrics import SharingMetrics
 
@@ -91,6 +93,11 @@ class Metrics:
             " (plugin/upgrades/token_upgrade.py).",
             registry=self.registry,
         )
+        self.searches = self._counter(
+            "searches",
+            "Searches answered, by what ranked them: a search mode, or newest (no query).",
+            ("ranking",),
+        )
         self.sharing = SharingMetrics(self.registry)
         # Labelled children by label values: `labels()` costs a lock and a tuple build on
         # every call, and these are looked up several times per request.
@@ -101,6 +108,8 @@ class Metrics:
             self.janitor_deleted.labels(kind)
         for outcome in ("ok", "failed"):
             self.janitor_sweeps.labels(outcome)
+        for ranking in (*SearchMode, NEWEST):
+            self.searches.labels(ranking)
 
     def _counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
         return Counter(f"{PREFIX}_{name}", doc, labels, registry=self.registry)
@@ -122,6 +131,18 @@ class Metrics:
             "Problems the store serves around (e.g. 1 while the data volume is full).",
             registry=self.registry,
         ).set_function(lambda: len(condition().problems))
+
+    def watch_rerank_share(self, share: Callable[[], float]) -> None:
+        """The rerank dimmer's share, read at scrape time (plugin/scheduling/dimmer.py)."""
+        Gauge(
+            f"{PREFIX}_rerank_share",
+            "The share of searches the default ranking reranks now (1: all; under load less,"
+            " the rest ranked by hybrid).",
+            registry=self.registry,
+        ).set_function(share)
+
+    def observe_search(self, ranking: str) -> None:
+        self.searches.labels(ranking).inc()
 
     def observe_request(self, route: str | None, method: str, status: int, seconds: float) -> None:
         route_label = route or UNMATCHED_ROUTE

@@ -96,6 +96,18 @@ class Admission:
         """The wait the requests in flight make: what a newcomer would queue behind."""
         return self._total * self.service_time.seconds
 
+    def model_wait_s(self) -> float:
+        """The wait for the model a request already admitted faces: a text's model time for
+        each request in flight beyond the plugin's `parallelism` places (as in a queue of
+        several servers). The rerank dimmer's signal (plugin/scheduling/dimmer.py): the
+        model's time does not grow with the queue, as the busy time per answer does when the
+        plugin is not saturated."""
+        service_time = self.service_time
+        ahead = self._total - service_time.parallelism  # the others, less the free places
+        if ahead <= 0:
+            return 0.0
+        return ahead * (service_time.model_seconds or service_time.seconds)
+
     def capacity(self) -> int:
         """Requests in flight that fill the budget at the measured cost (at least 1)."""
         return max(1, int(self.shares.budget_s / self.service_time.seconds))

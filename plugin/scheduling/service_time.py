@@ -32,7 +32,7 @@ class ServiceTime:
     """Seconds of the plugin's time per request, learnt from the requests in flight."""
 
     def __init__(self, parallelism: int = 1, clock: Callable[[], float] = time.monotonic) -> None:
-        self._parallelism = max(1, parallelism)
+        self.parallelism = max(1, parallelism)
         self._clock = clock
         self._busy_s: float | None = None  # busy time per answer, smoothed
         self._model_s: float | None = None  # the model's time per text, smoothed
@@ -54,7 +54,7 @@ class ServiceTime:
     @property
     def model_seconds(self) -> float | None:
         """The model's time per text divided by its sessions, once a window was timed."""
-        return None if self._model_s is None else self._model_s / self._parallelism
+        return None if self._model_s is None else self._model_s / self.parallelism
 
     def started(self) -> None:
         """A request was admitted."""
@@ -88,7 +88,7 @@ class ServiceTime:
     def _account(self) -> None:
         now = self._clock()
         if self._in_flight and self._answering:
-            share = min(self._in_flight, self._parallelism) / self._parallelism
+            share = min(self._in_flight, self.parallelism) / self.parallelism
             self._window_busy += (now - self._since) * share
         self._since = now
 

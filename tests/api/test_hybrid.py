@@ -24,8 +24,9 @@ from adapters.values import SearchQuery
 from harness.clocks import WallClock
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
+from plugin.core.search_mode import Ranking
 from plugin.http.keys import ENCODER
-from plugin.http.keys import SERVICE
+from plugin.http.keys import RANKING
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
 from tests.support.app import served
@@ -60,7 +61,7 @@ async def test_each_mode_ranks_as_documented(
     make_app: AppFactory, clock: WallClock, mode: str
 ) -> None:
     async for api in served(make_app, clock, search=mode):
-        assert api.app[SERVICE].search_mode == mode
+        assert api.app[RANKING] == Ranking(SearchMode(mode))
         await seeded(api)
         reply = await api.search(NS, query=QUESTION, limit=5)
         assert reply.status == 200
@@ -81,21 +82,23 @@ async def test_each_mode_ranks_as_documented(
         assert [m["score"] for m in listing.body["memories"]] == [None] * 9
 
 
-async def test_the_default_is_hybrid_on_the_embedded_store_and_rerank_is_asked_for(
+async def test_the_default_reranks_dimmed_to_hybrid_and_only_a_rerank_keeps_token_vectors(
     make_app: AppFactory, clock: WallClock
 ) -> None:
-    """rerank costs a search about three times the engine time: only when configured."""
+    """Unset, the embedded store reranks while the plugin has room (the rerank dimmer);
+    a forced ranking without a rerank computes and keeps no token vectors."""
     async for api in served(make_app, clock):
-        assert api.app[SERVICE].search_mode is SearchMode.HYBRID
-        assert api.app[ENCODER].keep_tokens is False  # no token vectors computed or kept
-    async for api in served(make_app, clock, search="rerank"):
-        assert api.app[SERVICE].search_mode is SearchMode.RERANK
+        assert api.app[RANKING] == Ranking(SearchMode.RERANK, SearchMode.HYBRID)
         assert api.app[ENCODER].keep_tokens is True
         encoder = api.app[ENCODER]
     assert encoder.keep_tokens is False  # the app is gone; the encoder is as it was
-    async for api in served(make_app, clock, search="feedback"):  # no token vectors either
-        assert api.app[SERVICE].search_mode is SearchMode.FEEDBACK
-        assert api.app[ENCODER].keep_tokens is False
+    async for api in served(make_app, clock, search="rerank"):
+        assert api.app[RANKING] == Ranking(SearchMode.RERANK)
+        assert api.app[ENCODER].keep_tokens is True
+    for forced in ("hybrid", "feedback"):
+        async for api in served(make_app, clock, search=forced):
+            assert api.app[RANKING] == Ranking(SearchMode(forced))
+            assert api.app[ENCODER].keep_tokens is False
 
 
 @pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])
@@ -114,7 +117,7 @@ async def test_rerank_on_a_qdrant_server_keeps_token_vectors_and_ranks_by_them(
 
     backend.query_memories = recorded  # type: ignore[method-assign]
     async for api in served(make_app, clock, backend=backend, search="rerank"):
-        assert api.app[SERVICE].search_mode is SearchMode.RERANK
+        assert api.app[RANKING] == Ranking(SearchMode.RERANK)
         await seeded(api)
         reply = await api.search(NS, query=QUESTION, limit=5)
         assert [query.feedback for query in asked] == [False]  # no second pass there
@@ -136,7 +139,7 @@ async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(
     with FakePinecone(dimension=384, metric="dotproduct").mocked() as fake:
         backend = pinecone_backend(fake)
         async for api in served(make_app, clock, backend=backend):
-            assert api.app[SERVICE].search_mode is SearchMode.HYBRID
+            assert api.app[RANKING] == Ranking(SearchMode.HYBRID)
             await seeded(api)
             reply = await api.search(NS, query=QUESTION, limit=3)
             assert reply.status == 200
@@ -152,7 +155,7 @@ async def test_pinecone_defaults_to_dense_and_refuses_other_modes(
             return pinecone_backend(fake)
 
         async for api in served(make_app, clock, backend=pinecone()):
-            assert api.app[SERVICE].search_mode is SearchMode.DENSE
+            assert api.app[RANKING] == Ranking(SearchMode.DENSE)
         for mode in ("rerank", "feedback", "hybrid", "keyword"):  # no multivectors, no second pass
             server = TestServer(make_app(backend=pinecone(), search=mode))
             with pytest.raises(BackendMisconfigured) as refused:

@@ -104,7 +104,7 @@ async def test_commit_search_forget_lines(api: ContractClient, access_log: Acces
     expected: dict[str, dict[str, Any]] = {
         "trace-commit": {"method": "POST", "route": MEMORIES, "status": 201, **memory},
         "trace-search": {"method": "POST", "route": "/v1/search", "status": 200}
-        | {"namespaces": [NS, OTHER], "namespaces_count": 2},
+        | {"namespaces": [NS, OTHER], "namespaces_count": 2, "ranking": "rerank"},
         "trace-forget": {"method": "DELETE", "route": "/v1/memories/{id}", "status": 204, **memory},
     }
     for request_id, fields in expected.items():
@@ -186,6 +186,7 @@ async def test_search_logs_at_most_50_namespaces(
         status=200,
         namespaces=names[:50],
         namespaces_count=60,
+        ranking="newest",  # no query: newest first
     )
 
 

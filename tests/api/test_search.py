@@ -9,6 +9,7 @@ import pytest
 
 from adapters.values import MemoryFilter
 from adapters.values import SearchMode
+from plugin.http.keys import RANKING
 from plugin.http.keys import SERVICE
 from tests.support.app import ContractClient
 
@@ -45,7 +46,7 @@ async def test_semantic_ranking_with_scores(api: ContractClient, two: tuple[str,
     assert scores == sorted(scores, reverse=True)
     # Cosine; hybrid adds weighted BM25 (docs/backends.md "Hybrid search"), which only raises it.
     assert all(s >= -1.0 for s in scores)
-    if api.app[SERVICE].search_mode is SearchMode.DENSE:
+    if api.app[RANKING].best is SearchMode.DENSE:
         assert all(s <= 1.0 + 1e-6 for s in scores)
     assert scores[0] > scores[1] + 0.1
     ids = {m["id"] for m in memories}
@@ -175,7 +176,8 @@ async def test_whole_memory_object(api: ContractClient, two: tuple[str, str]) ->
         "created_at": memory["created_at"],
         "score": memory["score"],
     }
-    assert 0.5 < memory["score"] <= 1.0 + 1e-6
+    # reranked (the default, with room): the fused score plus 4 x a mean MaxSim in [-1, 1]
+    assert 0.5 < memory["score"] <= 5.0 + 1e-6
 
 
 async def test_expired_memories_never_returned(api: ContractClient, two: tuple[str, str]) -> None:

@@ -16,7 +16,8 @@ from adapters.errors import BackendMisconfigured
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import SearchMode
-from plugin.core.search_mode import choose_search_mode
+from plugin.core.search_mode import Ranking
+from plugin.core.search_mode import choose_ranking
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
 from tests.backends.suite.hybrid import KeywordIndexSuite
@@ -48,7 +49,7 @@ async def test_a_server_reranks_but_has_no_keyword_feedback(
     async with started(layout(DIM, location=":memory:")) as backend:
         modes = backend.search_modes
         assert {SearchMode.RERANK, SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD} == modes
-        assert choose_search_mode("rerank", backend) is SearchMode.RERANK
+        assert choose_ranking("rerank", backend) == Ranking(SearchMode.RERANK)
         with pytest.raises(BackendMisconfigured, match="MEMORY_PLUGIN_SEARCH=feedback"):
-            choose_search_mode("feedback", backend)
-        assert choose_search_mode(None, backend) is SearchMode.HYBRID
+            choose_ranking("feedback", backend)
+        assert choose_ranking(None, backend) == Ranking(SearchMode.RERANK, SearchMode.HYBRID)

@@ -96,6 +96,12 @@ CASES: dict[str, tuple[list[dict[str, str]], str | None, dict[str, str], list[di
         {},
         [series("memory_plugin_requests_refused_total", counter(0), reason="fair_share")],
     ),
+    "MemoryPluginRerankDimmed": (
+        [series("memory_plugin_rerank_share", flat(0.2))],
+        "20%",
+        {},
+        [series("memory_plugin_rerank_share", "1x30 0.2x14")],  # under a half, not for long
+    ),
     "MemoryPluginJanitorFailing": (
         [series("memory_plugin_janitor_sweeps_total", counter(1), outcome="failed")],
         None,

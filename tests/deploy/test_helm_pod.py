@@ -98,8 +98,8 @@ def test_resources_and_graceful_termination(scenario: str) -> None:
     objects = render(scenario)
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
     container = server_container(objects)
-    assert container["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
-    assert container["resources"]["limits"] == {"memory": "2Gi"}
+    assert container["resources"]["requests"] == {"cpu": "1", "memory": "1536Mi"}
+    assert container["resources"]["limits"] == {"memory": "3Gi"}
     assert pod["terminationGracePeriodSeconds"] == 30
     sleep = container["lifecycle"]["preStop"]["exec"]["command"]
     # preStop sleep + the server's 10 s drain fits in the grace period.
@@ -131,6 +131,7 @@ def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     assert settings.admission_budget_s == config["admissionBudgetSeconds"]
     assert settings.tenant_max_in_flight == config.get("tenantMaxInFlight")
     assert settings.search == (config["search"] or None)
+    assert settings.rerank_wait_s == config["rerankWaitSeconds"] == Settings().rerank_wait_s
     embedded = chart_values(scenario).get("backend", "embedded") == "embedded"
     assert ("MEMORY_PLUGIN_DURABILITY" in data) == embedded
     assert settings.durability == config["durability"]

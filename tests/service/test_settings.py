@@ -168,11 +168,12 @@ def test_contradicting_backend_settings_are_one_line(env: dict[str, str], messag
 
 
 @pytest.mark.parametrize("layout", ["shared", "collections"])
-@pytest.mark.parametrize(("search", "kept"), [("rerank", True), ("hybrid", False), (None, False)])
-def test_only_rerank_has_a_qdrant_server_upgrade_its_store_to_token_vectors(
+@pytest.mark.parametrize(("search", "kept"), [("rerank", True), (None, True), ("hybrid", False)])
+def test_only_a_ranking_that_reranks_has_a_qdrant_server_keep_token_vectors(
     layout: str, search: str | None, kept: bool
 ) -> None:
-    """An older store gains token vectors in place only where a search reads them."""
+    """An older store gains token vectors in place only where a search reads them: the
+    default (reranked while the plugin has room) and `rerank`."""
     environ = {"QDRANT_URL": "http://qdrant.test:6333", "MEMORY_PLUGIN_QDRANT_LAYOUT": layout}
     if search is not None:
         environ["MEMORY_PLUGIN_SEARCH"] = search

@@ -39,7 +39,6 @@ import asyncio, os, signal
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from plugin.upgrades import keyword_upgrade
 from plugin.embedding.bm25 import KeywordEncoder
-from tests.support.records import DIM
 
 pages = []
 
@@ -49,7 +48,7 @@ def progress(count):
         os.kill(os.getpid(), signal.SIGKILL)
 
 async def main():
-    store = QdrantEdgeBackend(DIM, {data!r})
+    store = QdrantEdgeBackend({dimension}, {data!r})
     await store.start()
     encoder = KeywordEncoder()
     assert await keyword_upgrade.prepare(store, encoder)
@@ -59,8 +58,11 @@ asyncio.run(main())
 """
 
 
-def kill_mid_fill(data: Path) -> None:
-    code = _KILLED_MID_FILL.format(data=str(data))
+def kill_mid_fill(data: Path, dimension: int = DIM) -> None:
+    """The upgrade of the store in `data`, whose vectors have `dimension` numbers, killed
+    after two pages (the store's dimension: opening a shard gives it token vectors of
+    that size)."""
+    code = _KILLED_MID_FILL.format(data=str(data), dimension=dimension)
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
     )
@@ -107,7 +109,7 @@ def test_the_server_upgrades_a_previous_version_store_killed_midway(
     """The store of the previous version, its upgrade killed by SIGKILL after two pages:
     the server starts on it, serves at once, and finishes the keyword index itself."""
     write_previous_version(server.data_dir, encoder)
-    kill_mid_fill(server.data_dir)
+    kill_mid_fill(server.data_dir, encoder.dimension)
     server.start()
     server.wait_healthy()
 

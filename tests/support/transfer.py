@@ -21,7 +21,8 @@ from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
 from plugin.commands import export_import
-from plugin.core.search_mode import choose_search_mode
+from plugin.core.search_mode import Ranking
+from plugin.core.search_mode import choose_ranking
 from plugin.core.service import MemoryService
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
@@ -126,19 +127,22 @@ async def searches(
     backend: VectorBackend, encoder: SentenceTransformerEncoder, mode: SearchMode | None = None
 ) -> list[Any]:
     """Every query over every namespace, as (namespace, id, content, pin, score) rows; ranked
-    as `mode` says, by default the backend's best (hybrid on Qdrant, dense on Pinecone)."""
+    as `mode` says, by default what the backend's default ranks by when it does not rerank
+    (hybrid on Qdrant, dense on Pinecone)."""
     embedder = BatchingEmbedder(encoder)
     await embedder.start()
-    mode = choose_search_mode(mode, backend)
+    chosen = choose_ranking(mode, backend)
+    mode = chosen.dimmed or chosen.best
+    ranking = Ranking(mode)
     service = MemoryService(
-        backend, embedder, KeywordEncoder(), search_mode=mode, deadline_s=30, clock=lambda: NOW
+        backend, embedder, KeywordEncoder(), ranking=ranking, deadline_s=30, clock=lambda: NOW
     )
     results = []
     try:
         for query in QUERIES:
             for names in ([*NAMES, "custom:gone"], NAMES[:1]):
                 request = SearchRequest(namespaces=names, query=query, limit=100)
-                hits = await service.search(request)
+                hits = (await service.search(request)).hits
                 if query and mode is not SearchMode.DENSE:  # exact ties (same words): any order
                     hits.sort(key=lambda h: (-h.memory.pin, -(h.score or 0), h.memory.id))
                 results.append([(h.memory, _score(h.score, mode)) for h in hits])

@@ -88,9 +88,9 @@ async def ensure_token_vector(
 
 _NEW_TOKENS_LINE = (
     "qdrant cannot add the token vectors to collection {} in place (needs Qdrant 1.18 or"
-    " later): upgrade Qdrant, or unset MEMORY_PLUGIN_SEARCH=rerank; without it,"
-    " `memory-plugin-vector export` and `import` into a new MEMORY_PLUGIN_COLLECTION_PREFIX"
-    " make collections that have them"
+    " later): upgrade Qdrant, or set MEMORY_PLUGIN_SEARCH=hybrid (no search reranks); with"
+    " it set, `memory-plugin-vector export` and `import` into a new"
+    " MEMORY_PLUGIN_COLLECTION_PREFIX make collections that have them"
 )
 
 

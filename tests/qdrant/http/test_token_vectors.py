@@ -81,9 +81,9 @@ async def test_rerank_on_a_server_before_1_18_stops_the_start_with_one_line(
         await QdrantServerBackend(DIM, url=URL, tokens=True).start()
     assert str(refused.value) == (
         "qdrant cannot add the token vectors to collection memory-memories in place (needs"
-        " Qdrant 1.18 or later): upgrade Qdrant, or unset MEMORY_PLUGIN_SEARCH=rerank;"
-        " without it, `memory-plugin-vector export` and `import` into a new"
-        " MEMORY_PLUGIN_COLLECTION_PREFIX make collections that have them"
+        " Qdrant 1.18 or later): upgrade Qdrant, or set MEMORY_PLUGIN_SEARCH=hybrid (no"
+        " search reranks); with it set, `memory-plugin-vector export` and `import` into a"
+        " new MEMORY_PLUGIN_COLLECTION_PREFIX make collections that have them"
     )
 
 

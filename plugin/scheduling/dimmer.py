@@ -1,0 +1,112 @@
+"""The rerank dimmer: the share of searches reranked, steered by the wait a search faces.
+
+A rerank is optional work: a search ranked by hybrid alone is still a good answer. So with the
+default ranking every search is reranked while the plugin has room, and the share reranked is
+turned down when reranking would make callers wait (the brownout pattern; docs/backends.md,
+"The rerank dimmer"). The signal is the wait for the model a search faces on arrival
+(`Admission.model_wait_s`); the setpoint, MEMORY_PLUGIN_RERANK_WAIT. A decision reads two
+numbers and never waits; no search is refused by it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+WINDOW_S = 0.5
+WINDOW_SEARCHES = 32
+DOWN = 0.5
+MOST_DOWN = 0.5  # the most the share falls in one window
+UP = 0.25
+MOST_UP = 0.25  # the most it rises: from none to all in four windows
+SPIKE = 2.0
+CATCH_UP_WINDOWS = 8  # the most idle windows counted at once (more change nothing)
+log = logging.getLogger(__name__)
+
+
+class RerankDimmer:
+    """Says, per search, whether it is reranked; `share` is the part of searches that are.
+
+    - A window closes after `WINDOW_S`, or sooner once `WINDOW_SEARCHES` searches arrived in
+      it (a step on as much evidence whatever the rate). Each moves the share by its mean
+      wait's distance from `target_s`, relative to it: `DOWN` times it (at most `MOST_DOWN`)
+      when over, `UP` times it (at most `MOST_UP`) when under. Near the setpoint the steps
+      are small, so it settles without flapping; from none reranked it is back to all
+      within four windows of the wait falling. A time window in which no search arrived
+      counts with the wait seen now.
+    - Which searches are reranked follows the share evenly (error diffusion, not a coin).
+    - A search that arrives to a wait over `SPIKE` times the target is ranked by hybrid
+      whatever the share: a sudden burst is not reranked while the windows catch up.
+    """
+
+    def __init__(
+        self,
+        target_s: float,
+        wait: Callable[[], float],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.target_s = target_s
+        self._wait = wait
+        self._clock = clock
+        self._share = 1.0
+        self._credit = 0.0  # the share's reranks owed but not yet given
+        self._window_start = clock()
+        self._window_waits = 0.0
+        self._window_searches = 0
+
+    @property
+    def share(self) -> float:
+        """The share now: windows that passed without a search are counted first."""
+        self._advance(self._wait())
+        return self._share
+
+    @property
+    def level(self) -> float:
+        """The share as the last window closed left it (reads nothing)."""
+        return self._share
+
+    def rerank(self) -> bool:
+        """Whether the search asking now is reranked (at once; see the module docstring)."""
+        waited = self._wait()
+        self._window_waits += waited
+        self._window_searches += 1
+        if self._window_searches >= WINDOW_SEARCHES:
+            self._close_window()
+        else:
+            self._advance(waited)
+        if waited > SPIKE * self.target_s:
+            return False
+        self._credit += self._share
+        if self._credit >= 1.0:
+            self._credit -= 1.0
+            return True
+        return False
+
+    def _advance(self, wait_now: float) -> None:
+        """Close the time windows that have ended: the first by its searches' mean wait,
+        any after it (no search arrived) by `wait_now`."""
+        now = self._clock()
+        windows = int((now - self._window_start) / WINDOW_S)
+        if windows < 1:
+            return
+        if self._window_searches:
+            self._close_window(now)
+            windows -= 1
+        for _ in range(min(windows, CATCH_UP_WINDOWS)):
+            self._step(wait_now)
+        self._window_start = now
+
+    def _close_window(self, now: float | None = None) -> None:
+        self._step(self._window_waits / self._window_searches)
+        self._window_start = self._clock() if now is None else now
+        self._window_waits, self._window_searches = 0.0, 0
+
+    def _step(self, mean_wait_s: float) -> None:
+        distance = (self.target_s - mean_wait_s) / self.target_s
+        over = distance < 0
+        change = max(-MOST_DOWN, DOWN * distance) if over else min(MOST_UP, UP * distance)
+        self._share = max(0.0, min(1.0, self._share + change))
+        log.debug("rerank share %.3f, mean wait %.4f s", self._share, mean_wait_s)
+        if self._share == 0.0:
+            self._credit = 0.0
