@@ -146,7 +146,7 @@ class MemoryService:
     def condition(self) -> StoreCondition:
         found = self.backend.condition()
         unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._search.unreadable))
-        return StoreCondition(unreadable, found.problems)
+        return StoreCondition(unreadable, found.problems, found.disk)
 
     @property
     def search_mode(self) -> SearchMode:

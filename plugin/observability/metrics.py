@@ -21,6 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from adapters.values import StoreCondition
 from plugin.core.service import SweepReport
+from plugin.observability.disk_metrics import DiskWriteCollector
 from plugin.observability.sharing_metrics import SharingMetrics
 
 # The 0.0.4 text format, which every scraper understands.
@@ -122,6 +123,7 @@ class Metrics:
             "Problems the store serves around (e.g. 1 while the data volume is full).",
             registry=self.registry,
         ).set_function(lambda: len(condition().problems))
+        self.registry.register(DiskWriteCollector(condition))
 
     def observe_request(self, route: str | None, method: str, status: int, seconds: float) -> None:
         route_label = route or UNMATCHED_ROUTE
