@@ -57,6 +57,7 @@ class DiskGuard:
         self.headroom_bytes = headroom_bytes  # kept free: writes below it are refused
         self._lock = threading.Lock()
         self.problem: str | None = None  # the last verdict, for health
+        self.refused = 0  # writes `admit` refused (the metrics)
 
     def check_open(self, path: Path) -> None:
         """Raise `StorageFull` unless the volume has room to map the files under `path`."""
@@ -75,6 +76,15 @@ class DiskGuard:
                 " free space or grow the volume (writes resume by themselves)"
             )
         raise StorageFull(self.problem)
+
+    def admit(self) -> None:
+        """`check` before a write: a refusal is counted in `refused`."""
+        try:
+            self.check()
+        except StorageFull:
+            with self._lock:
+                self.refused += 1
+            raise
 
     def refresh(self) -> None:
         """Re-evaluate now (for health), without raising."""

@@ -227,17 +227,51 @@ class MemoryFilter:
     kinds: frozenset[str] | None = None
 
 
+# Upper bounds, in seconds, of the buckets `DiskWrites` counts syncs in (and +Inf).
+SYNC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0)
+# Why the disk refused a write: the volume full (the disk guard), the write's deadline
+# passed while it waited for its sync, the sync it waited for failed.
+DISK_REFUSALS = ("volume_full", "sync_timeout", "sync_failed")
+
+
+@dataclass(frozen=True, slots=True)
+class DiskWrites:
+    """How a store's writes reach its own disk (the embedded store), for the metrics.
+
+    `sync_waiting_s`: how long the oldest pending sync has waited (0: none). `sync_buckets`:
+    syncs done, cumulative per bound of `SYNC_BUCKETS` and last +Inf; `sync_seconds`: their
+    time. `refused`: writes refused because of the disk, per reason of `DISK_REFUSALS`. The
+    counts grow for as long as the store's process lives."""
+
+    sync_waiting_s: float = 0.0
+    sync_buckets: tuple[int, ...] = (0,) * (len(SYNC_BUCKETS) + 1)
+    sync_seconds: float = 0.0
+    refused: tuple[int, ...] = (0,) * len(DISK_REFUSALS)
+
+    @staticmethod
+    def merged(parts: Sequence[DiskWrites]) -> DiskWrites:
+        """Several stores' (engine workers') as one: the longest wait, the counts summed."""
+        return DiskWrites(
+            max(part.sync_waiting_s for part in parts),
+            tuple(map(sum, zip(*(part.sync_buckets for part in parts), strict=True))),
+            sum(part.sync_seconds for part in parts),
+            tuple(map(sum, zip(*(part.refused for part in parts), strict=True))),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class StoreCondition:
     """What a backend that still serves wants an operator to know (health, metrics).
 
     `unreadable_namespaces`: names whose stored data cannot be read; requests for
     them answer 503 while the rest are served. `problems`: one line each, naming
-    no file path (e.g. "the data volume is full ...").
+    no file path (e.g. "the data volume is full ...", "writes cannot reach the disk
+    ..."). `disk`: how writes reach a disk of the backend's own; None without one.
     """
 
     unreadable_namespaces: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    disk: DiskWrites | None = None
 
     @property
     def degraded(self) -> bool:

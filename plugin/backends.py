@@ -27,7 +27,13 @@ def _embedded(settings: Settings, dimension: int) -> VectorBackend:
 
     cores = len(os.sched_getaffinity(0))
     workers = engine_workers(settings.data_dir, settings.engine_workers, cores)
-    return embedded_store(dimension, settings.data_dir, workers, durability=settings.durability)
+    return embedded_store(
+        dimension,
+        settings.data_dir,
+        workers,
+        durability=settings.durability,
+        write_deadline_s=settings.backend_timeout_s,
+    )
 
 
 def qdrant_server(

@@ -26,6 +26,7 @@ from adapters.errors import BackendUnavailable
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
+from adapters.values import DiskWrites
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -129,9 +130,11 @@ class EnginePool(VectorBackend):
 
     def condition(self) -> StoreCondition:
         conditions = [client.condition() for client in self.clients]
+        disks = [c.disk for c in conditions if c.disk is not None]
         return StoreCondition(
             unreadable_namespaces=tuple(n for c in conditions for n in c.unreadable_namespaces),
             problems=tuple(p for c in conditions for p in c.problems),
+            disk=DiskWrites.merged(disks) if disks else None,
         )
 
     async def verify(self) -> tuple[str, ...]:

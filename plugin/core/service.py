@@ -147,7 +147,7 @@ class MemoryService:
     def condition(self) -> StoreCondition:
         found = self.backend.condition()
         unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._search.unreadable))
-        return StoreCondition(unreadable, found.problems)
+        return StoreCondition(unreadable, found.problems, found.disk)
 
     async def search(self, request: SearchFields) -> Found:
         """Pinned first, then by score (or newest first without a query); plugin/core/search.py."""

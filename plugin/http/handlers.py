@@ -79,8 +79,9 @@ def health_body(status: str) -> dict[str, object]:
 async def health(request: web.Request) -> web.Response:
     """503 when the store cannot serve; 200 `degraded` when it serves with a problem.
 
-    Degraded but serving (a full disk: reads work; some namespaces unreadable:
-    the rest work) stays 200, so a readiness probe keeps the pod in service.
+    Degraded but serving (a full disk, or one whose syncs hang or fail: reads
+    work; some namespaces unreadable: the rest work) stays 200, so a readiness
+    probe keeps the pod in service.
     """
     try:
         condition = await request.app[SERVICE].ping()

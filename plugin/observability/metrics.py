@@ -23,6 +23,7 @@ from adapters.values import SearchMode
 from adapters.values import StoreCondition
 from plugin.core.search import NEWEST
 from plugin.core.service import SweepReport
+from plugin.observability.disk_metrics import DiskWriteCollector
 from plugin.observability.sharing_metrics import SharingMetrics
 
 # The 0.0.4 text format, which every scraper understands.
@@ -131,6 +132,7 @@ class Metrics:
             "Problems the store serves around (e.g. 1 while the data volume is full).",
             registry=self.registry,
         ).set_function(lambda: len(condition().problems))
+        self.registry.register(DiskWriteCollector(condition))
 
     def watch_rerank_share(self, share: Callable[[], float]) -> None:
         """The rerank dimmer's share, read at scrape time (plugin/scheduling/dimmer.py)."""

@@ -24,10 +24,11 @@ MiB = 1024 * 1024
 async def sizes(api: ContractClient) -> dict[str, float]:
     await api.app[STORE_SIZES].refresh()
     samples = await scrape(api)
+    sized = ("namespaces", "memories", "bytes", "free_bytes")
     return {
-        name.removeprefix("memory_plugin_store_"): samples[name][()]
-        for name in samples
-        if name.startswith("memory_plugin_store_") and name != "memory_plugin_store_problems"
+        name: samples[f"memory_plugin_store_{name}"][()]
+        for name in sized
+        if f"memory_plugin_store_{name}" in samples
     }
 
 

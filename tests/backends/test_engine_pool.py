@@ -1,5 +1,6 @@
 """The embedded store over several engine workers: the backend suite, a worker's crash
-taking only its namespaces away, and the split read from the data directory."""
+taking only its namespaces away, the split read from the data directory, and the
+workers' conditions as one."""
 
 from __future__ import annotations
 
@@ -58,6 +59,11 @@ async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) ->
         assert {r.name for r in await store.list_namespaces()} == {first, second}
         size = await store.store_size.measure()
         assert (size.namespaces, size.memories) == (2, 2)
+        await store.ping()  # each worker's condition, as health reads it: the disks as one
+        disk = store.condition().disk
+        assert disk is not None
+        assert disk.sync_buckets[-1] >= WORKERS  # each worker synced its write
+        assert (disk.sync_waiting_s, disk.refused) == (0, (0, 0, 0))
 
 
 async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) -> None:

@@ -84,6 +84,12 @@ CASES: dict[str, tuple[list[dict[str, str]], str | None, dict[str, str], list[di
             series("memory_plugin_unreadable_namespaces", flat(0)),
         ],
     ),
+    "MemoryPluginDiskStalled": (
+        [series("memory_plugin_store_sync_waiting_seconds", flat(30))],
+        "30s",
+        {},
+        [series("memory_plugin_store_sync_waiting_seconds", flat(0.002))],
+    ),
     "MemoryPluginVolumeNearlyFull": (
         [series("memory_plugin_store_free_bytes", flat(1024**3))],
         "1024Mi",

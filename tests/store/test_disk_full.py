@@ -49,9 +49,13 @@ def test_opening_needs_room_for_the_holes_and_a_write_only_the_headroom(tmp_path
     assert guard.problem is None
     with pytest.raises(StorageFull, match="the data volume is full"):
         guard.check_open(tmp_path)
+    assert guard.refused == 0  # opening is not a write refused
     cramped = DiskGuard(tmp_path, headroom_bytes=free + 1024 * MIB)
     with pytest.raises(StorageFull, match="the data volume is full"):
         cramped.check()
+    with pytest.raises(StorageFull, match="the data volume is full"):
+        cramped.admit()
+    assert cramped.refused == 1  # a write refused, for the metrics
     assert cramped.problem is not None
     assert str(tmp_path) not in cramped.problem
 
@@ -119,6 +123,11 @@ def test_full_disk_refuses_writes_keeps_reads_and_recovers(tmpfs: Path, tmp_path
         status, listed = _call(server, "POST", "/v1/search", {"namespaces": [NAMESPACE]})
         assert status == 200
         assert [m["content"] for m in listed["memories"]] == ["written before the disk filled"]
+        with urllib.request.urlopen(f"{server.base_url}/metrics", timeout=10) as response:
+            metrics = response.read().decode()
+        full = 'memory_plugin_store_writes_refused_total{reason="volume_full"} '
+        counted = next(line for line in metrics.splitlines() if line.startswith(full))
+        assert float(counted.split()[-1]) >= len(refused), counted
 
         filler.unlink()
         assert _commit(server, "written after space returned")[0] == 201

@@ -5,15 +5,20 @@ acknowledged upsert has had its shard's write-ahead log synced after the engine
 wrote it, and its count written only after that (a count on disk ahead of its
 memories would read as a loss after a power cut); a forget writes its count
 before the engine deletes; concurrent writes share a sync; `async` syncs nothing.
-The power cut itself is tests/store/test_power_loss.py.
+A sync that waits past the writes' deadline, or fails, is a problem health names
+until a sync completes, and the writes the disk refused are counted. The power cut
+itself is tests/store/test_power_loss.py; a stalled disk under a real server,
+tests/store/test_disk_stall.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from collections.abc import Mapping
 from datetime import timedelta
@@ -29,9 +34,11 @@ from adapters.qdrant.edge.log_sync import Pending
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.shards import shard_index
+from adapters.values import SYNC_BUCKETS
 from adapters.values import Durability
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
+from adapters.values import StoreCondition
 from tests.support.backends import started
 from tests.support.records import DIM
 from tests.support.records import T0
@@ -197,6 +204,87 @@ async def test_a_failed_sync_refuses_the_writes_it_covered(
 
     assert recorder.wal_syncs(shard_dir(tmp_path))
     assert counted_on_disk(tmp_path) == {epoch(synced): 2}
+
+
+async def test_a_failed_sync_is_a_problem_until_a_sync_completes_without_a_write(
+    synced: QdrantEdgeBackend, tmp_path: Path
+) -> None:
+    recorder = Recorder(synced)
+    recorder.fail_next = OSError(errno.EIO, "Input/output error")
+
+    with pytest.raises(BackendUnavailable):
+        await synced.upsert_memory(memory(NAME, id="m1"), MemoryVectors(unit(1)))
+
+    condition = synced.condition()
+    assert condition.problems == (
+        "writes cannot reach the disk: the last sync of the data volume failed (embedded"
+        " store: Input/output error); writes answer 503 until a sync completes",
+    )
+    assert condition.disk is not None
+    assert condition.disk.refused == (0, 0, 1)  # volume_full, sync_timeout, sync_failed
+    await synced.ping()  # health asks: the sync is tried again, in the background
+    for _ in range(200):
+        if not synced.condition().problems:
+            break
+        await asyncio.sleep(0.01)
+    assert synced.condition().problems == ()
+    assert counted_on_disk(tmp_path) == {epoch(synced): 1}  # what the failed sync left
+
+
+async def test_a_sync_waiting_past_the_deadline_is_a_problem_until_it_completes(
+    tmp_path: Path,
+) -> None:
+    backend = QdrantEdgeBackend(DIM, tmp_path, write_deadline_s=0.2)
+    answering = threading.Event()
+    async with started(backend) as store:
+        await store.save_namespace(NamespaceRecord(NAME, "workspace", T0))
+        fsync = store.store.log_sync.fsync
+
+        def stalling(fd: int) -> None:
+            answering.wait()  # the disk does not answer until set
+            fsync(fd)
+
+        store.store.log_sync.fsync = stalling
+        try:
+            condition, waiting = await stalled_condition(store)
+        finally:
+            answering.set()  # whatever happened: else closing waits for ever
+        await waiting
+        assert len(condition.problems) == 1
+        assert condition.problems[0].startswith(
+            "writes cannot reach the disk: a sync of the data volume has waited 0."
+        ), condition.problems
+        assert condition.disk is not None
+        assert condition.disk.sync_waiting_s > 0.3  # past the deadline: 0.2 s
+
+        await store.upsert_memory(memory(NAME, id="m3"), unit_vectors(3))
+        condition = store.condition()
+        assert condition.problems == ()
+        assert condition.disk is not None
+        assert condition.disk.sync_waiting_s == 0
+        assert condition.disk.refused == (0, 1, 0)  # volume_full, sync_timeout, sync_failed
+        slow = SYNC_BUCKETS.index(0.25)  # the stalled sync took longer, the last one less
+        assert condition.disk.sync_buckets[-1] - condition.disk.sync_buckets[slow] == 1
+
+
+async def stalled_condition(
+    store: QdrantEdgeBackend,
+) -> tuple[StoreCondition, asyncio.Task[None]]:
+    """The condition while a write waits on the stalled disk and another gave up on it."""
+    waiting = asyncio.create_task(store.upsert_memory(memory(NAME, id="m1"), unit_vectors(1)))
+    await asyncio.sleep(0.1)
+    assert store.condition().problems == ()  # within the deadline: nothing to say yet
+    given_up = asyncio.create_task(store.upsert_memory(memory(NAME, id="m2"), unit_vectors(2)))
+    await asyncio.sleep(0.25)
+    given_up.cancel()  # its deadline passed while it waited for its sync
+    with contextlib.suppress(asyncio.CancelledError):
+        await given_up
+    assert not waiting.done()  # it waits on: answered once the disk is
+    return store.condition(), waiting
+
+
+def unit_vectors(n: int) -> MemoryVectors:
+    return MemoryVectors(unit(n))
 
 
 async def test_async_syncs_nothing_and_counts_at_once(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 `PowerCutMount.cut()` kills the filesystem's process, so every write not yet
 synced is lost, and detaches the mount; the backing directory then holds what
-a disk would after the power came back. `unavailable()` says why it cannot run
+a disk would after the power came back. `stall()` makes every sync wait, as on a
+volume that stopped answering, until `resume()`. `unavailable()` says why it cannot run
 here (no `/dev/fuse`, no `fusermount3`, no libfuse 3), for a skip.
 """
 
@@ -35,6 +36,7 @@ class PowerCutMount:
 
     def __init__(self, backing: Path, mountpoint: Path, log: Path) -> None:
         self.backing, self.mountpoint, self._log = backing, mountpoint, log
+        self._stall_flag = log.with_name(f"{log.name}.stalled")  # outside the mount
         self._process: subprocess.Popen[bytes] | None = None
 
     def mount(self, timeout_s: float = 10.0) -> None:
@@ -42,7 +44,14 @@ class PowerCutMount:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         with self._log.open("ab") as log:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "tests.support.power_cut_fs", self.backing, self.mountpoint],
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.support.power_cut_fs",
+                    self.backing,
+                    self.mountpoint,
+                    self._stall_flag,
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=Path(__file__).resolve().parents[2],
@@ -53,12 +62,21 @@ class PowerCutMount:
                 raise RuntimeError(f"power-cut filesystem did not mount: {self._log.read_text()}")
             time.sleep(0.05)
 
+    def stall(self) -> None:
+        """Every sync waits from now on (the ones under way too) until `resume()`."""
+        self._stall_flag.touch()
+
+    def resume(self) -> None:
+        """The volume answers again: the syncs waiting go through."""
+        self._stall_flag.unlink(missing_ok=True)
+
     def cut(self) -> None:
-        """The power goes: every write not synced is lost, the mount is gone."""
+        """The power goes: every write not synced is lost, the mount is gone (a stall too)."""
         if self._process is not None:
             self._process.send_signal(signal.SIGKILL)
             self._process.wait()
             self._process = None
+        self.resume()
         if self.mounted():  # a dead FUSE mount still holds its place until detached
             subprocess.run(["fusermount3", "-u", "-z", str(self.mountpoint)], check=True)
 

@@ -9,9 +9,13 @@ directory holds exactly what was synced. Names (create, rename, unlink,
 mkdir) and sizes set by `truncate` reach the backing directory at once, as
 a journaling filesystem's metadata would at its next commit.
 
-Run as `python -m tests.support.power_cut_fs BACKING MOUNTPOINT` (in the
-foreground); `tests.support.power_cut.PowerCutMount` starts it, waits for the
-mount, and cuts.
+A disk that stops answering (a network volume that hangs) is the stall: while
+the file STALL_FLAG exists, every `fsync` (of a file or a directory) waits for
+it to go, and the other operations are served as usual.
+
+Run as `python -m tests.support.power_cut_fs BACKING MOUNTPOINT [STALL_FLAG]` (in
+the foreground); `tests.support.power_cut.PowerCutMount` starts it, waits for the
+mount, stalls, and cuts.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import errno
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,7 @@ from mfusepy import FUSE
 from mfusepy import Operations
 
 BLOCK = 4096
+STALL_POLL_S = 0.01
 
 
 class HeldFile:
@@ -42,10 +48,16 @@ class PowerCutFs(Operations):
 
     use_ns = True
 
-    def __init__(self, backing: Path) -> None:
+    def __init__(self, backing: Path, stall_flag: Path | None = None) -> None:
         self._root = backing
+        self._stall_flag = stall_flag
         self._lock = threading.Lock()
         self._held: dict[str, HeldFile] = {}  # by path under the mount
+
+    def _wait_while_stalled(self) -> None:
+        """Block while the stall flag exists; outside the lock, so the rest goes on."""
+        while self._stall_flag is not None and self._stall_flag.exists():
+            time.sleep(STALL_POLL_S)
 
     def _real(self, path: str) -> str:
         return str(self._root) + path
@@ -175,6 +187,7 @@ class PowerCutFs(Operations):
             return len(data)
 
     def fsync(self, path: str, datasync: int, fh: int) -> int:
+        self._wait_while_stalled()
         with self._lock:
             held = self._held.pop(path, None)
             if held is not None:
@@ -188,6 +201,7 @@ class PowerCutFs(Operations):
         return 0  # close() is not a sync
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
+        self._wait_while_stalled()
         return 0  # names reach the backing directory at once
 
     def fallocate(self, path: str, mode: int, offset: int, size: int, fh: int) -> int:
@@ -229,9 +243,10 @@ def _error(code: int) -> OSError:
     return OSError(code, os.strerror(code))
 
 
-def main(backing: str, mountpoint: str) -> None:
-    FUSE(PowerCutFs(Path(backing).resolve()), mountpoint, foreground=True)
+def main(backing: str, mountpoint: str, stall_flag: str | None = None) -> None:
+    flag = None if stall_flag is None else Path(stall_flag).resolve()
+    FUSE(PowerCutFs(Path(backing).resolve(), flag), mountpoint, foreground=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -56,6 +56,9 @@ __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 STORE_DIR = "store"
 # How often the janitor compares the records with the engine (integrity.py).
 VERIFY_EVERY_S = 600.0
+# The writes' deadline (MEMORY_PLUGIN_BACKEND_TIMEOUT's default): a sync waiting longer
+# means writes cannot reach the disk, and health says so.
+WRITE_DEADLINE_S = 1.5
 
 
 class QdrantEdgeBackend(VectorBackend):
@@ -72,8 +75,10 @@ class QdrantEdgeBackend(VectorBackend):
         disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
         durability: Durability = "sync",
         partitions: int = 1,
+        write_deadline_s: float = WRITE_DEADLINE_S,
     ) -> None:
         self._data_dir = Path(data_dir)
+        self._write_deadline_s = write_deadline_s
         store = EdgeStore(
             self._data_dir / STORE_DIR,
             dimension,
@@ -172,6 +177,7 @@ class QdrantEdgeBackend(VectorBackend):
 
     async def ping(self) -> None:
         await self.store.calls.worker(self._check_writable)
+        self.store.commit.retry()  # after a failed sync, whether the disk takes one now
 
     def _check_writable(self) -> None:
         if not os.access(self.store.root, os.W_OK | os.X_OK):
@@ -188,10 +194,13 @@ class QdrantEdgeBackend(VectorBackend):
 
     def condition(self) -> StoreCondition:
         full = next(iter(self._shards.waiting_for_room.values()), None) or self.store.disk.problem
-        problems = ((full,) if full else ()) + self._checks.problems()
+        unsynced = self.store.commit.watch.problem(self._write_deadline_s)
+        disk = tuple(line for line in (full, unsynced) if line)
+        problems = disk + self._checks.problems()
         unreadable = set(self._records.damaged) | set(self._shards.down(self._records.live))
         unreadable |= self._checks.unreadable()
-        return StoreCondition(tuple(sorted(unreadable)), problems)
+        writes = self.store.commit.watch.state(volume_full=self.store.disk.refused)
+        return StoreCondition(tuple(sorted(unreadable)), problems, writes)
 
     # -- the request surface, handed to its parts ------------------------------------
 

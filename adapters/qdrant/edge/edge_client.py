@@ -19,6 +19,7 @@ from adapters.disk import DEFAULT_HEADROOM_BYTES
 from adapters.errors import BackendMisconfigured
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.edge_backend import STORE_DIR
+from adapters.qdrant.edge.edge_backend import WRITE_DEADLINE_S
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.shards import refuse_other_layouts
@@ -44,6 +45,7 @@ def edge_in_worker(
     durability: Durability = "sync",
     partitions: int = 1,
     label: str = "engine worker",
+    write_deadline_s: float = WRITE_DEADLINE_S,
 ) -> EngineClient:
     """`QdrantEdgeBackend` in an engine worker process (adapters/worker/), built there
     from these settings."""
@@ -53,6 +55,7 @@ def edge_in_worker(
         "disk_headroom_bytes": disk_headroom_bytes,
         "durability": durability,
         "partitions": partitions,
+        "write_deadline_s": write_deadline_s,
     }
     factory = f"{QdrantEdgeBackend.__module__}:{QdrantEdgeBackend.__qualname__}"
     spec = WorkerSpec(
@@ -68,6 +71,7 @@ def edge_workers(
     *,
     disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
     durability: Durability = "sync",
+    write_deadline_s: float = WRITE_DEADLINE_S,
 ) -> EnginePool:
     """The embedded store split over `workers` engine worker processes."""
     clients = [
@@ -78,6 +82,7 @@ def edge_workers(
             durability=durability,
             partitions=workers,
             label=f"engine worker {k}",
+            write_deadline_s=write_deadline_s,
         )
         for k in range(workers)
     ]
@@ -96,14 +101,25 @@ def embedded_store(
     *,
     disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
     durability: Durability = "sync",
+    write_deadline_s: float = WRITE_DEADLINE_S,
 ) -> EngineClient | EnginePool:
-    """The embedded store under `data_dir` in `workers` engine workers (`engine_workers`)."""
+    """The embedded store under `data_dir` in `workers` engine workers (`engine_workers`);
+    `write_deadline_s`: the writes' deadline, past which a sync waiting is health's concern."""
     if workers == 1:
         return edge_in_worker(
-            dimension, data_dir, disk_headroom_bytes=disk_headroom_bytes, durability=durability
+            dimension,
+            data_dir,
+            disk_headroom_bytes=disk_headroom_bytes,
+            durability=durability,
+            write_deadline_s=write_deadline_s,
         )
     return edge_workers(
-        dimension, data_dir, workers, disk_headroom_bytes=disk_headroom_bytes, durability=durability
+        dimension,
+        data_dir,
+        workers,
+        disk_headroom_bytes=disk_headroom_bytes,
+        durability=durability,
+        write_deadline_s=write_deadline_s,
     )
 
 

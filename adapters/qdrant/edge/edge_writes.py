@@ -100,7 +100,7 @@ class EdgeWrites:
         return True
 
     def _uncount(self, epoch: str) -> None:
-        self._store.disk.check()
+        self._store.disk.admit()
         self._store.records.count_store.add({epoch: -1}, now=True)
 
     async def delete_expired_memories(self, now: datetime) -> int:
@@ -111,7 +111,7 @@ class EdgeWrites:
             for shard in self._store.shards.open_shards():
                 counts = engine_counts(shard, expired)
                 if counts:
-                    self._store.disk.check()
+                    self._store.disk.admit()
                     uncounted = {epoch: -n for epoch, n in counts.items()}
                     self._store.records.count_store.add(uncounted, now=True)
                     self._store.update(shard, qe.UpdateOperation.delete_points_by_filter(expired))

@@ -9,7 +9,7 @@ SQLite transaction: a count is never on disk ahead of the memories it counts (in
 A sync takes what was written before it starts (`take`); later writes wait for the next. Under
 `async` no write waits, except where a record would run ahead of the engine (store.py, `purge`,
 `barrier`). `CallBatcher` joins the calls arriving while one runs into the next, one call for
-them all (syncs here, engine calls of the reads and writes); a lone call waits for nothing.
+them all (syncs, engine calls); a lone call waits for nothing. Health watches: sync_watch.py.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Awaitable
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,9 @@ from typing import Generic
 from typing import TypeVar
 
 from adapters.disk import fsync_path
+from adapters.errors import BackendError
 from adapters.qdrant.edge.record_store import RecordStore
+from adapters.qdrant.edge.sync_watch import SyncWatch
 
 WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment
 _OPEN_SEGMENT = "open-"  # the lowest-numbered is written; the others wait, empty
@@ -128,25 +131,63 @@ class GroupCommit:
     The callers are batched (`CallBatcher`): the first starts a
     sync at once, and those arriving while it runs share the next one. `sync` runs
     one sync (take, then write); a failure goes to every caller it covered, and the
-    next caller starts a new one."""
+    next caller starts a new one. A caller that gives up waiting (its deadline) leaves
+    the sync to run on: the disk has it, and the next callers need it done."""
 
-    def __init__(self, sync: Callable[[], Awaitable[None]], *, enabled: bool) -> None:
+    def __init__(
+        self,
+        sync: Callable[[], Awaitable[None]],
+        *,
+        enabled: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._sync = sync
         self.enabled = enabled
-        self._callers: CallBatcher[None, None] = CallBatcher(self._sync_for)
+        self.watch = SyncWatch(clock)
+        self._callers: CallBatcher[float, None] = CallBatcher(self._sync_for)
+        self._retry: asyncio.Task[None] | None = None
 
     async def durable(self, *, always: bool = False) -> None:
         """A no-op under `async` unless `always` (a purge, a store-wide fact)."""
-        if self.enabled or always:
-            await self._callers.submit(None)
+        if not (self.enabled or always):
+            return
+        try:
+            await self._callers.submit(self.watch.clock())
+        except asyncio.CancelledError:  # its deadline passed while the sync ran
+            self.watch.refuse("sync_timeout")
+            raise
+        except BackendError:
+            self.watch.refuse("sync_failed")
+            raise
+
+    def retry(self) -> None:
+        """After a failed sync, another in the background (health asks for it), so that
+        the store recovers without waiting for a write to ask."""
+        idle = self._retry is None or self._retry.done()
+        if self.watch.failure is not None and self.watch.asked_at is None and idle:
+            self._retry = asyncio.create_task(self._retried(), name="sync retried")
+
+    async def _retried(self) -> None:
+        with contextlib.suppress(BackendError):
+            await self._callers.submit(self.watch.clock())
 
     async def drain(self) -> None:
         """Wait for the sync under way and those queued behind it (at close)."""
         await self._callers.drain()
 
-    async def _sync_for(self, callers: list[None]) -> list[None]:
-        await self._sync()
-        return callers
+    async def _sync_for(self, asked: list[float]) -> list[None]:
+        watch = self.watch
+        watch.asked_at = min(asked)
+        try:
+            await self._sync()
+        except Exception as error:
+            watch.failure = str(error) or type(error).__name__
+            raise
+        else:
+            watch.failure = None
+        finally:
+            watch.asked_at = None
+        return [None] * len(asked)
 
 
 def _written_files(

@@ -81,7 +81,7 @@ class EdgeStore:
         self.short: frozenset[str] = frozenset()
 
     def update(self, shard: Any, operation: Any) -> None:
-        self.disk.check()
+        self.disk.admit()
         self.log_sync.mark(self.shards.path_of(shard))  # before: a sync under way takes it
         try:
             shard.update(operation)
@@ -96,7 +96,8 @@ class EdgeStore:
         pending = self.log_sync.take()
         if pending.shards or pending.counts:
             try:
-                await self.calls.syncing(self.log_sync.write, pending)
+                with self.commit.watch.timed():
+                    await self.calls.syncing(self.log_sync.write, pending)
             except BaseException:
                 self.log_sync.give_back(pending)  # the next sync tries it again
                 raise
@@ -138,7 +139,7 @@ class EdgeStore:
 
     def guarded(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` once the disk guard allows a write."""
-        self.disk.check()
+        self.disk.admit()
         return func(*args)
 
     async def purge(self, name: str, epoch: str) -> None:

@@ -1,0 +1,85 @@
+"""What health and the metrics know of the group commit's syncs (log_sync.py).
+
+A disk that stops answering (a network volume that hangs) holds the sync under way, and
+every write waiting behind it; the engine and the reads go on. So how long the oldest
+pending sync has waited, and whether the last one failed, say whether writes can reach
+the disk at all: health names it past the writes' deadline (`problem`), and the metrics
+count each sync's time and the writes the disk refused (`state`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from adapters.values import DISK_REFUSALS
+from adapters.values import SYNC_BUCKETS
+from adapters.values import DiskWrites
+
+
+class SyncWatch:
+    """The syncs as health and the metrics see them: the oldest pending, the last outcome,
+    each one's time, and the writes the disk refused.
+
+    Set on the store's event loop (the group commit's), except `refuse`, from any thread."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.asked_at: float | None = None  # when the sync under way was first asked for
+        self.failure: str | None = None  # why the last sync failed; None once one completed
+        self._buckets = [0] * (len(SYNC_BUCKETS) + 1)
+        self._seconds = 0.0
+        self._refused = dict.fromkeys(DISK_REFUSALS, 0)
+        self._lock = threading.Lock()
+
+    def waiting_s(self) -> float:
+        """How long the sync under way has waited since it was first asked for; 0: none."""
+        return 0.0 if self.asked_at is None else max(0.0, self.clock() - self.asked_at)
+
+    @contextmanager
+    def timed(self) -> Iterator[None]:
+        """Time the sync the block runs (`took`), if it completes."""
+        started = self.clock()
+        yield
+        self.took(self.clock() - started)
+
+    def took(self, seconds: float) -> None:
+        """One sync that wrote something took `seconds`."""
+        for index, bound in enumerate(SYNC_BUCKETS):
+            self._buckets[index] += seconds <= bound
+        self._buckets[-1] += 1
+        self._seconds += seconds
+
+    def refuse(self, reason: str) -> None:
+        with self._lock:
+            self._refused[reason] += 1
+
+    def problem(self, deadline_s: float) -> str | None:
+        """Health's line while writes cannot reach the disk: the sync under way has waited
+        past the writes' deadline, or the last sync failed; None once a sync completes."""
+        waited = self.waiting_s()
+        if waited > deadline_s:
+            return (
+                f"writes cannot reach the disk: a sync of the data volume has waited {waited:.1f} s"
+                f" (writes answer 503 after {deadline_s:g} s until it completes; reads are served)"
+            )
+        if self.failure is not None:
+            return (
+                f"writes cannot reach the disk: the last sync of the data volume failed"
+                f" ({self.failure}); writes answer 503 until a sync completes"
+            )
+        return None
+
+    def state(self, volume_full: int) -> DiskWrites:
+        """For the metrics, with the writes the disk guard refused (`volume_full`)."""
+        with self._lock:
+            refused = self._refused | {"volume_full": volume_full}
+        return DiskWrites(
+            self.waiting_s(),
+            tuple(self._buckets),
+            self._seconds,
+            tuple(refused[reason] for reason in DISK_REFUSALS),
+        )
