@@ -114,9 +114,10 @@ class Settings(BaseModel):
     # each namespace is held to an equal share of it, and an optional cap on one namespace's
     # requests in flight however idle the plugin is; beyond either, 429 at once.
     admission_budget_s: float = Field(0.75, gt=0, le=60, alias="MEMORY_PLUGIN_ADMISSION_BUDGET")
-    # plugin/scheduling/dimmer.py: the wait for the model (seconds) searches may face on arrival
-    # and all still be reranked by the default ranking; above it the share reranked falls.
-    rerank_wait_s: float = Field(0.006, gt=0, le=10, alias="MEMORY_PLUGIN_RERANK_WAIT")
+    # plugin/scheduling/dimmer.py: the queue (requests in flight beyond the plugin's parallel
+    # places) searches may find on arrival and all still be reranked by the default ranking;
+    # above it the share reranked falls.
+    rerank_queue: float = Field(2.5, gt=0, le=1000, alias="MEMORY_PLUGIN_RERANK_QUEUE")
     tenant_max_in_flight: int | None = Field(
         None, ge=1, le=100_000, alias="MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT"
     )

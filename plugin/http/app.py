@@ -140,7 +140,7 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
         backend = instrumented(app[BACKEND], metrics.observe_backend)
         ranking = app[RANKING]
         if ranking.dimmed is not None:
-            dimmer = RerankDimmer(settings.rerank_wait_s, app[ADMISSION].model_wait_s, app[TICKS])
+            dimmer = RerankDimmer(settings.rerank_queue, app[ADMISSION].queued_ahead, app[TICKS])
             metrics.watch_rerank_share(lambda: dimmer.share)
             ranking = replace(ranking, best_now=dimmer.rerank)
         app[SERVICE] = MemoryService(

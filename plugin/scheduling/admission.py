@@ -96,17 +96,13 @@ class Admission:
         """The wait the requests in flight make: what a newcomer would queue behind."""
         return self._total * self.service_time.seconds
 
-    def model_wait_s(self) -> float:
-        """The wait for the model a request already admitted faces: a text's model time for
-        each request in flight beyond the plugin's `parallelism` places (as in a queue of
-        several servers). The rerank dimmer's signal (plugin/scheduling/dimmer.py): the
-        model's time does not grow with the queue, as the busy time per answer does when the
-        plugin is not saturated."""
-        service_time = self.service_time
-        ahead = self._total - service_time.parallelism  # the others, less the free places
-        if ahead <= 0:
-            return 0.0
-        return ahead * (service_time.model_seconds or service_time.seconds)
+    def queued_ahead(self) -> int:
+        """The requests a request already admitted waits behind: those in flight beyond the
+        plugin's `parallelism` places (as in a queue of several servers). The rerank
+        dimmer's signal (plugin/scheduling/dimmer.py): a count, not a time, because what
+        one queued request costs varies with batching and contention by more than the
+        queue of a loaded plugin differs from a saturated one's."""
+        return max(0, self._total - self.service_time.parallelism)
 
     def capacity(self) -> int:
         """Requests in flight that fill the budget at the measured cost (at least 1)."""

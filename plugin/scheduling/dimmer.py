@@ -1,11 +1,12 @@
-"""The rerank dimmer: the share of searches reranked, steered by the wait a search faces.
+"""The rerank dimmer: the share of searches reranked, steered by the queue a search faces.
 
 A rerank is optional work: a search ranked by hybrid alone is still a good answer. So with the
 default ranking every search is reranked while the plugin has room, and the share reranked is
 turned down when reranking would make callers wait (the brownout pattern; docs/backends.md,
-"The rerank dimmer"). The signal is the wait for the model a search faces on arrival
-(`Admission.model_wait_s`); the setpoint, MEMORY_PLUGIN_RERANK_WAIT. A decision reads two
-numbers and never waits; no search is refused by it.
+"The rerank dimmer"). The signal is the queue a search finds on arrival: the requests in
+flight beyond the plugin's parallel places (`Admission.queued_ahead`); the setpoint,
+MEMORY_PLUGIN_RERANK_QUEUE. A decision reads two numbers and never waits; no search is
+refused by it.
 """
 
 from __future__ import annotations
@@ -30,35 +31,35 @@ class RerankDimmer:
 
     - A window closes after `WINDOW_S`, or sooner once `WINDOW_SEARCHES` searches arrived in
       it (a step on as much evidence whatever the rate). Each moves the share by its mean
-      wait's distance from `target_s`, relative to it: `DOWN` times it (at most `MOST_DOWN`)
+      queue's distance from `target`, relative to it: `DOWN` times it (at most `MOST_DOWN`)
       when over, `UP` times it (at most `MOST_UP`) when under. Near the setpoint the steps
       are small, so it settles without flapping; from none reranked it is back to all
-      within four windows of the wait falling. A time window in which no search arrived
-      counts with the wait seen now.
+      within four windows of the queue emptying. A time window in which no search arrived
+      counts with the queue seen now.
     - Which searches are reranked follows the share evenly (error diffusion, not a coin).
-    - A search that arrives to a wait over `SPIKE` times the target is ranked by hybrid
+    - A search that arrives to a queue over `SPIKE` times the target is ranked by hybrid
       whatever the share: a sudden burst is not reranked while the windows catch up.
     """
 
     def __init__(
         self,
-        target_s: float,
-        wait: Callable[[], float],
+        target: float,
+        queue: Callable[[], float],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.target_s = target_s
-        self._wait = wait
+        self.target = target
+        self._queue = queue
         self._clock = clock
         self._share = 1.0
         self._credit = 0.0  # the share's reranks owed but not yet given
         self._window_start = clock()
-        self._window_waits = 0.0
+        self._window_queues = 0.0
         self._window_searches = 0
 
     @property
     def share(self) -> float:
         """The share now: windows that passed without a search are counted first."""
-        self._advance(self._wait())
+        self._advance(self._queue())
         return self._share
 
     @property
@@ -68,14 +69,14 @@ class RerankDimmer:
 
     def rerank(self) -> bool:
         """Whether the search asking now is reranked (at once; see the module docstring)."""
-        waited = self._wait()
-        self._window_waits += waited
+        queued = self._queue()
+        self._window_queues += queued
         self._window_searches += 1
         if self._window_searches >= WINDOW_SEARCHES:
             self._close_window()
         else:
-            self._advance(waited)
-        if waited > SPIKE * self.target_s:
+            self._advance(queued)
+        if queued > SPIKE * self.target:
             return False
         self._credit += self._share
         if self._credit >= 1.0:
@@ -83,9 +84,9 @@ class RerankDimmer:
             return True
         return False
 
-    def _advance(self, wait_now: float) -> None:
-        """Close the time windows that have ended: the first by its searches' mean wait,
-        any after it (no search arrived) by `wait_now`."""
+    def _advance(self, queue_now: float) -> None:
+        """Close the time windows that have ended: the first by its searches' mean queue,
+        any after it (no search arrived) by `queue_now`."""
         now = self._clock()
         windows = int((now - self._window_start) / WINDOW_S)
         if windows < 1:
@@ -94,19 +95,19 @@ class RerankDimmer:
             self._close_window(now)
             windows -= 1
         for _ in range(min(windows, CATCH_UP_WINDOWS)):
-            self._step(wait_now)
+            self._step(queue_now)
         self._window_start = now
 
     def _close_window(self, now: float | None = None) -> None:
-        self._step(self._window_waits / self._window_searches)
+        self._step(self._window_queues / self._window_searches)
         self._window_start = self._clock() if now is None else now
-        self._window_waits, self._window_searches = 0.0, 0
+        self._window_queues, self._window_searches = 0.0, 0
 
-    def _step(self, mean_wait_s: float) -> None:
-        distance = (self.target_s - mean_wait_s) / self.target_s
+    def _step(self, mean_queue: float) -> None:
+        distance = (self.target - mean_queue) / self.target
         over = distance < 0
         change = max(-MOST_DOWN, DOWN * distance) if over else min(MOST_UP, UP * distance)
         self._share = max(0.0, min(1.0, self._share + change))
-        log.debug("rerank share %.3f, mean wait %.4f s", self._share, mean_wait_s)
+        log.debug("rerank share %.3f, mean queue %.2f", self._share, mean_queue)
         if self._share == 0.0:
             self._credit = 0.0

@@ -21,16 +21,15 @@ from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.app import create_app
 from plugin.http.keys import ADMISSION
 from plugin.scheduling.dimmer import WINDOW_S
-from plugin.scheduling.service_time import INITIAL_S
 from plugin.settings import Settings
 from tests.support.app import ContractClient
 from tests.support.app import served
 
 NS = "workspace:ranked"
 QUESTION = "when does the release train leave?"
-# A target the wait of one other request in flight (INITIAL_S, nothing measured) is over
-# twice: a search beside it is ranked by hybrid at once.
-TARGET_S = INITIAL_S / 4
+# A target one other request in flight is over twice (the test's model has one place): a
+# search beside it is ranked by hybrid at once.
+TARGET = 0.25
 
 
 class Apps:
@@ -41,7 +40,7 @@ class Apps:
         self.ticks = ManualClock()
 
     async def served(self, **settings: Any) -> AsyncIterator[ContractClient]:
-        chosen = self.settings.model_copy(update={"rerank_wait_s": TARGET_S, **settings})
+        chosen = self.settings.model_copy(update={"rerank_queue": TARGET, **settings})
 
         def build() -> Any:
             return create_app(chosen, encoder=self.encoder, clock=self.clock, ticks=self.ticks)

@@ -131,7 +131,7 @@ def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     assert settings.admission_budget_s == config["admissionBudgetSeconds"]
     assert settings.tenant_max_in_flight == config.get("tenantMaxInFlight")
     assert settings.search == (config["search"] or None)
-    assert settings.rerank_wait_s == config["rerankWaitSeconds"] == Settings().rerank_wait_s
+    assert settings.rerank_queue == config["rerankQueue"] == Settings().rerank_queue
     embedded = chart_values(scenario).get("backend", "embedded") == "embedded"
     assert ("MEMORY_PLUGIN_DURABILITY" in data) == embedded
     assert settings.durability == config["durability"]

@@ -1,7 +1,7 @@
-"""The rerank dimmer: every search reranked while the wait is low, fewer as it rises, all
-again soon after it falls; decided at once, never flapping.
+"""The rerank dimmer: every search reranked while the queue is short, fewer as it grows, all
+again soon after it empties; decided at once, never flapping.
 
-Each test owns a hand-moved clock and says what wait the searches face, so what the dimmer
+Each test owns a hand-moved clock and says what queue the searches find, so what the dimmer
 measured is what the test made it measure.
 """
 
@@ -16,17 +16,17 @@ from plugin.scheduling.dimmer import WINDOW_S
 from plugin.scheduling.dimmer import WINDOW_SEARCHES
 from plugin.scheduling.dimmer import RerankDimmer
 
-TARGET_S = 1 / 64  # a binary fraction: the shares the tests expect come out exact
+TARGET = 1 / 64  # a binary fraction: the shares the tests expect come out exact
 
 
-class Wait:
-    """The wait a search faces, as the test sets it."""
+class Queue:
+    """The queue a search finds, as the test sets it."""
 
     def __init__(self) -> None:
-        self.seconds = 0.0
+        self.length = 0.0
 
     def __call__(self) -> float:
-        return self.seconds
+        return self.length
 
 
 @pytest.fixture
@@ -35,13 +35,13 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def wait() -> Wait:
-    return Wait()
+def queue() -> Queue:
+    return Queue()
 
 
 @pytest.fixture
-def dimmer(clock: ManualClock, wait: Wait) -> RerankDimmer:
-    return RerankDimmer(TARGET_S, wait, clock)
+def dimmer(clock: ManualClock, queue: Queue) -> RerankDimmer:
+    return RerankDimmer(TARGET, queue, clock)
 
 
 def searches(dimmer: RerankDimmer, clock: ManualClock, count: int, seconds: float) -> int:
@@ -54,70 +54,70 @@ def searches(dimmer: RerankDimmer, clock: ManualClock, count: int, seconds: floa
 
 
 def test_with_room_every_search_is_reranked(
-    dimmer: RerankDimmer, clock: ManualClock, wait: Wait
+    dimmer: RerankDimmer, clock: ManualClock, queue: Queue
 ) -> None:
-    wait.seconds = TARGET_S / 2
+    queue.length = TARGET / 2
     assert searches(dimmer, clock, 1000, 10.0) == 1000
     assert dimmer.share == 1.0
 
 
 @pytest.mark.parametrize(("times_target", "windows"), [(1.9, 3), (1.5, 4)])
-def test_a_sustained_wait_over_the_target_turns_reranking_off_within_windows(
-    dimmer: RerankDimmer, clock: ManualClock, wait: Wait, times_target: float, windows: int
+def test_a_sustained_queue_over_the_target_turns_reranking_off_within_windows(
+    dimmer: RerankDimmer, clock: ManualClock, queue: Queue, times_target: float, windows: int
 ) -> None:
     """The further over the target, the faster (under the spike guard: only the windows
     turn it down); at most half of all searches a window."""
-    wait.seconds = TARGET_S * times_target
+    queue.length = TARGET * times_target
     searches(dimmer, clock, 16 * windows, windows * WINDOW_S)
     assert dimmer.share == 0.0
-    wait.seconds = TARGET_S * 1.1  # still over it: it stays off
+    queue.length = TARGET * 1.1  # still over it: it stays off
     assert searches(dimmer, clock, 1024, 8.0) == 0
     assert dimmer.share == 0.0
 
 
 def test_a_search_arriving_to_a_spike_is_ranked_by_hybrid_at_once(
-    dimmer: RerankDimmer, clock: ManualClock, wait: Wait
+    dimmer: RerankDimmer, clock: ManualClock, queue: Queue
 ) -> None:
-    wait.seconds = TARGET_S * 2.5
+    queue.length = TARGET * 2.5
     assert dimmer.rerank() is False
     assert dimmer.share == 1.0  # no window has ended: the share itself has not moved yet
-    wait.seconds = 0.0
+    queue.length = 0.0
     assert dimmer.rerank() is True
 
 
 def test_reranking_comes_back_within_two_seconds_of_the_load_easing(
-    dimmer: RerankDimmer, clock: ManualClock, wait: Wait
+    dimmer: RerankDimmer, clock: ManualClock, queue: Queue
 ) -> None:
-    wait.seconds = TARGET_S * 4
+    queue.length = TARGET * 4
     searches(dimmer, clock, 256, 4.0)
     assert dimmer.share == 0.0
-    wait.seconds = 0.0
+    queue.length = 0.0
     searches(dimmer, clock, 64, 4 * WINDOW_S)
     assert dimmer.share == 1.0
     assert searches(dimmer, clock, 100, 1.0) == 100
 
 
-def test_windows_without_searches_count_the_wait_seen_now(
-    dimmer: RerankDimmer, clock: ManualClock, wait: Wait
+def test_windows_without_searches_count_the_queue_seen_now(
+    dimmer: RerankDimmer, clock: ManualClock, queue: Queue
 ) -> None:
     """After a burst, searches may not come back at once: the share still recovers, as
     the gauge reads it and as the next search finds it."""
-    wait.seconds = TARGET_S * 4
+    queue.length = TARGET * 4
     searches(dimmer, clock, 256, 4.0)
     assert dimmer.share == 0.0
-    wait.seconds = 0.0
+    queue.length = 0.0
     clock.advance(4 * WINDOW_S)
     assert dimmer.share == 1.0
     assert dimmer.rerank() is True
 
 
 def test_the_share_follows_evenly_not_by_chance(
-    dimmer: RerankDimmer, clock: ManualClock, wait: Wait
+    dimmer: RerankDimmer, clock: ManualClock, queue: Queue
 ) -> None:
-    wait.seconds = TARGET_S * 1.5  # a relative distance of -0.5: the share falls by 1/4
+    queue.length = TARGET * 1.5  # a relative distance of -0.5: the share falls by 1/4
     searches(dimmer, clock, 16, WINDOW_S)
     assert dimmer.share == 0.75
-    wait.seconds = TARGET_S  # at the setpoint: the share stands still
+    queue.length = TARGET  # at the setpoint: the share stands still
     picked = [dimmer.rerank() for _ in range(800)]
     assert dimmer.share == 0.75
     assert sum(picked) == 600
@@ -125,10 +125,10 @@ def test_the_share_follows_evenly_not_by_chance(
 
 
 def test_a_window_closes_early_once_it_holds_enough_searches(
-    dimmer: RerankDimmer, clock: ManualClock, wait: Wait
+    dimmer: RerankDimmer, clock: ManualClock, queue: Queue
 ) -> None:
     """At a high rate the share moves sooner: on as many searches as at a low one."""
-    wait.seconds = TARGET_S * 1.9
+    queue.length = TARGET * 1.9
     searches(dimmer, clock, 3 * WINDOW_SEARCHES, WINDOW_S / 4)
     assert dimmer.level == 0.0
 
@@ -136,16 +136,16 @@ def test_a_window_closes_early_once_it_holds_enough_searches(
 def test_a_load_the_plugin_can_half_carry_settles_at_the_setpoint_without_flapping(
     clock: ManualClock,
 ) -> None:
-    """A plant like the plugin's: the wait grows with the share reranked (a rerank costs
+    """A plant like the plugin's: the queue grows with the share reranked (a rerank costs
     more), from under the target with none to twice it with all. The share settles where
-    the wait meets the target and stays there, moving little window to window."""
+    the queue meets the target and stays there, moving little window to window."""
     shares: list[float] = []
     dimmer: RerankDimmer
 
     def plant() -> float:
-        return TARGET_S * (0.5 + 1.5 * dimmer.level)
+        return TARGET * (0.5 + 1.5 * dimmer.level)
 
-    dimmer = RerankDimmer(TARGET_S, plant, clock)
+    dimmer = RerankDimmer(TARGET, plant, clock)
     for _ in range(60):
         searches(dimmer, clock, 64, WINDOW_S)
         shares.append(dimmer.level)
