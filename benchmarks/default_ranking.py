@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import shutil
 import statistics
 import tempfile
 import time
@@ -41,9 +40,7 @@ from benchmarks.common import percentile
 from benchmarks.common import reranked_share
 from benchmarks.common import searches_by_ranking
 from benchmarks.retrieval import DEFAULT_DATA
-from benchmarks.retrieval import PATIENT
-from benchmarks.retrieval import write_all
-from harness.server_process import ServerProcess
+from benchmarks.retrieval import servers_on_copies
 
 CALLERS = 8
 TIMEOUT = aiohttp.ClientTimeout(total=30)
@@ -183,16 +180,7 @@ def main() -> None:
     print(f"default ranking against hybrid on {args.data.name} ({machine()})")
     with tempfile.TemporaryDirectory(prefix="bench-default-ranking-") as tmp_name:
         tmp = Path(tmp_name)
-        with ServerProcess(tmp / "written", tmp / "writer.log", env=PATIENT) as writer:
-            writer.start()
-            writer.wait_healthy()
-            asyncio.run(write_all(writer.base_url, conversations))
-            writer.terminate()
-        envs = {"default": PATIENT, "hybrid": {"MEMORY_PLUGIN_SEARCH": "hybrid", **PATIENT}}
-        servers = {}
-        for name, env in envs.items():
-            shutil.copytree(tmp / "written", tmp / name)
-            servers[name] = ServerProcess(tmp / name, tmp / f"{name}.log", env=env).start()
+        servers = servers_on_copies(tmp, conversations, ("default", "hybrid"))
         try:
             for server in servers.values():
                 server.wait_healthy()

@@ -109,6 +109,30 @@ async def write_all(base: str, conversations: list[locomo.Conversation]) -> int:
         return len(calls)
 
 
+def ranking_env(mode: str) -> dict[str, str]:
+    """A server's environment for ranking `mode`; `default` leaves MEMORY_PLUGIN_SEARCH unset."""
+    return PATIENT if mode == "default" else {"MEMORY_PLUGIN_SEARCH": mode, **PATIENT}
+
+
+def servers_on_copies(
+    tmp: Path, conversations: list[locomo.Conversation], modes: Sequence[str]
+) -> dict[str, ServerProcess]:
+    """Every conversation written once by a server on defaults (which keep token vectors;
+    rankings that do not rerank ignore them), then a copy of that store per ranking in
+    `modes` with a server started on it (not yet healthy)."""
+    with ServerProcess(tmp / "written", tmp / "writer.log", env=PATIENT) as writer:
+        writer.start()
+        writer.wait_healthy()
+        asyncio.run(write_all(writer.base_url, conversations))
+        writer.terminate()
+    servers = {}
+    for mode in modes:
+        shutil.copytree(tmp / "written", tmp / mode)
+        env = ranking_env(mode)
+        servers[mode] = ServerProcess(tmp / mode, tmp / f"{mode}.log", env=env).start()
+    return servers
+
+
 async def recall(
     base: str, conversations: list[locomo.Conversation]
 ) -> dict[str, locomo.RecallTable]:
@@ -281,17 +305,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as tmp_name:
         tmp = Path(tmp_name)
-        # the default keeps token vectors; the copies of modes that do not rerank ignore them
-        with ServerProcess(tmp / "written", tmp / "writer.log", env=PATIENT) as writer:
-            writer.start()
-            writer.wait_healthy()
-            asyncio.run(write_all(writer.base_url, conversations))
-            writer.terminate()
-        servers = {}
-        for mode in SEARCH_MODES:
-            shutil.copytree(tmp / "written", tmp / mode)
-            env = PATIENT if mode == "default" else {"MEMORY_PLUGIN_SEARCH": mode, **PATIENT}
-            servers[mode] = ServerProcess(tmp / mode, tmp / f"{mode}.log", env=env).start()
+        servers = servers_on_copies(tmp, conversations, SEARCH_MODES)
         try:
             for server in servers.values():
                 server.wait_healthy()

@@ -25,7 +25,7 @@ from pathlib import Path
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
-from benchmarks.retrieval import PATIENT
+from benchmarks.retrieval import ranking_env
 from benchmarks.retrieval import write_all
 from harness.server_process import ServerProcess
 
@@ -40,8 +40,7 @@ def disk_bytes(path: Path) -> int:
 def one_round(mode: str, work: Path, conversations: list[locomo.Conversation]) -> tuple[float, int]:
     """Commits a second and bytes on disk for one write of every memory."""
     data = work / "data"
-    env = PATIENT if mode == "default" else {"MEMORY_PLUGIN_SEARCH": mode, **PATIENT}
-    with ServerProcess(data, work / "server.log", env=env) as server:
+    with ServerProcess(data, work / "server.log", env=ranking_env(mode)) as server:
         server.start()
         server.wait_healthy()
         started = time.perf_counter()

@@ -73,7 +73,7 @@ class RerankDimmer:
         self._window_queues += queued
         self._window_searches += 1
         if self._window_searches >= WINDOW_SEARCHES:
-            self._close_window()
+            self._close_window(self._clock())
         else:
             self._advance(queued)
         if queued > SPIKE * self.target:
@@ -98,9 +98,9 @@ class RerankDimmer:
             self._step(queue_now)
         self._window_start = now
 
-    def _close_window(self, now: float | None = None) -> None:
+    def _close_window(self, now: float) -> None:
         self._step(self._window_queues / self._window_searches)
-        self._window_start = self._clock() if now is None else now
+        self._window_start = now
         self._window_queues, self._window_searches = 0.0, 0
 
     def _step(self, mean_queue: float) -> None:
