@@ -92,14 +92,16 @@ RUN apt-get update -qq \
         /opt/venv/lib/python3.11/site-packages/onnxruntime/quantization \
         /opt/venv/lib/python3.11/site-packages/onnxruntime/tools \
  && find /opt/venv -name '*.so' -not -path '*.libs/*' -exec strip --strip-unneeded {} +
-# Prove both onnx backends load and embed here, on a pool of sessions too, that
-# every store's client imports, and that none of the torch stack is installed.
+# Prove both onnx backends load and embed here, on a pool of sessions too, with the
+# token vectors' projection installed, that every store's client imports, and that
+# none of the torch stack is installed.
 RUN HF_HUB_OFFLINE=1 python -I -c \
     "import importlib.util as u; from plugin.embedding.encoders import load_encoder; \
 import adapters.qdrant.edge.edge_backend, adapters.qdrant.server.tenants, adapters.qdrant.server.namespace_collections, adapters.pinecone, psycopg; \
 from plugin.settings import Settings as S; \
 assert all(len(load_encoder(S(MEMORY_PLUGIN_EMBEDDING_BACKEND=b, MEMORY_PLUGIN_EMBEDDING_SESSIONS=n)) \
 .encode(['x'])[0]) == 384 for b in ('onnx', 'onnx-int8') for n in (1, 2)); \
+assert load_encoder(S()).token_dimension == 128, 'the token projection is not installed'; \
 found = [m for m in ('torch', 'transformers', 'scipy', 'sklearn', 'sentence_transformers', 'onnx') \
 if u.find_spec(m)]; assert not found, found"
 

@@ -39,8 +39,10 @@ class VectorBackend(OptionalParts, abc.ABC):
 
     name: str  # in messages and export headers: "qdrant-edge", "qdrant", "pinecone"
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, token_dimension: int | None = None) -> None:
         self.dimension = dimension
+        # Each stored token vector's size (the embedder's fixed projection's); None: `dimension`.
+        self.token_dimension = dimension if token_dimension is None else token_dimension
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:

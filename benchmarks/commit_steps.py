@@ -61,7 +61,7 @@ async def measure(backend_name: str, tmp: Path) -> None:
         {"MEMORY_PLUGIN_EMBEDDING_BACKEND": backend_name, "MEMORY_PLUGIN_DATA_DIR": str(tmp)}
     )
     encoder = load_encoder(settings)
-    store = QdrantEdgeBackend(encoder.dimension, tmp)
+    store = QdrantEdgeBackend(encoder.dimension, tmp, token_dimension=encoder.token_dimension)
     await store.start()
     embedder = BatchingEmbedder(encoder)
     await embedder.start()

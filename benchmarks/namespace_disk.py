@@ -62,7 +62,9 @@ async def write_namespace(
     store_dir: Path, turns: list[tuple[str, MemoryVectors]], memories: int, *, tokens: bool
 ) -> float:
     """`memories` memories in one namespace of a fresh store, closed after; seconds taken."""
-    store = QdrantEdgeBackend(len(turns[0][1].dense), store_dir)
+    dense, token_rows = turns[0][1].dense, turns[0][1].tokens
+    sizes = {"token_dimension": len(token_rows[0])} if token_rows else {}
+    store = QdrantEdgeBackend(len(dense), store_dir, **sizes)
     await store.start()
     now = datetime.now(UTC)
     try:

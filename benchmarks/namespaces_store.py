@@ -118,7 +118,9 @@ def print_model(model: Model) -> None:
 
 async def build_store(data: Path, names: list[str], per_namespace: int, model: Model) -> None:
     """Namespaces and memories written offline through the backend's public methods."""
-    backend = QdrantEdgeBackend(len(model.vectors[0]), data)
+    token_rows = model.tokens[0]
+    sizes = {"token_dimension": len(token_rows[0])} if token_rows else {}
+    backend = QdrantEdgeBackend(len(model.vectors[0]), data, **sizes)
     await backend.start()
     try:
         now = datetime.now(UTC)

@@ -66,7 +66,9 @@ async def run(memories: int, rounds: int, data: Path) -> None:
     encoder, keywords = load_encoder(Settings.from_env({})), KeywordEncoder()
     now = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="bench-reopen-") as tmp:
-        store = QdrantEdgeBackend(encoder.dimension, Path(tmp))
+        store = QdrantEdgeBackend(
+            encoder.dimension, Path(tmp), token_dimension=encoder.token_dimension
+        )
         await store.start()
         try:
             await store.save_namespace(NamespaceRecord(NAME, "workspace", now))

@@ -32,6 +32,7 @@ from benchmarks.retrieval import DEFAULT_DATA
 from benchmarks.retrieval import LIMIT
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
+from plugin.embedding.encoders import Encoder
 from plugin.embedding.encoders import load_encoder
 from plugin.settings import Settings
 
@@ -65,13 +66,22 @@ class SweepStore:
             turns = [turn_of[hit.memory.id] for hit in found]
             row[mode].add(question.category, locomo.recall_at(turns, question.evidence))
 
+    def rerank_query(self, text: str, embedded: Embedding) -> SearchQuery:
+        """The question as the `rerank` mode asks it: keyword feedback, then MaxSim."""
+        return SearchQuery(
+            embedded.vector, self.keywords.query(text), embedded.tokens, feedback=True
+        )
+
 
 @asynccontextmanager
-async def seeded(conversations: list[locomo.Conversation], data: Path) -> AsyncIterator[SweepStore]:
-    """Every memory written with all its vectors; closed on leaving."""
-    encoder, keywords = load_encoder(Settings.from_env({})), KeywordEncoder()
+async def seeded(
+    conversations: list[locomo.Conversation], data: Path, encoder: Encoder | None = None
+) -> AsyncIterator[SweepStore]:
+    """Every memory written with all its vectors (by `encoder`, or the default one);
+    closed on leaving."""
+    encoder, keywords = encoder or load_encoder(Settings.from_env({})), KeywordEncoder()
     encoder.keep_tokens = True  # as the rerank mode's server sets it
-    store = QdrantEdgeBackend(encoder.dimension, data)
+    store = QdrantEdgeBackend(encoder.dimension, data, token_dimension=encoder.token_dimension)
     await store.start()
     now = datetime.now(UTC)
     try:

@@ -77,7 +77,9 @@ async def build_source(root: Path, encoder: SentenceTransformerEncoder, count: i
     embed = export_import.embedder(encoder)
     vectors, seconds = await timed(lambda: embed([m.content for m in memories]))
     report("model alone (batches of 128, no store)", count, seconds, "encoder.encode")
-    store = QdrantEdgeBackend(encoder.dimension, root / "source")
+    store = QdrantEdgeBackend(
+        encoder.dimension, root / "source", token_dimension=encoder.token_dimension
+    )
     await store.start()
     for record in records:
         await store.save_namespace(record)
@@ -91,7 +93,9 @@ async def build_source(root: Path, encoder: SentenceTransformerEncoder, count: i
 
 async def export_to(root: Path, encoder: SentenceTransformerEncoder, name: str, count: int) -> Path:
     path = root / name
-    store = QdrantEdgeBackend(encoder.dimension, root / "source")
+    store = QdrantEdgeBackend(
+        encoder.dimension, root / "source", token_dimension=encoder.token_dimension
+    )
     await store.start()
     out = jsonl.open_out(str(path))
 
@@ -110,7 +114,7 @@ async def export_to(root: Path, encoder: SentenceTransformerEncoder, name: str, 
 async def import_from(
     path: Path, target: Path, encoder: SentenceTransformerEncoder, reuse: bool, count: int
 ) -> None:
-    store = QdrantEdgeBackend(encoder.dimension, target)
+    store = QdrantEdgeBackend(encoder.dimension, target, token_dimension=encoder.token_dimension)
     await store.start()
     stream = jsonl.open_in(str(path))
     lines = jsonl.parse_lines(iter(stream))

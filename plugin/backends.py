@@ -16,11 +16,12 @@ from plugin.settings import Settings
 if TYPE_CHECKING:  # the SDK is imported only by a deployment that uses it
     from adapters.qdrant.server.server_layouts import QdrantServerLayout
 
-BackendFactory = Callable[[Settings, int], VectorBackend]
+# (settings, the sentence vectors' size, the token vectors' size) -> the backend
+BackendFactory = Callable[[Settings, int, int], VectorBackend]
 ServerBackend = TypeVar("ServerBackend", bound="QdrantServerLayout")
 
 
-def _embedded(settings: Settings, dimension: int) -> VectorBackend:
+def _embedded(settings: Settings, dimension: int, token_dimension: int) -> VectorBackend:
     """Qdrant's engine (qdrant-edge) in a worker process, on disk under MEMORY_PLUGIN_DATA_DIR."""
     from adapters.qdrant.edge.edge_client import embedded_store
     from adapters.qdrant.edge.edge_client import engine_workers
@@ -33,6 +34,7 @@ def _embedded(settings: Settings, dimension: int) -> VectorBackend:
         workers,
         durability=settings.durability,
         write_deadline_s=settings.backend_timeout_s,
+        token_dimension=token_dimension,
     )
 
 
@@ -43,6 +45,7 @@ def qdrant_server(
     *,
     timeout_s: float | None = None,
     tokens: bool | None = None,
+    token_dimension: int | None = None,
 ) -> ServerBackend:
     """A Qdrant server at QDRANT_URL in `layout` (the migration builds both layouts). Where
     searches may rerank (the default, or `rerank`; unless `tokens` says otherwise) an older
@@ -55,21 +58,25 @@ def qdrant_server(
         prefix=settings.collection_prefix,
         timeout_s=settings.backend_timeout_s if timeout_s is None else timeout_s,
         tokens=settings.search in (None, "rerank") if tokens is None else tokens,
+        token_dimension=token_dimension,
     )
 
 
-def _qdrant(settings: Settings, dimension: int) -> VectorBackend:
+def _qdrant(settings: Settings, dimension: int, token_dimension: int) -> VectorBackend:
     """A Qdrant server in the layout MEMORY_PLUGIN_QDRANT_LAYOUT asks for."""
     from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
     from adapters.qdrant.server.tenants import QdrantServerBackend
 
     if settings.qdrant_layout == "collections":
-        return qdrant_server(settings, dimension, QdrantCollectionsBackend)
-    return qdrant_server(settings, dimension, QdrantServerBackend)
+        layout: type[QdrantServerLayout] = QdrantCollectionsBackend
+    else:
+        layout = QdrantServerBackend
+    return qdrant_server(settings, dimension, layout, token_dimension=token_dimension)
 
 
-def _pinecone(settings: Settings, dimension: int) -> VectorBackend:
-    """An existing Pinecone serverless index (settings checked at start-up)."""
+def _pinecone(settings: Settings, dimension: int, _: int) -> VectorBackend:
+    """An existing Pinecone serverless index (settings checked at start-up); it keeps no
+    token vectors."""
     from adapters.pinecone import PineconeBackend
 
     assert settings.pinecone_api_key is not None  # Settings requires it for this backend
@@ -93,5 +100,9 @@ BACKENDS: dict[str, BackendFactory] = {
 }
 
 
-def build_backend(settings: Settings, dimension: int) -> VectorBackend:
-    return BACKENDS[settings.backend](settings, dimension)
+def build_backend(
+    settings: Settings, dimension: int, token_dimension: int | None = None
+) -> VectorBackend:
+    """The backend the settings ask for, for vectors of `dimension` and token vectors of
+    `token_dimension` (the encoder's; None: `dimension`)."""
+    return BACKENDS[settings.backend](settings, dimension, token_dimension or dimension)

@@ -140,8 +140,14 @@ class EngineClient(VectorBackend):
     """The backend `spec` builds, in a worker process, behind the backend interface. A
     backend offered this way hands out one built from its own `WorkerSpec`."""
 
-    def __init__(self, dimension: int, spec: WorkerSpec, label: str = "engine worker") -> None:
-        super().__init__(dimension)
+    def __init__(
+        self,
+        dimension: int,
+        spec: WorkerSpec,
+        label: str = "engine worker",
+        token_dimension: int | None = None,
+    ) -> None:
+        super().__init__(dimension, token_dimension)
         self.name = spec.name
         self._search_modes = spec.search_modes
         self.worker = EngineProcess(spec.argv(), label)

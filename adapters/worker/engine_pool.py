@@ -51,9 +51,13 @@ class EnginePool(VectorBackend):
     """`clients`' workers as one backend; `route(name)` is the index of a name's worker."""
 
     def __init__(
-        self, dimension: int, clients: Sequence[EngineClient], route: Callable[[str], int]
+        self,
+        dimension: int,
+        clients: Sequence[EngineClient],
+        route: Callable[[str], int],
+        token_dimension: int | None = None,
     ) -> None:
-        super().__init__(dimension)
+        super().__init__(dimension, token_dimension)
         self.clients = list(clients)
         self.name = self.clients[0].name
         self.route = route

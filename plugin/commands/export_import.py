@@ -32,6 +32,7 @@ from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.encoders import configured_dimension
 from plugin.embedding.encoders import configured_fingerprint
+from plugin.embedding.encoders import configured_token_dimension
 from plugin.embedding.encoders import load_encoder as load_encoder  # re-exported: tests replace it
 from plugin.settings import Settings
 from plugin.transfer import jsonl
@@ -61,7 +62,7 @@ def embedder(encoder: Encoder) -> EmbedMany:
 async def opened_backend(settings: Settings, dimension: int) -> AsyncIterator[VectorBackend]:
     """The store the settings name, started, closed (flushed) at the end."""
     bulk = settings.model_copy(update={"backend_timeout_s": BULK_TIMEOUT_S})
-    backend = build_backend(bulk, dimension)
+    backend = build_backend(bulk, dimension, configured_token_dimension(settings))
     await backend.start()
     try:
         await backend.ping()

@@ -107,6 +107,7 @@ async def migrate_from_settings(settings: Settings, *, drop_source: bool, out: P
         return 2
     from plugin.backends import qdrant_server
     from plugin.embedding.encoders import configured_dimension
+    from plugin.embedding.encoders import configured_token_dimension
 
     # The model that `serve` will embed with fixes the new collection's dimension.
     dimension = configured_dimension(settings)
@@ -114,5 +115,8 @@ async def migrate_from_settings(settings: Settings, *, drop_source: bool, out: P
     source = qdrant_server(  # a store being drained gains no token vectors
         settings, dimension, QdrantCollectionsBackend, timeout_s=timeout_s, tokens=False
     )
-    target = qdrant_server(settings, dimension, QdrantServerBackend, timeout_s=timeout_s)
+    tokens = configured_token_dimension(settings)
+    target = qdrant_server(
+        settings, dimension, QdrantServerBackend, timeout_s=timeout_s, token_dimension=tokens
+    )
     return await migrate(source, target, drop_source=drop_source, out=out)

@@ -18,6 +18,7 @@ import urllib.request
 from plugin.backends import build_backend
 from plugin.commands import Print
 from plugin.embedding.encoders import configured_dimension
+from plugin.embedding.encoders import configured_token_dimension
 from plugin.settings import Settings
 
 
@@ -34,7 +35,7 @@ def verify_url(url: str, timeout_s: float, out: Print) -> int:
 async def verify_settings(
     settings: Settings, dimension: int, out: Print, *, accept: bool = False
 ) -> int:
-    backend = build_backend(settings, dimension)
+    backend = build_backend(settings, dimension, configured_token_dimension(settings))
     await backend.start()
     try:
         if accept:

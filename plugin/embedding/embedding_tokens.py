@@ -3,11 +3,11 @@
 The model computes a vector for every token of a text and pooling throws them away;
 kept, normalised and without the special tokens ([CLS], [SEP], padding), they let the
 store rerank by late interaction (MaxSim, docs/backends.md "Reranking by token
-vectors") at no second model call. An `Embedding` names both: `vector`, the sentence
+vectors") at no second model call, through the model's fixed projection where one
+ships (token_projection.py). An `Embedding` names both: `vector`, the sentence
 vector every search mode stores, and `tokens`, its token vectors as one float32 array
 (`PackedTokens`) or None (not asked for: `Encoder.keep_tokens`). A model whose sentence
-vector is not a token vector's size (several pooling modes concatenated) keeps none: the
-store's multivector has the sentence vector's size.
+vector is not a token vector's size (several pooling modes concatenated) keeps none.
 """
 
 from __future__ import annotations
@@ -32,12 +32,18 @@ class Embedding:
     tokens: TokenVectors | None = None
 
 
-def token_rows(hidden: np.ndarray, keep: np.ndarray) -> list[TokenVectors]:
+def token_rows(
+    hidden: np.ndarray, keep: np.ndarray, projection: np.ndarray | None = None
+) -> list[TokenVectors]:
     """Per text, its kept tokens' vectors, each of unit length (at most `MAX_TOKENS`).
 
     `hidden` is (texts, tokens, dimension); `keep` is 1 where a token is a real,
-    non-special one.
+    non-special one; `projection`, the model's fixed map to fewer dimensions
+    (token_projection.py; the unit vector of a projected row is the same either side
+    of normalising first, so it is applied first).
     """
+    if projection is not None:
+        hidden = hidden @ projection
     norms = np.clip(np.linalg.norm(hidden, axis=2, keepdims=True), 1e-12, None)
     unit = (hidden / norms).astype(np.float32)
     found: list[TokenVectors] = []

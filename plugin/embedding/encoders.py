@@ -28,6 +28,8 @@ from plugin.embedding.model_files import check_onnx_modules
 from plugin.embedding.model_files import model_dimension
 from plugin.embedding.model_files import model_name
 from plugin.embedding.model_files import resolve_model_dir
+from plugin.embedding.token_projection import load_projection
+from plugin.embedding.token_projection import projected_dimension
 
 if TYPE_CHECKING:
     from plugin.settings import Settings
@@ -54,6 +56,14 @@ class Encoder(Protocol):
     # once at start-up, only for the rerank search mode; computing them costs every
     # batch time under the GIL that no other mode would use.
     keep_tokens: bool
+    # The fixed map token vectors go through (token_projection.py): the model's own where
+    # one ships; None keeps them whole.
+    projection: np.ndarray | None
+
+    @property
+    def token_dimension(self) -> int:
+        """The size of each token vector `embed` keeps: the projection's, or the model's."""
+        ...
 
     def encode(self, texts: list[str]) -> list[Vector]:
         """Each text's sentence vector, never its token vectors (none are computed)."""
@@ -84,6 +94,12 @@ class SentenceTransformerEncoder:
         if not isinstance(dimension, int):
             raise ValueError("the embedding model does not report its dimension")
         self.dimension: int = dimension
+        self.projection = load_projection(model_name, dimension)
+
+    @property
+    def token_dimension(self) -> int:
+        """`Encoder.token_dimension`."""
+        return self.dimension if self.projection is None else int(self.projection.shape[1])
 
     @classmethod
     def load(cls, model_dir: Path | None = None) -> SentenceTransformerEncoder:
@@ -130,7 +146,7 @@ class SentenceTransformerEncoder:
             vector = row["sentence_embedding"].float().cpu().numpy()
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)  # not done for dicts
             same = hidden.shape[1] == self.dimension  # not when pooled in several modes
-            tokens = token_rows(hidden[None], keep[None])[0] if same else None
+            tokens = token_rows(hidden[None], keep[None], self.projection)[0] if same else None
             found.append(Embedding(vector.tolist(), tokens))
         return found
 
@@ -180,6 +196,12 @@ def configured_dimension(settings: Settings) -> int:
     loaded only when they do not say (plugin/embedding/model_files.py)."""
     dimension = model_dimension(settings.embedding_model)
     return load_encoder(settings).dimension if dimension is None else dimension
+
+
+def configured_token_dimension(settings: Settings) -> int:
+    """The size of the token vectors `load_encoder(settings)` will keep (token_projection.py)."""
+    model = model_name(settings.embedding_model)
+    return projected_dimension(model, configured_dimension(settings))
 
 
 def onnx_dir(settings: Settings) -> Path:

@@ -33,6 +33,7 @@ from plugin.embedding.model_files import max_seq_length
 from plugin.embedding.model_files import read_pooling
 from plugin.embedding.onnx_weights import read_initializers
 from plugin.embedding.pooling import pool
+from plugin.embedding.token_projection import load_projection
 
 # The ONNX files per embedding backend, named as sentence-transformers names them.
 ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model_quint8_avx2.onnx"}
@@ -177,6 +178,13 @@ class OnnxEncoder:
         self._modes = pooling.modes
         self.dimension = pooling.dimension
         self.fingerprint = fingerprint
+        model = fingerprint.rpartition("/")[0]
+        self.projection = load_projection(model, self.dimension)
+
+    @property
+    def token_dimension(self) -> int:
+        """`Encoder.token_dimension`."""
+        return self.dimension if self.projection is None else int(self.projection.shape[1])
 
     @classmethod
     def load(
@@ -248,7 +256,7 @@ class OnnxEncoder:
         if not tokens or hidden.shape[2] != self.dimension:
             return vectors, None
         special = np.array([e.special_tokens_mask for e in encoded], dtype=np.int64)
-        return vectors, token_rows(hidden, mask * (1 - special))
+        return vectors, token_rows(hidden, mask * (1 - special), self.projection)
 
     def _take(self, lone: bool) -> Any:
         with self._lock:

@@ -100,7 +100,8 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
 
 async def _backend(app: web.Application) -> AsyncIterator[None]:
     if BACKEND not in app:
-        app[BACKEND] = build_backend(app[SETTINGS], app[ENCODER].dimension)
+        encoder = app[ENCODER]
+        app[BACKEND] = build_backend(app[SETTINGS], encoder.dimension, encoder.token_dimension)
     await app[BACKEND].start()
     verified = app[VECTORS_VERIFIED]
     try:  # vectors of another space are never mixed in (plugin/core/fingerprint.py)

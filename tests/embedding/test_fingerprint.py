@@ -140,7 +140,9 @@ async def test_a_mismatch_found_when_a_late_store_answers_stops_serve_with_statu
     data_dir = tmp_path / "data"
     await store_with(data_dir, namespace=True, recorded=INT8)
     monkeypatch.setattr(fingerprint, "RETRY_S", 0.05)
-    backend = QdrantEdgeBackend(encoder.dimension, data_dir)
+    backend = QdrantEdgeBackend(
+        encoder.dimension, data_dir, token_dimension=encoder.token_dimension
+    )
     read_store_meta, reads = backend.store_meta.read_store_meta, []
 
     async def late_store() -> Mapping[str, str]:

@@ -1,11 +1,10 @@
-"""The house style a reader relies on, checked: short modules, short module docstrings,
-no history in the code's text, and benchmarks that stand apart from the tests.
+"""The house style a reader relies on, checked: no history in the code's text, and
+benchmarks that stand apart from the tests.
 
-Module docstrings say what and why in a few lines (the detail lives in docs/); a
-module of `plugin/` or `adapters/` stays small enough to read at once; no docstring
-or comment of the product, its tests, benchmarks, scenarios or harness names an issue
-or a work slice (that story lives in git); `benchmarks/`, `harness/` and `scenarios/`
-never import `tests`: measuring does not depend on checking.
+No docstring or comment of the product, its tests, benchmarks, scenarios or harness
+names an issue or a work slice (that story lives in git); `benchmarks/`, `harness/` and
+`scenarios/` never import `tests`: measuring does not depend on checking. Modules follow
+seams, not a line count: no test caps a module's or a docstring's lines.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = sorted([*(ROOT / "plugin").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")])
 # This module is left out: its own test of HISTORY holds strings the pattern must find.
 DESCRIBED = sorted(
     path
@@ -30,8 +28,6 @@ DESCRIBED = sorted(
 APART = sorted(
     path for part in ("benchmarks", "harness", "scenarios") for path in (ROOT / part).glob("*.py")
 )
-MAX_DOCSTRING_LINES = 12
-MAX_MODULE_LINES = 300
 HISTORY = re.compile(
     r"\b(issue|slice)\s*#?\d+|\b(first|second|third|fourth|fifth|sixth|seventh|eighth) slice\b",
     re.IGNORECASE,
@@ -40,17 +36,6 @@ HISTORY = re.compile(
 
 def _name(path: Path) -> str:
     return str(path.relative_to(ROOT))
-
-
-@pytest.mark.parametrize("path", PRODUCT, ids=_name)
-def test_a_module_docstring_is_a_few_lines(path: Path) -> None:
-    docstring = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
-    assert len(docstring.splitlines()) <= MAX_DOCSTRING_LINES
-
-
-@pytest.mark.parametrize("path", PRODUCT, ids=_name)
-def test_a_module_is_small(path: Path) -> None:
-    assert len(path.read_text().splitlines()) <= MAX_MODULE_LINES
 
 
 @pytest.mark.parametrize("path", DESCRIBED, ids=_name)

@@ -162,7 +162,9 @@ async def test_unparseable_payload_is_skipped_not_500(
     tmp_path: Path, encoder: SentenceTransformerEncoder
 ) -> None:
     """A point whose payload lacks fields (a bad hand edit) is left out of reads."""
-    backend = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    backend = QdrantEdgeBackend(
+        encoder.dimension, tmp_path, token_dimension=encoder.token_dimension
+    )
     await backend.start()
     try:
         now = datetime.now(UTC)

@@ -138,7 +138,9 @@ def test_the_server_upgrades_a_previous_version_store_killed_midway(
     while "keyword vectors indexed" not in server.log_text() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.terminate() == 0
-    store = QdrantEdgeBackend(encoder.dimension, server.data_dir)
+    store = QdrantEdgeBackend(
+        encoder.dimension, server.data_dir, token_dimension=encoder.token_dimension
+    )
 
     async def state() -> dict[str, str]:
         await store.start()

@@ -63,7 +63,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
 ) -> None:
     keywords = KeywordEncoder()
     write_previous_version(tmp_path, encoder, keywords)
-    store = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    store = QdrantEdgeBackend(encoder.dimension, tmp_path, token_dimension=encoder.token_dimension)
     await store.start()
     try:
         query = encoder.embed([QUESTION])[0]
@@ -98,7 +98,7 @@ async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes
     write_previous_version(tmp_path, encoder, keywords, float_tokens=True)
     configs = sorted((tmp_path / "store" / "shards").glob("*/edge_config.json"))
     assert any(TOKENS_VECTOR in json.loads(c.read_text())["vectors"] for c in configs)
-    store = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    store = QdrantEdgeBackend(encoder.dimension, tmp_path, token_dimension=encoder.token_dimension)
     await store.start()
     try:
         for config in configs:
@@ -115,10 +115,52 @@ async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes
         await store.close()
 
 
+async def test_token_codes_of_another_size_give_way_to_the_projections(
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
+) -> None:
+    """A store written with token vectors whole (the model's own size) opened with the
+    encoder's projected size: the old codes go, and the fill writes codes of the
+    projection's size that rank as they should."""
+    projection, whole = encoder.projection, encoder.dimension
+    assert projection is not None
+    assert encoder.token_dimension < whole
+    contents = (RARE, "the weekly sync moved to thursday")
+    store = QdrantEdgeBackend(whole, tmp_path, token_dimension=whole)
+    await store.start()
+    encoder.projection = None
+    try:
+        await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="workspace", created_at=T0))
+        for content in contents:
+            embedded = encoder.embed([content])[0]
+            vectors = MemoryVectors(embedded.vector, None, embedded.tokens)
+            await store.upsert_memory(memory(NAMES[0], content=content), vectors)
+        widths = {len(row) for _, rows in stored_tokens(store).values() for row in rows or []}
+        assert widths == {token_codes.code_dimension(whole)}
+    finally:
+        encoder.projection = projection
+        await store.close()
+    store = QdrantEdgeBackend(whole, tmp_path, token_dimension=encoder.token_dimension)
+    await store.start()
+    try:
+        assert all(rows is None for _, rows in stored_tokens(store).values())
+        assert await token_upgrade.fill(store.token_index, embed) == len(contents)
+        for content, rows in stored_tokens(store).values():
+            expected = encoder.embed([content])[0].tokens
+            assert expected is not None
+            assert rows == token_codes.encoded(expected)
+            assert {len(row) for row in rows} == {token_codes.code_dimension(128)}
+        query = encoder.embed([QUESTION])[0]
+        rerank = SearchQuery(query.vector, KeywordEncoder().query(QUESTION), query.tokens)
+        reranked = await store.query_memories(NAMES[:1], rerank, everything(), 2)
+        assert [hit.memory.content for hit in reranked] == list(contents)
+    finally:
+        await store.close()
+
+
 async def test_a_store_reopened_keeps_its_token_vectors(
     tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
 ) -> None:
-    store = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    store = QdrantEdgeBackend(encoder.dimension, tmp_path, token_dimension=encoder.token_dimension)
     await store.start()
     record = memory(NAMES[0], content=RARE)
     try:
@@ -129,7 +171,7 @@ async def test_a_store_reopened_keeps_its_token_vectors(
         await store.transfer.upsert_memories([(imported, encoder.encode([imported.content])[0])])
     finally:
         await store.close()
-    store = QdrantEdgeBackend(encoder.dimension, tmp_path)
+    store = QdrantEdgeBackend(encoder.dimension, tmp_path, token_dimension=encoder.token_dimension)
     await store.start()
     try:
         held = {content: rows for content, rows in stored_tokens(store).values()}

@@ -62,7 +62,7 @@ def write_previous_version(
     dense = qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)
     sparse = {KEYWORDS_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
     float16 = qe.EdgeVectorParams(
-        size=dimension,
+        size=dimension if vectors is None else vectors.token_dimension,
         distance=qe.Distance.Cosine,
         multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
         datatype=qe.VectorStorageDatatype.Float16,

@@ -76,6 +76,7 @@ class QdrantEdgeBackend(VectorBackend):
         durability: Durability = "sync",
         partitions: int = 1,
         write_deadline_s: float = WRITE_DEADLINE_S,
+        token_dimension: int | None = None,
     ) -> None:
         self._data_dir = Path(data_dir)
         self._write_deadline_s = write_deadline_s
@@ -86,8 +87,9 @@ class QdrantEdgeBackend(VectorBackend):
             disk_headroom_bytes,
             durability,
             partitions,
+            token_dimension,
         )
-        super().__init__(dimension)
+        super().__init__(dimension, token_dimension)
         self.store = store  # what its parts share: shards, records, disk guard, threads
         self._namespaces = EdgeNamespaces(store)
         self._reads = EdgeReads(store)
@@ -120,7 +122,7 @@ class QdrantEdgeBackend(VectorBackend):
 
     @cached_property
     def token_index(self) -> EdgeTokenIndex:
-        return EdgeTokenIndex(self.store, self.dimension)
+        return EdgeTokenIndex(self.store, self.token_dimension)
 
     # -- lifecycle -------------------------------------------------------------------
 

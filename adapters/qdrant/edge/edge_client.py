@@ -46,6 +46,7 @@ def edge_in_worker(
     partitions: int = 1,
     label: str = "engine worker",
     write_deadline_s: float = WRITE_DEADLINE_S,
+    token_dimension: int | None = None,
 ) -> EngineClient:
     """`QdrantEdgeBackend` in an engine worker process (adapters/worker/), built there
     from these settings."""
@@ -56,12 +57,13 @@ def edge_in_worker(
         "durability": durability,
         "partitions": partitions,
         "write_deadline_s": write_deadline_s,
+        "token_dimension": token_dimension,
     }
     factory = f"{QdrantEdgeBackend.__module__}:{QdrantEdgeBackend.__qualname__}"
     spec = WorkerSpec(
         factory, options, Path(data_dir), ranking.QDRANT_SEARCH_MODES, QdrantEdgeBackend.name
     )
-    return EngineClient(dimension, spec, label)
+    return EngineClient(dimension, spec, label, token_dimension)
 
 
 def edge_workers(
@@ -72,6 +74,7 @@ def edge_workers(
     disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
     durability: Durability = "sync",
     write_deadline_s: float = WRITE_DEADLINE_S,
+    token_dimension: int | None = None,
 ) -> EnginePool:
     """The embedded store split over `workers` engine worker processes."""
     clients = [
@@ -83,10 +86,11 @@ def edge_workers(
             partitions=workers,
             label=f"engine worker {k}",
             write_deadline_s=write_deadline_s,
+            token_dimension=token_dimension,
         )
         for k in range(workers)
     ]
-    return EnginePool(dimension, clients, partial(worker_of, workers=workers))
+    return EnginePool(dimension, clients, partial(worker_of, workers=workers), token_dimension)
 
 
 def worker_of(name: str, workers: int) -> int:
@@ -102,6 +106,7 @@ def embedded_store(
     disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
     durability: Durability = "sync",
     write_deadline_s: float = WRITE_DEADLINE_S,
+    token_dimension: int | None = None,
 ) -> EngineClient | EnginePool:
     """The embedded store under `data_dir` in `workers` engine workers (`engine_workers`);
     `write_deadline_s`: the writes' deadline, past which a sync waiting is health's concern."""
@@ -112,6 +117,7 @@ def embedded_store(
             disk_headroom_bytes=disk_headroom_bytes,
             durability=durability,
             write_deadline_s=write_deadline_s,
+            token_dimension=token_dimension,
         )
     return edge_workers(
         dimension,
@@ -120,6 +126,7 @@ def embedded_store(
         disk_headroom_bytes=disk_headroom_bytes,
         durability=durability,
         write_deadline_s=write_deadline_s,
+        token_dimension=token_dimension,
     )
 
 

@@ -168,13 +168,14 @@ def point_vectors(
     return vectors
 
 
-def edge_config(dimension: int) -> Any:
+def edge_config(dimension: int, token_dimension: int | None = None) -> Any:
     """Cosine, one search thread per query, HNSW indexing off (see the module docstring);
-    keyword vectors with the engine's IDF; token vectors (`token_params`)."""
+    keyword vectors with the engine's IDF; token vectors of `token_dimension` (None: `dimension`;
+    `token_params`)."""
     return qe.EdgeConfig(
         vectors={
             DENSE_VECTOR: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
-            TOKEN_CODES_VECTOR: token_params(dimension),
+            TOKEN_CODES_VECTOR: token_params(token_dimension or dimension),
         },
         sparse_vectors={KEYWORDS_VECTOR: _KEYWORD_PARAMS},
         max_search_threads=1,
@@ -233,12 +234,16 @@ def add_token_vector(shard: Any, dimension: int) -> None:
             raise
 
 
-def drop_float_tokens(shard: Any, vectors: dict[str, Any]) -> None:
-    """Drop the float16 token vectors a development build kept, when `vectors` (the shard's
-    configured ones) has them: `add_token_vector` adds their coded successor, and the
-    fill (plugin/upgrades/token_upgrade.py) gives every memory its codes."""
+def drop_other_tokens(shard: Any, vectors: dict[str, Any], dimension: int) -> None:
+    """Drop token vectors of another kind than `token_params(dimension)`'s, by the shard's
+    configured `vectors`: a development build's float16 ones, or codes of another size (the
+    embedder's projection changed). `add_token_vector` then adds the codes this store keeps,
+    and the fill (plugin/upgrades/token_upgrade.py) gives every memory its own."""
     if FLOAT_TOKENS in vectors:
         shard.update(qe.UpdateOperation.delete_vector_name(FLOAT_TOKENS))
+    codes = vectors.get(TOKEN_CODES_VECTOR)
+    if codes is not None and codes.get("size") != token_codes.code_dimension(dimension):
+        shard.update(qe.UpdateOperation.delete_vector_name(TOKEN_CODES_VECTOR))
 
 
 def drop_keyword_vector(shard: Any) -> None:

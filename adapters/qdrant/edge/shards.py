@@ -40,7 +40,7 @@ from adapters.errors import StorageFull
 from adapters.qdrant.edge.engine import INDEX_SCHEMAS
 from adapters.qdrant.edge.engine import add_keyword_vector
 from adapters.qdrant.edge.engine import add_token_vector
-from adapters.qdrant.edge.engine import drop_float_tokens
+from adapters.qdrant.edge.engine import drop_other_tokens
 from adapters.qdrant.edge.engine import edge_config
 from adapters.qdrant.edge.engine import fatal
 from adapters.qdrant.layout import MEMORY_INDEXES
@@ -71,26 +71,28 @@ def refuse_other_layouts(data_dir: Path) -> None:
         )
 
 
-def open_shard(path: Path, dimension: int) -> Any:
+def open_shard(path: Path, dimension: int, token_dimension: int | None = None) -> Any:
     """Load the shard at `path` (or create it) with its log's segment size, its keyword
-    and token vectors, and every payload index in place.
+    and token vectors (of `token_dimension`; None: `dimension`), and every payload index
+    in place.
 
     The log's options are the engine's, but only its configuration file sets them: a new
     shard is created from that file alone (written first), an existing one's file gains
     them before it loads (the segments its log opens from then on are that size)."""
+    token_dimension = token_dimension or dimension
     segments = path / "segments"
     existing = segments.is_dir() and any(segments.iterdir())
     config_file = path / CONFIG_FILE
     config = json.loads(config_file.read_text()) if config_file.is_file() else None
     if config is None and not existing:
-        config = _created_config(path, dimension)
+        config = _created_config(path, dimension, token_dimension)
     if config is not None and config.get("wal_options") != WAL_OPTIONS:
         _write_config(config_file, {**config, "wal_options": WAL_OPTIONS})
     shard = qe.EdgeShard.load(str(path))
     if existing:
-        drop_float_tokens(shard, (config or {}).get("vectors", {}))
+        drop_other_tokens(shard, (config or {}).get("vectors", {}), token_dimension)
         add_keyword_vector(shard)
-        add_token_vector(shard, dimension)
+        add_token_vector(shard, token_dimension)
     present = set(shard.info().payload_schema)
     for field_name, kind in {**TENANT_INDEXES, **MEMORY_INDEXES}.items():
         if field_name not in present:  # also heals a create cut short by a crash
@@ -99,12 +101,12 @@ def open_shard(path: Path, dimension: int) -> Any:
     return shard
 
 
-def _created_config(path: Path, dimension: int) -> dict[str, Any]:
+def _created_config(path: Path, dimension: int, token_dimension: int) -> dict[str, Any]:
     """The configuration file the engine writes for a shard it creates (in a scratch
     directory beside `path`, removed after; a leftover is a `*.new` of `_create_missing`)."""
     scratch = path.with_name(f"{path.name}-config.new")
     shutil.rmtree(scratch, ignore_errors=True)
-    qe.EdgeShard.create(str(scratch), edge_config(dimension)).close()
+    qe.EdgeShard.create(str(scratch), edge_config(dimension, token_dimension)).close()
     config: dict[str, Any] = json.loads((scratch / CONFIG_FILE).read_text())
     shutil.rmtree(scratch)
     return config
@@ -128,12 +130,16 @@ def shard_index(name: str, count: int) -> int:
 class ShardSet:
     """The shards of one store; which are open, and why the others are not."""
 
-    def __init__(self, root: Path, dimension: int, disk: DiskGuard, partitions: int = 1) -> None:
+    def __init__(
+        self, root: Path, dimension: int, disk: DiskGuard, partitions: int = 1, tokens: int = 0
+    ) -> None:
         """`partitions`: this store holds the namespaces of 1 / `partitions` of the
-        `SHARD_COUNT` shards (an engine worker's among several), as shards of its own."""
+        `SHARD_COUNT` shards (an engine worker's among several), as shards of its own;
+        `tokens`: each token vector's size (0: `dimension`)."""
         self._root = root
         self._partitions = partitions
         self._dimension = dimension
+        self.token_dimension = tokens or dimension
         self._disk = disk
         self._lock = threading.Lock()
         self.paths: list[Path] = []
@@ -166,7 +172,7 @@ class ShardSet:
         template = sharded / "template.new"
         try:
             self._disk.check()
-            shard = open_shard(template, self._dimension)
+            shard = open_shard(template, self._dimension, self.token_dimension)
             shard.flush()
             shard.close()
             self._disk.check(extra_bytes=allocated_bytes(template) * len(missing))
@@ -196,7 +202,7 @@ class ShardSet:
             return None
         self.waiting_for_room.pop(index, None)
         try:
-            shard = open_shard(self.paths[index], self._dimension)
+            shard = open_shard(self.paths[index], self._dimension, self.token_dimension)
         except BaseException as error:
             if fatal(error):
                 raise

@@ -61,13 +61,14 @@ class EdgeStore:
         headroom_bytes: int,
         durability: Durability = "sync",
         partitions: int = 1,
+        token_dimension: int | None = None,
     ) -> None:
         self.root = root
         self.calls = EngineCalls(workers)
         synced = durability == "sync"
         self.records = RecordStore(root / RECORDS_FILE, synced=synced)
         self.disk = DiskGuard(root, headroom_bytes)
-        self.shards = ShardSet(root, dimension, self.disk, partitions)
+        self.shards = ShardSet(root, dimension, self.disk, partitions, token_dimension or 0)
         self.log_sync = LogSync(self.records)
         self.commit = GroupCommit(self._sync, enabled=synced)
         self.changes = 0  # points replaced or deleted since the last vacuum

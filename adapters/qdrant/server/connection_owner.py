@@ -51,12 +51,13 @@ class ServerOptions(TypedDict, total=False):
     timeout_s: float
     connection: QdrantConnection | None
     tokens: bool
+    token_dimension: int | None
 
 
 class ServerConnectionOwner:
     """A server backend's connection (its own, closed with it, or one it shares) and the
-    settings its layout's parts read: the collection prefix (checked), the dimension and
-    whether it keeps token vectors."""
+    settings its layout's parts read: the collection prefix (checked), the dimension,
+    whether it keeps token vectors and their size (None: the dimension)."""
 
     def __init__(
         self,
@@ -69,6 +70,7 @@ class ServerConnectionOwner:
         timeout_s: float = 1.0,
         connection: QdrantConnection | None = None,
         tokens: bool = False,
+        token_dimension: int | None = None,
     ) -> None:
         if not names.is_valid_collection_name(prefix):
             raise ValueError(f"prefix {prefix!r} cannot start a Qdrant collection name")
@@ -83,6 +85,7 @@ class ServerConnectionOwner:
         self.prefix = prefix
         self.dimension = dimension
         self.keep_tokens = tokens
+        self.token_dimension = token_dimension or dimension
 
     async def close(self) -> None:
         if self._owns_connection:

@@ -66,7 +66,7 @@ class CollectionsTokenIndex:
         for collection in await self._collections.namespace_collections():
             info = await self._collections.info(collection)
             if info is not None:
-                call, dimension = self._collections.call, self._collections.dimension
+                call, dimension = self._collections.call, self._collections.token_dimension
                 await token_vectors.ensure_token_vector(call, collection, dimension, info)
 
     async def untokenized_memories(self, cursor: str | None, limit: int) -> Page:

@@ -43,6 +43,7 @@ class CollectionNamespaces:
         self.connection = server.connection
         self.prefix = server.prefix
         self.dimension = server.dimension
+        self.token_dimension = server.token_dimension
         self._tokens = server.keep_tokens  # rerank: give an older collection its token vectors
 
     async def call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
@@ -93,7 +94,7 @@ class CollectionNamespaces:
         metadata: dict[str, Any] = {RECORD_KEY: layout.namespace_to_json(record)}
         info = await self.info(collection)
         if info is None:
-            vectors = token_vectors.collection_vectors(self.dimension)
+            vectors = token_vectors.collection_vectors(self.dimension, self.token_dimension)
             if await self.connection.create_collection(
                 collection, vectors, sparse=keyword_vectors.KEYWORD_VECTORS, metadata=metadata
             ):
@@ -107,7 +108,9 @@ class CollectionNamespaces:
         if not keyword_vectors.has_keyword_vector(info):
             await keyword_vectors.add_keyword_vector(self.call, collection)
         if self._tokens:
-            await token_vectors.ensure_token_vector(self.call, collection, self.dimension, info)
+            await token_vectors.ensure_token_vector(
+                self.call, collection, self.token_dimension, info
+            )
         await self.call(lambda c: c.update_collection(collection, metadata=metadata))
 
     async def delete_namespace(self, name: str) -> bool:

@@ -119,7 +119,7 @@ class CollectionsTransfer(ServerTransfer):
             if not keyword_vectors.has_keyword_vector(info):
                 await keyword_vectors.add_keyword_vector(call, collection)
             if any(map(_carries_tokens, points)) and not token_vectors.has_token_vector(info):
-                dimension = self._collections.dimension
+                dimension = self._collections.token_dimension
                 await token_vectors.add_token_vector(call, collection, dimension)
             await call(lambda c: c.upsert(collection, points, wait=True))
 

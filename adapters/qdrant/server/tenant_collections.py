@@ -63,6 +63,7 @@ class TenantCollections:
     def __init__(self, server: ServerConnectionOwner) -> None:
         self.connection = server.connection
         self.dimension = server.dimension
+        self.token_dimension = server.token_dimension
         self._tokens = server.keep_tokens
         self.memories = names.memories_store_name(server.prefix)
         self.records = names.records_store_name(server.prefix)
@@ -88,7 +89,7 @@ class TenantCollections:
         info = await connection.ensure_collection(
             self.memories,
             present,
-            token_vectors.collection_vectors(self.dimension),
+            token_vectors.collection_vectors(self.dimension, self.token_dimension),
             MEMORY_STORE_INDEXES,
             sparse=keyword_vectors.KEYWORD_VECTORS,
             hnsw=TENANT_HNSW,
@@ -102,7 +103,7 @@ class TenantCollections:
     async def ensure_token_vector(self, info: models.CollectionInfo) -> None:
         """Give the memories collection its token vectors, placed (token_vectors.py)."""
         call, memories = self.connection.call, self.memories
-        await token_vectors.ensure_token_vector(call, memories, self.dimension, info)
+        await token_vectors.ensure_token_vector(call, memories, self.token_dimension, info)
 
     async def on_memories(
         self,

@@ -80,7 +80,7 @@ class QdrantServerBackend(VectorBackend):
     name = "qdrant"
 
     def __init__(self, dimension: int, **options: Unpack[ServerOptions]) -> None:
-        super().__init__(dimension)
+        super().__init__(dimension, options.get("token_dimension"))
         self._server = ServerConnectionOwner(dimension, **options)
         self.connection = self._server.connection  # its own, or one it shares
         self.keep_tokens = self._server.keep_tokens

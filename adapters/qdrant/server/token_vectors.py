@@ -51,11 +51,11 @@ def token_params(dimension: int) -> models.VectorParams:
     )
 
 
-def collection_vectors(dimension: int) -> dict[str, models.VectorParams]:
+def collection_vectors(dimension: int, token_dimension: int) -> dict[str, models.VectorParams]:
     """A memory collection's dense vectors: the unnamed embedding and the token vectors."""
     return {
         DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
-        TOKENS_VECTOR: token_params(dimension),
+        TOKENS_VECTOR: token_params(token_dimension),
     }
 
 
@@ -79,8 +79,14 @@ def misplaced(info: models.CollectionInfo) -> bool:
 async def ensure_token_vector(
     call: Call, collection: str, dimension: int, info: models.CollectionInfo
 ) -> None:
-    """Add `tokens` where `info` has none, place it where it is misplaced."""
-    if not has_token_vector(info):
+    """Add `tokens` where `info` has none, place it where it is misplaced. Token vectors of
+    another size (the embedder's projection changed) are dropped first; the fill
+    (plugin/upgrades/token_upgrade.py) gives every memory its own again."""
+    found = _tokens_of(info)
+    if found is not None and found.size != dimension:
+        await call(lambda c: c.delete_vector_name(collection, TOKENS_VECTOR))
+        found = None
+    if found is None:
         await add_token_vector(call, collection, dimension)
     elif misplaced(info):
         await _place(call, collection)

@@ -120,3 +120,30 @@ async def test_a_collections_start_before_1_18_stops_with_one_line(
     mock.put(f"{COLL}/vectors/tokens").mock(return_value=error(404, "Not Found"))
     with pytest.raises(BackendMisconfigured, match=r"memory-workspace~abc in place \(needs"):
         await QdrantCollectionsBackend(DIM, url=URL, tokens=True).start()
+
+
+async def test_token_vectors_of_another_size_are_dropped_and_added_at_the_new_one(
+    mock: respx.MockRouter,
+) -> None:
+    """The embedder's projection changed the token vectors' size: the old ones go, the new
+    multivector is added and placed, and the fill gives every memory its own again."""
+    mock_shared_ready(mock, DIM, token_vectors=True)
+    dropped = mock.delete(f"{MEM}/vectors/tokens").mock(return_value=completed())
+    add, place = upgrade_routes(mock, MEM)
+    backend = QdrantServerBackend(DIM, url=URL, tokens=True, token_dimension=DIM // 2)
+    await backend.start()
+    await backend.close()
+    assert dropped.call_count == 1
+    resized = {"dense": {**NEW_TOKENS["dense"], "size": DIM // 2}}
+    assert [body(c) for c in add.calls] == [resized]
+    assert [body(c) for c in place.calls] == [PLACEMENT]
+
+
+async def test_token_vectors_of_the_configured_size_stay(mock: respx.MockRouter) -> None:
+    mock_shared_ready(mock, DIM, token_vectors=True)
+    dropped = mock.delete(f"{MEM}/vectors/tokens").mock(return_value=completed())
+    add, place = upgrade_routes(mock, MEM)
+    await (await started_shared(mock, tokens=True)).close()
+    assert not dropped.called
+    assert not add.called
+    assert not place.called

@@ -1,0 +1,43 @@
+"""A fixed linear map of the model's token vectors to fewer dimensions, shipped per model.
+
+Token vectors are most of what a reranking store keeps on disk, a row per wordpiece. The
+model's 384 numbers a token carry more than MaxSim needs: the leading directions of the
+token vectors' second moment, fitted once on text unrelated to any store (docstrings of
+Python's standard library, `python -m benchmarks.projection_fit`), keep the rerank's recall
+at a third of the size. The map is a file beside this module named after the model
+(`projections/<model>.npy`, `dimension` rows); a model without one keeps its token vectors
+whole. A projected row is normalised again: MaxSim compares directions. The stored vectors
+depend on the map, so a store notices another size by itself (the token vectors' size) and
+refills them (docs/backends.md, "Reranking by token vectors").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+PROJECTIONS = Path(__file__).with_name("projections")
+
+
+def projection_file(model: str) -> Path:
+    """Where the map of model `model` (its name, as in the fingerprint) lies."""
+    return PROJECTIONS / f"{model}.npy"
+
+
+def load_projection(model: str, dimension: int) -> np.ndarray | None:
+    """The map of `model`'s token vectors of `dimension` numbers (dimension by projected),
+    or None where none ships or it is for another size."""
+    path = projection_file(model)
+    if not path.is_file():
+        return None
+    matrix = np.load(path, mmap_mode="r")  # the header says the shape; numbers read below
+    if matrix.ndim != 2 or matrix.shape[0] != dimension or matrix.shape[1] >= dimension:
+        return None
+    return np.array(matrix, dtype=np.float32)
+
+
+def projected_dimension(model: str, dimension: int) -> int:
+    """The size of `model`'s stored token vectors: the map's, or the model's own."""
+    matrix = load_projection(model, dimension)
+    return dimension if matrix is None else int(matrix.shape[1])
