@@ -8,7 +8,9 @@ at a third of the size. The map is a file beside this module named after the mod
 (`projections/<model>.npy`, `dimension` rows); a model without one keeps its token vectors
 whole. A projected row is normalised again: MaxSim compares directions. The stored vectors
 depend on the map, so a store notices another size by itself (the token vectors' size) and
-refills them (docs/backends.md, "Reranking by token vectors").
+refills them (docs/backends.md, "Reranking by token vectors"). The product runs on the
+calling thread: numpy's OpenBLAS would wake threads of its own that spin on the cores the
+model's sessions need, so loading a map keeps it to one thread (`one_blas_thread`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 PROJECTIONS = Path(__file__).with_name("projections")
 
@@ -34,7 +37,14 @@ def load_projection(model: str, dimension: int) -> np.ndarray | None:
     matrix = np.load(path, mmap_mode="r")  # the header says the shape; numbers read below
     if matrix.ndim != 2 or matrix.shape[0] != dimension or matrix.shape[1] >= dimension:
         return None
+    one_blas_thread()
     return np.array(matrix, dtype=np.float32)
+
+
+def one_blas_thread() -> None:
+    """numpy's OpenBLAS on the calling thread alone, for the rest of the process (torch's
+    own BLAS, the `torch` backend's, is left as it is)."""
+    ThreadpoolController().select(internal_api="openblas").limit(limits=1)
 
 
 def projected_dimension(model: str, dimension: int) -> int:

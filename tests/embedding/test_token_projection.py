@@ -69,3 +69,13 @@ def test_a_map_of_another_size_is_not_applied(
     assert token_projection.projected_dimension("tiny", 2 * HIDDEN) == 2 * HIDDEN
     np.save(tmp_path / "wide.npy", np.eye(8, 8, dtype=np.float32))
     assert token_projection.load_projection("wide", 8) is None  # no fewer numbers: no map
+
+
+def test_loading_a_map_keeps_numpys_blas_to_one_thread() -> None:
+    """Its threads would spin on the cores the model's sessions need."""
+    from threadpoolctl import ThreadpoolController
+
+    blas = ThreadpoolController().select(internal_api="openblas")
+    with blas.limit(limits=2):  # as numpy starts on two cores or more
+        assert token_projection.load_projection(DEFAULT_MODEL, 384) is not None
+        assert {info["num_threads"] for info in blas.info()} == {1}
