@@ -5,28 +5,28 @@ Imports are deferred so that a deployment loads only its own backend's SDK.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from typing import TypeVar
 
 from adapters.base import VectorBackend
 from plugin.settings import Settings
+from plugin.sizing import usable_cpus
 
 if TYPE_CHECKING:  # the SDK is imported only by a deployment that uses it
     from adapters.qdrant.server.server_layouts import QdrantServerLayout
 
-BackendFactory = Callable[[Settings, int], VectorBackend]
+BackendFactory = Callable[[Settings, int, int], VectorBackend]
 ServerBackend = TypeVar("ServerBackend", bound="QdrantServerLayout")
 
 
-def _embedded(settings: Settings, dimension: int) -> VectorBackend:
-    """Qdrant's engine (qdrant-edge) in a worker process, on disk under MEMORY_PLUGIN_DATA_DIR."""
+def _embedded(settings: Settings, dimension: int, cpus: int) -> VectorBackend:
+    """Qdrant's engine (qdrant-edge) in worker processes, on disk under MEMORY_PLUGIN_DATA_DIR;
+    a new store's worker count, unless set, from the `cpus` the plugin may use."""
     from adapters.qdrant.edge.edge_client import embedded_store
     from adapters.qdrant.edge.edge_client import engine_workers
 
-    cores = len(os.sched_getaffinity(0))
-    workers = engine_workers(settings.data_dir, settings.engine_workers, cores)
+    workers = engine_workers(settings.data_dir, settings.engine_workers, cpus)
     return embedded_store(
         dimension,
         settings.data_dir,
@@ -58,7 +58,7 @@ def qdrant_server(
     )
 
 
-def _qdrant(settings: Settings, dimension: int) -> VectorBackend:
+def _qdrant(settings: Settings, dimension: int, cpus: int) -> VectorBackend:
     """A Qdrant server in the layout MEMORY_PLUGIN_QDRANT_LAYOUT asks for."""
     from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
     from adapters.qdrant.server.tenants import QdrantServerBackend
@@ -68,7 +68,7 @@ def _qdrant(settings: Settings, dimension: int) -> VectorBackend:
     return qdrant_server(settings, dimension, QdrantServerBackend)
 
 
-def _pinecone(settings: Settings, dimension: int) -> VectorBackend:
+def _pinecone(settings: Settings, dimension: int, cpus: int) -> VectorBackend:
     """An existing Pinecone serverless index (settings checked at start-up)."""
     from adapters.pinecone import PineconeBackend
 
@@ -93,5 +93,6 @@ BACKENDS: dict[str, BackendFactory] = {
 }
 
 
-def build_backend(settings: Settings, dimension: int) -> VectorBackend:
-    return BACKENDS[settings.backend](settings, dimension)
+def build_backend(settings: Settings, dimension: int, cpus: int | None = None) -> VectorBackend:
+    """The backend the settings name; `cpus`: what the plugin may use (plugin/sizing.py)."""
+    return BACKENDS[settings.backend](settings, dimension, usable_cpus() if cpus is None else cpus)
