@@ -93,6 +93,6 @@ BACKENDS: dict[str, BackendFactory] = {
 }
 
 
-def build_backend(settings: Settings, dimension: int, cpus: int | None = None) -> VectorBackend:
+def build_backend(settings: Settings, dimension: int, *, cpus: int | None = None) -> VectorBackend:
     """The backend the settings name; `cpus`: what the plugin may use (plugin/sizing.py)."""
     return BACKENDS[settings.backend](settings, dimension, usable_cpus() if cpus is None else cpus)

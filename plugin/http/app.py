@@ -104,7 +104,7 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
 
 async def _backend(app: web.Application) -> AsyncIterator[None]:
     if BACKEND not in app:
-        app[BACKEND] = build_backend(app[SETTINGS], app[ENCODER].dimension, app[CPUS])
+        app[BACKEND] = build_backend(app[SETTINGS], app[ENCODER].dimension, cpus=app[CPUS])
     app[SIZES] = {
         "cpus": app[CPUS],
         "embedding_sessions": app[ENCODER].parallelism,
