@@ -5,29 +5,29 @@ Imports are deferred so that a deployment loads only its own backend's SDK.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from typing import TypeVar
 
 from adapters.base import VectorBackend
 from plugin.settings import Settings
+from plugin.sizing import usable_cpus
 
 if TYPE_CHECKING:  # the SDK is imported only by a deployment that uses it
     from adapters.qdrant.server.server_layouts import QdrantServerLayout
 
-# (settings, the sentence vectors' size, the token vectors' size) -> the backend
-BackendFactory = Callable[[Settings, int, int], VectorBackend]
+# (settings, the sentence vectors' size, the token vectors' size, the CPUs it may use)
+BackendFactory = Callable[[Settings, int, int, int], VectorBackend]
 ServerBackend = TypeVar("ServerBackend", bound="QdrantServerLayout")
 
 
-def _embedded(settings: Settings, dimension: int, token_dimension: int) -> VectorBackend:
-    """Qdrant's engine (qdrant-edge) in a worker process, on disk under MEMORY_PLUGIN_DATA_DIR."""
+def _embedded(settings: Settings, dimension: int, token_dimension: int, cpus: int) -> VectorBackend:
+    """Qdrant's engine (qdrant-edge) in worker processes, on disk under MEMORY_PLUGIN_DATA_DIR;
+    a new store's worker count, unless set, from the `cpus` the plugin may use."""
     from adapters.qdrant.edge.edge_client import embedded_store
     from adapters.qdrant.edge.edge_client import engine_workers
 
-    cores = len(os.sched_getaffinity(0))
-    workers = engine_workers(settings.data_dir, settings.engine_workers, cores)
+    workers = engine_workers(settings.data_dir, settings.engine_workers, cpus)
     return embedded_store(
         dimension,
         settings.data_dir,
@@ -62,7 +62,7 @@ def qdrant_server(
     )
 
 
-def _qdrant(settings: Settings, dimension: int, token_dimension: int) -> VectorBackend:
+def _qdrant(settings: Settings, dimension: int, token_dimension: int, _: int) -> VectorBackend:
     """A Qdrant server in the layout MEMORY_PLUGIN_QDRANT_LAYOUT asks for."""
     from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
     from adapters.qdrant.server.tenants import QdrantServerBackend
@@ -74,7 +74,7 @@ def _qdrant(settings: Settings, dimension: int, token_dimension: int) -> VectorB
     return qdrant_server(settings, dimension, layout, token_dimension=token_dimension)
 
 
-def _pinecone(settings: Settings, dimension: int, _: int) -> VectorBackend:
+def _pinecone(settings: Settings, dimension: int, _: int, __: int) -> VectorBackend:
     """An existing Pinecone serverless index (settings checked at start-up); it keeps no
     token vectors."""
     from adapters.pinecone import PineconeBackend
@@ -101,8 +101,14 @@ BACKENDS: dict[str, BackendFactory] = {
 
 
 def build_backend(
-    settings: Settings, dimension: int, token_dimension: int | None = None
+    settings: Settings,
+    dimension: int,
+    token_dimension: int | None = None,
+    *,
+    cpus: int | None = None,
 ) -> VectorBackend:
     """The backend the settings ask for, for vectors of `dimension` and token vectors of
-    `token_dimension` (the encoder's; None: `dimension`)."""
-    return BACKENDS[settings.backend](settings, dimension, token_dimension or dimension)
+    `token_dimension` (the encoder's; None: `dimension`); `cpus`: what the plugin may use
+    (plugin/sizing.py)."""
+    cpus = usable_cpus() if cpus is None else cpus
+    return BACKENDS[settings.backend](settings, dimension, token_dimension or dimension, cpus)

@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Callable
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from plugin.commands import PROG
@@ -76,8 +77,10 @@ def _export(args: argparse.Namespace) -> int:
     from plugin.commands.export_import import run_export
 
     settings = _settings()
+    # To stdout the file is the output: the summary goes to stderr.
+    echo = partial(print, file=sys.stderr) if args.out == "-" else print
     return failing_in_one_line(
-        "export", lambda: run_export(settings, args.out, args.from_url, print)
+        "export", lambda: run_export(settings, args.out, args.from_url, echo)
     )
 
 

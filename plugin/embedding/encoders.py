@@ -30,6 +30,7 @@ from plugin.embedding.model_files import model_name
 from plugin.embedding.model_files import resolve_model_dir
 from plugin.embedding.token_projection import load_projection
 from plugin.embedding.token_projection import projected_dimension
+from plugin.sizing import usable_cpus
 
 if TYPE_CHECKING:
     from plugin.settings import Settings
@@ -219,8 +220,9 @@ def onnx_dir(settings: Settings) -> Path:
     return settings.data_dir / "models" / f"{model_name(settings.embedding_model)}-onnx"
 
 
-def load_encoder(settings: Settings) -> Encoder:
-    """The configured model on the configured backend; an ONNX backend exports on first use.
+def load_encoder(settings: Settings, cpus: int | None = None) -> Encoder:
+    """The configured model on the configured backend; an ONNX backend exports on first use;
+    its sessions sized for `cpus` (plugin/sizing.py) where the settings leave them unset.
 
     The export (seconds, needs torch) happens once per ONNX directory (`onnx_dir`): at
     image build time (Dockerfile), else at the first start.
@@ -243,16 +245,17 @@ def load_encoder(settings: Settings) -> Encoder:
         log.info("exporting the model to ONNX (once)", extra={"onnx_dir": str(target)})
         onnx_model.export_onnx(source, target)
     fingerprint = configured_fingerprint(settings)
-    return onnx_model.OnnxEncoder.load(source, path, fingerprint, embedding_sessions(settings))
+    sessions = embedding_sessions(settings, cpus)
+    return onnx_model.OnnxEncoder.load(source, path, fingerprint, sessions)
 
 
-# Sessions when unset: one per usable core, at most this many (each costs tens of MiB,
-# and a container sees the node's cores, not its CPU share).
+# Sessions when unset: one per usable CPU, at most this many (each costs tens of MiB).
 MAX_DEFAULT_SESSIONS = 4
 
 
-def embedding_sessions(settings: Settings) -> int:
-    """MEMORY_PLUGIN_EMBEDDING_SESSIONS, else the cores this process may run on (capped)."""
+def embedding_sessions(settings: Settings, cpus: int | None = None) -> int:
+    """MEMORY_PLUGIN_EMBEDDING_SESSIONS, else the CPUs this process may use (capped): `cpus`,
+    or its affinity capped by its cgroup's CPU limit."""
     if settings.embedding_sessions is not None:
         return settings.embedding_sessions
-    return max(1, min(MAX_DEFAULT_SESSIONS, len(os.sched_getaffinity(0))))
+    return max(1, min(MAX_DEFAULT_SESSIONS, usable_cpus() if cpus is None else cpus))

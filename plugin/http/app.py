@@ -41,6 +41,7 @@ from plugin.http.admin import admin_routes
 from plugin.http.handlers import routes
 from plugin.http.keys import ADMISSION
 from plugin.http.keys import BACKEND
+from plugin.http.keys import CPUS
 from plugin.http.keys import EMBEDDER
 from plugin.http.keys import ENCODER
 from plugin.http.keys import KEYWORDS
@@ -48,6 +49,7 @@ from plugin.http.keys import METRICS
 from plugin.http.keys import RANKING
 from plugin.http.keys import SERVICE
 from plugin.http.keys import SETTINGS
+from plugin.http.keys import SIZES
 from plugin.http.keys import STOP
 from plugin.http.keys import STORE_SIZES
 from plugin.http.keys import TICKS
@@ -63,6 +65,8 @@ from plugin.scheduling.dimmer import RerankDimmer
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings
+from plugin.sizing import engine_workers_of
+from plugin.sizing import usable_cpus
 from plugin.upgrades import token_upgrade
 from plugin.upgrades.keyword_upgrade import maintain_in_background
 
@@ -71,7 +75,7 @@ log = logging.getLogger(__name__)
 
 async def _embedder(app: web.Application) -> AsyncIterator[None]:
     if ENCODER not in app:
-        app[ENCODER] = await at_low_priority(load_encoder, app[SETTINGS])
+        app[ENCODER] = await at_low_priority(load_encoder, app[SETTINGS], app[CPUS])
     metrics, settings = app[METRICS], app[SETTINGS]
     service_time = ServiceTime(app[ENCODER].parallelism, app[TICKS])
     admission = app[ADMISSION] = Admission(
@@ -101,7 +105,13 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
 async def _backend(app: web.Application) -> AsyncIterator[None]:
     if BACKEND not in app:
         encoder = app[ENCODER]
-        app[BACKEND] = build_backend(app[SETTINGS], encoder.dimension, encoder.token_dimension)
+        tokens = encoder.token_dimension
+        app[BACKEND] = build_backend(app[SETTINGS], encoder.dimension, tokens, cpus=app[CPUS])
+    app[SIZES] = {
+        "cpus": app[CPUS],
+        "embedding_sessions": app[ENCODER].parallelism,
+        "engine_workers": engine_workers_of(app[BACKEND]),
+    }
     await app[BACKEND].start()
     verified = app[VECTORS_VERIFIED]
     try:  # vectors of another space are never mixed in (plugin/core/fingerprint.py)
@@ -214,16 +224,18 @@ def create_app(
     keywords: KeywordEncoder | None = None,
     clock: Clock = utc_now,
     ticks: Callable[[], float] = time.monotonic,
+    cpus: int | None = None,
 ) -> web.Application:
     """Build the app. Tests pass a loaded `encoder` (loading takes seconds), a `backend`,
-    a keyword encoder of another configuration, or a hand-moved `ticks` (the monotonic
-    seconds admission measures the plugin's busy time by)."""
+    a keyword encoder of another configuration, a hand-moved `ticks` (the monotonic
+    seconds admission measures the plugin's busy time by), or the `cpus` to size for."""
     app = web.Application(
         client_max_size=settings.max_body_bytes, middlewares=[request_context, envelope]
     )
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[TICKS] = ticks
+    app[CPUS] = usable_cpus() if cpus is None else cpus
     app[KEYWORDS] = KeywordEncoder() if keywords is None else keywords
     app[VECTORS_VERIFIED] = threading.Event()  # the store holds the encoder's vector space
     app[STOP] = _unstoppable  # `serve` replaces it

@@ -28,6 +28,7 @@ from plugin.http.envelope import from_validation
 from plugin.http.keys import ADMISSION
 from plugin.http.keys import METRICS
 from plugin.http.keys import SERVICE
+from plugin.http.keys import SIZES
 from plugin.http.middleware import MEMORY_ID_KEY
 from plugin.http.middleware import NAMESPACE_KEY
 from plugin.http.middleware import RANKING_KEY
@@ -71,8 +72,14 @@ async def _admitted_body(request: web.Request, model: type[M]) -> AsyncIterator[
         yield name, await _body(request, model)
 
 
-def health_body(status: str) -> dict[str, object]:
-    return {"status": status, "version": CONTRACT_VERSION, "capabilities": list(CAPABILITIES)}
+def health_body(request: web.Request, status: str) -> dict[str, object]:
+    """The contract's fields, and the sizes start-up chose (CPUs, sessions, engine workers)."""
+    body: dict[str, object] = {
+        "status": status,
+        "version": CONTRACT_VERSION,
+        "capabilities": list(CAPABILITIES),
+    }
+    return body | {"sizes": request.app[SIZES]} if SIZES in request.app else body
 
 
 @routes.get("/v1/health")
@@ -87,10 +94,10 @@ async def health(request: web.Request) -> web.Response:
         condition = await request.app[SERVICE].ping()
     except BackendError as error:
         # Both the spec's Error and the reference plugin's degraded health shape.
-        body = health_body("degraded") | {"code": "unavailable", "message": str(error)}
+        body = health_body(request, "degraded") | {"code": "unavailable", "message": str(error)}
         return web.json_response(body, status=503)
     if not condition.degraded:
-        return web.json_response(health_body("ok"))
+        return web.json_response(health_body(request, "ok"))
     unreadable = condition.unreadable_namespaces
     problems = list(condition.problems)
     if unreadable:
@@ -98,7 +105,7 @@ async def health(request: web.Request) -> web.Response:
             f"{len(unreadable)} namespace(s) unreadable and left out of searches "
             "(named in the log; docs/repair.md#unreadable-namespace)"
         )
-    body = health_body("degraded") | {
+    body = health_body(request, "degraded") | {
         "message": "; ".join(problems),
         "unreadable_namespaces": len(unreadable),
     }

@@ -37,3 +37,6 @@ TICKS: web.AppKey[Callable[[], float]] = web.AppKey("ticks")
 # Asks whoever runs the app to stop it, saying why (a late fingerprint mismatch);
 # `serve` stops as on SIGTERM, `create_app`'s default only logs.
 STOP: web.AppKey[Callable[[str], None]] = web.AppKey("stop")
+# The CPUs the plugin may use (plugin/sizing.py), and what start-up sized from them.
+CPUS = web.AppKey("cpus", int)
+SIZES: web.AppKey[dict[str, int | None]] = web.AppKey("sizes")

@@ -20,10 +20,12 @@ pytestmark = pytest.mark.every_backend
 
 async def test_health(api: ContractClient) -> None:
     reply = await api.call("GET", "/v1/health")
+    sizes = reply.body.pop("sizes")  # beside the contract's fields: tests/service/test_sizing.py
     assert (reply.status, reply.body) == (
         200,
         {"status": "ok", "version": "1.0.0", "capabilities": ["embedding", "ttl", "pin"]},
     )
+    assert set(sizes) == {"cpus", "embedding_sessions", "engine_workers"}
 
 
 async def test_unknown_route(api: ContractClient) -> None:

@@ -248,6 +248,11 @@ def test_cli_export_and_import_round_trip(
     (tmp_path / "cut.jsonl").write_bytes(b"\n".join(again[:-1]) + b"\n")
     assert main(["import", "--in", str(tmp_path / "cut.jsonl")]) == 1
     assert "without its end line" in capsys.readouterr().err
+    # To stdout (the runbook's backup through `kubectl exec`): the file alone, the line on stderr.
+    assert main(["export", "--out", "-"]) == 0
+    streamed = capsys.readouterr()
+    assert streamed.out.splitlines()[-1].startswith('{"type":"end"')
+    assert "export: 3 namespaces, 120 memories to stdout" in streamed.err
 
 
 def _no_model(_: Settings) -> Any:

@@ -2,8 +2,10 @@
 
 The rendered `PrometheusRule`'s groups pass `promtool check rules`, and a unit
 test per alert (`promtool test rules`) feeds it series that must fire it and
-series that must not. Every alert has a case here and a section in
-docs/runbook.md. promtool comes from Debian's `prometheus` package (scripts/test).
+series that must not: `MemoryPluginDown` only for a scrape target the chart
+configured, the 5xx and latency alerts blind to probes, /metrics and exports.
+Every alert has a case here and a section in docs/runbook.md. promtool comes
+from Debian's `prometheus` package (scripts/test).
 """
 
 from __future__ import annotations
@@ -43,15 +45,15 @@ def flat(value: float) -> str:
     return f"{value:g}x{STEPS}"
 
 
-def buckets(per_minute: dict[str, int]) -> list[dict[str, str]]:
+def buckets(per_minute: dict[str, int], route: str = "/v1/search") -> list[dict[str, str]]:
     name = "memory_plugin_http_request_duration_seconds_bucket"
-    route = {"route": "/v1/search", "method": "POST"}
-    return [series(name, counter(n), le=le, **route) for le, n in per_minute.items()]
+    labels = {"route": route, "method": "POST"}
+    return [series(name, counter(n), le=le, **labels) for le, n in per_minute.items()]
 
 
-def requests(status: str, per_minute: int) -> dict[str, str]:
+def requests(status: str, per_minute: int, route: str = "/v1/search") -> dict[str, str]:
     name = "memory_plugin_http_requests_total"
-    return series(name, counter(per_minute), route="/v1/search", method="POST", status=status)
+    return series(name, counter(per_minute), route=route, method="POST", status=status)
 
 
 # Per alert: series that fire it, the value its description shows (or None), the
@@ -124,18 +126,38 @@ def promtool() -> str:
     )
 
 
+SCRAPED = ("prometheusRule.enabled=true", "serviceMonitor.enabled=true")
+
+
 @pytest.fixture(scope="module")
 def rules() -> list[dict[str, Any]]:
-    """The alert rules as rendered with `prometheusRule.enabled`."""
-    rule = one(render(None, "prometheusRule.enabled=true"), "PrometheusRule")
+    """The alert rules as rendered with `prometheusRule.enabled` and the ServiceMonitor."""
+    rule = one(render(None, *SCRAPED), "PrometheusRule")
     return [r for group in rule["spec"]["groups"] for r in group["rules"]]
 
 
-def rule_file(tmp_path: Path) -> Path:
-    rule = one(render(None, "prometheusRule.enabled=true"), "PrometheusRule")
+def rule_file(tmp_path: Path, *sets: str) -> Path:
+    rule = one(render(None, *(sets or SCRAPED)), "PrometheusRule")
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump(rule["spec"]))
     return path
+
+
+def run_unit(promtool: str, tmp_path: Path, rules: Path, tests: list[dict[str, Any]]) -> None:
+    unit = tmp_path / "unit.yaml"
+    unit.write_text(yaml.safe_dump({"rule_files": [rules.name], "tests": tests}))
+    result = subprocess.run(
+        [promtool, "test", "rules", unit.name], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def silent(alert: str, input_series: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "interval": "1m",
+        "input_series": input_series,
+        "alert_rule_test": [{"eval_time": EVAL_AT, "alertname": alert, "exp_alerts": []}],
+    }
 
 
 def test_the_rendered_rules_pass_promtool_check(promtool: str, tmp_path: Path) -> None:
@@ -181,18 +203,61 @@ def test_each_alert_fires_on_its_series_and_only_then(
                 }
             ],
         },
-        {
-            "interval": "1m",
-            "input_series": quiet,
-            "alert_rule_test": [{"eval_time": EVAL_AT, "alertname": alert, "exp_alerts": []}],
-        },
+        silent(alert, quiet),
     ]
-    unit = tmp_path / "unit.yaml"
-    unit.write_text(yaml.safe_dump({"rule_files": [rule_file(tmp_path).name], "tests": tests}))
-    result = subprocess.run(
-        [promtool, "test", "rules", unit.name], capture_output=True, text=True, cwd=tmp_path
+    run_unit(promtool, tmp_path, rule_file(tmp_path), tests)
+
+
+def test_down_is_silent_without_a_scrape_target_the_chart_configured(
+    promtool: str, tmp_path: Path
+) -> None:
+    """Without the ServiceMonitor or a named job there is no target to miss: no rule. With
+    one, another job's target down, or none scraped at all, is not this plugin down."""
+    for sets in (
+        ("prometheusRule.enabled=true",),
+        ("prometheusRule.enabled=true", "networkPolicy.enabled=false"),
+    ):
+        rule = one(render(None, *sets), "PrometheusRule")
+        alerts = {r["alert"] for group in rule["spec"]["groups"] for r in group["rules"]}
+        assert alerts == set(CASES) - {"MemoryPluginDown"}
+    other_job = {"series": f'up{{job="other",namespace="{NAMESPACE}"}}', "values": flat(0)}
+    unrelated = series("memory_plugin_rerank_share", flat(1))
+    tests = [silent("MemoryPluginDown", [other_job]), silent("MemoryPluginDown", [unrelated])]
+    run_unit(promtool, tmp_path, rule_file(tmp_path), tests)
+
+
+def test_down_fires_for_a_scrape_job_of_the_operators_own(promtool: str, tmp_path: Path) -> None:
+    sets = ("prometheusRule.enabled=true", "prometheusRule.job=memory-plugin")
+    rule = next(
+        r
+        for group in one(render(None, *sets), "PrometheusRule")["spec"]["groups"]
+        for r in group["rules"]
+        if r["alert"] == "MemoryPluginDown"
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    labels = {"job": "memory-plugin", "namespace": NAMESPACE}
+    down = {"series": f'up{{job="memory-plugin",namespace="{NAMESPACE}"}}', "values": flat(0)}
+    firing = {"exp_labels": {**rule["labels"], **labels}, "exp_annotations": rule["annotations"]}
+    test = {
+        "interval": "1m",
+        "input_series": [down],
+        "alert_rule_test": [
+            {"eval_time": EVAL_AT, "alertname": "MemoryPluginDown", "exp_alerts": [firing]}
+        ],
+    }
+    run_unit(promtool, tmp_path, rule_file(tmp_path, *sets), [test])
+
+
+def test_errors_and_latency_are_blind_to_probes_metrics_and_exports(
+    promtool: str, tmp_path: Path
+) -> None:
+    """Health during an outage, a failing scrape, a slow export: none is the platform's call."""
+    served = requests("200", 60)
+    probes = [requests("503", 60, "/v1/health"), requests("500", 60, "/metrics"), served]
+    slow = buckets({"0.5": 0, "2.0": 10, "+Inf": 10}, "/admin/export")
+    slow += buckets({"0.5": 0, "2.0": 10, "+Inf": 10}, "/v1/health")
+    fast = buckets({"0.5": 60, "2.0": 60, "+Inf": 60})
+    tests = [silent("MemoryPluginServerErrors", probes), silent("MemoryPluginSlow", slow + fast)]
+    run_unit(promtool, tmp_path, rule_file(tmp_path), tests)
 
 
 def test_the_rule_takes_its_labels_thresholds_and_runbook_base_from_values() -> None:

@@ -8,14 +8,19 @@ from typing import Any
 import pytest
 
 from plugin.settings import Settings
+from tests.support.helm import CHART
 from tests.support.helm import FULLNAME
+from tests.support.helm import NAMESPACE
+from tests.support.helm import RELEASE
 from tests.support.helm import SCENARIOS
 from tests.support.helm import Manifest
 from tests.support.helm import config_map
+from tests.support.helm import helm
 from tests.support.helm import one
 from tests.support.helm import render
 from tests.support.helm import render_fails
 from tests.support.helm import server_container
+from tests.support.helm import values_file
 
 # --- secrets --------------------------------------------------------------------------
 
@@ -76,11 +81,12 @@ def test_qdrant_server_backend() -> None:
 
 
 def test_qdrant_without_api_key_sends_none() -> None:
-    assert env_refs(render()) == {}
+    assert env_refs(render("qdrant-server", "qdrant.apiKeySecret.name=")) == {}
 
 
 def test_qdrant_backend_needs_a_url() -> None:
-    assert "qdrant.url" in render_fails(None, "qdrant.url=")
+    assert "qdrant.url" in render_fails("qdrant-server", "qdrant.url=")
+    assert "qdrant.url" in render_fails(None, "backend=qdrant", "replicaCount=2")
 
 
 def test_pinecone_backend() -> None:
@@ -115,6 +121,38 @@ def test_a_plaintext_key_is_rejected() -> None:
 
 
 # --- embedded -------------------------------------------------------------------------
+
+
+def test_a_bare_install_is_the_embedded_backend() -> None:
+    objects = render(None, "image.repository=registry.example.com/memory-plugin-vector")
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert one(objects, "PersistentVolumeClaim")["metadata"]["name"] == f"{FULLNAME}-data"
+    data = config_map(objects)["data"]
+    assert Settings.from_env(dict(data)).backend == "embedded"
+    assert "QDRANT_URL" not in data
+
+
+@pytest.mark.parametrize(
+    ("scenario", "said"),
+    [
+        (None, ["Backend: embedded", "ci/qdrant-server-values.yaml", "ci/pinecone-values.yaml"]),
+        ("qdrant-server", ["Backend: qdrant at http://qdrant:6333", "--set backend=embedded"]),
+        ("pinecone", ["Backend: pinecone (index agent-memory)", "--set backend=embedded"]),
+    ],
+)
+def test_the_notes_name_the_backend_and_how_to_change_it(
+    scenario: str | None, said: list[str]
+) -> None:
+    args = ["install", RELEASE, str(CHART), "--dry-run=client", "--namespace", NAMESPACE]
+    if scenario is not None:
+        args += ["--values", values_file(scenario)]
+    result = helm(*args)
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.partition("NOTES:")[2]
+    for line in said:
+        assert line in notes
 
 
 def test_embedded_is_one_replica_on_a_claim_recreated() -> None:

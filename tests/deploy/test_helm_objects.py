@@ -129,7 +129,10 @@ def test_hpa_replaces_replicas() -> None:
 
 def test_hpa_min_not_above_max() -> None:
     assert "minReplicas" in render_fails(
-        None, "autoscaling.enabled=true", "autoscaling.minReplicas=5", "autoscaling.maxReplicas=2"
+        "qdrant-server",
+        "autoscaling.enabled=true",
+        "autoscaling.minReplicas=5",
+        "autoscaling.maxReplicas=2",
     )
 
 

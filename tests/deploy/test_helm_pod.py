@@ -114,7 +114,7 @@ def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     assert {k: data.pop(k) for k in sorted(RUNTIME_ENV)} == {
         "HF_HUB_OFFLINE": "1",
         "HOME": "/tmp",
-        "OMP_NUM_THREADS": "2",
+        "OMP_NUM_THREADS": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
     known = {field.alias for field in Settings.model_fields.values()}

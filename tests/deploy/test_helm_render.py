@@ -104,7 +104,7 @@ def test_recommended_labels_everywhere(scenario: str) -> None:
 
 
 def test_schema_accepts_a_known_key_and_rejects_a_typo() -> None:
-    assert one(render(None, "replicaCount=3"), "Deployment")["spec"]["replicas"] == 3
+    assert one(render("qdrant-server", "replicaCount=3"), "Deployment")["spec"]["replicas"] == 3
     stderr = render_fails(None, "replicaCont=3")
     assert "replicaCont" in stderr
 

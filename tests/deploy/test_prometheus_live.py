@@ -30,6 +30,7 @@ import yaml
 
 from harness.server_process import ServerProcess
 from harness.server_process import free_port
+from tests.deploy.test_alert_rules import SCRAPED
 from tests.deploy.test_grafana_dashboard import dashboard
 from tests.deploy.test_grafana_dashboard import panels
 from tests.support.helm import FULLNAME
@@ -159,7 +160,7 @@ def dashboard_expressions() -> list[str]:
 
 
 def alert_expressions() -> list[str]:
-    rule = one(render(None, "prometheusRule.enabled=true"), "PrometheusRule")
+    rule = one(render(None, *SCRAPED), "PrometheusRule")
     found = []
     for group in rule["spec"]["groups"]:
         for alert in group["rules"]:

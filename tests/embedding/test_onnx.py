@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from plugin.embedding.onnx_model import OnnxEncoder
 from plugin.embedding.onnx_model import check_export
 from plugin.settings import Settings
 from plugin.settings import SettingsError
+from plugin.sizing import usable_cpus
 
 TEXTS = [
     "the user prefers tabs for indentation",
@@ -175,7 +175,7 @@ def test_a_text_embedded_alone_leaves_no_thread_spinning_after_it(tmp_path: Path
 
 def test_sessions_default_to_the_usable_cores(tmp_path: Path) -> None:
     settings = settings_for("onnx", tmp_path)
-    assert embedding_sessions(settings) == min(4, len(os.sched_getaffinity(0)))
+    assert embedding_sessions(settings) == min(4, usable_cpus())
     one = settings.model_copy(update={"embedding_sessions": 1})
     assert embedding_sessions(one) == 1
     assert load_encoder(one).parallelism == 1

@@ -73,6 +73,7 @@ async def test_connection_refused(api: ContractClient, mock: respx.MockRouter) -
         "status": "degraded",
         "version": "1.0.0",
         "capabilities": ["embedding", "ttl", "pin"],
+        "sizes": health.body["sizes"] | {"engine_workers": None},  # a server has none
         "code": "unavailable",
         "message": health.body["message"],
     }

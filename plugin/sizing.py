@@ -1,0 +1,87 @@
+"""The CPUs this process may use, and the sizes the plugin chose from them.
+
+A container sees the node's cores; what it may use is its CPU affinity capped by its
+cgroup's CPU limit (v2 `cpu.max`, v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`, the
+tightest of its cgroup and their ancestors), rounded up. The encoder's sessions and the
+embedded store's engine workers are sized from it when their settings are unset, and
+health reports what was chosen (docs/settings.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from adapters.base import VectorBackend
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+SELF_CGROUP = Path("/proc/self/cgroup")
+V1_PERIOD_DEFAULT_US = 100_000
+
+
+def usable_cpus(
+    root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP, affinity: int | None = None
+) -> int:
+    """The CPUs this process may run on (`affinity`, else its own), at most its CPU limit."""
+    cores = len(os.sched_getaffinity(0)) if affinity is None else affinity
+    limit = cgroup_cpu_limit(root, self_cgroup)
+    return cores if limit is None else max(1, min(cores, math.ceil(limit)))
+
+
+def cgroup_cpu_limit(root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP) -> float | None:
+    """The tightest CPU quota over this process's cgroups and their ancestors, in CPUs;
+    None where there is none (no limit, or no cgroup filesystem)."""
+    try:
+        lines = self_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    limits: list[float] = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if not controllers:
+            limits += _v2_limits(root, path)
+        elif "cpu" in controllers.split(","):
+            limits += _v1_limits(root / controllers, path)
+    return min(limits, default=None)
+
+
+def _ancestors(base: Path, path: str) -> Iterator[Path]:
+    """`path` under `base`, then each parent up to `base` itself (a container's own cgroup
+    is mounted at `base`, under a path named as the host sees it)."""
+    parts = [part for part in path.split("/") if part]
+    for depth in range(len(parts), -1, -1):
+        yield base.joinpath(*parts[:depth])
+
+
+def _v2_limits(root: Path, path: str) -> Iterator[float]:
+    for directory in _ancestors(root, path):
+        quota, _, period = _read(directory / "cpu.max").partition(" ")
+        if quota and quota != "max":
+            yield int(quota) / int(period or V1_PERIOD_DEFAULT_US)
+
+
+def _v1_limits(base: Path, path: str) -> Iterator[float]:
+    for directory in _ancestors(base, path):
+        quota = _read(directory / "cpu.cfs_quota_us")
+        if quota and int(quota) > 0:
+            period = _read(directory / "cpu.cfs_period_us")
+            yield int(quota) / int(period or V1_PERIOD_DEFAULT_US)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def engine_workers_of(backend: VectorBackend) -> int | None:
+    """How many engine worker processes hold `backend`; None for a store of another kind."""
+    from adapters.worker.engine_client import EngineClient
+    from adapters.worker.engine_pool import EnginePool
+
+    if isinstance(backend, EnginePool):
+        return len(backend.clients)
+    return 1 if isinstance(backend, EngineClient) else None
