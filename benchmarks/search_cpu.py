@@ -7,10 +7,10 @@ its token vectors), copied; a server on each copy with MEMORY_PLUGIN_SEARCH forc
 `hybrid` and to `rerank` (every search reranked: the dimmer left out of what is measured).
 Windows of 8 closed-loop callers asking LoCoMo's questions over 3 namespaces, limit 10,
 alternate the servers (each round reversed). From each thread's schedstat
-(benchmarks/commit_cpu.py): CPU per search in the server's event loop, in its other threads
-(the model's sessions) and in the engine worker, summed over the windows, per ranking, and
-the rerank's extra over hybrid's per process. The machine is shared by both servers and
-the callers: compare the rows, not the figures with another run's.
+(benchmarks/commit_cpu.py): CPU per search in the server's event loop, in its other
+threads (the model's sessions) and in the engine workers (all of them), summed over the
+windows, per ranking, and the rerank's extra over hybrid's per process. The machine is
+shared by both servers and the callers: compare the rows, not figures of another run.
 """
 
 from __future__ import annotations
@@ -38,15 +38,24 @@ Spent = dict[str, list[float]]
 
 
 def processes(server: ServerProcess) -> dict[str, int]:
+    """The server and its engine workers (one or several), by name."""
     assert server.proc is not None
     found = {"server": server.proc.pid}
-    for child in server.children()[:1]:  # the engine worker
-        found["engine worker"] = child
+    for k, child in enumerate(server.children()):
+        found[f"engine worker {k}"] = child
     return found
 
 
 def snapshot(pids: dict[str, int]) -> dict[str, Usage]:
-    return {name: usage(pid) for name, pid in pids.items()}
+    """Each process's thread kinds; the engine workers' summed as one."""
+    found: dict[str, Usage] = {}
+    for name, pid in pids.items():
+        name = "engine workers" if name.startswith("engine worker") else name
+        held = found.setdefault(name, {})
+        for kind, (ran, waited, slices) in usage(pid).items():
+            was = held.get(kind, (0.0, 0.0, 0))
+            held[kind] = (was[0] + ran, was[1] + waited, was[2] + slices)
+    return found
 
 
 async def window(
