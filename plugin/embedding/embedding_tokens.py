@@ -42,8 +42,9 @@ def token_rows(
     (token_projection.py; the unit vector of a projected row is the same either side
     of normalising first, so it is applied first).
     """
-    if projection is not None:
-        hidden = hidden @ projection
+    if projection is not None:  # one product over every row: numpy's 3-d matmul is one per text
+        texts, length, dimension = hidden.shape
+        hidden = (hidden.reshape(-1, dimension) @ projection).reshape(texts, length, -1)
     norms = np.clip(np.linalg.norm(hidden, axis=2, keepdims=True), 1e-12, None)
     unit = (hidden / norms).astype(np.float32)
     found: list[TokenVectors] = []
