@@ -46,6 +46,8 @@ class InstantEncoder:
     """An `Encoder` that costs nothing: one fixed unit vector for every text."""
 
     dimension = DIMENSION
+    token_dimension = DIMENSION  # Encoder.token_dimension: no projection
+    projection = None
     fingerprint = "all-MiniLM-L6-v2/onnx"  # what a default store records
     parallelism = 1
     inline_lone_text = True  # as the ONNX encoders it stands in for

@@ -25,6 +25,7 @@ from harness.clocks import WallClock
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.search_mode import Ranking
+from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.keys import ENCODER
 from plugin.http.keys import RANKING
 from tests.support.app import AppFactory
@@ -103,11 +104,14 @@ async def test_the_default_reranks_dimmed_to_hybrid_and_only_a_rerank_keeps_toke
 
 @pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])
 async def test_rerank_on_a_qdrant_server_keeps_token_vectors_and_ranks_by_them(
-    make_app: AppFactory, clock: WallClock, layout: type[QdrantServerLayout]
+    make_app: AppFactory,
+    clock: WallClock,
+    layout: type[QdrantServerLayout],
+    encoder: SentenceTransformerEncoder,
 ) -> None:
     """Both server layouts (qdrant-client's local mode): each commit's token vectors come
     from its one model call, and the search reranks by them."""
-    backend = layout(384, location=":memory:", tokens=True)
+    backend = layout(384, location=":memory:", tokens=True, token_dimension=encoder.token_dimension)
     asked: list[SearchQuery] = []
     query_memories = backend.query_memories
 
@@ -130,7 +134,9 @@ async def test_rerank_on_a_qdrant_server_keeps_token_vectors_and_ranks_by_them(
             points.update(await stored_points(backend.connection, name))
         tokens = [v[TOKENS_VECTOR] for p, v in points.values() if "content" in (p or {})]
         assert len(tokens) == 9
-        assert all(len(rows) > 3 and len(rows[0]) == 384 for rows in tokens)
+        assert all(
+            len(rows) > 3 and len(rows[0]) == encoder.token_dimension == 128 for rows in tokens
+        )
 
 
 async def test_a_dotproduct_pinecone_index_defaults_to_hybrid(

@@ -54,6 +54,8 @@ async def test_concurrent_requests_share_batches(encoder: SentenceTransformerEnc
 
 class FailingEncoder:
     dimension = 3
+    token_dimension = 3  # Encoder.token_dimension: no projection
+    projection = None
     fingerprint = "failing/test"
     parallelism = 1
     inline_lone_text = False
@@ -188,6 +190,8 @@ class ThreadRecordingEncoder:
     `embed_lone` (the session with every core's threads)."""
 
     dimension = 3
+    token_dimension = 3  # Encoder.token_dimension: no projection
+    projection = None
     fingerprint = "threads/test"
     inline_lone_text = True
 

@@ -82,6 +82,8 @@ class WordsEncoder:
     """Records every text it is asked to embed; blocks on texts in `held` until released."""
 
     dimension = 3
+    token_dimension = 3  # Encoder.token_dimension: no projection
+    projection = None
     fingerprint = "words/test"
     parallelism = 1
     inline_lone_text = False  # it blocks: never on the event loop

@@ -12,6 +12,8 @@ class GatedEncoder:
     """Records every batch; blocks inside `encode` until the test opens the gate."""
 
     dimension = 3
+    token_dimension = 3  # Encoder.token_dimension: no projection
+    projection = None
     fingerprint = "gated/test"
     inline_lone_text = False  # it blocks: never on the event loop
     keep_tokens = False
@@ -47,6 +49,8 @@ class PacedEncoder:
     the load in front of it, without a machine busy enough to make the real one so."""
 
     dimension = 3
+    token_dimension = 3  # Encoder.token_dimension: no projection
+    projection = None
     fingerprint = "paced/test"
     inline_lone_text = False
     keep_tokens = False
