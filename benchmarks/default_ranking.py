@@ -46,6 +46,14 @@ CALLERS = 8
 TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
+def question_bodies(conversations: list[locomo.Conversation]) -> list[dict[str, Any]]:
+    """Every question of the file as a search over the first 3 conversations' dialog
+    namespaces, limit 10: the load both this and benchmarks/search_cpu.py ask."""
+    searched = [c.namespace("dialog") for c in conversations[:3]]
+    questions = [q.text for c in conversations for q in c.questions]
+    return [{"namespaces": searched, "query": q, "limit": 10} for q in questions]
+
+
 def verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
@@ -185,9 +193,7 @@ def main() -> None:
             for server in servers.values():
                 server.wait_healthy()
             bases = {name: server.base_url for name, server in servers.items()}
-            searched = [c.namespace("dialog") for c in conversations[:3]]
-            questions = [q.text for c in conversations for q in c.questions]
-            bodies = [{"namespaces": searched, "query": q, "limit": 10} for q in questions]
+            bodies = question_bodies(conversations)
             asyncio.run(windows(bases, bodies, 2.0, 1, None))  # warm both: caches, sessions
 
             print(f"\n1. saturated: {CALLERS} closed-loop callers, windows of {args.seconds:g} s")

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -28,6 +29,7 @@ from benchmarks.commit_cpu import usage
 from benchmarks.common import machine
 from benchmarks.default_ranking import TIMEOUT
 from benchmarks.default_ranking import closed_loop
+from benchmarks.default_ranking import question_bodies
 from benchmarks.retrieval import DEFAULT_DATA
 from benchmarks.retrieval import servers_on_copies
 from harness.server_process import ServerProcess
@@ -59,7 +61,7 @@ def snapshot(pids: dict[str, int]) -> dict[str, Usage]:
 
 
 async def window(
-    server: ServerProcess, bodies: list[dict[str, object]], seconds: float, spent: Spent
+    server: ServerProcess, bodies: list[dict[str, Any]], seconds: float, spent: Spent
 ) -> None:
     """One window of closed-loop searches; its CPU and count added to `spent`."""
     pids = processes(server)
@@ -105,11 +107,7 @@ def main() -> None:
         try:
             for server in servers.values():
                 server.wait_healthy()
-            searched = [c.namespace("dialog") for c in conversations[:3]]
-            questions = [q.text for c in conversations for q in c.questions]
-            bodies: list[dict[str, object]] = [
-                {"namespaces": searched, "query": q, "limit": 10} for q in questions
-            ]
+            bodies = question_bodies(conversations)
             warm: dict[str, Spent] = {r: {} for r in RANKINGS}
             for ranking in RANKINGS:
                 asyncio.run(window(servers[ranking], bodies, 2.0, warm[ranking]))
