@@ -35,25 +35,33 @@ TokenVectors = Sequence[Sequence[float]]
 
 
 class PackedTokens(Sequence[list[float]]):
-    """Token vectors as the model computed them: one float32 array, not lists of floats.
+    """Token vectors as the model computed them: one float32 array, not lists of floats,
+    and the vocabulary id of each row's wordpiece where the model's tokenizer said it.
 
     Why: a memory's are about ten thousand numbers, and as Python floats they cost a
     commit more to make, to send to the engine worker (a pickle of this is its bytes)
     and to read there than the engine's own write. `rows()` gives them as the engines
-    take them; indexing and iterating give rows as lists, as any `TokenVectors`.
+    take them; indexing and iterating give rows as lists, as any `TokenVectors`. The ids
+    (`ids`) let the store keep its wordpieces' document frequencies and weigh a query's
+    rows by them (adapters/qdrant/wordpieces.py).
     """
 
-    __slots__ = ("_array",)
+    __slots__ = ("_array", "_ids")
 
-    def __init__(self, array: np.ndarray) -> None:
+    def __init__(self, array: np.ndarray, ids: np.ndarray | None = None) -> None:
         self._array = np.ascontiguousarray(array, dtype=np.float32)
+        self._ids = None if ids is None else np.ascontiguousarray(ids, dtype=np.int64)
+        if self._ids is not None and self._ids.shape != (len(self._array),):
+            raise ValueError("one wordpiece id per token vector")
 
     @classmethod
-    def from_bytes(cls, data: bytes, dimension: int) -> PackedTokens:
-        return cls(np.frombuffer(data, dtype=np.float32).reshape(-1, dimension))
+    def from_bytes(cls, data: bytes, dimension: int, ids: bytes | None = None) -> PackedTokens:
+        array = np.frombuffer(data, dtype=np.float32).reshape(-1, dimension)
+        return cls(array, None if ids is None else np.frombuffer(ids, dtype=np.int64))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (PackedTokens.from_bytes, (self._array.tobytes(), self._array.shape[1]))
+        ids = None if self._ids is None else self._ids.tobytes()
+        return (PackedTokens.from_bytes, (self._array.tobytes(), self._array.shape[1], ids))
 
     def __len__(self) -> int:
         return len(self._array)
@@ -70,7 +78,13 @@ class PackedTokens(Sequence[list[float]]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PackedTokens):
-            return np.array_equal(self._array, other._array)
+            mine, theirs = self._ids, other._ids
+            same_ids = (
+                mine is None and theirs is None
+                if mine is None or theirs is None
+                else np.array_equal(mine, theirs)
+            )
+            return same_ids and np.array_equal(self._array, other._array)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
@@ -82,6 +96,16 @@ class PackedTokens(Sequence[list[float]]):
     def array(self) -> np.ndarray:
         """The float32 array itself (rows by dimension); not to be changed."""
         return self._array
+
+    @property
+    def ids(self) -> np.ndarray | None:
+        """Each row's wordpiece id (int64), or None where nobody said."""
+        return self._ids
+
+
+def wordpiece_ids(tokens: TokenVectors) -> np.ndarray | None:
+    """The wordpiece id of each of `tokens`' rows, or None where they carry none."""
+    return tokens.ids if isinstance(tokens, PackedTokens) else None
 
 
 def float_rows(tokens: TokenVectors) -> list[list[float]]:
@@ -197,14 +221,17 @@ class SearchQuery:
     Both is a hybrid search; with `feedback`, its keyword vector is first widened by
     the top results' words (keyword feedback, adapters/qdrant/feedback.py); with
     `tokens` too (the query's token vectors, from the same model call as `dense`),
-    its candidates are reranked by them (MaxSim). The plugin computes only what the
-    mode needs (a keyword search costs no model call).
+    its candidates are reranked by them (MaxSim), each token weighed by its wordpiece's
+    rarity in the store with `weigh_tokens` (set once the store holds every memory's
+    wordpieces: adapters/qdrant/wordpieces.py), else all alike. The plugin computes only
+    what the mode needs (a keyword search costs no model call).
     """
 
     dense: Sequence[float] | None = None
     keywords: SparseVector | None = None
     tokens: TokenVectors | None = None
     feedback: bool = False
+    weigh_tokens: bool = False
 
     def __post_init__(self) -> None:
         if self.dense is None and self.keywords is None:

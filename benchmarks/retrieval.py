@@ -308,7 +308,7 @@ def main() -> None:
         servers = servers_on_copies(tmp, conversations, SEARCH_MODES)
         try:
             for server in servers.values():
-                server.wait_healthy()
+                server.wait_weighed()  # a rerank weighs its tokens from the first question
             tables = asyncio.run(recall_everywhere(servers, conversations))
             print_recall(tables)
             if args.plot is not None:

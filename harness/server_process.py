@@ -12,6 +12,7 @@ Only 127.0.0.1 is ever used. Every wait is bounded.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -152,6 +153,20 @@ class ServerProcess:
                 pass
             time.sleep(0.05)
         raise ServerError(f"no healthy answer within {timeout_s:g} s:\n" + self.log_tail())
+
+    def wait_weighed(self, timeout_s: float = HEALTH_TIMEOUT_S) -> float:
+        """Poll GET /v1/health until a reranking server weighs query tokens (health's
+        `rerank_weights` is `idf`: its token fill has given every memory its wordpieces);
+        at once for one that does not rerank. Seconds since `start()`."""
+        self.wait_healthy(timeout_s)
+        assert self.started_at is not None  # started: wait_healthy checked
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"{self.base_url}/v1/health", timeout=2.0) as response:
+                if json.loads(response.read()).get("rerank_weights", "idf") == "idf":
+                    return time.monotonic() - self.started_at
+            time.sleep(0.05)
+        raise ServerError(f"rerank weights not ready within {timeout_s:g} s:\n" + self.log_tail())
 
     def kill(self) -> int:
         """SIGKILL, no chance to flush or clean up; return the exit status."""

@@ -115,23 +115,25 @@ def requests(
             depth,
         )
         # $score[0]: the fused score; $score[1]: MaxSim (0 without token vectors).
-        weight = rerank_weight(len(query.tokens))
+        weight = rerank_weight(float(len(query.tokens)))
         fused.append(dialect.fused([first, by_tokens], _weighted(dialect, weight), defaults, limit))
     return fused
 
 
-def rerank_weight(query_tokens: int) -> float:
-    """MaxSim's weight for a query of `query_tokens` token vectors (the mean's, above)."""
-    return RERANK_WEIGHT / query_tokens
+def rerank_weight(mass: float) -> float:
+    """MaxSim's weight for query token vectors of `mass`: their count, or the sum of their
+    scales where they are weighed (wordpieces.py); the mean's, above."""
+    return RERANK_WEIGHT / mass
 
 
 def reranked(
-    candidates: Sequence[tuple[K, float]], max_sim: Mapping[K, float], query_tokens: int, limit: int
+    candidates: Sequence[tuple[K, float]], max_sim: Mapping[K, float], mass: float, limit: int
 ) -> list[tuple[K, float]]:
     """The `limit` best of `candidates` (key, fused score) by the rerank's score above,
-    for an engine that asks MaxSim in a request of its own (edge/search_passes.py); a key
-    missing from `max_sim` (no token vectors yet) scores MaxSim 0."""
-    weight = rerank_weight(query_tokens)
+    for an engine that asks MaxSim in a request of its own (edge/search_passes.py), of
+    query token vectors of `mass` (`rerank_weight`); a key missing from `max_sim` (no token
+    vectors yet) scores MaxSim 0."""
+    weight = rerank_weight(mass)
     scored = [(key, fused + weight * max_sim.get(key, 0.0)) for key, fused in candidates]
     scored.sort(key=lambda pair: pair[1], reverse=True)  # stable: ties keep the fused order
     return scored[:limit]

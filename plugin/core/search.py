@@ -108,7 +108,8 @@ class MemorySearch:
             tokens = embedded.tokens if mode is SearchMode.RERANK else None
         # a backend without keyword feedback reranks the hybrid candidates (a Qdrant server)
         feedback = mode in _FEEDBACK and SearchMode.FEEDBACK in self.backend.search_modes
-        return SearchQuery(dense, keywords, tokens, feedback=feedback)
+        weigh = tokens is not None and self.ranking.weighs_tokens()
+        return SearchQuery(dense, keywords, tokens, feedback=feedback, weigh_tokens=weigh)
 
     async def _read(
         self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int

@@ -29,6 +29,11 @@ def never_dimmed() -> bool:
     return True
 
 
+def never_weighed() -> bool:
+    """A rerank weighs every query token alike: where no fill has completed the wordpieces."""
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class Ranking:
     """What a search with a query ranks by: `best`, or `dimmed` when `best_now` (the rerank
@@ -37,6 +42,9 @@ class Ranking:
     best: SearchMode
     dimmed: SearchMode | None = None  # None: always `best`
     best_now: Callable[[], bool] = field(default=never_dimmed, compare=False, repr=False)
+    # Whether a rerank weighs the query's tokens by rarity: once the store holds every
+    # memory's wordpieces (plugin/upgrades/token_upgrade.py); until then all alike.
+    weighs_tokens: Callable[[], bool] = field(default=never_weighed, compare=False, repr=False)
 
     @property
     def reranks(self) -> bool:

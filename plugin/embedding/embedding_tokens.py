@@ -33,12 +33,13 @@ class Embedding:
 
 
 def token_rows(
-    hidden: np.ndarray, keep: np.ndarray, projection: np.ndarray | None = None
+    hidden: np.ndarray, keep: np.ndarray, ids: np.ndarray, projection: np.ndarray | None = None
 ) -> list[TokenVectors]:
     """Per text, its kept tokens' vectors, each of unit length (at most `MAX_TOKENS`).
 
     `hidden` is (texts, tokens, dimension); `keep` is 1 where a token is a real,
-    non-special one; `projection`, the model's fixed map to fewer dimensions
+    non-special one; `ids`, (texts, tokens), each token's vocabulary id, kept beside its
+    row (`PackedTokens.ids`); `projection`, the model's fixed map to fewer dimensions
     (token_projection.py; the unit vector of a projected row is the same either side
     of normalising first, so it is applied first).
     """
@@ -48,9 +49,9 @@ def token_rows(
     norms = np.clip(np.linalg.norm(hidden, axis=2, keepdims=True), 1e-12, None)
     unit = (hidden / norms).astype(np.float32)
     found: list[TokenVectors] = []
-    for row, kept in zip(unit, keep.astype(bool), strict=True):
-        rows = row[kept][:MAX_TOKENS]
+    for row, kept, row_ids in zip(unit, keep.astype(bool), ids, strict=True):
+        rows, kept_ids = row[kept][:MAX_TOKENS], row_ids[kept][:MAX_TOKENS]
         if not len(rows):  # an empty text: its one vector is the sentence's (never empty)
-            rows = row[:1]
-        found.append(PackedTokens(rows))
+            rows, kept_ids = row[:1], row_ids[:1]
+        found.append(PackedTokens(rows, kept_ids))
     return found

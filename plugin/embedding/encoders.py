@@ -147,7 +147,11 @@ class SentenceTransformerEncoder:
             vector = row["sentence_embedding"].float().cpu().numpy()
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)  # not done for dicts
             same = hidden.shape[1] == self.dimension  # not when pooled in several modes
-            tokens = token_rows(hidden[None], keep[None], self.projection)[0] if same else None
+            tokens = (
+                token_rows(hidden[None], keep[None], ids[None], self.projection)[0]
+                if same
+                else None
+            )
             found.append(Embedding(vector.tolist(), tokens))
         return found
 

@@ -256,7 +256,7 @@ class OnnxEncoder:
         if not tokens or hidden.shape[2] != self.dimension:
             return vectors, None
         special = np.array([e.special_tokens_mask for e in encoded], dtype=np.int64)
-        return vectors, token_rows(hidden, mask * (1 - special), self.projection)
+        return vectors, token_rows(hidden, mask * (1 - special), ids, self.projection)
 
     def _take(self, lone: bool) -> Any:
         with self._lock:

@@ -53,6 +53,7 @@ from plugin.http.keys import SIZES
 from plugin.http.keys import STOP
 from plugin.http.keys import STORE_SIZES
 from plugin.http.keys import TICKS
+from plugin.http.keys import TOKENS_WEIGHED
 from plugin.http.keys import VECTORS_VERIFIED
 from plugin.http.middleware import envelope
 from plugin.http.middleware import request_context
@@ -154,6 +155,7 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
             dimmer = RerankDimmer(settings.rerank_queue, app[ADMISSION].queued_ahead, app[TICKS])
             metrics.watch_rerank_share(lambda: dimmer.share)
             ranking = replace(ranking, best_now=dimmer.rerank)
+        ranking = replace(ranking, weighs_tokens=app[TOKENS_WEIGHED].is_set)
         app[SERVICE] = MemoryService(
             backend,
             app[EMBEDDER],
@@ -188,6 +190,7 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
                         app[SERVICE].embedder.embed,
                         app[VECTORS_VERIFIED].is_set,
                         metrics.observe_tokens_indexed,
+                        app[TOKENS_WEIGHED],
                     ),
                     name="token index",
                 )
@@ -238,6 +241,7 @@ def create_app(
     app[CPUS] = usable_cpus() if cpus is None else cpus
     app[KEYWORDS] = KeywordEncoder() if keywords is None else keywords
     app[VECTORS_VERIFIED] = threading.Event()  # the store holds the encoder's vector space
+    app[TOKENS_WEIGHED] = threading.Event()  # every memory has its wordpieces
     app[STOP] = _unstoppable  # `serve` replaces it
     if encoder is not None:
         app[ENCODER] = encoder

@@ -27,8 +27,10 @@ from plugin.http.envelope import bad_request
 from plugin.http.envelope import from_validation
 from plugin.http.keys import ADMISSION
 from plugin.http.keys import METRICS
+from plugin.http.keys import RANKING
 from plugin.http.keys import SERVICE
 from plugin.http.keys import SIZES
+from plugin.http.keys import TOKENS_WEIGHED
 from plugin.http.middleware import MEMORY_ID_KEY
 from plugin.http.middleware import NAMESPACE_KEY
 from plugin.http.middleware import RANKING_KEY
@@ -73,13 +75,19 @@ async def _admitted_body(request: web.Request, model: type[M]) -> AsyncIterator[
 
 
 def health_body(request: web.Request, status: str) -> dict[str, object]:
-    """The contract's fields, and the sizes start-up chose (CPUs, sessions, engine workers)."""
+    """The contract's fields; the sizes start-up chose (CPUs, sessions, engine workers); and
+    where searches rerank, how they weigh query tokens: `idf` once every memory has its
+    wordpieces, `uniform` until then (plugin/upgrades/token_upgrade.py)."""
     body: dict[str, object] = {
         "status": status,
         "version": CONTRACT_VERSION,
         "capabilities": list(CAPABILITIES),
     }
-    return body | {"sizes": request.app[SIZES]} if SIZES in request.app else body
+    if SIZES in request.app:
+        body["sizes"] = request.app[SIZES]
+    if RANKING in request.app and request.app[RANKING].reranks:
+        body["rerank_weights"] = "idf" if request.app[TOKENS_WEIGHED].is_set() else "uniform"
+    return body
 
 
 @routes.get("/v1/health")

@@ -26,6 +26,8 @@ BACKEND = web.AppKey("backend", VectorBackend)
 RANKING = web.AppKey("ranking", Ranking)
 # Set once the store's embedding fingerprint is known to be the encoder's space.
 VECTORS_VERIFIED = web.AppKey("vectors_verified", threading.Event)
+# Set once every stored memory has its wordpieces: a rerank then weighs query tokens.
+TOKENS_WEIGHED = web.AppKey("tokens_weighed", threading.Event)
 SERVICE = web.AppKey("service", MemoryService)
 METRICS = web.AppKey("metrics", Metrics)
 # The store's size gauges, where the backend has the part (tests refresh them at once).

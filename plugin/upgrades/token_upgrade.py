@@ -5,9 +5,12 @@ a re-commit's that reused its stored sentence vector). Once the fingerprint chec
 the store's vector space, they are given theirs from their stored content, in the background:
 a `PAGE` at a time through the shared embedder, as writes of a tenant of their own (`TENANT`),
 so the platform's searches and commits go first. Sentence vector and payload stay as they are;
-until then a search ranks such a memory by its fused score alone (MaxSim counts 0). The progress
-is the stored vectors themselves, so it survives `kill -9`. Each costs a model call, so only the
-store's own encoder makes them.
+until then a search ranks such a memory by its fused score alone (MaxSim counts 0). A memory
+whose token vectors were stored without their wordpieces (adapters/qdrant/wordpieces.py) is
+given both; once a pass leaves every memory with its wordpieces, the rerank weighs query tokens
+by their rarity (`weighed`), and until then all alike. The progress is the stored vectors
+themselves, so it survives `kill -9`. Each costs a model call, so only the store's own encoder
+makes them.
 See docs/backends.md, "Reranking by token vectors".
 """
 
@@ -15,13 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from adapters.base import VectorBackend
 from adapters.parts import TokenIndex
 from adapters.values import TokenVectors
+from adapters.values import wordpiece_ids
 from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority
@@ -40,11 +46,20 @@ def _nobody(_: int) -> None:
     """The progress callback when nobody counts."""
 
 
-async def fill(part: TokenIndex, embed: Embed, progress: Progress = _nobody) -> int:
-    """Give every memory without token vectors its own; how many were given them."""
+@dataclass
+class Filled:
+    """What a pass of `fill` did: how many memories it gave token vectors, and whether every
+    memory it met now has its wordpieces too (the rerank's weights need them all)."""
+
+    indexed: int = 0
+    complete: bool = True
+
+
+async def fill(part: TokenIndex, embed: Embed, progress: Progress = _nobody) -> Filled:
+    """Give every memory without token vectors (or without their wordpieces) its own."""
     await part.prepare_tokens()
     work = Work(TENANT, Priority.WRITE)
-    indexed = 0
+    filled = Filled()
     cursor: str | None = None
     while True:
         found, cursor = await part.untokenized_memories(cursor, PAGE)
@@ -56,11 +71,12 @@ async def fill(part: TokenIndex, embed: Embed, progress: Progress = _nobody) -> 
                 if (tokens := embedding.tokens) is not None
             ]
             if not items:  # this encoder computes none (a model of another shape)
-                return indexed
-            indexed += await part.index_tokens(items)
+                return Filled(filled.indexed, complete=False)
+            filled.complete &= all(wordpiece_ids(tokens) is not None for _, tokens in items)
+            filled.indexed += await part.index_tokens(items)
             progress(len(items))
         if cursor is None:
-            return indexed
+            return filled
 
 
 async def maintain_in_background(
@@ -68,9 +84,11 @@ async def maintain_in_background(
     embed: Embed,
     ready: Callable[[], bool],
     progress: Progress = _nobody,
+    weighed: threading.Event | None = None,
 ) -> None:
     """`fill` once `ready` (the store's vector space verified), retried while the store is
-    unavailable; never stops the server. Nothing to do where the backend keeps none."""
+    unavailable; never stops the server. Nothing to do where the backend keeps none. Sets
+    `weighed` once every memory has its wordpieces: searches then weigh query tokens."""
     part = backend.token_index
     if part is None:
         return
@@ -79,8 +97,12 @@ async def maintain_in_background(
 
     async def filled() -> None:
         started = time.monotonic()
-        if indexed := await fill(part, embed, progress):
+        filled = await fill(part, embed, progress)
+        if filled.indexed:
             seconds = round(time.monotonic() - started, 2)
-            log.info("token vectors filled in", extra={"memories": indexed, "seconds": seconds})
+            extra = {"memories": filled.indexed, "seconds": seconds}
+            log.info("token vectors filled in", extra=extra)
+        if filled.complete and weighed is not None:
+            weighed.set()
 
     await retried(filled, "token vectors not filled in", log, RETRY_S)

@@ -5,7 +5,8 @@ memory and drops it when the power is cut (tests/support/power_cut_fs.py).
 Eight writers write to their own namespaces, every kind of write, until the
 cut; the server is killed with it, started again on what was synced, and each
 writer's namespaces are read back: every acknowledged write is there, the one
-in flight is there whole or not at all, and health is `ok` (the counts agree
+in flight is there whole or not at all, with its wordpieces (the rerank's document
+frequencies: the token fill finds nothing to give), and health is `ok` (the counts agree
 with the memories: a count ahead of its memories would read as a loss). Twenty
 cuts, then `verify-store` on the stopped store. Under `async`, the same cut
 loses acknowledged writes: the test can tell.
@@ -87,8 +88,25 @@ async def health(session: aiohttp.ClientSession, server: ServerProcess) -> str:
         return str((await response.json())["status"])
 
 
+async def refilled(session: aiohttp.ClientSession, server: ServerProcess) -> float:
+    """How many memories the token fill had to give token vectors and wordpieces after the
+    boot: none, when every acknowledged write's wordpieces (the rerank's document
+    frequencies) survived with it. Waits for the fill's pass (health's `rerank_weights`)."""
+    await asyncio.to_thread(server.wait_weighed, 60)
+    async with session.get(f"{server.base_url}/metrics") as response:
+        text = await response.text()
+    counts = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("memory_plugin_token_vectors_indexed_total ")
+    ]
+    return sum(counts)
+
+
 async def checked(session: aiohttp.ClientSession, server: ServerProcess, writers: list[Writer]):
     wrong = [line for writer in writers for line in await check(session, server.base_url, writer)]
+    if lost := await refilled(session, server):
+        wrong.append(f"{lost:g} memories came back without their wordpieces")
     return wrong, await health(session, server)
 
 

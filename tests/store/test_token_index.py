@@ -75,7 +75,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         assert meanwhile == before  # searches are right while the fill has not run
 
         part = store.token_index
-        assert await token_upgrade.fill(part, embed) == len(NAMES) * PER_NAMESPACE
+        assert (await token_upgrade.fill(part, embed)).indexed == len(NAMES) * PER_NAMESPACE
         for content, rows in stored_tokens(store).values():
             expected = encoder.embed([content])[0].tokens
             assert expected is not None
@@ -86,7 +86,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         reranked = await store.query_memories(NAMES, rerank, everything(), 20)
         assert [hit.memory.content for hit in reranked[:2]] == [RARE, RARE]
         assert [hit.score for hit in reranked] != [hit.score for hit in before]
-        assert await token_upgrade.fill(part, embed) == 0  # the next start: nothing to do
+        assert (await token_upgrade.fill(part, embed)).indexed == 0  # the next start: nothing to do
     finally:
         await store.close()
 
@@ -106,7 +106,8 @@ async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes
             assert TOKENS_VECTOR not in vectors
             assert vectors[TOKEN_CODES_VECTOR]["datatype"] == "uint8"
         assert all(rows is None for _, rows in stored_tokens(store).values())
-        assert await token_upgrade.fill(store.token_index, embed) == len(NAMES) * PER_NAMESPACE
+        filled = await token_upgrade.fill(store.token_index, embed)
+        assert filled.indexed == len(NAMES) * PER_NAMESPACE
         query = encoder.embed([QUESTION])[0]
         rerank = SearchQuery(query.vector, keywords.query(QUESTION), query.tokens)
         reranked = await store.query_memories(NAMES, rerank, everything(), 20)
@@ -143,7 +144,7 @@ async def test_token_codes_of_another_size_give_way_to_the_projections(
     await store.start()
     try:
         assert all(rows is None for _, rows in stored_tokens(store).values())
-        assert await token_upgrade.fill(store.token_index, embed) == len(contents)
+        assert (await token_upgrade.fill(store.token_index, embed)).indexed == len(contents)
         for content, rows in stored_tokens(store).values():
             expected = encoder.embed([content])[0].tokens
             assert expected is not None
@@ -177,7 +178,7 @@ async def test_a_store_reopened_keeps_its_token_vectors(
         held = {content: rows for content, rows in stored_tokens(store).values()}
         assert held[RARE] is not None
         assert held["an imported note"] is None
-        assert await token_upgrade.fill(store.token_index, embed) == 1  # the import's
+        assert (await token_upgrade.fill(store.token_index, embed)).indexed == 1  # the import's
         assert all(rows is not None for _, rows in stored_tokens(store).values())
     finally:
         await store.close()

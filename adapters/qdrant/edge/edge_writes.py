@@ -24,7 +24,6 @@ from typing import TypeVar
 import qdrant_edge as qe
 
 from adapters.qdrant import filters
-from adapters.qdrant import token_codes
 from adapters.qdrant.edge.edge_reads import EdgeReads
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import add_keyword_vector
@@ -32,12 +31,13 @@ from adapters.qdrant.edge.engine import add_token_vector
 from adapters.qdrant.edge.engine import drop_keyword_vector
 from adapters.qdrant.edge.engine import point_vectors
 from adapters.qdrant.edge.engine import sparse
+from adapters.qdrant.edge.engine import token_vectors
 from adapters.qdrant.edge.integrity import engine_counts
 from adapters.qdrant.edge.log_sync import CallBatcher
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.store import memory_point
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
-from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
+from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import SparseVector
@@ -163,9 +163,11 @@ class MissingVectors:
             return found, f"{index}:{following}"
         return found, f"{index + 1}:" if index + 1 < len(shards) else None
 
-    async def fill(self, items: Sequence[tuple[str, V]], stored: Callable[[V], Any]) -> int:
-        """Give each keyed memory its vector (`stored` spells it for the engine), unless
-        it has one by now; how many were asked for."""
+    async def fill(
+        self, items: Sequence[tuple[str, V]], stored: Callable[[V], dict[str, Any]]
+    ) -> int:
+        """Give each keyed memory its vector (`stored` spells it, and any stored beside it,
+        for the engine), unless it has one by now; how many were asked for."""
         by_shard: dict[int, list[tuple[str, Any]]] = {}
         for key, vector in items:
             shard_index, _, point = key.partition("/")
@@ -174,14 +176,14 @@ class MissingVectors:
             await self._store.calls.worker(self._fill, index, found)
         return len(items)
 
-    def _fill(self, index: int, items: list[tuple[str, Any]]) -> None:
+    def _fill(self, index: int, items: list[tuple[str, dict[str, Any]]]) -> None:
         """One update for the page. A point deleted since it was listed makes the engine
         refuse the whole update: then once more without the gone (as a server's, in
         server/keyword_vectors.index_page)."""
         shard = self._store.shards.shards[index]
         if shard is None:
             return
-        vectors = [qe.PointVectors(key, {self._name: vector}) for key, vector in items]
+        vectors = [qe.PointVectors(key, named) for key, named in items]
         try:
             self._store.update(
                 shard, qe.UpdateOperation.update_vectors(vectors, condition=self._missing)
@@ -223,17 +225,19 @@ class EdgeKeywordIndex:
         return await self._missing.page(cursor, limit)
 
     async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        return await self._missing.fill(items, sparse)
+        return await self._missing.fill(items, lambda vector: {KEYWORDS_VECTOR: sparse(vector)})
 
 
 class EdgeTokenIndex:
     """`prepare_tokens`, `untokenized_memories` and `index_tokens` for the embedded store
-    (the walk and the conditional write: `MissingVectors`)."""
+    (the walk and the conditional write: `MissingVectors`). A memory is found by its missing
+    wordpieces, which are written with its token codes, so a store whose codes predate
+    wordpieces gains both (adapters/qdrant/wordpieces.py)."""
 
     def __init__(self, store: EdgeStore, dimension: int) -> None:
         self._store = store
         self._dimension = dimension
-        self._missing = MissingVectors(store, TOKEN_CODES_VECTOR)
+        self._missing = MissingVectors(store, WORDPIECES_VECTOR)
 
     async def prepare_tokens(self) -> None:
         def prepare() -> None:
@@ -248,4 +252,4 @@ class EdgeTokenIndex:
         return await self._missing.page(cursor, limit)
 
     async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
-        return await self._missing.fill(items, token_codes.encoded)
+        return await self._missing.fill(items, token_vectors)

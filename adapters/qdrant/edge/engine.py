@@ -7,6 +7,7 @@ and memory semantics only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import sqlite3
@@ -20,11 +21,13 @@ from adapters.errors import BackendUnavailable
 from adapters.errors import StorageDamaged
 from adapters.errors import StorageFull
 from adapters.qdrant import token_codes
+from adapters.qdrant import wordpieces
 from adapters.qdrant.layout import IndexKind
 from adapters.qdrant.layout import memory_from_shared
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.ranking import TOKENS_VECTOR as FLOAT_TOKENS
 from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
+from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
 from adapters.values import MemoryRecord
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
@@ -157,27 +160,48 @@ def point_vectors(
     dense: Sequence[float], keywords: SparseVector | None, tokens: TokenVectors | None = None
 ) -> Any:
     """A point's vectors: the unnamed dense one and, when computed, the keyword vector and
-    the token vectors."""
+    the token vectors with their wordpieces."""
     if keywords is None and tokens is None:
         return list(dense)
     vectors: dict[str, Any] = {DENSE_VECTOR: list(dense)}
     if keywords is not None:
         vectors[KEYWORDS_VECTOR] = sparse(keywords)
     if tokens is not None:
-        vectors[TOKEN_CODES_VECTOR] = token_codes.encoded(tokens)
+        vectors.update(token_vectors(tokens))
     return vectors
+
+
+def token_vectors(tokens: TokenVectors) -> dict[str, Any]:
+    """A memory's token codes and, where the tokens carry their ids, its wordpieces."""
+    vectors: dict[str, Any] = {TOKEN_CODES_VECTOR: token_codes.encoded(tokens)}
+    if (pieces := wordpieces.document(tokens)) is not None:
+        vectors[WORDPIECES_VECTOR] = sparse(pieces)
+    return vectors
+
+
+def idf_requests(ids: Sequence[int]) -> list[Any]:
+    """One request per wordpiece id: its best holder's score, which is the id's IDF in the
+    shard (a stored 1.0 times IDF); no answer where no memory holds it."""
+    return [
+        qe.QueryRequest(
+            limit=1,
+            query=qe.Query.Nearest(qe.SparseVector([piece], [1.0]), using=WORDPIECES_VECTOR),
+            with_payload=False,
+        )
+        for piece in ids
+    ]
 
 
 def edge_config(dimension: int, token_dimension: int | None = None) -> Any:
     """Cosine, one search thread per query, HNSW indexing off (see the module docstring);
-    keyword vectors with the engine's IDF; token vectors of `token_dimension` (None: `dimension`;
-    `token_params`)."""
+    keyword vectors and wordpieces with the engine's IDF; token vectors of `token_dimension`
+    (None: `dimension`; `token_params`)."""
     return qe.EdgeConfig(
         vectors={
             DENSE_VECTOR: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
             TOKEN_CODES_VECTOR: token_params(token_dimension or dimension),
         },
-        sparse_vectors={KEYWORDS_VECTOR: _KEYWORD_PARAMS},
+        sparse_vectors={KEYWORDS_VECTOR: _KEYWORD_PARAMS, WORDPIECES_VECTOR: _KEYWORD_PARAMS},
         max_search_threads=1,
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=0),
     )
@@ -214,11 +238,14 @@ def token_params(dimension: int) -> Any:
 
 
 def add_token_vector(shard: Any, dimension: int) -> None:
-    """Give the shard its coded token vectors; a no-op when it has them.
+    """Give the shard its coded token vectors and wordpieces; a no-op when it has them.
 
     Why: a store written without them gains them in place (plugin/upgrades/token_upgrade.py
     then fills them in).
     """
+    shard.update(
+        qe.UpdateOperation.create_sparse_vector(WORDPIECES_VECTOR, modifier=qe.Modifier.Idf)
+    )
     try:
         shard.update(
             qe.UpdateOperation.create_dense_vector(
@@ -244,6 +271,9 @@ def drop_other_tokens(shard: Any, vectors: dict[str, Any], dimension: int) -> No
     codes = vectors.get(TOKEN_CODES_VECTOR)
     if codes is not None and codes.get("size") != token_codes.code_dimension(dimension):
         shard.update(qe.UpdateOperation.delete_vector_name(TOKEN_CODES_VECTOR))
+        # the fill finds a memory by its missing wordpieces: they go with the codes
+        with contextlib.suppress(Exception):  # a store written before wordpieces had none
+            shard.update(qe.UpdateOperation.delete_vector_name(WORDPIECES_VECTOR))
 
 
 def drop_keyword_vector(shard: Any) -> None:

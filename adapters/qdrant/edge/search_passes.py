@@ -7,7 +7,8 @@
 - `widened`: keyword feedback's first pass (adapters/qdrant/feedback.py): the best
   memories lend their words, weighted by the store's own IDF of each term.
 - `reranked_search`: MaxSim over the fused candidates, asked by id: per pin side the best
-  RERANK_DEPTH of all shards', scored by the token vectors of the shards holding them.
+  RERANK_DEPTH of all shards', scored by the token vectors of the shards holding them, the
+  query's rows weighed by their wordpieces' IDF where the query asks (wordpieces.py).
 See docs/backends.md, "Keyword feedback" and "Reranking by token vectors".
 """
 
@@ -26,10 +27,12 @@ from adapters.qdrant import feedback
 from adapters.qdrant import filters
 from adapters.qdrant import ranking
 from adapters.qdrant import token_codes
+from adapters.qdrant import wordpieces
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import EDGE_RANKING
 from adapters.qdrant.edge.engine import EdgeRanking
 from adapters.qdrant.edge.engine import coded_token_query
+from adapters.qdrant.edge.engine import idf_requests
 from adapters.qdrant.layout import FIELD_EXPIRES_US
 from adapters.qdrant.layout import FIELD_NAMESPACE
 from adapters.qdrant.layout import FIELD_PINNED
@@ -248,8 +251,9 @@ def reranked_search(
             side.extend(((n, point.id), point.score) for point in points)
     # the fused ranking's best `depth` across the shards, as one shard's would be
     candidates = [heapq.nlargest(depth, side, key=lambda pair: pair[1]) for side in found]
-    max_sim = _max_sim(scoped, tokens, [key for side in candidates for key, _ in side])
-    best = [ranking.reranked(side, max_sim, len(tokens), limit) for side in candidates]
+    asked = _weighed(scoped, tokens) if query.weigh_tokens else wordpieces.uniform(tokens)
+    max_sim = _max_sim(scoped, asked.tokens, [key for side in candidates for key, _ in side])
+    best = [ranking.reranked(side, max_sim, asked.mass, limit) for side in candidates]
     payloads = _payloads(scoped, [key for side in best for key, _ in side])
     return [
         RerankedPoint(key[1], payloads[key], score)
@@ -257,6 +261,20 @@ def reranked_search(
         for key, score in side
         if key in payloads  # forgotten between the requests: not answered
     ]
+
+
+def _weighed(scoped: list[tuple[Any, Scope]], tokens: TokenVectors) -> wordpieces.Weighed:
+    """`tokens` weighed by their wordpieces' IDF, averaged over the shards asked (one
+    request per distinct wordpiece, in one engine call per shard)."""
+    ids = wordpieces.query_ids(tokens)
+    if not ids:
+        return wordpieces.uniform(tokens)
+    answers = []
+    for shard, _ in scoped:
+        found = shard.query_batch(qe.QueryBatchRequest(idf_requests(ids)))
+        by_id = zip(ids, found, strict=True)
+        answers.append({piece: points[0].score for piece, points in by_id if points})
+    return wordpieces.weighed(tokens, wordpieces.averaged(answers))
 
 
 def _max_sim(

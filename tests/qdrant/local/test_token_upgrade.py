@@ -81,8 +81,9 @@ async def test_a_store_of_the_version_before_gains_token_vectors_in_rerank_mode(
 
     part = rerank.token_index
     assert part is not None
-    assert await token_upgrade.fill(part, embed) == len(written)
-    assert await token_upgrade.fill(part, embed) == 0  # nothing left: the progress is stored
+    assert (await token_upgrade.fill(part, embed)).indexed == len(written)
+    again = await token_upgrade.fill(part, embed)
+    assert again.indexed == 0  # nothing left: the progress is stored
     after = {
         h.memory.id: h.score
         for h in await rerank.query_memories([NS], query(QUERY_TOKENS), everything(), 10)
