@@ -85,9 +85,14 @@ class RankingDialect(Protocol, Generic[Q, P, R, F, E]):
 
 
 def requests(
-    dialect: RankingDialect[Q, P, R, F, E], query: SearchQuery, wheres: list[F], limit: int
+    dialect: RankingDialect[Q, P, R, F, E],
+    query: SearchQuery,
+    wheres: list[F],
+    limit: int,
+    mass: float | None = None,
 ) -> list[R]:
-    """One engine request per filter (pin side) ranking it for `query`, for one batch."""
+    """One engine request per filter (pin side) ranking it for `query`, for one batch;
+    `mass`, the weights' sum where the query's token vectors are weighed (wordpieces.py)."""
     dense = None if query.dense is None else dialect.dense_query(query.dense)
     keywords = None if query.keywords is None else dialect.keyword_query(query.keywords)
     if keywords is None:
@@ -115,7 +120,7 @@ def requests(
             depth,
         )
         # $score[0]: the fused score; $score[1]: MaxSim (0 without token vectors).
-        weight = rerank_weight(float(len(query.tokens)))
+        weight = rerank_weight(float(len(query.tokens)) if mass is None else mass)
         fused.append(dialect.fused([first, by_tokens], _weighted(dialect, weight), defaults, limit))
     return fused
 

@@ -74,6 +74,7 @@ async def test_connection_refused(api: ContractClient, mock: respx.MockRouter) -
         "version": "1.0.0",
         "capabilities": ["embedding", "ttl", "pin"],
         "sizes": health.body["sizes"] | {"engine_workers": None},  # a server has none
+        "rerank_weights": "uniform",  # its token fill has not reached the server
         "code": "unavailable",
         "message": health.body["message"],
     }

@@ -33,6 +33,7 @@ from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
+from tests.support.app import contract_health
 from tests.support.app import served
 
 GOOD, BAD = "workspace:good", "workspace:bad"
@@ -46,11 +47,6 @@ ONE_UNREADABLE = {
     "log; docs/repair.md#unreadable-namespace)",
     "unreadable_namespaces": 1,
 }
-
-
-def without_sizes(body: dict[str, object]) -> dict[str, object]:
-    """Health's body less the sizes start-up chose (tests/service/test_sizing.py)."""
-    return {key: value for key, value in body.items() if key != "sizes"}
 
 
 @pytest.fixture
@@ -84,7 +80,7 @@ async def test_damaged_record_skips_one_namespace_and_serves_the_rest(
     _damage_record(seeded)
     async for api in served(make_app, clock):
         health = await api.call("GET", "/v1/health")
-        assert (health.status, without_sizes(health.body)) == (200, ONE_UNREADABLE)
+        assert (health.status, contract_health(health.body)) == (200, ONE_UNREADABLE)
         found = await api.search(GOOD, BAD, limit=100)
         assert found.status == 200
         assert {m["namespace"] for m in found.body["memories"]} == {GOOD}
@@ -144,7 +140,7 @@ async def test_damaged_segment_manifest_takes_down_one_shard_only(
     (_segment_of(seeded, BAD) / "segment.json").write_text("{damaged")
     async for api in served(make_app, clock):
         health = await api.call("GET", "/v1/health")
-        assert (health.status, without_sizes(health.body)) == (200, ONE_UNREADABLE)
+        assert (health.status, contract_health(health.body)) == (200, ONE_UNREADABLE)
         assert len((await api.search(GOOD, query="memory", limit=50)).body["memories"]) == 20
         assert (await api.commit(GOOD, "x")).status == 201
         down = {

@@ -34,6 +34,7 @@ from plugin.http.keys import SERVICE
 from plugin.settings import Settings
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
+from tests.support.app import contract_health
 from tests.support.app import served
 from tests.support.records import DIM
 from tests.support.records import T0
@@ -79,9 +80,9 @@ async def _found(api: ContractClient, name: str) -> int:
 
 
 async def _health(api: ContractClient) -> tuple[int, dict[str, object]]:
-    """Status and body, less the sizes start-up chose (tests/service/test_sizing.py)."""
+    """Status and body, less what health carries beside the contract's fields."""
     reply = await api.call("GET", "/v1/health")
-    return reply.status, {k: v for k, v in reply.body.items() if k != "sizes"}
+    return reply.status, contract_health(reply.body)
 
 
 def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:

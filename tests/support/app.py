@@ -79,6 +79,13 @@ async def served(
         yield ContractClient(client, app, clock)
 
 
+def contract_health(body: dict[str, object]) -> dict[str, object]:
+    """Health's body less what it carries beside the contract's fields: the sizes start-up
+    chose (tests/service/test_sizing.py) and the rerank's weights
+    (tests/api/test_rerank_weights.py)."""
+    return {key: value for key, value in body.items() if key not in ("sizes", "rerank_weights")}
+
+
 def backend_of(api: ContractClient, kind: type[Backend]) -> Backend:
     """The app's backend, checked to be a `kind` (the one the test's settings chose)."""
     backend = api.app[BACKEND]

@@ -18,6 +18,7 @@ from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES
 from adapters.qdrant.server.tenants import RECORD_INDEXES
+from adapters.qdrant.server.token_vectors import SPARSE_VECTORS
 from adapters.qdrant.server.token_vectors import token_params
 
 KEYWORD_KINDS = frozenset({layout.IndexKind.TENANT, layout.IndexKind.KEYWORD})
@@ -116,8 +117,9 @@ def shared_store_info(
     params: models.VectorParams | dict[str, models.VectorParams] = {}
     sparse = None
     if vectors:
-        params = memory_vectors(dimension, token_vectors=token_vectors and keyword_vectors)
-        sparse = KEYWORD_VECTORS if keyword_vectors else None
+        current = token_vectors and keyword_vectors
+        params = memory_vectors(dimension, token_vectors=current)
+        sparse = (SPARSE_VECTORS if current else KEYWORD_VECTORS) if keyword_vectors else None
     return collection_info(params, indexes, keyword=keywords, sparse=sparse)
 
 

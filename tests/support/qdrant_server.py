@@ -38,10 +38,11 @@ MEMORY_SCHEMAS = {
 RECORD_SCHEMAS = {"type": "keyword", "expires_us": MEMORY_SCHEMAS["expires_us"]}
 VECTORS = models.VectorParams(size=DIM, distance=models.Distance.COSINE)
 # A memory collection's dense vectors as this version creates them: the embedding, and the
-# token vectors (MaxSim, no graph, int8 copy, float16 on disk: docs/backends.md).
+# token vectors (MaxSim over dot products, no graph, int8 copy, float16 on disk:
+# docs/backends.md).
 TOKENS = {
     "size": DIM,
-    "distance": "Cosine",
+    "distance": "Dot",
     "multivector_config": {"comparator": "max_sim"},
     "hnsw_config": {"m": 0, "payload_m": 0},
     "quantization_config": {"scalar": {"type": "int8", "always_ram": False}},

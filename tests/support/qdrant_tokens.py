@@ -34,7 +34,7 @@ TOKENS = [unit(1), unit(0, 1)]
 NEW_TOKENS = {
     "dense": {
         "size": DIM,
-        "distance": "Cosine",
+        "distance": "Dot",
         "multivector_config": {"comparator": "max_sim"},
         "datatype": "float16",
     }
@@ -65,10 +65,20 @@ async def started_collections(mock: respx.MockRouter, *names: str) -> QdrantColl
     return backend
 
 
+# PUT /collections/{name}/vectors/wordpieces: the sparse vector added beside them.
+NEW_WORDPIECES = {"sparse": {"modifier": "idf"}}
+
+
 def upgrade_routes(mock: respx.MockRouter, path: str) -> tuple[respx.Route, respx.Route]:
+    """The token vectors' add and placement (the wordpieces' add: `wordpieces_route`)."""
     add = mock.put(f"{path}/vectors/tokens").mock(return_value=completed())
     place = mock.patch(path).mock(return_value=ok(True))
+    wordpieces_route(mock, path)
     return add, place
+
+
+def wordpieces_route(mock: respx.MockRouter, path: str) -> respx.Route:
+    return mock.put(f"{path}/vectors/wordpieces").mock(return_value=completed())
 
 
 def old_collection() -> httpx.Response:

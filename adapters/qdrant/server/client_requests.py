@@ -68,15 +68,20 @@ DIALECT = ClientDialect()
 
 
 def side_requests(
-    memory_filter: MemoryFilter, limit: int, query: Query, scope: Scope | None = None
+    memory_filter: MemoryFilter,
+    limit: int,
+    query: Query,
+    scope: Scope | None = None,
+    mass: float | None = None,
 ) -> list[models.QueryRequest]:
     """One request per pin side asked (pinned first), for one `query_batch_points`.
 
-    A search ranks as `adapters.qdrant.ranking` decides; a listing is newest first.
-    Search params are left to the server: HNSW, per tenant in the shared layout."""
+    A search ranks as `adapters.qdrant.ranking` decides (`mass`: its weighed token
+    vectors' weights' sum); a listing is newest first. Search params are left to the
+    server: HNSW, per tenant in the shared layout."""
     wheres = [filters.memories(DIALECT, side, scope) for side in pin_sides(memory_filter)]
     if isinstance(query, SearchQuery):
-        return ranking.requests(CLIENT_RANKING, query, wheres, limit)
+        return ranking.requests(CLIENT_RANKING, query, wheres, limit, mass)
     return [
         models.QueryRequest(query=query, filter=where, limit=limit, with_payload=True)
         for where in wheres

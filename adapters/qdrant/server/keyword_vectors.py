@@ -19,11 +19,13 @@ from qdrant_client.http import models
 
 from adapters.errors import BackendError
 from adapters.errors import BackendMisconfigured
+from adapters.qdrant import wordpieces
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server.client_ranking import sparse
 from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
 from adapters.values import float_rows
@@ -54,7 +56,16 @@ def point_vector(
     if keywords is not None:
         vectors[KEYWORDS_VECTOR] = sparse(keywords)
     if tokens is not None:
-        vectors[TOKENS_VECTOR] = float_rows(tokens)
+        vectors.update(token_vectors(tokens))
+    return vectors
+
+
+def token_vectors(tokens: TokenVectors) -> PointVectors:
+    """A memory's token vectors and, where they carry their ids, its wordpieces
+    (adapters/qdrant/wordpieces.py)."""
+    vectors: PointVectors = {TOKENS_VECTOR: float_rows(tokens)}
+    if (pieces := wordpieces.document(tokens)) is not None:
+        vectors[WORDPIECES_VECTOR] = sparse(pieces)
     return vectors
 
 
@@ -121,17 +132,20 @@ async def index_page(
     call: Call, collection: str, items: Sequence[tuple[str, SparseVector]]
 ) -> None:
     """Set the keyword vectors still missing, in one request (`fill_page`)."""
-    vectors = [(point_id, sparse(keywords)) for point_id, keywords in items]
+    vectors: list[tuple[str, PointVectors]] = [
+        (point_id, {KEYWORDS_VECTOR: sparse(keywords)}) for point_id, keywords in items
+    ]
     await fill_page(call, collection, KEYWORDS_VECTOR, vectors)
 
 
 async def fill_page(
-    call: Call, collection: str, name: str, items: Sequence[tuple[str, models.Vector]]
+    call: Call, collection: str, name: str, items: Sequence[tuple[str, PointVectors]]
 ) -> None:
-    """Set the vectors `name` of the points still without one, in one request: a point
-    rewritten since it was listed keeps its new content's. A point deleted since makes
-    the server refuse the whole request: then once more without the gone."""
-    vectors = [models.PointVectors(id=point_id, vector={name: value}) for point_id, value in items]
+    """Set the vectors of the points still without one named `name` (it, and any written
+    beside it), in one request: a point rewritten since it was listed keeps its new
+    content's. A point deleted since makes the server refuse the whole request: then once
+    more without the gone."""
+    vectors = [models.PointVectors(id=point_id, vector=named) for point_id, named in items]
     unset = lacking(name)
     try:
         await _update(call, collection, vectors, unset)

@@ -28,6 +28,7 @@ from adapters.errors import BackendError
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.qdrant import filters
+from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DENSE
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.client_requests import NEWEST_FIRST
@@ -161,7 +162,10 @@ class QdrantCollectionsBackend(VectorBackend):
     ) -> list[list[models.ScoredPoint]]:
         """Each pin side's best `limit` in one namespace: one query_batch_points request."""
         collection = self.records.collection(namespace)
-        requests = side_requests(memory_filter, limit, query)
+        mass = None
+        if isinstance(query, SearchQuery):
+            query, mass = await token_vectors.weighed_query(self.records.call, collection, query)
+        requests = side_requests(memory_filter, limit, query, mass=mass)
         none: list[models.QueryResponse] = []
         try:
             responses = await self.records.read(

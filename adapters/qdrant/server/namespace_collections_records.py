@@ -96,7 +96,7 @@ class CollectionNamespaces:
         if info is None:
             vectors = token_vectors.collection_vectors(self.dimension, self.token_dimension)
             if await self.connection.create_collection(
-                collection, vectors, sparse=keyword_vectors.KEYWORD_VECTORS, metadata=metadata
+                collection, vectors, sparse=token_vectors.SPARSE_VECTORS, metadata=metadata
             ):
                 await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, {})
                 return

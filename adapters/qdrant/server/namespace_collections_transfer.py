@@ -118,9 +118,9 @@ class CollectionsTransfer(ServerTransfer):
             info = await call(lambda c: c.get_collection(collection))
             if not keyword_vectors.has_keyword_vector(info):
                 await keyword_vectors.add_keyword_vector(call, collection)
-            if any(map(_carries_tokens, points)) and not token_vectors.has_token_vector(info):
+            if any(map(_carries_tokens, points)):
                 dimension = self._collections.token_dimension
-                await token_vectors.add_token_vector(call, collection, dimension)
+                await token_vectors.ensure_token_vector(call, collection, dimension, info)
             await call(lambda c: c.upsert(collection, points, wait=True))
 
 

@@ -91,7 +91,7 @@ class TenantCollections:
             present,
             token_vectors.collection_vectors(self.dimension, self.token_dimension),
             MEMORY_STORE_INDEXES,
-            sparse=keyword_vectors.KEYWORD_VECTORS,
+            sparse=token_vectors.SPARSE_VECTORS,
             hnsw=TENANT_HNSW,
         )
         if info is not None and not keyword_vectors.has_keyword_vector(info):

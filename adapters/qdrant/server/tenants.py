@@ -30,6 +30,7 @@ from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.qdrant import filters
 from adapters.qdrant import layout
+from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DENSE
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.client_requests import NEWEST_FIRST
@@ -242,7 +243,11 @@ class QdrantServerBackend(VectorBackend):
         if not live or limit <= 0:
             return []
         scope = layout.Scope(tuple(live), tuple(epoch for _, epoch in live.values()))
-        requests = side_requests(memory_filter, limit, query, scope)
+        mass = None
+        if isinstance(query, SearchQuery):
+            call, memories = self._collections.call, self._memories
+            query, mass = await token_vectors.weighed_query(call, memories, query)
+        requests = side_requests(memory_filter, limit, query, scope, mass)
         responses = await self._collections.call(
             lambda c: c.query_batch_points(self._memories, requests)
         )

@@ -1,13 +1,16 @@
 """Token vectors on a Qdrant server, for both layouts: how they are configured, added, filled.
 
 Each memory collection keeps the model's token vectors in the multivector `tokens`
-(`ranking.TOKENS_VECTOR`), as the embedded store does (edge/engine.py, `token_params`): MaxSim,
-no graph of its own (`m=0, payload_m=0`, even where the collection builds a graph per tenant:
-it only rescores the fused top `ranking.RERANK_DEPTH`), float16 storage, an int8 copy for
-scoring, originals on disk. Every collection created here has it, in every mode, so switching
-to `rerank` needs no upgrade. In `rerank` mode a collection without it gains it in place
-(`PUT /collections/{name}/vectors/tokens`, Qdrant 1.18+), then the placement the add cannot say
-(`PATCH /collections/{name}`); plugin/upgrades/token_upgrade.py then fills the vectors through
+(`ranking.TOKENS_VECTOR`), as the embedded store does (edge/engine.py, `token_params`): MaxSim
+over dot products, no graph of its own (`m=0, payload_m=0`, even where the collection builds a
+graph per tenant: it only rescores the fused top `ranking.RERANK_DEPTH`), float16 storage, an
+int8 copy for scoring, originals on disk; and their wordpieces in the sparse vector
+`wordpieces` (IDF modifier), which `weighed_query` asks to weigh a query's tokens
+(adapters/qdrant/wordpieces.py). Every collection created here has both, in every mode, so
+switching to `rerank` needs no upgrade. In `rerank` mode a collection without them gains them
+in place (`PUT /collections/{name}/vectors/...`, Qdrant 1.18+), then the placement the add
+cannot say (`PATCH /collections/{name}`); one whose `tokens` compare by cosine or are of another
+size gives them up first. plugin/upgrades/token_upgrade.py then fills both through
 `untokenized_page` and `index_page`. An older server stops start-up with one line naming the
 ways out (docs/backends.md, "Reranking by token vectors").
 """
@@ -15,17 +18,20 @@ ways out (docs/backends.md, "Reranking by token vectors").
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from qdrant_client.http import models
 
 from adapters.errors import BackendError
 from adapters.errors import BackendMisconfigured
+from adapters.qdrant import wordpieces
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
+from adapters.values import SearchQuery
 from adapters.values import TokenVectors
-from adapters.values import float_rows
 
 DENSE = ""  # the unnamed dense vector's name, as a server spells it among named ones
 _MAX_SIM = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
@@ -38,11 +44,13 @@ _PLACEMENT = models.VectorParamsDiff(hnsw_config=_NO_GRAPH, quantization_config=
 
 
 def token_params(dimension: int) -> models.VectorParams:
-    """The multivector of token vectors: MaxSim, no graph, float16 on disk, an int8 copy
-    for scoring (int8 recalled as float32 did: benchmarks/README.md)."""
+    """The multivector of token vectors: MaxSim over dot products (the plugin's rows are unit
+    vectors, and a query's are scaled by their weights, which cosine would undo), no graph,
+    float16 on disk, an int8 copy for scoring (int8 recalled as float32 did:
+    benchmarks/README.md)."""
     return models.VectorParams(
         size=dimension,
-        distance=models.Distance.COSINE,
+        distance=models.Distance.DOT,
         multivector_config=_MAX_SIM,
         hnsw_config=_NO_GRAPH,
         quantization_config=_INT8,
@@ -76,22 +84,51 @@ def misplaced(info: models.CollectionInfo) -> bool:
     return found is not None and (graph is None or graph.m != 0 or graph.payload_m != 0)
 
 
+def has_wordpieces(info: models.CollectionInfo) -> bool:
+    return WORDPIECES_VECTOR in (info.config.params.sparse_vectors or {})
+
+
 async def ensure_token_vector(
     call: Call, collection: str, dimension: int, info: models.CollectionInfo
 ) -> None:
-    """Add `tokens` where `info` has none, place it where it is misplaced. Token vectors of
-    another size (the embedder's projection changed) are dropped first; the fill
-    (plugin/upgrades/token_upgrade.py) gives every memory its own again."""
-    found = _tokens_of(info)
-    if found is not None and found.size != dimension:
+    """Add `tokens` and `wordpieces` where `info` lacks them, place `tokens` where it is
+    misplaced. Token vectors of another size (the embedder's projection changed) or compared
+    by cosine (made before the rerank weighed query tokens) are dropped first, with the
+    wordpieces the fill (plugin/upgrades/token_upgrade.py) finds memories by: it gives
+    every memory its own again."""
+    found, pieces = _tokens_of(info), has_wordpieces(info)
+    if found is not None and (found.size != dimension or found.distance != models.Distance.DOT):
         await call(lambda c: c.delete_vector_name(collection, TOKENS_VECTOR))
-        found = None
+        if pieces:
+            await call(lambda c: c.delete_vector_name(collection, WORDPIECES_VECTOR))
+        found, pieces = None, False
     if found is None:
         await add_token_vector(call, collection, dimension)
     elif misplaced(info):
         await _place(call, collection)
+    if not pieces:
+        await _add_wordpieces(call, collection)
 
 
+async def _add_wordpieces(call: Call, collection: str) -> None:
+    try:
+        await call(lambda c: c.create_vector_name(collection, WORDPIECES_VECTOR, _NEW_WORDPIECES))
+    except CollectionMissing as exc:  # the route is unknown to a server before 1.18
+        raise BackendMisconfigured(_NEW_TOKENS_LINE.format(collection)) from exc
+    except BackendError as exc:  # added meanwhile by a racing replica
+        if "already exists" not in str(exc):
+            raise
+
+
+_NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
+_NEW_WORDPIECES = models.SparseVectorNameConfig(
+    sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF)
+)
+# Every memory collection's sparse vectors: the keyword vector and the wordpieces.
+SPARSE_VECTORS = {
+    **keyword_vectors.KEYWORD_VECTORS,
+    WORDPIECES_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF),
+}
 _NEW_TOKENS_LINE = (
     "qdrant cannot add the token vectors to collection {} in place (needs Qdrant 1.18 or"
     " later): upgrade Qdrant, or set MEMORY_PLUGIN_SEARCH=hybrid (no search reranks); with"
@@ -106,7 +143,7 @@ async def add_token_vector(call: Call, collection: str, dimension: int) -> None:
     config = models.DenseVectorNameConfig(
         dense=models.DenseVectorConfig(
             size=dimension,
-            distance=models.Distance.COSINE,
+            distance=models.Distance.DOT,
             multivector_config=_MAX_SIM,
             datatype=models.VectorStorageDatatype.FLOAT16,
         )
@@ -129,13 +166,50 @@ async def _place(call: Call, collection: str) -> None:
 async def untokenized_page(
     call: Call, collection: str, offset: str | None, limit: int
 ) -> keyword_vectors.Page:
-    """(point id, content) of points without token vectors, and the next page's offset."""
-    return await keyword_vectors.missing_page(call, collection, TOKENS_VECTOR, offset, limit)
+    """(point id, content) of points without wordpieces (so without token vectors, or with
+    ones written before wordpieces), and the next page's offset."""
+    return await keyword_vectors.missing_page(call, collection, WORDPIECES_VECTOR, offset, limit)
 
 
 async def index_page(
     call: Call, collection: str, items: Sequence[tuple[str, TokenVectors]]
 ) -> None:
-    """Set the token vectors still missing, in one request (keyword_vectors.fill_page)."""
-    vectors = [(point_id, float_rows(tokens)) for point_id, tokens in items]
-    await keyword_vectors.fill_page(call, collection, TOKENS_VECTOR, vectors)
+    """Set the token vectors and wordpieces still missing, in one request
+    (keyword_vectors.fill_page)."""
+    vectors = [(point_id, keyword_vectors.token_vectors(tokens)) for point_id, tokens in items]
+    await keyword_vectors.fill_page(call, collection, WORDPIECES_VECTOR, vectors)
+
+
+async def weighed_query(
+    call: Call, collection: str, query: SearchQuery
+) -> tuple[SearchQuery, float | None]:
+    """`query` with its token vectors weighed by their wordpieces' IDF in `collection`
+    (one request per distinct wordpiece, in one batch), and the weights' sum
+    (`ranking.requests`' mass); as it is, with None, where it asks no weights."""
+    ids = [] if not query.weigh_tokens or not query.tokens else wordpieces.query_ids(query.tokens)
+    if not ids or query.tokens is None:
+        return query, None
+    requests = [
+        models.QueryRequest(
+            query=models.SparseVector(indices=[piece], values=[1.0]),
+            using=WORDPIECES_VECTOR,
+            limit=1,
+            with_payload=False,
+        )
+        for piece in ids
+    ]
+    try:
+        answers = await call(lambda c: c.query_batch_points(collection, requests))
+    except CollectionMissing:  # gone meanwhile: the search itself answers that
+        return query, None
+    except BackendError as exc:  # no wordpieces here yet (an older replica's collection)
+        if _NO_VECTOR not in str(exc):
+            raise
+        return query, None
+    idf = {
+        piece: answer.points[0].score
+        for piece, answer in zip(ids, answers, strict=True)
+        if answer.points
+    }
+    weighed = wordpieces.weighed(query.tokens, idf)
+    return replace(query, tokens=weighed.tokens), weighed.mass

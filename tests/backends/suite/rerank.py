@@ -8,12 +8,14 @@ holding every query token scores MaxSim = the query's token count.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from adapters.base import VectorBackend
 from adapters.qdrant.ranking import RERANK_WEIGHT
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
+from adapters.values import PackedTokens
 from adapters.values import ScoredMemory
 from adapters.values import SearchQuery
 from adapters.values import TokenVectors
@@ -27,7 +29,8 @@ from tests.support.records import memory
 from tests.support.records import unit
 
 QUESTION = "router ticket"
-QUERY_TOKENS = [unit(1), unit(0, 1)]
+# Token vectors with their wordpieces' ids, as the model gives them (the store keeps both).
+QUERY_TOKENS = PackedTokens(np.array([unit(1), unit(0, 1)], dtype=np.float32), np.array([7, 8]))
 # Stored as float16 with an int8 copy for scoring: MaxSim comes back within this.
 TOLERANCE = 0.02
 
@@ -103,7 +106,8 @@ class RerankSuite:
         rewritten = memory(team, id=older[0].id, content="router ticket rewritten")
         document = KEYWORDS.document(rewritten.content)
         await backend.upsert_memory(rewritten, MemoryVectors(NEAR, document, QUERY_TOKENS))
-        stale: TokenVectors = [unit(0, 0, 1)]  # what the listed content would have given
+        # what the listed content would have given
+        stale = PackedTokens(np.array([unit(0, 0, 1)], dtype=np.float32), np.array([9]))
         assert await part.index_tokens([(key, stale) for key, _ in listed]) == len(listed)
         assert await self.untokenized(backend) == []
         hits = {h.memory.id: h.score for h in await self.ask(backend, team, query(QUERY_TOKENS))}

@@ -80,7 +80,8 @@ async def test_collection_creation_sends_cosine_size_record_and_indexes(
     await coll.save_namespace(record(metadata={"a": 1}))
     sent = body(create.calls.last)
     assert sent["vectors"] == MEMORY_VECTORS
-    assert sent["sparse_vectors"] == {"keywords": {"modifier": "idf"}}
+    idf = {"modifier": "idf"}
+    assert sent["sparse_vectors"] == {"keywords": idf, "wordpieces": idf}
     assert "hnsw_config" not in sent
     assert sent["metadata"] == {RECORD_KEY: namespace_to_json(record(metadata={"a": 1}))}
     schemas = {body(c)["field_name"]: body(c)["field_schema"] for c in index.calls}

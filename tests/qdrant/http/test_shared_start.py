@@ -62,7 +62,7 @@ async def test_first_use_creates_both_collections_with_tenant_indexes(
 
     assert body(create_memories.calls.last) == {
         "vectors": MEMORY_VECTORS,
-        "sparse_vectors": {"keywords": {"modifier": "idf"}},
+        "sparse_vectors": {"keywords": {"modifier": "idf"}, "wordpieces": {"modifier": "idf"}},
         "hnsw_config": {"m": 0, "payload_m": 16},
     }
     assert body(create_records.calls.last) == {"vectors": {}}

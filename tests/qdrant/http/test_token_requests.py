@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import numpy as np
 import pytest
 import respx
 from qdrant_client.http import models
@@ -14,6 +15,7 @@ from adapters.base import VectorBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import MemoryFilter
 from adapters.values import MemoryVectors
+from adapters.values import PackedTokens
 from adapters.values import SearchQuery
 from adapters.values import SparseVector
 from tests.support.qdrant_rest import completed
@@ -93,6 +95,38 @@ async def test_a_rerank_search_is_one_request_with_the_fused_stage_and_max_sim(
     assert search == rerank_search(leaf_filter(search), 5)
 
 
+async def test_a_weighed_rerank_asks_each_wordpieces_idf_then_scales_its_rows(
+    mock: respx.MockRouter, rerank: QdrantServerBackend
+) -> None:
+    """IDF 3.0 for wordpiece 2040, 1.5 for 1996: the second row at half its length, and
+    MaxSim's weight 4 / (1 + 0.5) (adapters/qdrant/wordpieces.py)."""
+    idf = [  # asked in the ids' order: 1996, then 2040
+        models.QueryResponse(points=[models.ScoredPoint(id=1, version=0, score=1.5)]),
+        models.QueryResponse(points=[models.ScoredPoint(id=2, version=0, score=3.0)]),
+    ]
+    search = ok([models.QueryResponse(points=[])])
+    batch = mock.post(f"{MEM}/points/query/batch").mock(side_effect=[ok(idf), search])
+    tokens = PackedTokens(np.array(TOKENS, dtype=np.float32), np.array([2040, 1996]))
+    query = SearchQuery(unit(1), SparseVector((3,), (0.5,)), tokens, weigh_tokens=True)
+    await rerank.query_memories([NS], query, MemoryFilter(now=T0, pinned=False), 5)
+    asked, searched = (body(call)["searches"] for call in batch.calls)
+    assert asked == [
+        {
+            "query": {"nearest": {"indices": [piece], "values": [1.0]}},
+            "using": "wordpieces",
+            "limit": 1,
+            "with_payload": False,
+        }
+        for piece in (1996, 2040)
+    ]
+    [reranked] = searched
+    expected = rerank_search(leaf_filter(reranked), 5)
+    half = [0.5 * x for x in unit(0, 1)]
+    expected["prefetch"][1]["query"] = [pytest.approx(unit(1)), pytest.approx(half)]
+    expected["query"]["formula"]["sum"][1]["mult"][0] = pytest.approx(4 / 1.5)
+    assert reranked == expected
+
+
 async def test_the_collections_layout_asks_the_same_per_namespace(
     mock: respx.MockRouter,
 ) -> None:
@@ -118,14 +152,19 @@ async def test_the_fill_walks_memories_without_token_vectors_and_sets_them_if_st
     part = rerank.token_index
     found, cursor = await part.untokenized_memories(None, 64)
     assert (found, cursor) == ([(point, "the router ticket")], None)
-    unset = {"must_not": [{"has_vector": "tokens"}]}
+    unset = {"must_not": [{"has_vector": "wordpieces"}]}  # written with the token vectors
     asked = body(scroll.calls.last)
     assert (asked["filter"], asked["limit"], asked["with_payload"]) == (unset, 64, ["content"])
-    assert await part.index_tokens([(point, TOKENS)]) == 1
+    rows = [pytest.approx(unit(1)), pytest.approx(unit(0, 1))]
+    assert await part.index_tokens([(point, TOKENS)]) == 1  # no ids: no wordpieces
     sent = body(update.calls.last)
     assert sent["update_filter"] == unset
-    assert sent["points"] == [
-        {"id": point, "vector": {"tokens": [pytest.approx(unit(1)), pytest.approx(unit(0, 1))]}}
+    assert sent["points"] == [{"id": point, "vector": {"tokens": rows}}]
+    with_ids = PackedTokens(np.array(TOKENS), np.array([2040, 1996]))
+    assert await part.index_tokens([(point, with_ids)]) == 1
+    pieces = {"indices": [1996, 2040], "values": [1.0, 1.0]}
+    assert body(update.calls.last)["points"] == [
+        {"id": point, "vector": {"tokens": rows, "wordpieces": pieces}}
     ]
 
 

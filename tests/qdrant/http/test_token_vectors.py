@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import respx
+from qdrant_client.http import models
 
 from adapters.errors import BackendMisconfigured
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
@@ -14,6 +15,7 @@ from adapters.qdrant.server.namespace_collections import QdrantCollectionsBacken
 from adapters.qdrant.server.namespace_collections_records import RECORD_KEY
 from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.qdrant.server.token_vectors import token_params
 from tests.support.qdrant_rest import collection_info
 from tests.support.qdrant_rest import collections
 from tests.support.qdrant_rest import completed
@@ -27,11 +29,13 @@ from tests.support.qdrant_server import body
 from tests.support.qdrant_server import record
 from tests.support.qdrant_tokens import COLL
 from tests.support.qdrant_tokens import NEW_TOKENS
+from tests.support.qdrant_tokens import NEW_WORDPIECES
 from tests.support.qdrant_tokens import PLACEMENT
 from tests.support.qdrant_tokens import old_collection
 from tests.support.qdrant_tokens import started_collections
 from tests.support.qdrant_tokens import started_shared
 from tests.support.qdrant_tokens import upgrade_routes
+from tests.support.qdrant_tokens import wordpieces_route
 from tests.support.records import DIM
 
 
@@ -92,11 +96,13 @@ async def test_a_namespace_collection_of_the_version_before_gains_them_on_save(
 ) -> None:
     mock.get(COLL).mock(return_value=old_collection())
     add = mock.put(f"{COLL}/vectors/tokens").mock(return_value=completed())
+    pieces = wordpieces_route(mock, COLL)
     patches = mock.patch(COLL).mock(return_value=ok(True))
     backend = await started_collections(mock)
     await backend.save_namespace(record())
     await backend.close()
     assert [body(c) for c in add.calls] == [NEW_TOKENS]
+    assert [body(c) for c in pieces.calls] == [NEW_WORDPIECES]
     assert body(patches.calls[0]) == PLACEMENT  # then the record, as before
     assert RECORD_KEY in body(patches.calls[1])["metadata"]
 
@@ -129,14 +135,38 @@ async def test_token_vectors_of_another_size_are_dropped_and_added_at_the_new_on
     multivector is added and placed, and the fill gives every memory its own again."""
     mock_shared_ready(mock, DIM, token_vectors=True)
     dropped = mock.delete(f"{MEM}/vectors/tokens").mock(return_value=completed())
+    unpieced = mock.delete(f"{MEM}/vectors/wordpieces").mock(return_value=completed())
     add, place = upgrade_routes(mock, MEM)
     backend = QdrantServerBackend(DIM, url=URL, tokens=True, token_dimension=DIM // 2)
     await backend.start()
     await backend.close()
-    assert dropped.call_count == 1
+    assert (dropped.call_count, unpieced.call_count) == (1, 1)  # the fill finds them all
     resized = {"dense": {**NEW_TOKENS["dense"], "size": DIM // 2}}
     assert [body(c) for c in add.calls] == [resized]
     assert [body(c) for c in place.calls] == [PLACEMENT]
+
+
+async def test_token_vectors_by_cosine_are_dropped_and_added_for_dot_products(
+    mock: respx.MockRouter,
+) -> None:
+    """Made before the rerank weighed query tokens: cosine would undo the query's weights,
+    so the multivector is made again with Dot, and the wordpieces added beside it."""
+    cosine = token_params(DIM).model_copy(update={"distance": models.Distance.COSINE})
+    vectors = {"": models.VectorParams(size=DIM, distance=models.Distance.COSINE), "tokens": cosine}
+    mock_shared_ready(mock, DIM, token_vectors=True)
+    mock.get(MEM).mock(
+        return_value=collection_info(
+            vectors, MEMORY_STORE_INDEXES, keyword=["tenant", "kind"], sparse=KEYWORD_VECTORS
+        )
+    )
+    dropped = mock.delete(f"{MEM}/vectors/tokens").mock(return_value=completed())
+    add, place = upgrade_routes(mock, MEM)
+    pieces = wordpieces_route(mock, MEM)
+    await (await started_shared(mock, tokens=True)).close()
+    assert dropped.call_count == 1
+    assert [body(c) for c in add.calls] == [NEW_TOKENS]
+    assert [body(c) for c in place.calls] == [PLACEMENT]
+    assert [body(c) for c in pieces.calls] == [NEW_WORDPIECES]
 
 
 async def test_token_vectors_of_the_configured_size_stay(mock: respx.MockRouter) -> None:

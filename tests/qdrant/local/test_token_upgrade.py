@@ -9,6 +9,7 @@ fill (plugin/upgrades/token_upgrade.py) gives every memory its token vectors.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from qdrant_client.http import models
 
@@ -22,6 +23,7 @@ from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.qdrant.server.token_vectors import has_token_vector
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
+from adapters.values import PackedTokens
 from adapters.values import SearchQuery
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
@@ -48,8 +50,11 @@ async def old_collection(connection: QdrantConnection, name: str) -> None:
 
 
 async def embed(text: str, work: Work) -> Embedding:
-    """The model as the fill sees it: a sentence vector carrying its token vectors."""
-    return Embedding(unit(1, 1), QUERY_TOKENS if "router" in text else [unit(0, 0, 1)])
+    """The model as the fill sees it: a sentence vector carrying its token vectors, each
+    with its wordpiece's id."""
+    rows = QUERY_TOKENS if "router" in text else [unit(0, 0, 1)]
+    ids = np.arange(len(rows)) + (100 if "router" in text else 200)
+    return Embedding(unit(1, 1), PackedTokens(np.array(rows, dtype=np.float32), ids))
 
 
 def query(tokens: list[list[float]] | None = None) -> SearchQuery:
@@ -83,7 +88,7 @@ async def test_a_store_of_the_version_before_gains_token_vectors_in_rerank_mode(
     assert part is not None
     assert (await token_upgrade.fill(part, embed)).indexed == len(written)
     again = await token_upgrade.fill(part, embed)
-    assert again.indexed == 0  # nothing left: the progress is stored
+    assert again == token_upgrade.Filled(0, complete=True)  # the progress is stored
     after = {
         h.memory.id: h.score
         for h in await rerank.query_memories([NS], query(QUERY_TOKENS), everything(), 10)
