@@ -191,7 +191,7 @@ def main() -> None:
         servers = servers_on_copies(tmp, conversations, ("default", "hybrid"))
         try:
             for server in servers.values():
-                server.wait_healthy()
+                server.wait_weighed()  # a rerank weighs its tokens from the first search
             bases = {name: server.base_url for name, server in servers.items()}
             bodies = question_bodies(conversations)
             asyncio.run(windows(bases, bodies, 2.0, 1, None))  # warm both: caches, sessions

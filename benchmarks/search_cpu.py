@@ -106,7 +106,7 @@ def main() -> None:
         servers = servers_on_copies(Path(tmp), conversations, RANKINGS)
         try:
             for server in servers.values():
-                server.wait_healthy()
+                server.wait_weighed()  # a rerank weighs its tokens from the first search
             bodies = question_bodies(conversations)
             warm: dict[str, Spent] = {r: {} for r in RANKINGS}
             for ranking in RANKINGS:
