@@ -15,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import qdrant_edge as qe
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.qdrant.edge.engine import idf_requests
 from adapters.qdrant.ranking import RERANK_WEIGHT
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
 from adapters.values import MemoryVectors
@@ -168,5 +170,33 @@ async def test_token_vectors_without_wordpieces_are_given_both_by_the_fill(
             assert rows is not None
             assert sorted(rows.indices) == sorted(set(embedded.tokens.ids.tolist()))
         assert await token_upgrade.fill(part, embed) == token_upgrade.Filled(0, complete=True)
+    finally:
+        await store.close()
+
+
+async def test_the_idf_kept_between_writes_is_what_the_engine_answers_now(
+    tmp_path: Path, encoder: SentenceTransformerEncoder
+) -> None:
+    keywords = KeywordEncoder()
+    store, tokens = await written(tmp_path, encoder, keywords)
+    try:
+        shard = store.store.shards.of(NAME)
+        ids = sorted({int(i) for rows in tokens.values() if rows.ids is not None for i in rows.ids})
+
+        def answered_now() -> dict[int, float]:
+            found = shard.query_batch(qe.QueryBatchRequest(idf_requests(ids)))
+            by_id = zip(ids, found, strict=True)
+            return {piece: points[0].score for piece, points in by_id if points}
+
+        before = store.store.idf.of(shard, ids)
+        assert before == answered_now()
+        assert len(before) == len(ids)  # every id asked is some memory's
+        extra = CONTENTS[0] + " and the beach"
+        embedded = encoder.embed([extra])[0]
+        vectors = MemoryVectors(embedded.vector, keywords.document(extra), embedded.tokens)
+        await store.upsert_memory(memory(NAME, content=extra), vectors)
+        after = store.store.idf.of(shard, ids)
+        assert after == answered_now()
+        assert after != before  # one memory more: every wordpiece's IDF moved
     finally:
         await store.close()

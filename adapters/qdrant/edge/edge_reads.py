@@ -137,7 +137,7 @@ class EdgeReads:
         calls = self._store.calls
         if query.tokens:  # MaxSim asked by id
             ranked = await calls.here(
-                search_passes.reranked_search, scoped, query, memory_filter, limit
+                search_passes.reranked_search, scoped, query, memory_filter, limit, self._store.idf
             )
             found = [ScoredMemory(m, p.score) for p in ranked if (m := parsed_memory(p))]
             return merge_scored([found], limit)  # equal scores ordered as across shards

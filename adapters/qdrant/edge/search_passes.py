@@ -32,7 +32,7 @@ from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import EDGE_RANKING
 from adapters.qdrant.edge.engine import EdgeRanking
 from adapters.qdrant.edge.engine import coded_token_query
-from adapters.qdrant.edge.engine import idf_requests
+from adapters.qdrant.edge.wordpiece_idf import WordpieceIdf
 from adapters.qdrant.layout import FIELD_EXPIRES_US
 from adapters.qdrant.layout import FIELD_NAMESPACE
 from adapters.qdrant.layout import FIELD_PINNED
@@ -231,9 +231,14 @@ class RerankedPoint:
 
 
 def reranked_search(
-    scoped: list[tuple[Any, Scope]], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+    scoped: list[tuple[Any, Scope]],
+    query: SearchQuery,
+    memory_filter: MemoryFilter,
+    limit: int,
+    idf: WordpieceIdf,
 ) -> list[RerankedPoint]:
-    """The best `limit` per pin side (pinned first) across the shards, reranked by MaxSim."""
+    """The best `limit` per pin side (pinned first) across the shards, reranked by MaxSim
+    (the query's tokens weighed by `idf` where it asks)."""
     tokens = query.tokens
     assert tokens  # the reads call this for a query with token vectors only
     if query.feedback:
@@ -251,7 +256,7 @@ def reranked_search(
             side.extend(((n, point.id), point.score) for point in points)
     # the fused ranking's best `depth` across the shards, as one shard's would be
     candidates = [heapq.nlargest(depth, side, key=lambda pair: pair[1]) for side in found]
-    asked = _weighed(scoped, tokens) if query.weigh_tokens else wordpieces.uniform(tokens)
+    asked = _weighed(scoped, tokens, idf) if query.weigh_tokens else wordpieces.uniform(tokens)
     max_sim = _max_sim(scoped, asked.tokens, [key for side in candidates for key, _ in side])
     best = [ranking.reranked(side, max_sim, asked.mass, limit) for side in candidates]
     payloads = _payloads(scoped, [key for side in best for key, _ in side])
@@ -263,17 +268,14 @@ def reranked_search(
     ]
 
 
-def _weighed(scoped: list[tuple[Any, Scope]], tokens: TokenVectors) -> wordpieces.Weighed:
-    """`tokens` weighed by their wordpieces' IDF, averaged over the shards asked (one
-    request per distinct wordpiece, in one engine call per shard)."""
+def _weighed(
+    scoped: list[tuple[Any, Scope]], tokens: TokenVectors, idf: WordpieceIdf
+) -> wordpieces.Weighed:
+    """`tokens` weighed by their wordpieces' IDF, averaged over the shards asked."""
     ids = wordpieces.query_ids(tokens)
     if not ids:
         return wordpieces.uniform(tokens)
-    answers = []
-    for shard, _ in scoped:
-        found = shard.query_batch(qe.QueryBatchRequest(idf_requests(ids)))
-        by_id = zip(ids, found, strict=True)
-        answers.append({piece: points[0].score for piece, points in by_id if points})
+    answers = [idf.of(shard, ids) for shard, _ in scoped]
     return wordpieces.weighed(tokens, wordpieces.averaged(answers))
 
 

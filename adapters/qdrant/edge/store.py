@@ -38,6 +38,7 @@ from adapters.qdrant.edge.log_sync import GroupCommit
 from adapters.qdrant.edge.log_sync import LogSync
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
+from adapters.qdrant.edge.wordpiece_idf import WordpieceIdf
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import memory_to_payload
 from adapters.qdrant.layout import point_id
@@ -77,6 +78,10 @@ class EdgeStore:
         self._unsettled: dict[Upkeep, dict[int, float]] = {"flush": {}, "vacuum": {}}
         # By id() of the shard: its writes since it was opened (a reopen is due after many).
         self._writes: dict[int, int] = {}
+        # Each shard's wordpieces' IDF as searches asked it, until its next write.
+        self.idf = WordpieceIdf(self.generation)
+        # By id() of the shard: every write it was ever given here, never reset (`generation`).
+        self._generations: dict[int, int] = {}
         # Incarnations holding fewer memories than counted: searches answer 503, not a
         # partial list; writes go on, so that an import can restore them (integrity.py).
         self.short: frozenset[str] = frozenset()
@@ -89,6 +94,7 @@ class EdgeStore:
         finally:  # a failed write may have written part: settle it as well
             self.changes += 1
             self._writes[id(shard)] = self._writes.get(id(shard), 0) + 1
+            self._generations[id(shard)] = self._generations.get(id(shard), 0) + 1
             now = self.calls.clock()
             for shards in self._unsettled.values():
                 shards.setdefault(id(shard), now)
@@ -112,6 +118,10 @@ class EdgeStore:
         shard = self.shards.shards[index]
         if shard is not None:
             self._unsettled[since].pop(id(shard), None)
+
+    def generation(self, shard: Any) -> int:
+        """How many writes `shard` has been given: what it answers changes only with it."""
+        return self._generations.get(id(shard), 0)
 
     def writes_since_open(self, index: int) -> int:
         shard = self.shards.shards[index]

@@ -1,0 +1,48 @@
+"""Each shard's IDF of the wordpieces searches ask, kept until the shard is next written.
+
+A weighed rerank (adapters/qdrant/wordpieces.py) needs the IDF of each of its query's
+wordpieces in every shard it searches: a request each, in one engine call. Between two
+writes to a shard its answers cannot change, so they are kept per shard with the shard's
+write count (`EdgeStore.generation`) and asked again only after a write: the weights are
+exactly those the engine would answer now, and a store that is searched more than written
+asks each wordpiece about once per write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+import qdrant_edge as qe
+
+from adapters.qdrant.edge.engine import idf_requests
+
+
+@dataclass
+class _Known:
+    shard: Any  # the shard object itself: a reopened shard may reuse a closed one's id()
+    generation: int
+    idf: dict[int, float | None] = field(default_factory=dict)  # None: no memory holds it
+
+
+class WordpieceIdf:
+    """`of(shard, ids)`: the IDF of each of `ids` some memory of `shard` holds."""
+
+    def __init__(self, generation: Callable[[Any], int]) -> None:
+        self._generation = generation
+        self._known: dict[int, _Known] = {}
+
+    def of(self, shard: Any, ids: Sequence[int]) -> dict[int, float]:
+        generation = self._generation(shard)
+        known = self._known.get(id(shard))
+        if known is None or known.shard is not shard or known.generation != generation:
+            known = self._known[id(shard)] = _Known(shard, generation)
+        asked = [piece for piece in ids if piece not in known.idf]
+        if asked:
+            found = shard.query_batch(qe.QueryBatchRequest(idf_requests(asked)))
+            for piece, points in zip(asked, found, strict=True):
+                known.idf[piece] = points[0].score if points else None
+        return {piece: idf for piece in ids if (idf := known.idf[piece]) is not None}
