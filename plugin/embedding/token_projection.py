@@ -31,14 +31,23 @@ def projection_file(model: str) -> Path:
 def load_projection(model: str, dimension: int) -> np.ndarray | None:
     """The map of `model`'s token vectors of `dimension` numbers (dimension by projected),
     or None where none ships or it is for another size."""
-    path = projection_file(model)
-    if not path.is_file():
-        return None
-    matrix = np.load(path, mmap_mode="r")  # the header says the shape; numbers read below
-    if matrix.ndim != 2 or matrix.shape[0] != dimension or matrix.shape[1] >= dimension:
+    matrix = _shipped(model, dimension)
+    if matrix is None:
         return None
     one_blas_thread()
     return np.array(matrix, dtype=np.float32)
+
+
+def _shipped(model: str, dimension: int) -> np.ndarray | None:
+    """The map's file mapped, numbers unread (its header says the shape), or None where none
+    ships or it is for another size."""
+    path = projection_file(model)
+    if not path.is_file():
+        return None
+    matrix: np.ndarray = np.load(path, mmap_mode="r")
+    if matrix.ndim != 2 or matrix.shape[0] != dimension or matrix.shape[1] >= dimension:
+        return None
+    return matrix
 
 
 def one_blas_thread() -> None:
@@ -48,6 +57,7 @@ def one_blas_thread() -> None:
 
 
 def projected_dimension(model: str, dimension: int) -> int:
-    """The size of `model`'s stored token vectors: the map's, or the model's own."""
-    matrix = load_projection(model, dimension)
+    """The size of `model`'s stored token vectors: the map's, or the model's own (read from
+    the map's header: nothing loaded, numpy's threads left as they are)."""
+    matrix = _shipped(model, dimension)
     return dimension if matrix is None else int(matrix.shape[1])

@@ -131,15 +131,20 @@ class ShardSet:
     """The shards of one store; which are open, and why the others are not."""
 
     def __init__(
-        self, root: Path, dimension: int, disk: DiskGuard, partitions: int = 1, tokens: int = 0
+        self,
+        root: Path,
+        dimension: int,
+        disk: DiskGuard,
+        partitions: int = 1,
+        token_dimension: int | None = None,
     ) -> None:
         """`partitions`: this store holds the namespaces of 1 / `partitions` of the
         `SHARD_COUNT` shards (an engine worker's among several), as shards of its own;
-        `tokens`: each token vector's size (0: `dimension`)."""
+        `token_dimension`: each token vector's size (None: `dimension`), as `open_shard`."""
         self._root = root
         self._partitions = partitions
         self._dimension = dimension
-        self.token_dimension = tokens or dimension
+        self.token_dimension = token_dimension or dimension
         self._disk = disk
         self._lock = threading.Lock()
         self.paths: list[Path] = []

@@ -69,7 +69,7 @@ class EdgeStore:
         synced = durability == "sync"
         self.records = RecordStore(root / RECORDS_FILE, synced=synced)
         self.disk = DiskGuard(root, headroom_bytes)
-        self.shards = ShardSet(root, dimension, self.disk, partitions, token_dimension or 0)
+        self.shards = ShardSet(root, dimension, self.disk, partitions, token_dimension)
         self.log_sync = LogSync(self.records)
         self.commit = GroupCommit(self._sync, enabled=synced)
         self.changes = 0  # points replaced or deleted since the last vacuum
