@@ -1,19 +1,24 @@
-"""Pinned-first merging, for adapters that must ask per namespace or per pin side.
+"""Merging the parts of one answer, for adapters that must ask per namespace, pin side or
+engine worker.
 
 The Qdrant layouts answer a multi-namespace search with one engine request; a
 Pinecone index (one namespace per query) and the `collections` layout (one
 collection per namespace) cannot, so they query each namespace and pin side
 and merge here. The order is the contract's `ORDER BY pin DESC, score|created_at
-DESC`, with the id as a last, stable tie-break.
+DESC`, with the id as a last, stable tie-break. Namespace records asked of several
+parts of one store (workers, a cache and its worker) merge as one store answers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import replace
 
+from adapters.errors import StorageDamaged
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
 from adapters.values import ScoredMemory
 
 
@@ -34,3 +39,24 @@ def merge_listed(parts: Iterable[Iterable[MemoryRecord]], limit: int) -> list[Me
     memories = [memory for part in parts for memory in part]
     memories.sort(key=lambda m: (m.pin, m.created_at, m.id), reverse=True)
     return memories[:limit]
+
+
+def merge_namespaces(
+    parts: Iterable[Mapping[str, NamespaceRecord] | BaseException],
+) -> dict[str, NamespaceRecord]:
+    """The live records the parts found, as one store answers `get_namespaces`: a part's
+    `StorageDamaged` (its names unreadable) is raised only when no part found one live
+    (a 503, not an empty answer that reads as namespaces without memories); any other
+    failure is raised."""
+    found: dict[str, NamespaceRecord] = {}
+    damaged: StorageDamaged | None = None
+    for part in parts:
+        if isinstance(part, StorageDamaged):
+            damaged = damaged or part
+        elif isinstance(part, BaseException):
+            raise part
+        else:
+            found.update(part)
+    if not found and damaged is not None:
+        raise damaged
+    return found

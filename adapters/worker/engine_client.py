@@ -24,6 +24,7 @@ from typing import Any
 
 from adapters.base import VectorBackend
 from adapters.errors import StorageDamaged
+from adapters.merge import merge_namespaces
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -245,10 +246,8 @@ class EngineClient(VectorBackend):
         changes = self._changes
         try:
             found: Mapping[str, NamespaceRecord] = await self._call("get_namespaces", missing)
-        except StorageDamaged:  # raised only when none of `missing` is live
-            if known:
-                return known
-            raise
+        except StorageDamaged as damaged:  # raised only when none of `missing` is live
+            return merge_namespaces([known, damaged])
         self._keep(found, changes)
         return known | dict(found)
 

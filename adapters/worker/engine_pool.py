@@ -23,8 +23,8 @@ from typing import TypeVar
 
 from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable
-from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed
+from adapters.merge import merge_namespaces
 from adapters.merge import merge_scored
 from adapters.values import DiskWrites
 from adapters.values import MemoryFilter
@@ -161,18 +161,7 @@ class EnginePool(VectorBackend):
             *(self.clients[i].get_namespaces(group) for i, group in groups.items()),
             return_exceptions=True,
         )
-        found: dict[str, NamespaceRecord] = {}
-        damaged: StorageDamaged | None = None
-        for result in results:
-            if isinstance(result, StorageDamaged):
-                damaged = damaged or result  # as one store: raised only when none is live
-            elif isinstance(result, BaseException):
-                raise result
-            else:
-                found.update(result)
-        if not found and damaged is not None:
-            raise damaged
-        return found
+        return merge_namespaces(results)
 
     async def save_namespace(self, record: NamespaceRecord) -> None:
         await self.owner(record.name).save_namespace(record)
