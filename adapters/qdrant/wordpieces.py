@@ -5,8 +5,9 @@ mean gives "did", "the" and "?" the same say as "Caroline" or "pottery". Each me
 the set of its wordpieces (the model's vocabulary ids of its token vectors) as a sparse
 vector `WORDPIECES_VECTOR` with the engine's IDF modifier, so the engine keeps their
 document frequencies as memories are written and forgotten, as it does BM25's. A search
-asks each query wordpiece's IDF (`idf_query`: the score of a stored 1.0 is the IDF itself),
-and scales each query row by its IDF over the largest: the engine's MaxSim over scaled rows
+asks each query wordpiece's IDF (a request each: the score of a stored 1.0 is the IDF itself;
+edge/engine.py `idf_requests`, server/token_vectors.py `weighed_query`), and scales each
+query row by its IDF over the largest: the engine's MaxSim over scaled rows
 is then the IDF-weighted sum (a max over a memory's tokens commutes with a positive factor),
 and `Weighed.mass` (the scales' sum) turns that sum into the weighted mean. A wordpiece no
 memory holds weighs as the rarest asked. See docs/backends.md, "Reranking by token vectors".
