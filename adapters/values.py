@@ -79,11 +79,10 @@ class PackedTokens(Sequence[list[float]]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PackedTokens):
             mine, theirs = self._ids, other._ids
-            same_ids = (
-                mine is None and theirs is None
-                if mine is None or theirs is None
-                else np.array_equal(mine, theirs)
-            )
+            if mine is None or theirs is None:
+                same_ids = mine is theirs
+            else:
+                same_ids = np.array_equal(mine, theirs)
             return same_ids and np.array_equal(self._array, other._array)
         return NotImplemented
 

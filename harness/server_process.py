@@ -21,6 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
@@ -135,6 +136,20 @@ class ServerProcess:
 
     def wait_healthy(self, timeout_s: float = HEALTH_TIMEOUT_S) -> float:
         """Poll GET /v1/health until 200; return seconds since `start()`."""
+        return self._wait_health(timeout_s, lambda _: True, "no healthy answer")
+
+    def wait_weighed(self, timeout_s: float = HEALTH_TIMEOUT_S) -> float:
+        """Poll GET /v1/health until 200 from a server that weighs query tokens (health's
+        `rerank_weights` is `idf`: its token fill has given every memory its wordpieces),
+        or one that does not rerank. Seconds since `start()`."""
+        return self._wait_health(
+            timeout_s,
+            lambda body: json.loads(body).get("rerank_weights", "idf") == "idf",
+            "rerank weights not ready",
+        )
+
+    def _wait_health(self, timeout_s: float, ready: Callable[[bytes], bool], missed: str) -> float:
+        """Poll GET /v1/health until a 200 whose body is `ready`; seconds since `start()`."""
         if self.proc is None or self.started_at is None:
             raise ServerError("not started")
         deadline = time.monotonic() + timeout_s
@@ -147,26 +162,12 @@ class ServerProcess:
                 )
             try:
                 with urllib.request.urlopen(url, timeout=2.0) as response:
-                    if response.status == 200:
+                    if response.status == 200 and ready(response.read()):
                         return time.monotonic() - self.started_at
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             time.sleep(0.05)
-        raise ServerError(f"no healthy answer within {timeout_s:g} s:\n" + self.log_tail())
-
-    def wait_weighed(self, timeout_s: float = HEALTH_TIMEOUT_S) -> float:
-        """Poll GET /v1/health until a reranking server weighs query tokens (health's
-        `rerank_weights` is `idf`: its token fill has given every memory its wordpieces);
-        at once for one that does not rerank. Seconds since `start()`."""
-        self.wait_healthy(timeout_s)
-        assert self.started_at is not None  # started: wait_healthy checked
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with urllib.request.urlopen(f"{self.base_url}/v1/health", timeout=2.0) as response:
-                if json.loads(response.read()).get("rerank_weights", "idf") == "idf":
-                    return time.monotonic() - self.started_at
-            time.sleep(0.05)
-        raise ServerError(f"rerank weights not ready within {timeout_s:g} s:\n" + self.log_tail())
+        raise ServerError(f"{missed} within {timeout_s:g} s:\n" + self.log_tail())
 
     def kill(self) -> int:
         """SIGKILL, no chance to flush or clean up; return the exit status."""

@@ -60,9 +60,8 @@ def uniform(tokens: TokenVectors) -> Weighed:
 def weighed(tokens: TokenVectors, idf: Mapping[int, float]) -> Weighed:
     """`tokens` with each row scaled by its wordpiece's IDF over the largest (`idf`: the
     store's, per id it holds); uniform where the rows carry no ids or no IDF is known."""
-    ids = wordpiece_ids(tokens)
     known = [value for value in idf.values() if value > 0]
-    if ids is None or not known or not isinstance(tokens, PackedTokens):
+    if not isinstance(tokens, PackedTokens) or (ids := tokens.ids) is None or not known:
         return uniform(tokens)
     rarest = max(known)
     weights = np.array([idf.get(int(i), rarest) for i in ids], dtype=np.float32)

@@ -216,7 +216,13 @@ def add_keyword_vector(shard: Any) -> None:
     Why: a store written before keyword vectors existed gains them in place, without
     copying a point (plugin/upgrades/keyword_upgrade.py then fills them in).
     """
-    shard.update(qe.UpdateOperation.create_sparse_vector(KEYWORDS_VECTOR, modifier=qe.Modifier.Idf))
+    add_idf_vector(shard, KEYWORDS_VECTOR)
+
+
+def add_idf_vector(shard: Any, name: str) -> None:
+    """Give the shard the sparse vector `name` with the engine's IDF (`_KEYWORD_PARAMS`);
+    a no-op when it has it."""
+    shard.update(qe.UpdateOperation.create_sparse_vector(name, modifier=qe.Modifier.Idf))
 
 
 _MAX_SIM = qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
@@ -243,9 +249,7 @@ def add_token_vector(shard: Any, dimension: int) -> None:
     Why: a store written without them gains them in place (plugin/upgrades/token_upgrade.py
     then fills them in).
     """
-    shard.update(
-        qe.UpdateOperation.create_sparse_vector(WORDPIECES_VECTOR, modifier=qe.Modifier.Idf)
-    )
+    add_idf_vector(shard, WORDPIECES_VECTOR)
     try:
         shard.update(
             qe.UpdateOperation.create_dense_vector(

@@ -30,7 +30,9 @@ from adapters.values import SparseVector
 from adapters.values import TokenVectors
 from adapters.values import float_rows
 
-KEYWORD_VECTORS = {KEYWORDS_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+# A sparse vector whose IDF the engine applies: the keyword vector's, and the wordpieces'.
+IDF_SPARSE = models.SparseVectorParams(modifier=models.Modifier.IDF)
+KEYWORD_VECTORS = {KEYWORDS_VECTOR: IDF_SPARSE}
 PointVectors = dict[str, models.Vector]  # a point's vectors by name
 # (key, content) of memories lacking a vector, and where the next page starts (None: no more)
 Page = tuple[list[tuple[str, str]], str | None]
@@ -41,7 +43,7 @@ def lacking(name: str) -> models.Filter:
     return models.Filter(must_not=[models.HasVectorCondition(has_vector=name)])
 
 
-_NEW_KEYWORDS = models.SparseVectorNameConfig(
+NEW_IDF_SPARSE = models.SparseVectorNameConfig(
     sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF)
 )
 
@@ -87,7 +89,7 @@ def has_keyword_vector(info: models.CollectionInfo) -> bool:
 async def add_keyword_vector(call: Call, collection: str) -> None:
     """Give an existing collection its keyword vector, in place (Qdrant 1.18+)."""
     try:
-        await call(lambda c: c.create_vector_name(collection, KEYWORDS_VECTOR, _NEW_KEYWORDS))
+        await call(lambda c: c.create_vector_name(collection, KEYWORDS_VECTOR, NEW_IDF_SPARSE))
     except CollectionMissing as exc:  # the route is unknown to a server before 1.18
         raise BackendMisconfigured(
             f"qdrant cannot add the keyword vector to collection {collection} in place"

@@ -111,8 +111,15 @@ async def ensure_token_vector(
 
 
 async def _add_wordpieces(call: Call, collection: str) -> None:
+    await _add_vector(call, collection, WORDPIECES_VECTOR, keyword_vectors.NEW_IDF_SPARSE)
+
+
+async def _add_vector(
+    call: Call, collection: str, name: str, config: models.VectorNameConfig
+) -> None:
+    """Add the vector `name` to an existing collection, in place (Qdrant 1.18+)."""
     try:
-        await call(lambda c: c.create_vector_name(collection, WORDPIECES_VECTOR, _NEW_WORDPIECES))
+        await call(lambda c: c.create_vector_name(collection, name, config))
     except CollectionMissing as exc:  # the route is unknown to a server before 1.18
         raise BackendMisconfigured(_NEW_TOKENS_LINE.format(collection)) from exc
     except BackendError as exc:  # added meanwhile by a racing replica
@@ -121,14 +128,8 @@ async def _add_wordpieces(call: Call, collection: str) -> None:
 
 
 _NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
-_NEW_WORDPIECES = models.SparseVectorNameConfig(
-    sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF)
-)
 # Every memory collection's sparse vectors: the keyword vector and the wordpieces.
-SPARSE_VECTORS = {
-    **keyword_vectors.KEYWORD_VECTORS,
-    WORDPIECES_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF),
-}
+SPARSE_VECTORS = {**keyword_vectors.KEYWORD_VECTORS, WORDPIECES_VECTOR: keyword_vectors.IDF_SPARSE}
 _NEW_TOKENS_LINE = (
     "qdrant cannot add the token vectors to collection {} in place (needs Qdrant 1.18 or"
     " later): upgrade Qdrant, or set MEMORY_PLUGIN_SEARCH=hybrid (no search reranks); with"
@@ -148,13 +149,7 @@ async def add_token_vector(call: Call, collection: str, dimension: int) -> None:
             datatype=models.VectorStorageDatatype.FLOAT16,
         )
     )
-    try:
-        await call(lambda c: c.create_vector_name(collection, TOKENS_VECTOR, config))
-    except CollectionMissing as exc:  # the route is unknown to a server before 1.18
-        raise BackendMisconfigured(_NEW_TOKENS_LINE.format(collection)) from exc
-    except BackendError as exc:  # added meanwhile by a racing replica
-        if "already exists" not in str(exc):
-            raise
+    await _add_vector(call, collection, TOKENS_VECTOR, config)
     await _place(call, collection)
 
 
