@@ -3,8 +3,8 @@
 A sequential commit with an id makes two calls to the embedded store: the id's lookup
 (`get_stored_memory`, the id is new) and the upsert, under `sync` and `async`. Each is
 timed (median of RUNS) on the same store two ways, in-process (`QdrantEdgeBackend` on
-this event loop) and in its engine worker (`edge_in_worker`, as the server runs it), and
-with two gaps before each call: none (calls back to back) and the model's time for one
+this event loop) and in its engine worker (`embedded_store`, a pool of one, as the server
+runs it), and with two gaps before each call: none (calls back to back) and the model's time for one
 text spent spinning on this core, as in a real commit, while the worker waits idle. The
 difference between the two ways is the socket's cost; between the gaps, what waking an
 idle process costs on this machine.
@@ -27,7 +27,7 @@ import numpy as np
 
 from adapters.base import VectorBackend
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.edge_client import edge_in_worker
+from adapters.qdrant.edge.edge_client import embedded_store
 from adapters.values import Durability
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -78,7 +78,7 @@ async def measure(where: str, durability: Durability, gap_s: float) -> tuple[flo
         if where == "in-process":
             store = QdrantEdgeBackend(DIMENSION, Path(tmp), durability=durability)
         else:
-            store = edge_in_worker(DIMENSION, Path(tmp), durability=durability)
+            store = embedded_store(DIMENSION, Path(tmp), durability=durability)
         await store.start()
         try:
             return await timed_calls(store, gap_s)

@@ -79,9 +79,6 @@ def _read(path: Path) -> str:
 
 def engine_workers_of(backend: VectorBackend) -> int | None:
     """How many engine worker processes hold `backend`; None for a store of another kind."""
-    from adapters.worker.engine_client import EngineClient
     from adapters.worker.engine_pool import EnginePool
 
-    if isinstance(backend, EnginePool):
-        return len(backend.clients)
-    return 1 if isinstance(backend, EngineClient) else None
+    return len(backend.clients) if isinstance(backend, EnginePool) else None

@@ -14,7 +14,6 @@ import pytest
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_client import default_workers
-from adapters.qdrant.edge.edge_client import edge_workers
 from adapters.qdrant.edge.edge_client import embedded_store
 from adapters.qdrant.edge.edge_client import engine_workers
 from adapters.values import MemoryVectors
@@ -40,12 +39,12 @@ WORKERS = 2
 class TestEnginePool(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[EnginePool]:
-        async with started(edge_workers(DIM, tmp_path, WORKERS)) as store:
+        async with started(embedded_store(DIM, tmp_path, WORKERS)) as store:
             yield store
 
 
 async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) -> None:
-    async with started(edge_workers(DIM, tmp_path, WORKERS)) as store:
+    async with started(embedded_store(DIM, tmp_path, WORKERS)) as store:
         (first,), (second,) = names_of_each_worker(store, 1)
         for name in (first, second):
             await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
@@ -67,7 +66,7 @@ async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) ->
 
 
 async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) -> None:
-    async with started(edge_workers(DIM, tmp_path, WORKERS)) as store:
+    async with started(embedded_store(DIM, tmp_path, WORKERS)) as store:
         (lost,), (kept,) = names_of_each_worker(store, 1)
         for name in (lost, kept):
             await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))

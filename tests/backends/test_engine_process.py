@@ -1,11 +1,11 @@
-"""The backend suite against the embedded store in its engine worker process."""
+"""One engine worker's client: what it answers while its worker is busy or down, and how
+it builds the worker. The backend suite runs on the pool (test_engine_pool.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
 from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,20 +18,9 @@ from adapters.qdrant.edge.edge_client import edge_in_worker
 from adapters.values import NamespaceRecord
 from adapters.worker.engine_client import EngineClient
 from adapters.worker.engine_client import WorkerSpec
-from tests.backends.suite import BackendSuite
-from tests.backends.suite.hybrid import HybridSuite
-from tests.backends.suite.hybrid import KeywordIndexSuite
-from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
 from tests.support.records import DIM
 from tests.support.records import T0
-
-
-class TestEngineProcess(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
-    @pytest.fixture
-    async def backend(self, tmp_path: Path) -> AsyncIterator[EngineClient]:
-        async with started(edge_in_worker(DIM, tmp_path)) as store:
-            yield store
 
 
 @contextmanager

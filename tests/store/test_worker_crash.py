@@ -14,7 +14,7 @@ import pytest
 
 from adapters.qdrant.edge.edge_client import edge_in_worker
 from adapters.values import NamespaceRecord
-from adapters.worker.engine_client import EngineClient
+from adapters.worker.engine_pool import EnginePool
 from harness.server_process import ServerProcess
 from tests.support.app import ContractClient
 from tests.support.app import backend_of
@@ -72,7 +72,7 @@ async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -
 
     load = [asyncio.create_task(write(name)) for name in writers]
     load += [asyncio.create_task(search(writers[n % WRITERS])) for n in range(SEARCHERS)]
-    store = backend_of(api, EngineClient)
+    store = backend_of(api, EnginePool).clients[0]
     for _ in range(KILLS):
         await serving_again(api)
         await acknowledged_more(acknowledged, 5)
@@ -95,7 +95,7 @@ async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -
 
 async def test_while_the_worker_is_down_health_and_requests_say_so(api: ContractClient) -> None:
     assert (await api.put_ns("workspace:a")).status == 200
-    store = backend_of(api, EngineClient)
+    store = backend_of(api, EnginePool).clients[0]
     assert store.worker.pid is not None
     os.kill(store.worker.pid, signal.SIGKILL)
     health, listing = await asyncio.gather(  # no model call: both reach the store at once
@@ -115,7 +115,7 @@ async def test_while_the_worker_is_down_health_and_requests_say_so(api: Contract
 @pytest.mark.settings(backend_timeout_s=5.0)
 async def test_a_hung_worker_is_killed_and_restarted(api: ContractClient) -> None:
     assert (await api.put_ns("workspace:a")).status == 200
-    store = backend_of(api, EngineClient)
+    store = backend_of(api, EnginePool).clients[0]
     store.worker.hang_s = 0.5
     pid = store.worker.pid
     assert pid is not None

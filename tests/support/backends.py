@@ -1,8 +1,8 @@
 """Backends under test, started and closed around a block.
 
-How each is built: `edge_in_worker(DIM, path)` (the embedded store in its engine worker
-process, as the server runs it) or `QdrantEdgeBackend(DIM, path)` (the same store in the
-test's own process, where a test looks at its parts: `store`),
+How each is built: `embedded_store(DIM, path, workers)` (the embedded store in its pool
+of engine worker processes, as the server runs it) or `QdrantEdgeBackend(DIM, path)` (the
+same store in the test's own process, where a test looks at its parts: `store`),
 `QdrantServerBackend(DIM, location=":memory:")` or `QdrantCollectionsBackend(...)` directly,
 and Pinecone through `harness.pinecone_backend.pinecone_backend` on the HTTP-level fake.
 `point_count`: the embedded store's points, read from its shards.

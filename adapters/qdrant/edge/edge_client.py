@@ -1,12 +1,13 @@
 """The embedded store as the server holds it: its engine worker process, or several.
 
-`edge_in_worker`: one worker holds the whole store, under `data_dir/store/`.
-`edge_workers`: W workers (a power of two), worker k holding the namespaces of
-the shards whose index is k modulo W, as a store of its own under
-`data_dir/workers/k-of-W/`; a worker that stops takes only those away
-(adapters/worker/engine_pool.py). The split is the store's: `engine_workers` reads it
-from the data directory, and a count asked for that differs stops start-up with one
-line. Why and what a worker's crash does: docs/backends.md, "The engine worker process".
+`embedded_store`: a pool of W engine workers (adapters/worker/engine_pool.py), W a
+power of two. One worker holds the whole store, under `data_dir/store/`; with
+more, worker k holds the namespaces of the shards whose index is k modulo W, as a
+store of its own under `data_dir/workers/k-of-W/`, and a worker that stops takes
+only those away. `edge_in_worker` builds one worker's client. The split is the
+store's: `engine_workers` reads it from the data directory, and a count asked for
+that differs stops start-up with one line. Why and what a worker's crash does:
+docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations
@@ -66,68 +67,40 @@ def edge_in_worker(
     return EngineClient(dimension, spec, label, token_dimension)
 
 
-def edge_workers(
+def embedded_store(
     dimension: int,
     data_dir: Path,
-    workers: int,
+    workers: int = 1,
     *,
     disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
     durability: Durability = "sync",
     write_deadline_s: float = WRITE_DEADLINE_S,
     token_dimension: int | None = None,
 ) -> EnginePool:
-    """The embedded store split over `workers` engine worker processes."""
-    clients = [
-        edge_in_worker(
+    """The embedded store under `data_dir` as a pool of `workers` engine workers
+    (`engine_workers`); one worker is a pool of one, over the whole store.
+    `write_deadline_s`: the writes' deadline, past which a sync waiting is health's concern."""
+
+    def client(k: int) -> EngineClient:
+        alone = workers == 1
+        return edge_in_worker(
             dimension,
-            Path(data_dir) / WORKERS_DIR / f"{k}-of-{workers}",
+            data_dir if alone else Path(data_dir) / WORKERS_DIR / f"{k}-of-{workers}",
             disk_headroom_bytes=disk_headroom_bytes,
             durability=durability,
             partitions=workers,
-            label=f"engine worker {k}",
+            label="engine worker" if alone else f"engine worker {k}",
             write_deadline_s=write_deadline_s,
             token_dimension=token_dimension,
         )
-        for k in range(workers)
-    ]
+
+    clients = [client(k) for k in range(workers)]
     return EnginePool(dimension, clients, partial(worker_of, workers=workers), token_dimension)
 
 
 def worker_of(name: str, workers: int) -> int:
     """The index of the worker, of `workers`, whose shards hold namespace `name`."""
     return shard_index(name, SHARD_COUNT) % workers
-
-
-def embedded_store(
-    dimension: int,
-    data_dir: Path,
-    workers: int,
-    *,
-    disk_headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
-    durability: Durability = "sync",
-    write_deadline_s: float = WRITE_DEADLINE_S,
-    token_dimension: int | None = None,
-) -> EngineClient | EnginePool:
-    """The embedded store under `data_dir` in `workers` engine workers (`engine_workers`);
-    `write_deadline_s`: the writes' deadline, past which a sync waiting is health's concern."""
-    if workers == 1:
-        return edge_in_worker(
-            dimension,
-            data_dir,
-            disk_headroom_bytes=disk_headroom_bytes,
-            durability=durability,
-            write_deadline_s=write_deadline_s,
-            token_dimension=token_dimension,
-        )
-    return edge_workers(
-        dimension,
-        data_dir,
-        workers,
-        disk_headroom_bytes=disk_headroom_bytes,
-        durability=durability,
-        write_deadline_s=write_deadline_s,
-        token_dimension=token_dimension,
-    )
 
 
 def default_workers(cores: int) -> int:
