@@ -7,7 +7,9 @@ callers need is an optional part (adapters/parts.py). Every backend keeps:
   hides it and its memories at once (`maintain` may finish the removal later);
 - memory ids are canonical UUIDs scoped to their namespace, upserted in place;
 - reads span namespaces, pinned first, then best or newest first (`adapters.merge`);
-- `MemoryFilter.now` excludes every memory expired at or before it.
+- `MemoryFilter.now` excludes every memory expired at or before it;
+- the reads a request makes take `caller` (adapters/callers.py): a backend that
+  serves its calls one at a time takes callers in turn by it, others ignore it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import datetime
 
+from adapters.callers import NOBODY
+from adapters.callers import Caller
 from adapters.parts import OptionalParts
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
@@ -96,12 +100,16 @@ class VectorBackend(OptionalParts, abc.ABC):
         return [record for record in await self.list_namespaces() if record.is_expired(now)]
 
     @abc.abstractmethod
-    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+    async def get_stored_memory(
+        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
+    ) -> StoredMemory | None:
         """The memory and its stored dense vector, in one lookup: a commit of unchanged
         content reuses the vector instead of asking the model (plugin/core/service.py)."""
 
-    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
-        found = await self.get_stored_memory(namespace, memory_id)
+    async def get_memory(
+        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
+    ) -> MemoryRecord | None:
+        found = await self.get_stored_memory(namespace, memory_id, caller=caller)
         return None if found is None else found[0]
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
@@ -117,14 +125,25 @@ class VectorBackend(OptionalParts, abc.ABC):
 
     @abc.abstractmethod
     async def query_memories(
-        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        query: SearchQuery,
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[ScoredMemory]:
         """Up to `limit` memories of `namespaces` (absent ones add nothing), pinned first,
         each side best first. The query's shape is one of `search_modes`."""
 
     @abc.abstractmethod
     async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[MemoryRecord]:
         """Up to `limit` memories of `namespaces` (absent ones add nothing), pinned first,
         each side newest first; equal `created_at` in any order."""

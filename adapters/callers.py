@@ -1,24 +1,21 @@
 """Who a backend call is made for, so that a backend serialising its calls can take them
 in turn, tenant by tenant, instead of first come, first served.
 
-The plugin sets `current_caller` once per request, to the request's tenant
-(plugin/scheduling/admission.py); as a context variable it follows the request's
-task into every backend call it makes. A backend whose calls wait for one shared
-resource (the embedded store's engine worker: qdrant/edge/engine_queue.py)
-serves the callers waiting there in turn by it. None: nobody in particular
-(start-up, the janitor, tools).
-
-`current_waiting`, set beside it, says whether the request's work is waiting its
-turn in one of those queues (or the model's), for the request's deadline.
+Admission makes one `Caller` per request (plugin/scheduling/admission.py): the
+request's tenant, and a `Waiting` that says whether the request's work is waiting
+its turn in one of the plugin's queues, for the request's deadline. The request
+hands it, as a value, to the backend reads that may queue (`caller=`) and to the
+model's queue (plugin/scheduling/work.py). A backend whose calls wait for one
+shared resource (the embedded store's engine worker: adapters/worker/engine_queue.py)
+serves the callers waiting there in turn by it; others ignore it. `NOBODY`:
+nobody in particular (start-up, the janitor, tools).
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from dataclasses import dataclass
+from dataclasses import field
 from typing import Protocol
-
-current_caller: ContextVar[str | None] = ContextVar("current_caller", default=None)
 
 
 class Queue(Protocol):
@@ -56,4 +53,13 @@ class Waiting:
         return self.queue is not None and self.queue.served > self.served_before
 
 
-current_waiting: ContextVar[Waiting | None] = ContextVar("current_waiting", default=None)
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Whom a call is for: `tenant` (None: nobody in particular), and where its request's
+    work waits, if anywhere. It stays in the server process: queues are kept there."""
+
+    tenant: str | None = None
+    waiting: Waiting | None = field(default=None, compare=False)
+
+
+NOBODY = Caller()

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import VectorBackend
+from adapters.callers import NOBODY
+from adapters.callers import Caller
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_namespaces
 from adapters.values import MemoryFilter
@@ -269,25 +271,39 @@ class EngineClient(VectorBackend):
     async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
         return await self._call("expired_namespaces", now)  # type: ignore[no-any-return]
 
-    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
-        return await self._call("get_stored_memory", namespace, memory_id)  # type: ignore[no-any-return]
+    async def get_stored_memory(
+        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
+    ) -> StoredMemory | None:
+        found = await self._call("get_stored_memory", namespace, memory_id, caller=caller)
+        return found  # type: ignore[no-any-return]
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
         sent = MemoryVectors(list(vectors.dense), vectors.keywords, vectors.tokens)
         await self._call("upsert_memory", memory, sent)
 
     async def query_memories(
-        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        query: SearchQuery,
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[ScoredMemory]:
         return await self._call(  # type: ignore[no-any-return]
-            "query_memories", list(namespaces), query, memory_filter, limit
+            "query_memories", list(namespaces), query, memory_filter, limit, caller=caller
         )
 
     async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[MemoryRecord]:
         return await self._call(  # type: ignore[no-any-return]
-            "list_memories", list(namespaces), memory_filter, limit
+            "list_memories", list(namespaces), memory_filter, limit, caller=caller
         )
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:

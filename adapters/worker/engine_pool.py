@@ -22,6 +22,8 @@ from functools import cached_property
 from typing import TypeVar
 
 from adapters.base import VectorBackend
+from adapters.callers import NOBODY
+from adapters.callers import Caller
 from adapters.errors import BackendUnavailable
 from adapters.merge import merge_listed
 from adapters.merge import merge_namespaces
@@ -177,26 +179,40 @@ class EnginePool(VectorBackend):
         found = await every(client.expired_namespaces(now) for client in self.clients)
         return [record for records in found for record in records]
 
-    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
-        return await self.owner(namespace).get_stored_memory(namespace, memory_id)
+    async def get_stored_memory(
+        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
+    ) -> StoredMemory | None:
+        return await self.owner(namespace).get_stored_memory(namespace, memory_id, caller=caller)
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
         await self.owner(memory.namespace).upsert_memory(memory, vectors)
 
     async def query_memories(
-        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        query: SearchQuery,
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[ScoredMemory]:
         def ask(client: EngineClient, some: list[str]) -> Awaitable[list[ScoredMemory]]:
-            return client.query_memories(some, query, memory_filter, limit)
+            return client.query_memories(some, query, memory_filter, limit, caller=caller)
 
         parts = await self._asked(namespaces, ask)
         return parts[0] if len(parts) == 1 else merge_scored(parts, limit)
 
     async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[MemoryRecord]:
         parts = await self._asked(
-            namespaces, lambda client, some: client.list_memories(some, memory_filter, limit)
+            namespaces,
+            lambda client, some: client.list_memories(some, memory_filter, limit, caller=caller),
         )
         return parts[0] if len(parts) == 1 else merge_listed(parts, limit)
 

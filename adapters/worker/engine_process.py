@@ -20,7 +20,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from adapters.callers import current_caller
+from adapters.callers import NOBODY
+from adapters.callers import Caller
 from adapters.errors import BackendUnavailable
 from adapters.values import StoreCondition
 from adapters.worker import frames
@@ -40,11 +41,6 @@ MAX_BACKOFF_S = 30.0
 READ_BUDGET_S = 0.004
 MOST_READS = 8
 STOP_TIMEOUT_S = 120.0  # closing flushes every shard
-
-
-def caller() -> str | None:
-    """Whom the call is made for (adapters/callers.py): the worker takes callers in turn."""
-    return current_caller.get()
 
 
 class EngineProcess:
@@ -202,17 +198,17 @@ class EngineProcess:
         assert self._writer is not None  # require_up checked it
         self._writer.write(frames.encode(message))
 
-    async def _ask(self, message: tuple[Any, ...], read: bool = False) -> Any:
-        if not read:
+    async def _ask(self, message: tuple[Any, ...], caller: Caller | None = None) -> Any:
+        """The answer to `message`; a read made for `caller` waits its turn first."""
+        if caller is None:
             return (await self._exchange(message))[0]
-        caller = message[2]
         expected = await self.queue.turn(caller)
         took_s = None
         try:
             value, took_s = await self._exchange(message)
             return value
         finally:
-            self.queue.done(caller, expected, took_s)
+            self.queue.done(caller.tenant, expected, took_s)
 
     async def _exchange(self, message: tuple[Any, ...]) -> tuple[Any, float]:
         """The answer to `message`, and the seconds the worker spent on it."""
@@ -227,19 +223,24 @@ class EngineProcess:
                 self._send(("cancel", call_id))
             raise
 
-    async def call(self, part: str | None, method: str, *args: Any, **kwargs: Any) -> Any:
-        message = ("call", next(self._ids), caller(), part, method, args, kwargs)
-        return await self._ask(message, read=method in WINDOWED)
+    async def call(
+        self, part: str | None, method: str, *args: Any, caller: Caller = NOBODY, **kwargs: Any
+    ) -> Any:
+        """`method` of the backend (or of its `part`) in the worker, made for `caller`
+        (adapters/callers.py): a read in WINDOWED waits its turn in the queue (only the
+        server's: the worker answers what it is sent, in order)."""
+        message = ("call", next(self._ids), part, method, args, kwargs)
+        return await self._ask(message, caller if method in WINDOWED else None)
 
     async def open(self, part: str | None, method: str, *args: Any, **kwargs: Any) -> int:
         """Start an async generator in the worker; its pages come from `next`."""
         call_id = next(self._ids)
-        await self._ask(("open", call_id, caller(), part, method, args, kwargs))
+        await self._ask(("open", call_id, part, method, args, kwargs))
         return call_id
 
-    async def next(self, generator_id: int) -> Any:
+    async def next(self, generator_id: int, caller: Caller = NOBODY) -> Any:
         """The generator's next page, or `frames.END`."""
-        return await self._ask(("next", next(self._ids), caller(), generator_id), read=True)
+        return await self._ask(("next", next(self._ids), generator_id), caller)
 
     def discard(self, generator_id: int) -> None:
         with contextlib.suppress(BackendUnavailable):

@@ -2,13 +2,13 @@
 
 The engine worker serialises its calls, so what it is sent runs in the order it arrived. The
 server therefore sends only a little engine time at once and keeps the rest here, a queue per
-caller (adapters/callers.py: the request's tenant). The next read is the caller's that has had
-the least engine time (start-time fair queuing: a read starts at its caller's last finish, or
-now if later), so a tenant with one search waiting goes next however many another has queued.
-Each caller's reads are expected to cost what its last ones cost in the worker (a moving
-average); reads go while those in flight add up to at most `budget_s` (and `most`), one at
-least. Only the reads in WINDOWED wait here; writes do not: their engine work is short and
-batched. See docs/backends.md, "The engine worker process".
+caller (adapters/callers.py: the request's tenant, handed to the read). The next read is the
+caller's that has had the least engine time (start-time fair queuing: a read starts at its
+caller's last finish, or now if later), so a tenant with one search waiting goes next
+however many another has queued. Each caller's reads are expected to cost what its last
+ones cost in the worker (a moving average); reads go while those in flight add up to at
+most `budget_s` (and `most`), one at least. Only the reads in WINDOWED wait here; writes
+do not: their engine work is short and batched. See docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from adapters.callers import current_waiting
+from adapters.callers import Caller
 
 # Reads whose engine time grows with the namespaces they read.
 WINDOWED = frozenset(
@@ -73,14 +73,15 @@ class EngineQueue:
         self.load_s += expected
         return expected
 
-    async def turn(self, caller: str | None) -> float:
-        """Wait until a read for `caller` may be sent; the cost it is expected to have,
+    async def turn(self, for_whom: Caller) -> float:
+        """Wait until a read for `for_whom` may be sent; the cost it is expected to have,
         to be handed to `done()` with the cost it had once its answer came."""
+        caller = for_whom.tenant
         if not self._waiting and self._fits(caller):
             return self._take(caller)
         ready: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(caller, deque()).append(ready)
-        waiting = current_waiting.get()
+        waiting = for_whom.waiting
         if waiting is not None:
             waiting.joined(self)
         try:

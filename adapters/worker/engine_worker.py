@@ -126,13 +126,13 @@ class Worker:
 
     async def _run(self, kind: str, message: tuple[Any, ...]) -> Any:
         if kind == "next":
-            generator = self._generators[message[3]]
+            generator = self._generators[message[2]]
             try:
                 return await generator.__anext__()
             except StopAsyncIteration:
-                del self._generators[message[3]]
+                del self._generators[message[2]]
                 return frames.END
-        _, call_id, _, part, method, args, kwargs = message
+        _, call_id, part, method, args, kwargs = message
         if method not in frames.CALLS or (part is not None and part not in frames.PARTS):
             raise ValueError(f"the engine worker has no call {part}.{method}")
         target = self._store if part is None else getattr(self._store, part)

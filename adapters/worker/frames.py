@@ -3,9 +3,9 @@
 A frame is a 4-byte big-endian length and a pickle of a tuple of plain values: `adapters.values`
 dataclasses, strings, numbers, lists, `adapters.errors` exceptions. Both ends are this package,
 so pickle is a private format here. See docs/backends.md, "The engine worker process".
-Server to worker (part: None for the backend, or a part's name; caller: adapters/callers.py):
-    ("call" or "open", id, caller, part, method, args, kwargs)   open: an async generator, by id
-    ("next", id, caller, generator_id): its next page (END when done); ("cancel", id): gave up
+Server to worker (part: None for the backend, or a part's name):
+    ("call" or "open", id, part, method, args, kwargs)   open: an async generator, by id
+    ("next", id, generator_id): its next page (END when done); ("cancel", id): gave up
     ("discard", generator_id): close one left unfinished; ("stop",): close the store and exit
 Worker to server: ("ready",) or ("failed", error) once, after the store opened (or did not);
     ("reply", id, True, value, seconds) or ("reply", id, False, error); ("log", record)

@@ -25,6 +25,7 @@ from dataclasses import field
 from datetime import datetime
 
 from adapters.base import VectorBackend
+from adapters.callers import Caller
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
@@ -60,6 +61,28 @@ class Found:
         return NEWEST if self.ranking is None else self.ranking.value
 
 
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One search's backend read, over the namespaces it is given: ranked by `query`, or
+    newest first without one."""
+
+    backend: VectorBackend
+    query: SearchQuery | None
+    wanted: MemoryFilter
+    limit: int
+    caller: Caller
+
+    async def __call__(self, namespaces: Sequence[str]) -> list[ScoredMemory]:
+        if self.query is None:
+            listed = await self.backend.list_memories(
+                namespaces, self.wanted, self.limit, caller=self.caller
+            )
+            return [ScoredMemory(memory, None) for memory in listed]
+        return await self.backend.query_memories(
+            namespaces, self.query, self.wanted, self.limit, caller=self.caller
+        )
+
+
 @dataclass(eq=False)
 class MemorySearch:
     """`search`, and the namespaces it found unreadable (for health)."""
@@ -74,7 +97,7 @@ class MemorySearch:
     # Namespaces a search found unreadable (left out of its answer), for health.
     unreadable: set[str] = field(default_factory=set)
 
-    async def search(self, request: SearchFields) -> Found:
+    async def search(self, request: SearchFields, caller: Caller) -> Found:
         """One backend read over every live namespace asked for; pinned first, `limit` in all."""
         limit = request.effective_limit
         kinds = frozenset(request.kinds) if request.kinds else None
@@ -88,12 +111,13 @@ class MemorySearch:
             if not live:
                 return Found([], mode)
             memory_filter = MemoryFilter(now=now, kinds=kinds)
-            work = Work(search_tenant(names), Priority.SEARCH)
+            work = Work(search_tenant(names), Priority.SEARCH, caller.waiting)
             query = None if text is None or mode is None else await self._query(text, mode, work)
+            read = Read(self.backend, query, memory_filter, limit, caller)
             try:
-                hits = await self._read(live, query, memory_filter, limit)
+                hits = await read(live)
             except StorageDamaged:
-                hits = await self._read_around_damage(live, query, memory_filter, limit)
+                hits = await self._read_around_damage(read, live)
             return Found([hit for hit in hits if not hit.memory.is_expired(now)][:limit], mode)
 
     async def _query(self, text: str, mode: SearchMode, work: Work) -> SearchQuery:
@@ -111,22 +135,14 @@ class MemorySearch:
         weigh = tokens is not None and self.ranking.weighs_tokens()
         return SearchQuery(dense, keywords, tokens, feedback=feedback, weigh_tokens=weigh)
 
-    async def _read(
-        self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int
-    ) -> list[ScoredMemory]:
-        if query is None:
-            listed = await self.backend.list_memories(namespaces, wanted, limit)
-            return [ScoredMemory(memory, None) for memory in listed]
-        return await self.backend.query_memories(namespaces, query, wanted, limit)
-
     async def _read_around_damage(
-        self, namespaces: Sequence[str], query: SearchQuery | None, wanted: MemoryFilter, limit: int
+        self, read: Read, namespaces: Sequence[str]
     ) -> list[ScoredMemory]:
         """Read each namespace alone; leave out (and remember) those that fail; 503 if all do."""
         parts: list[list[ScoredMemory]] = []
         for name in namespaces:
             try:
-                parts.append(await self._read([name], query, wanted, limit))
+                parts.append(await read([name]))
             except StorageDamaged as error:
                 if name not in self.unreadable:
                     log.error("namespace unreadable, left out of searches: %s (%s)", name, error)
@@ -139,7 +155,7 @@ class MemorySearch:
                 f"stored data unreadable (damaged files; see the plugin log): {named}",
                 tuple(namespaces),
             )
-        if query is None:
-            listed = merge_listed(([hit.memory for hit in part] for part in parts), limit)
+        if read.query is None:
+            listed = merge_listed(([hit.memory for hit in part] for part in parts), read.limit)
             return [ScoredMemory(memory, None) for memory in listed]
-        return merge_scored(parts, limit)
+        return merge_scored(parts, read.limit)

@@ -27,6 +27,8 @@ from datetime import datetime
 from typing import Protocol
 
 from adapters.base import VectorBackend
+from adapters.callers import NOBODY
+from adapters.callers import Caller
 from adapters.errors import StorageDamaged
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -149,9 +151,10 @@ class MemoryService:
         unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._search.unreadable))
         return StoreCondition(unreadable, found.problems, found.disk)
 
-    async def search(self, request: SearchFields) -> Found:
-        """Pinned first, then by score (or newest first without a query); plugin/core/search.py."""
-        return await self._search.search(request)
+    async def search(self, request: SearchFields, caller: Caller = NOBODY) -> Found:
+        """Pinned first, then by score (or newest first without a query); plugin/core/search.py.
+        `caller`: whom the reads are for (adapters/callers.py), here and below."""
+        return await self._search.search(request, caller)
 
     def _embed(self, text: str, work: Work) -> Awaitable[Embedding]:
         """What the model reads of `text`, queued for it (module docstring: the clip)."""
@@ -215,7 +218,9 @@ class MemoryService:
 
     # -- memories --------------------------------------------------------------------
 
-    async def commit(self, namespace: str, body: MemoryFields) -> MemoryRecord:
+    async def commit(
+        self, namespace: str, body: MemoryFields, caller: Caller = NOBODY
+    ) -> MemoryRecord:
         async with self._deadline():
             if await self._live_namespace(namespace) is None:
                 raise NotFound(f"namespace {namespace} not found")
@@ -225,13 +230,14 @@ class MemoryService:
             # embedded store's lookup answers, and a backfill re-run pays for every row.
             existing, vector = None, None
             if body.id is not None:
-                existing, vector = await self._stored(namespace, body.id, body.content)
+                existing, vector = await self._stored(namespace, body.id, body.content, caller)
             reused = vector is not None
             # The model computes token vectors with the sentence vector; a reused vector
             # comes without them (the token index fills them in).
             tokens = None
             if vector is None:
-                embedded = await self._embed(body.content, Work(namespace, Priority.WRITE))
+                work = Work(namespace, Priority.WRITE, caller.waiting)
+                embedded = await self._embed(body.content, work)
                 vector, tokens = embedded.vector, embedded.tokens
             else:
                 self._on_reused()
@@ -257,23 +263,23 @@ class MemoryService:
             return memory
 
     async def _stored(
-        self, namespace: str, memory_id: str, content: str
+        self, namespace: str, memory_id: str, content: str, caller: Caller
     ) -> tuple[MemoryRecord | None, list[float] | None]:
         """The stored memory with this id, and its vector when it stands for `content`'s."""
         if not self._vectors_verified():
-            return await self.backend.get_memory(namespace, memory_id), None
-        found = await self.backend.get_stored_memory(namespace, memory_id)
+            return await self.backend.get_memory(namespace, memory_id, caller=caller), None
+        found = await self.backend.get_stored_memory(namespace, memory_id, caller=caller)
         if found is None:
             return None, None
         memory, vector = found
         return memory, (vector if vector and memory.content == content else None)
 
-    async def forget(self, memory_id: str, namespace: str) -> None:
+    async def forget(self, memory_id: str, namespace: str, caller: Caller = NOBODY) -> None:
         async with self._deadline():
             gone = NotFound(f"memory {memory_id} not found in {namespace}")
             if await self._live_namespace(namespace) is None:
                 raise gone
-            existing = await self.backend.get_memory(namespace, memory_id)
+            existing = await self.backend.get_memory(namespace, memory_id, caller=caller)
             if existing is None or existing.is_expired(self.clock()):
                 raise gone
             if not await self.backend.delete_memory(namespace, memory_id):

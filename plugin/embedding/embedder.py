@@ -23,7 +23,6 @@ from dataclasses import field
 from functools import partial
 
 from adapters.callers import Waiting
-from adapters.callers import current_waiting
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.length_groups import encode_by_length
@@ -165,7 +164,7 @@ class BatchingEmbedder:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Embedding] = loop.create_future()
         self._queues[work.priority].push(work.tenant, (text, future, loop.time(), work.priority))
-        if (waiting := current_waiting.get()) is not None:  # for the request's deadline
+        if (waiting := work.waiting) is not None:  # for the request's deadline
             waiting.joined(self)
             future.add_done_callback(partial(_embedded, waiting))
         if self._wake is not None and self.queued >= self._wake_at:

@@ -18,6 +18,7 @@ from aiohttp import web
 from pydantic import BaseModel
 from pydantic import ValidationError
 
+from adapters.callers import Caller
 from adapters.errors import BackendError
 from plugin import CAPABILITIES
 from plugin import CONTRACT_VERSION
@@ -66,12 +67,14 @@ def _namespace(request: web.Request) -> str:
 
 
 @asynccontextmanager
-async def _admitted_body(request: web.Request, model: type[M]) -> AsyncIterator[tuple[str, M]]:
-    """The path's namespace, admitted before the body is read, and the body as `model`;
-    the admission is held until the block ends."""
+async def _admitted_body(
+    request: web.Request, model: type[M]
+) -> AsyncIterator[tuple[str, M, Caller]]:
+    """The path's namespace, admitted before the body is read, the body as `model`, and
+    whom the request's calls are for; the admission is held until the block ends."""
     name = _namespace(request)
-    with request.app[ADMISSION].hold(name):
-        yield name, await _body(request, model)
+    with request.app[ADMISSION].hold(name) as caller:
+        yield name, await _body(request, model), caller
 
 
 def health_body(request: web.Request, status: str) -> dict[str, object]:
@@ -122,14 +125,14 @@ async def health(request: web.Request) -> web.Response:
 
 @routes.put("/v1/namespaces/{name}")
 async def upsert_namespace(request: web.Request) -> web.Response:
-    async with _admitted_body(request, NamespaceUpsert) as (name, body):
+    async with _admitted_body(request, NamespaceUpsert) as (name, body, _):
         record = await request.app[SERVICE].upsert_namespace(name, body)
     return web.json_response(namespace_body(record))
 
 
 @routes.patch("/v1/namespaces/{name}")
 async def patch_namespace(request: web.Request) -> web.Response:
-    async with _admitted_body(request, NamespacePatch) as (name, body):
+    async with _admitted_body(request, NamespacePatch) as (name, body, _):
         record = await request.app[SERVICE].patch_namespace(name, body, body.model_fields_set)
     return web.json_response(namespace_body(record))
 
@@ -144,8 +147,8 @@ async def delete_namespace(request: web.Request) -> web.Response:
 
 @routes.post("/v1/namespaces/{name}/memories")
 async def commit_memory(request: web.Request) -> web.Response:
-    async with _admitted_body(request, MemoryWrite) as (name, body):
-        memory = await request.app[SERVICE].commit(name, body)
+    async with _admitted_body(request, MemoryWrite) as (name, body, caller):
+        memory = await request.app[SERVICE].commit(name, body, caller)
     request[MEMORY_ID_KEY] = memory.id
     return web.json_response({"id": memory.id, "namespace": memory.namespace}, status=201)
 
@@ -154,8 +157,8 @@ async def commit_memory(request: web.Request) -> web.Response:
 async def search(request: web.Request) -> web.Response:
     body = await _body(request, SearchRequest)
     request[SEARCHED_KEY] = list(dict.fromkeys(body.namespaces))
-    with request.app[ADMISSION].hold(search_tenant(body.namespaces)):
-        found = await request.app[SERVICE].search(body)
+    with request.app[ADMISSION].hold(search_tenant(body.namespaces)) as caller:
+        found = await request.app[SERVICE].search(body, caller)
     request[RANKING_KEY] = found.ranking_name
     request.app[METRICS].observe_search(found.ranking_name)
     memories = [memory_body(hit.memory, hit.score) for hit in found.hits]
@@ -171,8 +174,8 @@ async def forget_memory(request: web.Request) -> web.Response:
     request[MEMORY_ID_KEY] = memory_id
     body = await _body(request, ForgetRequest)
     request[NAMESPACE_KEY] = body.requested_by_namespace
-    with request.app[ADMISSION].hold(body.requested_by_namespace):
-        await request.app[SERVICE].forget(memory_id, body.requested_by_namespace)
+    with request.app[ADMISSION].hold(body.requested_by_namespace) as caller:
+        await request.app[SERVICE].forget(memory_id, body.requested_by_namespace, caller)
     return web.Response(status=204)
 
 

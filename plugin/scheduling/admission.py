@@ -19,9 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from adapters.callers import Caller
 from adapters.callers import Waiting
-from adapters.callers import current_caller
-from adapters.callers import current_waiting
 from plugin.core.service_errors import DeadlinePassed
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.work import tenant_kind
@@ -140,19 +139,17 @@ class Admission:
                 self._refuse(OverShare(tenant, FAIR_SHARE, mine, share, self.queued_s))
 
     @contextmanager
-    def hold(self, tenant: str) -> Iterator[None]:
-        """Admit one request of `tenant` (or raise `OverShare`) for the `with` block, whose
-        backend calls are made for `tenant` (adapters/callers.py: where they wait for a
-        shared resource, tenants take turns)."""
+    def hold(self, tenant: str) -> Iterator[Caller]:
+        """Admit one request of `tenant` (or raise `OverShare`) for the `with` block; the
+        request's `Caller`, for the calls it makes (adapters/callers.py: where they wait
+        for a shared resource, tenants take turns)."""
         self.check(tenant)
         self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
         self._total += 1
         self.service_time.started()
-        caller = current_caller.set(tenant)
         waiting = Waiting()
-        waited = current_waiting.set(waiting)
         try:
-            yield
+            yield Caller(tenant, waiting)
         except DeadlinePassed as error:
             if not waiting.behind_others():
                 raise
@@ -160,8 +157,6 @@ class Admission:
             refusal = OverShare(tenant, DEADLINE, mine, self.fair_share(tenant, self.capacity()))
             self._refuse(refusal, error)
         finally:
-            current_waiting.reset(waited)
-            current_caller.reset(caller)
             self.service_time.finished()
             self._total -= 1
             left = self._in_flight[tenant] - 1

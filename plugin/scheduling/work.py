@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field
 from enum import IntEnum
+
+from adapters.callers import Waiting
 
 OWN_NAMESPACE_KIND = "workspace:"
 
@@ -29,8 +32,12 @@ class Priority(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Work:
+    """`waiting`: where the request's work waits (adapters/callers.py), told when it
+    joins the model's queue and when its text is embedded; None: nobody asks."""
+
     tenant: str
     priority: Priority
+    waiting: Waiting | None = field(default=None, compare=False)
 
 
 # Work nobody in particular asked for (tests, tools): one tenant, a write's priority.

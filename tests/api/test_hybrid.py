@@ -115,9 +115,9 @@ async def test_rerank_on_a_qdrant_server_keeps_token_vectors_and_ranks_by_them(
     asked: list[SearchQuery] = []
     query_memories = backend.query_memories
 
-    async def recorded(*args: Any) -> Any:
+    async def recorded(*args: Any, **kwargs: Any) -> Any:
         asked.append(args[1])
-        return await query_memories(*args)
+        return await query_memories(*args, **kwargs)
 
     backend.query_memories = recorded  # type: ignore[method-assign]
     async for api in served(make_app, clock, backend=backend, search="rerank"):

@@ -10,7 +10,6 @@ from contextlib import ExitStack
 
 import pytest
 
-from adapters.callers import current_caller
 from harness.clocks import ManualClock
 from plugin.scheduling.admission import FAIR_SHARE
 from plugin.scheduling.admission import TENANT_MAX
@@ -215,18 +214,15 @@ def test_a_search_works_for_the_callers_own_workspace() -> None:
 
 
 def test_a_held_request_makes_its_backend_calls_for_its_tenant() -> None:
-    """What the embedded store's engine turns go round robin by (adapters/callers.py)."""
+    """What the embedded store's engine turns go round robin by (adapters/callers.py):
+    each request its own `Caller`, its tenant and a `Waiting` of its own."""
     admission, _ = admission_of(budget_s=0.2, cost_s=0.1)
-    assert current_caller.get() is None
-    with admission.hold("workspace:a"):
-        assert current_caller.get() == "workspace:a"
-        with admission.hold("workspace:b"):
-            assert current_caller.get() == "workspace:b"
-        assert current_caller.get() == "workspace:a"
-    assert current_caller.get() is None
-    with pytest.raises(OverShare), admission.hold("workspace:a"), admission.hold("workspace:a"):
-        admission.check("workspace:a")  # a third: over the budget of two
-    assert current_caller.get() is None  # a refusal leaves nothing behind
+    with admission.hold("workspace:a") as first, admission.hold("workspace:b") as second:
+        assert (first.tenant, second.tenant) == ("workspace:a", "workspace:b")
+        assert first.waiting is not None
+        assert second.waiting is not None
+        assert first.waiting is not second.waiting
+        assert first.waiting.queue is None  # waiting nowhere yet
 
 
 def test_a_clock_too_coarse_to_see_busy_time_still_gives_a_cost(service_time: ServiceTime) -> None:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ async def test_a_failed_existence_check_never_reaches_the_model(
         await backend.save_namespace(NamespaceRecord("workspace:w", "workspace", NOW, None, None))
         service = MemoryService(backend, embedder, KeywordEncoder(), clock=lambda: NOW)
 
-        async def lookup_down(namespace: str, memory_id: str) -> MemoryRecord | None:
+        async def lookup_down(namespace: str, memory_id: str, **_: Any) -> MemoryRecord | None:
             raise BackendUnavailable("store down for this test")
 
         monkeypatch.setattr(backend, "get_memory", lookup_down)

@@ -23,7 +23,7 @@ from tests.support.records import T0
 
 WRITERS = 8
 SEARCHERS = 8
-KILLS = 20
+KILLS = 10
 
 
 async def serving_again(api: ContractClient, within_s: float = 30.0) -> None:

@@ -23,6 +23,8 @@ from functools import cached_property
 from pathlib import Path
 
 from adapters.base import VectorBackend
+from adapters.callers import NOBODY
+from adapters.callers import Caller
 from adapters.disk import DEFAULT_HEADROOM_BYTES
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
@@ -224,16 +226,29 @@ class QdrantEdgeBackend(VectorBackend):
     async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
         return await self._namespaces.expired_namespaces(now)
 
-    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+    async def get_stored_memory(
+        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
+    ) -> StoredMemory | None:
         return await self._reads.get_stored_memory(namespace, memory_id)
 
     async def query_memories(
-        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        query: SearchQuery,
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[ScoredMemory]:
         return await self._reads.query_memories(namespaces, query, memory_filter, limit)
 
     async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[MemoryRecord]:
         return await self._reads.list_memories(namespaces, memory_filter, limit)
 
