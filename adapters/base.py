@@ -75,6 +75,11 @@ class VectorBackend(OptionalParts, abc.ABC):
         """What a check of the stored data against itself finds now (verify-store)."""
         return ()
 
+    async def accept(self) -> list[str]:
+        """verify-store --accept: vouch for the store as it is now (namespaces short of
+        memories serve again); the namespaces accepted. Default: nothing kept to vouch for."""
+        return []
+
     @abc.abstractmethod
     async def get_namespace(self, name: str) -> NamespaceRecord | None: ...
 

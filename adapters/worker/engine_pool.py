@@ -1,54 +1,42 @@
-"""Several engine workers behind one backend interface, each owning some namespaces.
+"""The engine workers behind one backend interface, each owning some namespaces.
 
-`route(name)` names the worker that owns a namespace (a fixed function of the name).
-A call about one namespace goes to its worker; a search or listing over namespaces of
-several workers asks each for its own and merges the answers (adapters/merge.py), as
-one store orders them; store-wide calls go to every worker. A worker that stops takes
-only its namespaces away: their calls answer `BackendUnavailable` (503) until it is
-back, health says `degraded`, and the other workers' namespaces are served throughout.
-The parts (adapters/parts.py) are spread alike: pool_parts.py.
+`route(name)` names the worker that owns a namespace (a fixed function of the name). Each
+call goes where its declaration says (adapters/crossings.py): one about a namespace to
+its worker; a search or listing over namespaces of several workers to each for its own,
+the answers merged as one store orders them (adapters/merge.py); store-wide calls to every
+worker; the background fills' walks from worker to worker. This router is the one place
+that reads the declarations' routes; its methods are derived (forwarding.py). A worker
+that stops takes only its namespaces away: their calls answer `BackendUnavailable` (503)
+until it is back, health says `degraded`, and the other workers' namespaces are served
+throughout. One worker is a pool of one: the server's shape whatever the count.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator
 from collections.abc import Callable
 from collections.abc import Iterable
-from collections.abc import Mapping
 from collections.abc import Sequence
-from datetime import datetime
-from functools import cached_property
-from typing import TypeVar
+from typing import Any
 
 from adapters.base import VectorBackend
-from adapters.callers import NOBODY
-from adapters.callers import Caller
-from adapters.errors import BackendUnavailable
-from adapters.merge import merge_listed
-from adapters.merge import merge_namespaces
-from adapters.merge import merge_scored
+from adapters.crossings import Call
+from adapters.crossings import Every
+from adapters.crossings import Grouped
+from adapters.crossings import Keyed
+from adapters.crossings import Owner
+from adapters.crossings import Spread
+from adapters.crossings import Walk
+from adapters.merge import answered
 from adapters.values import DiskWrites
-from adapters.values import MemoryFilter
-from adapters.values import MemoryRecord
-from adapters.values import MemoryVectors
-from adapters.values import NamespaceRecord
-from adapters.values import ScoredMemory
 from adapters.values import SearchMode
-from adapters.values import SearchQuery
 from adapters.values import StoreCondition
-from adapters.values import StoredMemory
 from adapters.worker.engine_client import EngineClient
-from adapters.worker.pool_parts import PoolKeywordIndex
-from adapters.worker.pool_parts import PoolStoreMeta
-from adapters.worker.pool_parts import PoolStoreSize
-from adapters.worker.pool_parts import PoolTokenIndex
-from adapters.worker.pool_parts import PoolTransfer
-from adapters.worker.pool_parts import every
-
-T = TypeVar("T")
+from adapters.worker.forwarding import derived
 
 
+@derived
 class EnginePool(VectorBackend):
     """`clients`' workers as one backend; `route(name)` is the index of a name's worker."""
 
@@ -64,26 +52,6 @@ class EnginePool(VectorBackend):
         self.name = self.clients[0].name
         self.route = route
 
-    @cached_property
-    def transfer(self) -> PoolTransfer:
-        return PoolTransfer(self)
-
-    @cached_property
-    def store_meta(self) -> PoolStoreMeta:
-        return PoolStoreMeta(self)
-
-    @cached_property
-    def store_size(self) -> PoolStoreSize:
-        return PoolStoreSize(self)
-
-    @cached_property
-    def keyword_index(self) -> PoolKeywordIndex:
-        return PoolKeywordIndex(self)
-
-    @cached_property
-    def token_index(self) -> PoolTokenIndex:
-        return PoolTokenIndex(self)
-
     def owner(self, name: str) -> EngineClient:
         return self.clients[self.route(name)]
 
@@ -94,45 +62,21 @@ class EnginePool(VectorBackend):
             groups.setdefault(self.route(name), []).append(name)
         return groups
 
-    async def _asked(
-        self,
-        namespaces: Sequence[str],
-        ask: Callable[[EngineClient, list[str]], Awaitable[list[T]]],
-    ) -> list[list[T]]:
-        """`ask(worker, its namespaces)` of each worker holding some of `namespaces`
-        (of the first alone when none does), all at once; their answers in turn."""
-        groups = self.grouped(namespaces) or {0: []}
-        return await every(ask(self.clients[i], some) for i, some in groups.items())
-
     @property
     def search_modes(self) -> frozenset[SearchMode]:
         return self.clients[0].search_modes
 
     async def start(self) -> None:
         try:
-            await every(client.start() for client in self.clients)
+            answered(
+                await asyncio.gather(*(c.start() for c in self.clients), return_exceptions=True)
+            )
         except BaseException:
             await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
             raise
 
     async def close(self) -> None:
-        await every(client.close() for client in self.clients)
-
-    async def maintain(self) -> None:
-        await every(client.maintain() for client in self.clients)
-
-    async def ping(self) -> None:
-        """Answers while any worker does: a worker restarting is a degradation (its
-        condition says so), not an outage of the whole store."""
-        results = await asyncio.gather(
-            *(client.ping() for client in self.clients), return_exceptions=True
-        )
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if len(failures) == len(results):
-            raise failures[0]
-        for failure in failures:
-            if not isinstance(failure, BackendUnavailable):
-                raise failure
+        answered(await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True))
 
     def condition(self) -> StoreCondition:
         conditions = [client.condition() for client in self.clients]
@@ -143,81 +87,88 @@ class EnginePool(VectorBackend):
             disk=DiskWrites.merged(disks) if disks else None,
         )
 
-    async def verify(self) -> tuple[str, ...]:
-        found = await every(client.verify() for client in self.clients)
-        return tuple(line for lines in found for line in lines)
+    # -- the router -------------------------------------------------------------------
 
-    async def accept(self) -> list[str]:
-        names = await every(client.accept() for client in self.clients)
-        return sorted(name for found in names for name in found)
+    @staticmethod
+    async def _ask(client: EngineClient, call: Call) -> Any:
+        """`call` made of `client` (its part's method, for a part's call)."""
+        target = client if call.part is None else getattr(client, call.part)
+        return await getattr(target, call.method)(*call.args, **call.kwargs)
 
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return await self.owner(name).get_namespace(name)
+    async def _all(self, asked: Iterable[tuple[int, Call]]) -> list[Any]:
+        """Each worker's answer to its call, all at once; a failure as its exception."""
+        calls = [self._ask(self.clients[index], call) for index, call in asked]
+        return await asyncio.gather(*calls, return_exceptions=True)
 
-    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        groups = self.grouped(names)
-        if len(groups) == 1:
-            ((index, group),) = groups.items()
-            return await self.clients[index].get_namespaces(group)
-        results = await asyncio.gather(
-            *(self.clients[i].get_namespaces(group) for i, group in groups.items()),
-            return_exceptions=True,
-        )
-        return merge_namespaces(results)
+    async def cross(self, call: Call) -> Any:
+        route = call.crossing.route
+        if isinstance(route, Owner):
+            return await self._ask(self._owner_of(call, route), call)
+        if isinstance(route, Spread):
+            groups = self.grouped(call.arg(route.arg)) or {0: []}
+            asked = [(i, call.with_args(**{route.arg: some})) for i, some in groups.items()]
+            if len(asked) == 1:  # one worker's answer is already as one store orders it
+                index, only = asked[0]
+                return await self._ask(self.clients[index], only)
+            return route.merge(await self._all(asked), call)
+        if isinstance(route, Every):
+            if route.in_turn:
+                return route.merge([await self._ask(client, call) for client in self.clients], call)
+            return route.merge(await self._all(enumerate([call] * len(self.clients))), call)
+        if isinstance(route, Walk):
+            return await self._walk(call)
+        if isinstance(route, Keyed):
+            return await self._keyed(call, route)
+        if isinstance(route, Grouped):
+            return await self._grouped(call, route)
+        raise TypeError(f"{call.key} is not sent to the workers")
 
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self.owner(record.name).save_namespace(record)
+    async def cross_pages(self, call: Call) -> AsyncIterator[Any]:
+        route = call.crossing.route
+        assert isinstance(route, Owner)  # a namespace's pages come from its worker
+        target = self._owner_of(call, route)
+        part = target if call.part is None else getattr(target, call.part)
+        async for page in getattr(part, call.method)(*call.args, **call.kwargs):
+            yield page
 
-    async def delete_namespace(self, name: str) -> bool:
-        return await self.owner(name).delete_namespace(name)
+    def _owner_of(self, call: Call, route: Owner) -> EngineClient:
+        named = call.arg(route.arg)
+        return self.owner(named if route.field is None else getattr(named, route.field))
 
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        found = await every(client.list_namespaces() for client in self.clients)
-        return [record for records in found for record in records]
+    async def _walk(self, call: Call) -> tuple[list[tuple[str, Any]], str | None]:
+        """One page of the walk over every worker in turn, from the call's `cursor`: a
+        cursor, and each key, is the worker's index, a slash, and what the worker gave."""
+        index, _, inner = (call.arg("cursor") or "0/").partition("/")
+        worker = int(index)
+        items, after = await self._ask(self.clients[worker], call.with_args(cursor=inner or None))
+        keyed = [(f"{worker}/{key}", value) for key, value in items]
+        if after is not None:
+            return keyed, f"{worker}/{after}"
+        return keyed, (f"{worker + 1}/" if worker + 1 < len(self.clients) else None)
 
-    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
-        found = await every(client.expired_namespaces(now) for client in self.clients)
-        return [record for records in found for record in records]
+    async def _keyed(self, call: Call, route: Keyed) -> int:
+        """Items keyed by a walk's keys, each worker's in one call; how many, summed."""
+        by_worker: dict[int, list[tuple[str, Any]]] = {}
+        for key, value in call.arg(route.arg):
+            index, _, inner = key.partition("/")
+            by_worker.setdefault(int(index), []).append((inner, value))
+        done = 0
+        for index, items in by_worker.items():
+            done += await self._ask(self.clients[index], call.with_args(**{route.arg: items}))
+        return done
 
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
-        return await self.owner(namespace).get_stored_memory(namespace, memory_id, caller=caller)
-
-    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        await self.owner(memory.namespace).upsert_memory(memory, vectors)
-
-    async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
-    ) -> list[ScoredMemory]:
-        def ask(client: EngineClient, some: list[str]) -> Awaitable[list[ScoredMemory]]:
-            return client.query_memories(some, query, memory_filter, limit, caller=caller)
-
-        parts = await self._asked(namespaces, ask)
-        return parts[0] if len(parts) == 1 else merge_scored(parts, limit)
-
-    async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
-    ) -> list[MemoryRecord]:
-        parts = await self._asked(
-            namespaces,
-            lambda client, some: client.list_memories(some, memory_filter, limit, caller=caller),
-        )
-        return parts[0] if len(parts) == 1 else merge_listed(parts, limit)
-
-    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
-        return await self.owner(namespace).delete_memory(namespace, memory_id)
-
-    async def delete_expired_memories(self, now: datetime) -> int:
-        return sum(await every(c.delete_expired_memories(now) for c in self.clients))
+    async def _grouped(self, call: Call, route: Grouped) -> int:
+        """Each worker's items in one call, the workers in turn (a failure stops there:
+        what was written stays, and a retry writes it again, as for one store)."""
+        items = call.arg(route.arg)
+        groups: dict[int, list[int]] = {}
+        for n, item in enumerate(items):
+            groups.setdefault(self.route(route.namespace_of(item)), []).append(n)
+        done = 0
+        for index, positions in groups.items():
+            values: dict[str, list[Any] | None] = {route.arg: [items[n] for n in positions]}
+            for name in route.aligned:
+                aligned = call.arg(name)
+                values[name] = None if aligned is None else [aligned[n] for n in positions]
+            done += await self._ask(self.clients[index], call.with_args(**values))
+        return done

@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,6 @@ from adapters.callers import Caller
 from adapters.errors import BackendUnavailable
 from adapters.values import StoreCondition
 from adapters.worker import frames
-from adapters.worker.engine_queue import WINDOWED
 from adapters.worker.engine_queue import EngineQueue
 
 log = logging.getLogger(__name__)
@@ -224,22 +224,29 @@ class EngineProcess:
             raise
 
     async def call(
-        self, part: str | None, method: str, *args: Any, caller: Caller = NOBODY, **kwargs: Any
+        self,
+        part: str | None,
+        method: str,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
     ) -> Any:
-        """`method` of the backend (or of its `part`) in the worker, made for `caller`
-        (adapters/callers.py): a read in WINDOWED waits its turn in the queue (only the
+        """`method` of the backend (or of its `part`) in the worker. With a `caller`
+        (adapters/callers.py), a read that waits its turn in the queue first (only the
         server's: the worker answers what it is sent, in order)."""
-        message = ("call", next(self._ids), part, method, args, kwargs)
-        return await self._ask(message, caller if method in WINDOWED else None)
+        message = ("call", next(self._ids), part, method, args, dict(kwargs or {}))
+        return await self._ask(message, caller)
 
-    async def open(self, part: str | None, method: str, *args: Any, **kwargs: Any) -> int:
+    async def open(
+        self, part: str | None, method: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> int:
         """Start an async generator in the worker; its pages come from `next`."""
         call_id = next(self._ids)
-        await self._ask(("open", call_id, part, method, args, kwargs))
+        await self._ask(("open", call_id, part, method, args, dict(kwargs)))
         return call_id
 
     async def next(self, generator_id: int, caller: Caller = NOBODY) -> Any:
-        """The generator's next page, or `frames.END`."""
+        """The generator's next page, or `frames.END`: a read, which waits its turn."""
         return await self._ask(("next", next(self._ids), generator_id), caller)
 
     def discard(self, generator_id: int) -> None:

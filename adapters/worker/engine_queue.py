@@ -7,8 +7,9 @@ caller's that has had the least engine time (start-time fair queuing: a read sta
 caller's last finish, or now if later), so a tenant with one search waiting goes next
 however many another has queued. Each caller's reads are expected to cost what its last
 ones cost in the worker (a moving average); reads go while those in flight add up to at
-most `budget_s` (and `most`), one at least. Only the reads in WINDOWED wait here; writes
-do not: their engine work is short and batched. See docs/backends.md, "The engine worker process".
+most `budget_s` (and `most`), one at least. Only the reads declared `queued` wait here
+(adapters/crossings.py); writes do not: their engine work is short and batched. See
+docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations
@@ -17,21 +18,6 @@ import asyncio
 from collections import deque
 
 from adapters.callers import Caller
-
-# Reads whose engine time grows with the namespaces they read.
-WINDOWED = frozenset(
-    {
-        "query_memories",
-        "list_memories",
-        "get_stored_memory",
-        "get_memory",
-        "iter_memories",
-        "unindexed_memories",
-        "untokenized_memories",
-        "verify",
-    }
-)
-
 
 # The weight of the latest read in a caller's moving average of its reads' cost.
 SMOOTHING = 0.2

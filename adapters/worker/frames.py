@@ -19,46 +19,16 @@ import struct
 from typing import Any
 
 from adapters import parts
+from adapters.crossings import CROSSINGS
+from adapters.crossings import split
 from adapters.errors import BackendError
 
 _LENGTH = struct.Struct(">I")
 # What `next` answers when the generator is done.
 END = "end"
-# The calls a worker serves: the backend interface and its parts (adapters/parts.py).
-CALLS = frozenset(
-    {
-        "ping",
-        "condition",
-        "verify",
-        "accept",
-        "maintain",
-        "get_namespace",
-        "get_namespaces",
-        "save_namespace",
-        "delete_namespace",
-        "list_namespaces",
-        "expired_namespaces",
-        "get_stored_memory",
-        "get_memory",
-        "upsert_memory",
-        "query_memories",
-        "list_memories",
-        "delete_memory",
-        "delete_expired_memories",
-        # parts
-        "prepare_keywords",
-        "unindexed_memories",
-        "index_keywords",
-        "prepare_tokens",
-        "untokenized_memories",
-        "index_tokens",
-        "iter_memories",
-        "upsert_memories",
-        "read_store_meta",
-        "write_store_meta",
-        "measure",
-    }
-)
+# The calls a worker serves: those declared (adapters/crossings.py), and its condition
+# (the server's heartbeat).
+CALLS = frozenset(split(key)[1] for key in CROSSINGS) | {"condition"}
 PARTS = frozenset(parts.PARTS)
 
 

@@ -15,6 +15,7 @@ import json
 import urllib.error
 import urllib.request
 
+from adapters.base import VectorBackend
 from plugin.backends import build_backend
 from plugin.commands import Print
 from plugin.embedding.encoders import configured_dimension
@@ -46,12 +47,11 @@ async def verify_settings(
     return _said(list(problems), out)
 
 
-async def _accept(backend: object, out: Print) -> None:
+async def _accept(backend: VectorBackend, out: Print) -> None:
     """Rebuilt records lost their memory counts, and a namespace short of memories answers
     503: both stay so until an operator, having restored (import, backfill) or given up
     what was lost, vouches for the store as it is."""
-    accept = getattr(backend, "accept", None)  # the embedded store only
-    accepted: list[str] = await accept() if accept is not None else []
+    accepted = await backend.accept()
     out(f"verify-store: accepted {len(accepted)} namespace(s) as they are now")
 
 

@@ -216,7 +216,7 @@ async def test_each_app_has_its_own_registry(
 
 # Every backend operation's label, as the metrics have named them since they exist.
 OPERATIONS = {
-    *("start", "close", "maintain", "ping", "verify"),
+    *("start", "close", "maintain", "ping", "verify", "accept"),
     *("get_namespace", "get_namespaces", "save_namespace", "delete_namespace"),
     *("list_namespaces", "expired_namespaces"),
     *("get_memory", "get_stored_memory", "upsert_memory", "query_memories", "list_memories"),
@@ -281,6 +281,7 @@ async def test_instrumented_backend_times_every_operation(tmp_path: Path) -> Non
         await backend.delete_namespace(ns)
         await backend.ping()
         await backend.verify()
+        await backend.accept()
         await backend.maintain()
     finally:
         await backend.close()

@@ -1,0 +1,198 @@
+"""How each backend call crosses to a backend held by engine workers, declared once.
+
+A backend whose engine holds the GIL runs in worker processes (adapters/worker/), and the
+server reaches it through one generic forwarder (each worker's `EngineClient`) and one
+router (`EnginePool`), both derived from `CROSSINGS`. For every coroutine of
+`VectorBackend` and of its parts (adapters/parts.py), keyed "method" or "part.method",
+it says where the call goes:
+- `Owner(arg)`: to the worker owning the namespace that argument names;
+- `Spread(arg, merge)`: the namespaces of that argument split by owner, each worker asked
+  about its own at once (the first worker alone when none), the answers merged;
+- `Every(merge)`: to every worker at once (`in_turn`: one after another), answers merged;
+- `Walk()`: one page of a walk over every worker in turn;
+- `Keyed()`: items keyed by a walk's keys, each worker's in one call;
+- `Grouped(arg)`: that argument's items grouped by their namespace's owner (with the
+  arguments aligned with them), each worker's in one call, in turn;
+- `Own()`: not sent: the forwarder's own (starting and closing its workers).
+`queued`: the call waits its turn in the fair read queue (adapters/worker/engine_queue.py),
+for the `caller` it is handed. `pages`: an async generator, asked a page at a time.
+tests/service/test_crossings.py fails on a call of the interface without a declaration.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapters import merge
+from adapters.base import VectorBackend
+from adapters.callers import NOBODY
+from adapters.callers import Caller
+from adapters.parts import BulkTransfer
+from adapters.parts import KeywordIndex
+from adapters.parts import StoreMeta
+from adapters.parts import StoreSizes
+from adapters.parts import TokenIndex
+
+# Where each call's signature is read: the backend (None) and each part, by its name.
+INTERFACES: Mapping[str | None, type] = {
+    None: VectorBackend,
+    "keyword_index": KeywordIndex,
+    "token_index": TokenIndex,
+    "transfer": BulkTransfer,
+    "store_meta": StoreMeta,
+    "store_size": StoreSizes,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    arg: str
+    field: str | None = None  # the name is this field of the argument
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    arg: str
+    merge: merge.Merge
+
+
+@dataclass(frozen=True, slots=True)
+class Every:
+    merge: merge.Merge
+    in_turn: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Keyed:
+    arg: str = "items"
+
+
+@dataclass(frozen=True, slots=True)
+class Grouped:
+    arg: str
+    namespace_of: Callable[[Any], str]
+    aligned: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Own:
+    pass
+
+
+Route = Owner | Spread | Every | Walk | Keyed | Grouped | Own
+
+
+@dataclass(frozen=True, slots=True)
+class Crossing:
+    route: Route
+    queued: bool = False
+    pages: bool = False
+
+
+def _stored_namespace(item: Any) -> str:
+    memory, _ = item
+    return str(memory.namespace)
+
+
+CROSSINGS: Mapping[str, Crossing] = {
+    "start": Crossing(Own()),
+    "close": Crossing(Own()),
+    "maintain": Crossing(Every(merge.nothing)),
+    "ping": Crossing(Every(merge.serving)),
+    "verify": Crossing(Every(merge.lines), queued=True),
+    "accept": Crossing(Every(merge.sorted_names)),
+    "get_namespace": Crossing(Owner("name")),
+    "get_namespaces": Crossing(Spread("names", merge.namespaces)),
+    "save_namespace": Crossing(Owner("record", "name")),
+    "delete_namespace": Crossing(Owner("name")),
+    "list_namespaces": Crossing(Every(merge.concatenated)),
+    "expired_namespaces": Crossing(Every(merge.concatenated)),
+    "get_stored_memory": Crossing(Owner("namespace"), queued=True),
+    "get_memory": Crossing(Owner("namespace"), queued=True),
+    "upsert_memory": Crossing(Owner("memory", "namespace")),
+    "query_memories": Crossing(Spread("namespaces", merge.scored), queued=True),
+    "list_memories": Crossing(Spread("namespaces", merge.listed), queued=True),
+    "delete_memory": Crossing(Owner("namespace")),
+    "delete_expired_memories": Crossing(Every(merge.summed)),
+    "keyword_index.prepare_keywords": Crossing(Every(merge.nothing, in_turn=True)),
+    "keyword_index.unindexed_memories": Crossing(Walk(), queued=True),
+    "keyword_index.index_keywords": Crossing(Keyed()),
+    "token_index.prepare_tokens": Crossing(Every(merge.nothing, in_turn=True)),
+    "token_index.untokenized_memories": Crossing(Walk(), queued=True),
+    "token_index.index_tokens": Crossing(Keyed()),
+    "transfer.iter_memories": Crossing(Owner("namespace"), queued=True, pages=True),
+    "transfer.upsert_memories": Crossing(
+        Grouped("memories", _stored_namespace, aligned=("keywords",))
+    ),
+    # in turn: the first worker holds a fact before the next is told it
+    "store_meta.read_store_meta": Crossing(Every(merge.agreed)),
+    "store_meta.write_store_meta": Crossing(Every(merge.nothing, in_turn=True)),
+    "store_size.measure": Crossing(Every(merge.sizes)),
+}
+
+
+def split(key: str) -> tuple[str | None, str]:
+    """A declaration's key as (part or None, method)."""
+    part, _, method = key.rpartition(".")
+    return part or None, method
+
+
+def _parameters(key: str) -> tuple[str, ...]:
+    part, method = split(key)
+    signature = inspect.signature(getattr(INTERFACES[part], method))
+    return tuple(signature.parameters)[1:]  # less self
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call of the interface as it was made: what a forwarder sends, a router routes."""
+
+    key: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+
+    @property
+    def crossing(self) -> Crossing:
+        return CROSSINGS[self.key]
+
+    @property
+    def part(self) -> str | None:
+        return split(self.key)[0]
+
+    @property
+    def method(self) -> str:
+        return split(self.key)[1]
+
+    def arg(self, name: str) -> Any:
+        """The argument `name` as the call gave it (None where it took the default)."""
+        if name in self.kwargs:
+            return self.kwargs[name]
+        position = PARAMETERS[self.key].index(name)
+        return self.args[position] if position < len(self.args) else None
+
+    def with_args(self, **values: Any) -> Call:
+        """The same call with those arguments replaced (given by keyword from here on)."""
+        names = PARAMETERS[self.key]
+        positional = {name: value for name, value in zip(names, self.args, strict=False)}
+        return Call(self.key, (), {**positional, **self.kwargs, **values})
+
+    def caller(self) -> Caller:
+        found = self.kwargs.get("caller")
+        return found if isinstance(found, Caller) else NOBODY
+
+    def sent(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments as they cross to a worker: all but `caller` (adapters/callers.py)."""
+        return self.args, {k: v for k, v in self.kwargs.items() if k != "caller"}
+
+
+# Each declared call's parameter names, read from the interface once.
+PARAMETERS: Mapping[str, tuple[str, ...]] = {key: _parameters(key) for key in CROSSINGS}

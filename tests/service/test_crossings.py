@@ -1,0 +1,102 @@
+"""Every call of the backend interface is declared once (adapters/crossings.py), and the
+forwarder and the router are derived from the declarations alone."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+
+from adapters.callers import NOBODY
+from adapters.callers import Caller
+from adapters.crossings import CROSSINGS
+from adapters.crossings import INTERFACES
+from adapters.crossings import Call
+from adapters.crossings import Crossing
+from adapters.parts import PARTS
+from adapters.worker.engine_client import EngineClient
+from adapters.worker.engine_pool import EnginePool
+
+
+def interface_calls() -> set[str]:
+    """The calls a backend answers: the coroutines of `VectorBackend`, and every method of
+    each part's protocol, as "method" or "part.method"."""
+    found = set()
+    for part, interface in INTERFACES.items():
+        for name, member in vars(interface).items():
+            if name.startswith("_") or not inspect.isfunction(member):
+                continue
+            if part is None and not inspect.iscoroutinefunction(member):
+                continue  # `condition`: no I/O, answered by each side itself
+            found.add(name if part is None else f"{part}.{name}")
+    return found
+
+
+def undeclared(declared: Mapping[str, Crossing]) -> set[str]:
+    return interface_calls() - set(declared)
+
+
+def test_every_call_of_the_interface_is_declared_and_nothing_else() -> None:
+    assert undeclared(CROSSINGS) == set()
+    assert set(CROSSINGS) - interface_calls() == set()
+    assert set(INTERFACES) - {None} == set(PARTS)
+
+
+def test_a_call_whose_declaration_is_deleted_is_found() -> None:
+    less = {key: crossing for key, crossing in CROSSINGS.items() if key != "query_memories"}
+    assert undeclared(less) == {"query_memories"}
+    less = {k: c for k, c in CROSSINGS.items() if k != "transfer.upsert_memories"}
+    assert undeclared(less) == {"transfer.upsert_memories"}
+
+
+def test_the_forwarder_and_the_router_write_no_call_the_declarations_derive() -> None:
+    """Each class writes only what is its own (lifecycle, condition, the record copy);
+    every other call is the derived one, and neither class is abstract."""
+    derived = {key for key, c in CROSSINGS.items() if "." not in key}
+    for cls, own in (
+        (EngineClient, {"start", "close", "ping", *_record_copy()}),
+        (EnginePool, {"start", "close"}),
+    ):
+        assert not inspect.isabstract(cls)
+        written = {name for name in vars(cls) if name in derived}
+        generated = {n for n in derived - own if vars(cls)[n].__qualname__ == n}
+        assert written - generated == own, cls
+        for part in PARTS:
+            assert part in vars(cls)
+
+
+def _record_copy() -> set[str]:
+    return {"get_namespace", "get_namespaces", "save_namespace", "delete_namespace"}
+
+
+def test_a_call_reads_its_arguments_by_name_however_given() -> None:
+    caller = Caller("workspace:a")
+    call = Call(
+        "query_memories", (["org:a"], "q"), {"memory_filter": "f", "limit": 5, "caller": caller}
+    )
+    assert [call.arg(name) for name in ("namespaces", "query", "memory_filter", "limit")] == [
+        ["org:a"],
+        "q",
+        "f",
+        5,
+    ]
+    assert call.caller() is caller
+    moved = call.with_args(namespaces=["org:b"])
+    assert moved.args == ()
+    assert dict(moved.kwargs) == {
+        "namespaces": ["org:b"],
+        "query": "q",
+        "memory_filter": "f",
+        "limit": 5,
+        "caller": caller,
+    }
+    assert moved.sent() == (
+        (),
+        {"namespaces": ["org:b"], "query": "q", "memory_filter": "f", "limit": 5},
+    )
+    walk = Call("keyword_index.unindexed_memories", (None, 10), {})
+    assert (walk.part, walk.method, walk.arg("cursor"), walk.caller()) == (
+        "keyword_index",
+        "unindexed_memories",
+        None,
+        NOBODY,
+    )
