@@ -166,17 +166,17 @@ class Call:
 
     @property
     def part(self) -> str | None:
-        return split(self.key)[0]
+        return _SPLIT[self.key][0]
 
     @property
     def method(self) -> str:
-        return split(self.key)[1]
+        return _SPLIT[self.key][1]
 
     def arg(self, name: str) -> Any:
         """The argument `name` as the call gave it (None where it took the default)."""
         if name in self.kwargs:
             return self.kwargs[name]
-        position = PARAMETERS[self.key].index(name)
+        position = _POSITIONS[self.key][name]
         return self.args[position] if position < len(self.args) else None
 
     def with_args(self, **values: Any) -> Call:
@@ -191,8 +191,12 @@ class Call:
 
     def sent(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The arguments as they cross to a worker: all but `caller` (adapters/callers.py)."""
+        if "caller" not in self.kwargs:
+            return self.args, dict(self.kwargs)
         return self.args, {k: v for k, v in self.kwargs.items() if k != "caller"}
 
 
-# Each declared call's parameter names, read from the interface once.
+# Each declared call's parameter names, read from the interface once, and where each is.
 PARAMETERS: Mapping[str, tuple[str, ...]] = {key: _parameters(key) for key in CROSSINGS}
+_POSITIONS = {key: {name: n for n, name in enumerate(names)} for key, names in PARAMETERS.items()}
+_SPLIT = {key: split(key) for key in CROSSINGS}
