@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.qdrant.edge.upkeep import EdgeUpkeep
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -91,7 +92,7 @@ async def run(memories: int, rounds: int, data: Path) -> None:
             written, before = await timed_searches(store, queries, rounds)
             index = store._shards.index_of(NAME)
             started = time.perf_counter()
-            assert store.store.reopen(index), "the shard was not reopened"
+            assert EdgeUpkeep(store.store).reopen(index), "the shard was not reopened"
             reopen_s = time.perf_counter() - started
             reopened, after = await timed_searches(store, queries, rounds)
         finally:

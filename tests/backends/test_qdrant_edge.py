@@ -213,7 +213,7 @@ async def test_maintain_vacuums_the_written_shards_after_many_changes(tmp_path: 
     clock = ManualClock()
     store, shards = await counted_store(tmp_path, names, clock)
     written = memory("org:busy")
-    store.store.changes = 19_990
+    store.store.writes.changes = 19_990
     for index in range(20):
         await store.upsert_memory(
             memory("org:busy", id=written.id, content=f"v{index}"), MemoryVectors(unit(1, index))
@@ -226,9 +226,9 @@ async def test_maintain_vacuums_the_written_shards_after_many_changes(tmp_path: 
     await store.maintain()
     await store.maintain()
     assert vacuums(shards) == {index_of("org:busy"): 1, index_of("org:calm"): 1}
-    assert store.store.changes >= 20_000  # the round ends at the sweep that finds none left
+    assert store.store.writes.changes >= 20_000  # the round ends at the sweep that finds none left
     await store.maintain()
-    assert store.store.changes == 0
+    assert store.store.writes.changes == 0
     assert vacuums(shards) == {index_of("org:busy"): 1, index_of("org:calm"): 1}
     assert [m.content for m in await store.list_memories(["org:busy"], everything(), 5)] == ["v19"]
     await store.close()

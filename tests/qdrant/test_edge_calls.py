@@ -1,4 +1,4 @@
-"""Where embedded-engine calls run (edge/store.py, `EngineCalls`), with real threads."""
+"""Where embedded-engine calls run (edge/call_threads.py, `EngineCalls`), with real threads."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from adapters.errors import BackendUnavailable
 from adapters.errors import NamespaceGone
 from adapters.errors import StorageDamaged
 from adapters.errors import StorageFull
-from adapters.qdrant.edge.store import EngineCalls
+from adapters.qdrant.edge.call_threads import EngineCalls
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
 from adapters.qdrant.edge.edge_namespaces import EdgeNamespaces
 from adapters.qdrant.edge.edge_reads import EdgeReads
-from adapters.qdrant.edge.edge_reads import EdgeTransfer
+from adapters.qdrant.edge.edge_transfer import EdgeTransfer
 from adapters.qdrant.edge.edge_writes import EdgeKeywordIndex
 from adapters.qdrant.edge.edge_writes import EdgeTokenIndex
 from adapters.qdrant.edge.edge_writes import EdgeWrites

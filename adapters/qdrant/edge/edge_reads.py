@@ -1,20 +1,16 @@
-"""Reads of the embedded store: lookups by id, searches and listings across shards; transfer.
+"""Reads of the embedded store: lookups by id, searches and listings across shards.
 
 A part of `QdrantEdgeBackend` (edge_backend.py), over the shared `EdgeStore` (store.py).
 Every read names namespaces, and each namespace lives in one shard (shards.py): a read asks
 each shard concerned once, with the namespaces it holds, and merges the answers (pinned first,
 then by score or newest first, as one shard orders them). A read touching a damaged shard
 raises `StorageDamaged` naming the namespaces asked for; the service then reads around it.
-`EdgeTransfer`, the `transfer` part (adapters/parts.py): a namespace read out page by page for
-export, and an import's memories written in one update a batch, counted as every write is.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from collections.abc import Callable
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import qdrant_edge as qe
@@ -25,15 +21,13 @@ from adapters.merge import merge_scored
 from adapters.merge import pin_sides
 from adapters.qdrant import filters
 from adapters.qdrant.edge import search_passes
+from adapters.qdrant.edge.call_batcher import CallBatcher
 from adapters.qdrant.edge.engine import DENSE_VECTOR
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import dense_vector
 from adapters.qdrant.edge.engine import parsed_memory
-from adapters.qdrant.edge.engine import point_vectors
-from adapters.qdrant.edge.log_sync import CallBatcher
 from adapters.qdrant.edge.record_store import LiveNamespace
 from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.edge.store import memory_point
 from adapters.qdrant.layout import FIELD_CREATED_US
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import Scope
@@ -42,9 +36,7 @@ from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import ScoredMemory
 from adapters.values import SearchQuery
-from adapters.values import SparseVector
 from adapters.values import StoredMemory
-from adapters.values import with_keywords
 
 
 class EdgeReads:
@@ -173,70 +165,3 @@ class EdgeReads:
         if len(parts) == 1:
             return parts[0][:limit]
         return merge_listed(parts, limit)
-
-
-class EdgeTransfer:
-    """`iter_memories` and `upsert_memories`, for export and import."""
-
-    def __init__(self, store: EdgeStore) -> None:
-        self._store = store
-
-    async def iter_memories(
-        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
-    ) -> AsyncIterator[list[StoredMemory]]:
-        """Scroll the namespace's incarnation, one page per worker-thread call, so a long
-        export never holds a worker (or the event loop) for more than a page. Stops when
-        the namespace is deleted meanwhile: its memories vanish, as for every read."""
-        live = self._store.records.live.get(namespace)
-        if live is None:
-            return
-        scope = Scope((namespace,), (live.epoch,))
-        wanted = filters.memories(EDGE, MemoryFilter(now=now), scope)
-        offset: Any = None
-        while True:
-            page, offset = await self._store.calls.worker(
-                self._scroll, namespace, wanted, offset, page_size, with_vectors
-            )
-            current = self._store.records.live.get(namespace)
-            if current is None or current.epoch != live.epoch:
-                return
-            found = [
-                (memory, dense_vector(point) if with_vectors else [])
-                for point in page
-                if (memory := parsed_memory(point)) is not None
-            ]
-            if found:
-                yield found
-            if offset is None:
-                return
-
-    def _scroll(
-        self, namespace: str, wanted: Any, offset: Any, limit: int, with_vectors: bool
-    ) -> tuple[list[Any], Any]:
-        request = qe.ScrollRequest(
-            offset=offset,
-            limit=limit,
-            filter=wanted,
-            with_payload=True,
-            with_vector=[DENSE_VECTOR] if with_vectors else False,  # not the token vectors
-        )
-        page, next_offset = self._store.shards.of(namespace).scroll(request)
-        return list(page), next_offset
-
-    async def upsert_memories(
-        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
-    ) -> int:
-        """One shard update for the whole batch: an import writes thousands a second where
-        one update per memory manages a few hundred. Same epoch rules as `upsert_memory`."""
-        epochs: dict[str, str] = {}
-        points: list[tuple[Any, str, str]] = []
-        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
-            epoch = epochs[memory.namespace] = self._store.live_epoch(memory.namespace)
-            points.append(memory_point(memory, epoch, point_vectors(vector, memory_keywords)))
-        if not points:
-            return 0
-        await self._store.calls.worker(self._store.counted_upsert, points)
-        await self._store.commit.durable()
-        for name, epoch in epochs.items():
-            await self._store.confirm_live(name, epoch)
-        return len(points)

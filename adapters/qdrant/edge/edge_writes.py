@@ -5,8 +5,9 @@ A part of `QdrantEdgeBackend` (edge_backend.py), over the shared `EdgeStore` (st
 delete finds its memory through the reads (edge_reads.py). Every write counts: a memory new to
 its incarnation is counted after the engine has it (`EdgeStore.counted_upsert`), one deleted is
 uncounted before the engine deletes it, so the integrity check (integrity.py) can tell a crash's
-drift from a loss. Concurrent upserts share one engine call per shard (log_sync.py,
-`CallBatcher`); each write returns once it is on disk (the group commit; a no-op under `async`).
+drift from a loss. Concurrent upserts share one engine call per shard (`CallBatcher`,
+call_batcher.py); each write returns once it is on disk (the group commit, log_sync.py; a no-op
+under `async`).
 A write whose namespace is deleted meanwhile is purged and raises `NamespaceGone`. The
 `keyword_index` and `token_index` parts (adapters/parts.py) give memories stored without those
 vectors their vector, page by page (`MissingVectors`): the state is the stored vectors.
@@ -24,6 +25,7 @@ from typing import TypeVar
 import qdrant_edge as qe
 
 from adapters.qdrant import filters
+from adapters.qdrant.edge.call_batcher import CallBatcher
 from adapters.qdrant.edge.edge_reads import EdgeReads
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import add_keyword_vector
@@ -33,7 +35,6 @@ from adapters.qdrant.edge.engine import point_vectors
 from adapters.qdrant.edge.engine import sparse
 from adapters.qdrant.edge.engine import token_vectors
 from adapters.qdrant.edge.integrity import engine_counts
-from adapters.qdrant.edge.log_sync import CallBatcher
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.store import memory_point
 from adapters.qdrant.ranking import KEYWORDS_VECTOR

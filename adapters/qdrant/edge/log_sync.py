@@ -2,14 +2,14 @@
 
 qdrant-edge appends each update to its memory-mapped write-ahead log without syncing it. Under
 `sync` durability every write path awaits `GroupCommit.durable()` before it answers; one sync,
-on a thread of its own (store.py, `EngineCalls.syncing`), then (1) `fsync`s the log files each
-shard written since the last sync may have changed (`_written_files`), and a new shard's
-directories, and (2) writes the memory counts held back meanwhile (record_store.py) in one
+on a thread of its own (call_threads.py, `EngineCalls.syncing`), then (1) `fsync`s the log
+files each shard written since the last sync may have changed (`_written_files`), and a new
+shard's directories, and (2) writes the memory counts held back meanwhile (count_store.py) in one
 SQLite transaction: a count is never on disk ahead of the memories it counts (integrity.py).
 A sync takes what was written before it starts (`take`); later writes wait for the next. Under
 `async` no write waits, except where a record would run ahead of the engine (store.py, `purge`,
-`barrier`). `CallBatcher` joins the calls arriving while one runs into the next, one call for
-them all (syncs, engine calls); a lone call waits for nothing. Health watches: sync_watch.py.
+`barrier`). The callers of one sync are batched (call_batcher.py). Health watches:
+sync_watch.py.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
-from typing import Generic
-from typing import TypeVar
 
 from adapters.disk import fsync_path
 from adapters.errors import BackendError
+from adapters.qdrant.edge.call_batcher import CallBatcher
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.sync_watch import SyncWatch
 
@@ -218,51 +217,3 @@ def _written_files(
             first_index[wal] = seen
             written.append(_FIRST_INDEX)
     return written
-
-
-Item = TypeVar("Item")
-Result = TypeVar("Result")
-MAX_BATCH = 256
-
-
-class CallBatcher(Generic[Item, Result]):
-    """`call` takes a list of items and returns one result per item, in order."""
-
-    def __init__(
-        self, call: Callable[[list[Item]], Awaitable[list[Result]]], max_batch: int = MAX_BATCH
-    ) -> None:
-        self._call = call
-        self._max_batch = max_batch
-        self._pending: list[tuple[Item, asyncio.Future[Result]]] = []
-        self._flushing: asyncio.Task[None] | None = None
-
-    async def submit(self, item: Item) -> Result:
-        """The result for `item`, once its batch is done; raise what its batch raised."""
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
-        if self._flushing is None:
-            self._flushing = asyncio.create_task(self._flush(), name="edge calls")
-        return await future
-
-    async def drain(self) -> None:
-        """Wait until every submitted call is done (at close)."""
-        while self._flushing is not None:
-            await asyncio.gather(self._flushing, return_exceptions=True)
-
-    async def _flush(self) -> None:
-        try:
-            while self._pending:
-                batch = self._pending[: self._max_batch]
-                del self._pending[: self._max_batch]
-                try:
-                    results = await self._call([item for item, _ in batch])
-                except Exception as error:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(error)
-                    continue
-                for (_, future), result in zip(batch, results, strict=True):
-                    if not future.done():
-                        future.set_result(result)
-        finally:
-            self._flushing = None

@@ -3,41 +3,30 @@
 `QdrantEdgeBackend` (edge_backend.py) is a facade over parts that each hold one concern
 (edge_namespaces.py, edge_reads.py, edge_writes.py); they are handed one `EdgeStore` rather
 than reaching into the backend. Every write to a shard goes through `update`: behind the disk
-guard, counted for the janitor's vacuum and marked for the group commit (log_sync.py).
-`EngineCalls`: where a qdrant-edge call runs. The engine holds the GIL through its calls, so
-in the engine worker a short call runs on the worker's event loop (`here`), queued behind one
-in flight on a thread; what is long or waits on the disk runs on a thread (`worker`: opening,
-SQLite commits, purges, upkeep, bulk transfer), the group commit's syncs on a thread of their
-own (`syncing`), where a stalled disk holds up the writes waiting for it, never the loop.
+guard, told to upkeep (upkeep.py, `ShardWrites`) and marked for the group commit (log_sync.py).
+Where each engine call runs: call_threads.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import Any
-from typing import Literal
-from typing import NoReturn
 from typing import TypeVar
 
 import qdrant_edge as qe
 
 from adapters.disk import DiskGuard
-from adapters.errors import BackendUnavailable
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
+from adapters.qdrant.edge.call_threads import EngineCalls
 from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import fatal
-from adapters.qdrant.edge.engine import translate
 from adapters.qdrant.edge.log_sync import GroupCommit
 from adapters.qdrant.edge.log_sync import LogSync
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.shards import ShardSet
+from adapters.qdrant.edge.upkeep import ShardWrites
 from adapters.qdrant.edge.wordpiece_idf import WordpieceIdf
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import memory_to_payload
@@ -46,8 +35,6 @@ from adapters.values import Durability
 from adapters.values import MemoryRecord
 
 T = TypeVar("T")
-# What the janitor did to a shard since its last write (upkeep.py).
-Upkeep = Literal["flush", "vacuum"]
 RECORDS_FILE = "namespaces.sqlite3"
 
 
@@ -72,16 +59,10 @@ class EdgeStore:
         self.shards = ShardSet(root, dimension, self.disk, partitions, token_dimension)
         self.log_sync = LogSync(self.records)
         self.commit = GroupCommit(self._sync, enabled=synced)
-        self.changes = 0  # points replaced or deleted since the last vacuum
-        # By id() of the shard: when it was first written since its last flush, and
-        # since its last vacuum (on `calls.clock`).
-        self._unsettled: dict[Upkeep, dict[int, float]] = {"flush": {}, "vacuum": {}}
-        # By id() of the shard: its writes since it was opened (a reopen is due after many).
-        self._writes: dict[int, int] = {}
+        # What upkeep keeps of each shard's writes (upkeep.py), on `calls.clock`.
+        self.writes = ShardWrites(lambda: self.calls.clock())
         # Each shard's wordpieces' IDF as searches asked it, until its next write.
-        self.idf = WordpieceIdf(self.generation)
-        # By id() of the shard: every write it was ever given here, never reset (`generation`).
-        self._generations: dict[int, int] = {}
+        self.idf = WordpieceIdf(self.writes.generation)
         # Incarnations holding fewer memories than counted: searches answer 503, not a
         # partial list; writes go on, so that an import can restore them (integrity.py).
         self.short: frozenset[str] = frozenset()
@@ -92,12 +73,7 @@ class EdgeStore:
         try:
             shard.update(operation)
         finally:  # a failed write may have written part: settle it as well
-            self.changes += 1
-            self._writes[id(shard)] = self._writes.get(id(shard), 0) + 1
-            self._generations[id(shard)] = self._generations.get(id(shard), 0) + 1
-            now = self.calls.clock()
-            for shards in self._unsettled.values():
-                shards.setdefault(id(shard), now)
+            self.writes.wrote(shard)
 
     async def _sync(self) -> None:
         pending = self.log_sync.take()
@@ -108,45 +84,6 @@ class EdgeStore:
             except BaseException:
                 self.log_sync.give_back(pending)  # the next sync tries it again
                 raise
-
-    def written_at(self, index: int, *, since: Upkeep) -> float | None:
-        """When shard `index` was first written since its last `since`; None: not since."""
-        shard = self.shards.shards[index]
-        return None if shard is None else self._unsettled[since].get(id(shard))
-
-    def settled(self, index: int, *, since: Upkeep) -> None:
-        shard = self.shards.shards[index]
-        if shard is not None:
-            self._unsettled[since].pop(id(shard), None)
-
-    def generation(self, shard: Any) -> int:
-        """How many writes `shard` has been given: what it answers changes only with it."""
-        return self._generations.get(id(shard), 0)
-
-    def writes_since_open(self, index: int) -> int:
-        shard = self.shards.shards[index]
-        return 0 if shard is None else self._writes.get(id(shard), 0)
-
-    def reopen(self, index: int) -> bool:
-        """Load shard `index` again from its files (upkeep.py); whether it was.
-
-        The reopen flushes it, and a vacuum still due stays due. Whatever the outcome,
-        its writes count from zero again: a reopen that failed is not retried at once."""
-        old = self.shards.shards[index]
-        if old is None:
-            return False
-        vacuum_due = self._unsettled["vacuum"].get(id(old))
-        self._writes.pop(id(old), None)  # tried: not again before as many writes more
-        new = self.shards.reopen(index)
-        if self.shards.shards[index] is old:  # left as it was (no room to map it again)
-            return False
-        for shards in self._unsettled.values():
-            shards.pop(id(old), None)
-        if new is None:  # damaged on loading again (logged, and served as at start)
-            return False
-        if vacuum_due is not None:
-            self._unsettled["vacuum"][id(new)] = vacuum_due
-        return True
 
     def guarded(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` once the disk guard allows a write."""
@@ -218,93 +155,3 @@ def memory_point(memory: MemoryRecord, epoch: str, vectors: Any) -> tuple[Any, s
     payload = memory_to_payload(memory, epoch)
     point = qe.Point(point_id(memory.namespace, memory.id), vectors, payload)
     return point, memory.namespace, epoch
-
-
-class EngineCalls:
-    """A small thread pool, and the rule for when to skip it."""
-
-    def __init__(self, workers: int) -> None:
-        self._workers = workers
-        self._executor: ThreadPoolExecutor | None = None
-        self._syncer: ThreadPoolExecutor | None = None
-        self._in_workers = 0  # calls submitted to the pool and not yet returned
-        self._in_flight = 0  # calls not marked background, running or queued
-        self.clock: Callable[[], float] = time.monotonic
-        self._last_active = self.clock()
-
-    @property
-    def started(self) -> bool:
-        return self._executor is not None
-
-    def start(self) -> None:
-        self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="qdrant-edge")
-        self._syncer = ThreadPoolExecutor(1, thread_name_prefix="qdrant-edge-sync")
-
-    def stop(self) -> None:
-        for executor in (self._executor, self._syncer):
-            if executor is not None:
-                executor.shutdown(wait=True)
-        self._executor = self._syncer = None
-
-    def idle_for(self) -> float:
-        """Seconds since the last call not marked background ended (0 while one runs)."""
-        return 0.0 if self._in_flight else max(0.0, self.clock() - self._last_active)
-
-    def alone(self) -> bool:
-        """No call in flight, on a thread or on the loop."""
-        return not self._in_workers and not self._in_flight
-
-    async def worker(self, func: Callable[..., T], *args: Any, background: bool = False) -> T:
-        """`func(*args)` on a worker thread; `background`: the janitor's, not a request's."""
-        if self._executor is None:
-            raise BackendUnavailable("embedded store is not open")
-        loop = asyncio.get_running_loop()
-        self._in_workers += 1
-        self._in_flight += not background
-        try:
-            return await loop.run_in_executor(self._executor, partial(func, *args))
-        except BaseException as error:  # a Rust panic is a BaseException
-            _raise_translated(error)
-        finally:
-            self._in_workers -= 1
-            if not background:
-                self._in_flight -= 1
-                self._last_active = self.clock()
-
-    async def syncing(self, func: Callable[..., T], *args: Any) -> T:
-        """`func(*args)` on the sync thread; a request's work (it counts as in flight)."""
-        if self._syncer is None:
-            raise BackendUnavailable("embedded store is not open")
-        self._in_flight += 1
-        try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._syncer, partial(func, *args)
-            )
-        except BaseException as error:
-            _raise_translated(error)
-        finally:
-            self._in_flight -= 1
-            self._last_active = self.clock()
-
-    async def here(self, func: Callable[..., T], *args: Any) -> T:
-        """`func(*args)` on the event loop when no thread's call is in flight, else `worker`."""
-        if self._executor is None:
-            raise BackendUnavailable("embedded store is not open")
-        if self._in_workers:
-            return await self.worker(func, *args)
-        self._in_flight += 1
-        try:
-            return func(*args)
-        except BaseException as error:
-            _raise_translated(error)
-        finally:
-            self._in_flight -= 1
-            self._last_active = self.clock()
-
-
-def _raise_translated(error: BaseException) -> NoReturn:
-    """Raise what callers expect for a failed call; a fatal error (cancellation) as is."""
-    translated = error if fatal(error) else translate(error)
-    if translated is error:
-        raise error
-    raise translated from error

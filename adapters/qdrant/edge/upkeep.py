@@ -1,13 +1,13 @@
 """The embedded store's upkeep beside the requests: the janitor's work and the self-checks.
 
-`EdgeUpkeep`: flush what was written, vacuum what churned, reopen a shard written often
-(which compacts its payload indexes). The engine holds the GIL through `flush` and
-`optimize`, so each engine call does one shard written since it was last touched, and the
-work waits for a quiet moment (no request's engine call for `QUIET_S`) or `DEADLINE_S`.
-Nothing acknowledged depends on a flush: each update is in the synced write-ahead log.
-`EdgeChecks`: the last integrity report (integrity.py), the incarnations short of memories
-(their reads answer 503), what health says, and verify-store `--accept`. `EdgeStoreSize`:
-the store's size for the metrics, from the records and counts and a walk of its files.
+`EdgeUpkeep`: flush what was written, vacuum what churned, reopen a shard written often (which
+compacts its payload indexes), from what `ShardWrites` keeps of the writes. The engine holds the
+GIL through `flush` and `optimize`, so each engine call does one shard written since it was last
+touched, and the work waits for a quiet moment (no request's engine call for `QUIET_S`) or
+`DEADLINE_S`. Nothing acknowledged depends on a flush: each update is in the synced write-ahead
+log. `EdgeChecks`: the last integrity report (integrity.py), the incarnations short of memories
+(their reads answer 503), what health says, and verify-store `--accept`. `EdgeStoreSize`: the
+store's size for the metrics, from the records and counts and a walk of its files.
 """
 
 from __future__ import annotations
@@ -16,17 +16,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Literal
 
 from adapters.disk import allocated_bytes
 from adapters.disk import free_bytes
 from adapters.qdrant.edge import integrity
-from adapters.qdrant.edge.edge_namespaces import LostRecords
 from adapters.qdrant.edge.engine import fatal
 from adapters.qdrant.edge.integrity import IntegrityReport
 from adapters.qdrant.edge.integrity import some
-from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.edge.store import Upkeep
 from adapters.values import StoreSize
+
+if TYPE_CHECKING:  # the store holds its `ShardWrites`: it imports this module
+    from adapters.qdrant.edge.edge_namespaces import LostRecords
+    from adapters.qdrant.edge.store import EdgeStore
 
 # Vacuum once this many points were replaced or deleted since the last time.
 OPTIMIZE_AFTER_CHANGES = 20_000
@@ -44,6 +48,61 @@ WATCH_S = 0.5
 SLOW_S = 0.1
 
 log = logging.getLogger(__name__)
+# What the janitor did to a shard since its last write.
+Upkeep = Literal["flush", "vacuum"]
+
+
+class ShardWrites:
+    """What upkeep keeps of each shard's writes, told by every write (store.py, `update`).
+
+    By the shard object (a reopened shard is another): when it was first written since its
+    last flush and since its last vacuum (on `clock`), its writes since it was opened (a
+    reopen is due after many), and every write it was ever given, never reset
+    (`generation`: what it answers changes only with it); and the points written since the
+    last vacuum round (`changes`)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.changes = 0
+        self._unsettled: dict[Upkeep, dict[int, float]] = {"flush": {}, "vacuum": {}}
+        self._since_open: dict[int, int] = {}
+        self._generations: dict[int, int] = {}
+
+    def wrote(self, shard: Any) -> None:
+        self.changes += 1
+        key = id(shard)
+        self._since_open[key] = self._since_open.get(key, 0) + 1
+        self._generations[key] = self._generations.get(key, 0) + 1
+        now = self._clock()
+        for shards in self._unsettled.values():
+            shards.setdefault(key, now)
+
+    def written_at(self, shard: Any, since: Upkeep) -> float | None:
+        """When `shard` was first written since its last `since`; None: not since."""
+        return None if shard is None else self._unsettled[since].get(id(shard))
+
+    def settled(self, shard: Any, since: Upkeep) -> None:
+        self._unsettled[since].pop(id(shard), None)
+
+    def generation(self, shard: Any) -> int:
+        """How many writes `shard` has been given: what it answers changes only with it."""
+        return self._generations.get(id(shard), 0)
+
+    def since_open(self, shard: Any) -> int:
+        return 0 if shard is None else self._since_open.get(id(shard), 0)
+
+    def reopening(self, old: Any) -> float | None:
+        """`old` is about to be loaded again: its writes count from zero (a reopen that
+        fails is not retried at once); when its vacuum came due, if it had."""
+        self._since_open.pop(id(old), None)
+        return self._unsettled["vacuum"].get(id(old))
+
+    def reopened(self, old: Any, new: Any, vacuum_due: float | None) -> None:
+        """`old` was replaced by `new` (flushed by the reopen); a vacuum due stays due."""
+        for shards in self._unsettled.values():
+            shards.pop(id(old), None)
+        if new is not None and vacuum_due is not None:
+            self._unsettled["vacuum"][id(new)] = vacuum_due
 
 
 class EdgeUpkeep:
@@ -71,14 +130,14 @@ class EdgeUpkeep:
         if not calls.alone() or calls.idle_for() < QUIET_S:
             return False
         for index, shard in enumerate(store.shards.shards):
-            writes = store.writes_since_open(index)
+            writes = store.writes.since_open(shard)
             if shard is None or writes < REOPEN_AFTER_WRITES:
                 continue
             points = shard.info().points_count
             if points > REOPEN_MAX_POINTS:
                 continue
             started = time.perf_counter()
-            if store.reopen(index):
+            if self.reopen(index):
                 log.info(
                     "memory shard %02d reopened (%d points, %d writes since opened) in %.3f s",
                     index,
@@ -89,9 +148,25 @@ class EdgeUpkeep:
                 return True
         return False
 
+    def reopen(self, index: int) -> bool:
+        """Load shard `index` again from its files; whether it was.
+
+        The reopen flushes it, and a vacuum still due stays due. Whatever the outcome,
+        its writes count from zero again: a reopen that failed is not retried at once."""
+        shards, writes = self._store.shards, self._store.writes
+        old = shards.shards[index]
+        if old is None:
+            return False
+        vacuum_due = writes.reopening(old)
+        new = shards.reopen(index)
+        if shards.shards[index] is old:  # left as it was (no room to map it again)
+            return False
+        writes.reopened(old, new, vacuum_due)
+        return new is not None  # None: damaged on loading again (logged, served as at start)
+
     async def run(self) -> None:
         calls = self._store.calls
-        if self._store.changes >= OPTIMIZE_AFTER_CHANGES:
+        if self._store.writes.changes >= OPTIMIZE_AFTER_CHANGES:
             await calls.worker(self.vacuum_one, background=True)
         for index in range(len(self._store.shards.shards)):
             if self._due(index, "flush"):
@@ -99,7 +174,7 @@ class EdgeUpkeep:
         self.reopen_one()
 
     def _due(self, index: int, since: Upkeep) -> bool:
-        written_at = self._store.written_at(index, since=since)
+        written_at = self._store.writes.written_at(self._store.shards.shards[index], since)
         if written_at is None:
             return False
         calls = self._store.calls
@@ -113,22 +188,22 @@ class EdgeUpkeep:
         for step in range(count):
             index = (self._next_vacuum + step) % count
             shard = shards.shards[index]
-            if shard is None or store.written_at(index, since="vacuum") is None:
+            if shard is None or store.writes.written_at(shard, "vacuum") is None:
                 continue
             self._next_vacuum = index  # not due yet: it is still next
             if self._due(index, "vacuum"):
                 # rewrites the segment: only with room for a second copy
                 store.disk.check(extra_bytes=allocated_bytes(shards.paths[index]))
-                store.settled(index, since="vacuum")
+                store.writes.settled(shard, "vacuum")
                 _timed("vacuum", index, shard.optimize)
                 self._next_vacuum = (index + 1) % count
             return
-        store.changes = 0
+        store.writes.changes = 0
 
     def flush(self, index: int) -> None:
         shard = self._store.shards.shards[index]
         if shard is not None:
-            self._store.settled(index, since="flush")  # a write during the flush marks it again
+            self._store.writes.settled(shard, "flush")  # a write during the flush marks it again
             _timed("flush", index, shard.flush)
 
 

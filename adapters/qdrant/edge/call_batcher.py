@@ -1,0 +1,61 @@
+"""`CallBatcher`: the calls arriving while one runs joined into the next, one call for them all.
+
+Syncs (log_sync.py, the group commit) and engine calls (edge_writes.py's upserts,
+edge_reads.py's lookups) cost about the same for one item as for many, so concurrent
+callers share one; a lone call waits for nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from collections.abc import Callable
+from typing import Generic
+from typing import TypeVar
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+MAX_BATCH = 256
+
+
+class CallBatcher(Generic[Item, Result]):
+    """`call` takes a list of items and returns one result per item, in order."""
+
+    def __init__(
+        self, call: Callable[[list[Item]], Awaitable[list[Result]]], max_batch: int = MAX_BATCH
+    ) -> None:
+        self._call = call
+        self._max_batch = max_batch
+        self._pending: list[tuple[Item, asyncio.Future[Result]]] = []
+        self._flushing: asyncio.Task[None] | None = None
+
+    async def submit(self, item: Item) -> Result:
+        """The result for `item`, once its batch is done; raise what its batch raised."""
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if self._flushing is None:
+            self._flushing = asyncio.create_task(self._flush(), name="edge calls")
+        return await future
+
+    async def drain(self) -> None:
+        """Wait until every submitted call is done (at close)."""
+        while self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending:
+                batch = self._pending[: self._max_batch]
+                del self._pending[: self._max_batch]
+                try:
+                    results = await self._call([item for item, _ in batch])
+                except Exception as error:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(error)
+                    continue
+                for (_, future), result in zip(batch, results, strict=True):
+                    if not future.done():
+                        future.set_result(result)
+        finally:
+            self._flushing = None

@@ -1,0 +1,116 @@
+"""`EngineCalls`: where a qdrant-edge call runs, in the engine worker.
+
+The engine holds the GIL through its calls, so a short call runs on the worker's event loop
+(`here`), queued behind one in flight on a thread; what is long or waits on the disk runs on
+a thread (`worker`: opening, SQLite commits, purges, upkeep, bulk transfer), the group
+commit's syncs on a thread of their own (`syncing`), where a stalled disk holds up the writes
+waiting for it, never the loop. A failed call raises what the adapters' callers expect
+(engine.py, `translate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+from typing import NoReturn
+from typing import TypeVar
+
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge.engine import fatal
+from adapters.qdrant.edge.engine import translate
+
+T = TypeVar("T")
+
+
+class EngineCalls:
+    """A small thread pool, and the rule for when to skip it."""
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._executor: ThreadPoolExecutor | None = None
+        self._syncer: ThreadPoolExecutor | None = None
+        self._in_workers = 0  # calls submitted to the pool and not yet returned
+        self._in_flight = 0  # calls not marked background, running or queued
+        self.clock: Callable[[], float] = time.monotonic
+        self._last_active = self.clock()
+
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
+
+    def start(self) -> None:
+        self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="qdrant-edge")
+        self._syncer = ThreadPoolExecutor(1, thread_name_prefix="qdrant-edge-sync")
+
+    def stop(self) -> None:
+        for executor in (self._executor, self._syncer):
+            if executor is not None:
+                executor.shutdown(wait=True)
+        self._executor = self._syncer = None
+
+    def idle_for(self) -> float:
+        """Seconds since the last call not marked background ended (0 while one runs)."""
+        return 0.0 if self._in_flight else max(0.0, self.clock() - self._last_active)
+
+    def alone(self) -> bool:
+        """No call in flight, on a thread or on the loop."""
+        return not self._in_workers and not self._in_flight
+
+    async def worker(self, func: Callable[..., T], *args: Any, background: bool = False) -> T:
+        """`func(*args)` on a worker thread; `background`: the janitor's, not a request's."""
+        if self._executor is None:
+            raise BackendUnavailable("embedded store is not open")
+        loop = asyncio.get_running_loop()
+        self._in_workers += 1
+        self._in_flight += not background
+        try:
+            return await loop.run_in_executor(self._executor, partial(func, *args))
+        except BaseException as error:  # a Rust panic is a BaseException
+            _raise_translated(error)
+        finally:
+            self._in_workers -= 1
+            if not background:
+                self._in_flight -= 1
+                self._last_active = self.clock()
+
+    async def syncing(self, func: Callable[..., T], *args: Any) -> T:
+        """`func(*args)` on the sync thread; a request's work (it counts as in flight)."""
+        if self._syncer is None:
+            raise BackendUnavailable("embedded store is not open")
+        self._in_flight += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._syncer, partial(func, *args)
+            )
+        except BaseException as error:
+            _raise_translated(error)
+        finally:
+            self._in_flight -= 1
+            self._last_active = self.clock()
+
+    async def here(self, func: Callable[..., T], *args: Any) -> T:
+        """`func(*args)` on the event loop when no thread's call is in flight, else `worker`."""
+        if self._executor is None:
+            raise BackendUnavailable("embedded store is not open")
+        if self._in_workers:
+            return await self.worker(func, *args)
+        self._in_flight += 1
+        try:
+            return func(*args)
+        except BaseException as error:
+            _raise_translated(error)
+        finally:
+            self._in_flight -= 1
+            self._last_active = self.clock()
+
+
+def _raise_translated(error: BaseException) -> NoReturn:
+    """Raise what callers expect for a failed call; a fatal error (cancellation) as is."""
+    translated = error if fatal(error) else translate(error)
+    if translated is error:
+        raise error
+    raise translated from error

@@ -1,0 +1,96 @@
+"""The embedded store's `transfer` part (adapters/parts.py): export and import.
+
+`EdgeTransfer`: a namespace read out page by page for export (one page per worker-thread
+call, so a long export never holds the engine for long), and an import's memories written
+in one update a batch, counted and made durable as every write is (store.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import qdrant_edge as qe
+
+from adapters.qdrant import filters
+from adapters.qdrant.edge.engine import DENSE_VECTOR
+from adapters.qdrant.edge.engine import EDGE
+from adapters.qdrant.edge.engine import dense_vector
+from adapters.qdrant.edge.engine import parsed_memory
+from adapters.qdrant.edge.engine import point_vectors
+from adapters.qdrant.edge.store import EdgeStore
+from adapters.qdrant.edge.store import memory_point
+from adapters.qdrant.layout import Scope
+from adapters.values import MemoryFilter
+from adapters.values import SparseVector
+from adapters.values import StoredMemory
+from adapters.values import with_keywords
+
+
+class EdgeTransfer:
+    """`iter_memories` and `upsert_memories`, for export and import."""
+
+    def __init__(self, store: EdgeStore) -> None:
+        self._store = store
+
+    async def iter_memories(
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
+    ) -> AsyncIterator[list[StoredMemory]]:
+        """Scroll the namespace's incarnation, one page per worker-thread call, so a long
+        export never holds a worker (or the event loop) for more than a page. Stops when
+        the namespace is deleted meanwhile: its memories vanish, as for every read."""
+        live = self._store.records.live.get(namespace)
+        if live is None:
+            return
+        scope = Scope((namespace,), (live.epoch,))
+        wanted = filters.memories(EDGE, MemoryFilter(now=now), scope)
+        offset: Any = None
+        while True:
+            page, offset = await self._store.calls.worker(
+                self._scroll, namespace, wanted, offset, page_size, with_vectors
+            )
+            current = self._store.records.live.get(namespace)
+            if current is None or current.epoch != live.epoch:
+                return
+            found = [
+                (memory, dense_vector(point) if with_vectors else [])
+                for point in page
+                if (memory := parsed_memory(point)) is not None
+            ]
+            if found:
+                yield found
+            if offset is None:
+                return
+
+    def _scroll(
+        self, namespace: str, wanted: Any, offset: Any, limit: int, with_vectors: bool
+    ) -> tuple[list[Any], Any]:
+        request = qe.ScrollRequest(
+            offset=offset,
+            limit=limit,
+            filter=wanted,
+            with_payload=True,
+            with_vector=[DENSE_VECTOR] if with_vectors else False,  # not the token vectors
+        )
+        page, next_offset = self._store.shards.of(namespace).scroll(request)
+        return list(page), next_offset
+
+    async def upsert_memories(
+        self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None
+    ) -> int:
+        """One shard update for the whole batch: an import writes thousands a second where
+        one update per memory manages a few hundred. Same epoch rules as `upsert_memory`."""
+        epochs: dict[str, str] = {}
+        points: list[tuple[Any, str, str]] = []
+        for (memory, vector), memory_keywords in with_keywords(memories, keywords):
+            epoch = epochs[memory.namespace] = self._store.live_epoch(memory.namespace)
+            points.append(memory_point(memory, epoch, point_vectors(vector, memory_keywords)))
+        if not points:
+            return 0
+        await self._store.calls.worker(self._store.counted_upsert, points)
+        await self._store.commit.durable()
+        for name, epoch in epochs.items():
+            await self._store.confirm_live(name, epoch)
+        return len(points)
