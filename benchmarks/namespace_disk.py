@@ -43,7 +43,6 @@ TARGET = 3.0
 def embedded_turns(data: Path) -> list[tuple[str, MemoryVectors]]:
     """Every dialog turn of the file with the vectors a `rerank` server stores for it."""
     encoder, keywords = load_encoder(Settings.from_env({})), KeywordEncoder()
-    encoder.keep_tokens = True
     texts = [
         content
         for conversation in locomo.load(data, "speaker")
@@ -52,7 +51,7 @@ def embedded_turns(data: Path) -> list[tuple[str, MemoryVectors]]:
     found = []
     for start in range(0, len(texts), BATCH):
         chunk = texts[start : start + BATCH]
-        for text, embedding in zip(chunk, encoder.embed(chunk), strict=True):
+        for text, embedding in zip(chunk, encoder.embed(chunk, tokens=True), strict=True):
             vectors = MemoryVectors(embedding.vector, keywords.document(text), embedding.tokens)
             found.append((text, vectors))
     return found

@@ -79,11 +79,10 @@ def measure_model(distinct: int, *, tokens: bool = False) -> Model:
         single.append(time.perf_counter() - started)
     texts = sentences(distinct, seed=7) if distinct else []
     started = time.perf_counter()
-    encoder.keep_tokens = tokens
     embedded = [
         found
         for first in range(0, len(texts), EMBED_CHUNK)
-        for found in encoder.embed(texts[first : first + EMBED_CHUNK])
+        for found in encoder.embed(texts[first : first + EMBED_CHUNK], tokens=tokens)
     ]
     embed_s = time.perf_counter() - started
     del encoder

@@ -58,7 +58,7 @@ class InstantEncoder:
     def encode(self, texts: list[str]) -> list[list[float]]:
         return [list(self._vector) for _ in texts]
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
+    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
         return [Embedding(vector) for vector in self.encode(texts)]
 
     embed_lone = embed

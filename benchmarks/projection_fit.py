@@ -70,7 +70,7 @@ def fit(encoder: Encoder, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]
     rows = [
         embedded.tokens.array()  # type: ignore[union-attr]
         for start in range(0, len(sentences), BATCH)
-        for embedded in encoder.embed(sentences[start : start + BATCH])
+        for embedded in encoder.embed(sentences[start : start + BATCH], tokens=True)
     ]
     tokens = np.concatenate(rows)
     print(f"fitted on {len(sentences)} sentences, {len(tokens)} token vectors")
@@ -99,7 +99,6 @@ def main() -> None:
     args = parser.parse_args()
     print(f"token projection of {DEFAULT_MODEL} ({machine()})")
     encoder = load_encoder(Settings.from_env({}))
-    encoder.keep_tokens = True
     started = time.monotonic()
     values, vectors = fit(encoder, stdlib_sentences())
     print(f"  {time.monotonic() - started:.0f} s")

@@ -80,7 +80,6 @@ async def seeded(
     """Every memory written with all its vectors (by `encoder`, or the default one);
     closed on leaving."""
     encoder, keywords = encoder or load_encoder(Settings.from_env({})), KeywordEncoder()
-    encoder.keep_tokens = True  # as the rerank mode's server sets it
     store = QdrantEdgeBackend(encoder.dimension, data, token_dimension=encoder.token_dimension)
     await store.start()
     now = datetime.now(UTC)
@@ -92,7 +91,7 @@ async def seeded(
                 rows = conversation.memories[mode]
                 for start in range(0, len(rows), BATCH):
                     chunk = rows[start : start + BATCH]
-                    embedded = encoder.embed([content for _, _, content in chunk])
+                    embedded = encoder.embed([content for _, _, content in chunk], tokens=True)
                     for (memory_id, _, content), found in zip(chunk, embedded, strict=True):
                         memory = MemoryRecord(memory_id, name, content, "fact", "agent", now)
                         document = keywords.document(content)
@@ -102,7 +101,9 @@ async def seeded(
         asked = [(c, q) for c in conversations for q in c.questions]
         texts = [q.text for _, q in asked]
         embedded = [
-            e for s in range(0, len(texts), BATCH) for e in encoder.embed(texts[s : s + BATCH])
+            e
+            for s in range(0, len(texts), BATCH)
+            for e in encoder.embed(texts[s : s + BATCH], tokens=True)
         ]
         questions = [(c, q, e) for (c, q), e in zip(asked, embedded, strict=True)]
         yield SweepStore(store, keywords, questions, MemoryFilter(now=now))

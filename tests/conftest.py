@@ -34,20 +34,6 @@ def encoder() -> SentenceTransformerEncoder:
     return SentenceTransformerEncoder.load()
 
 
-@pytest.fixture(autouse=True)
-def encoder_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The session's encoder as the test found it: an app sets `keep_tokens` and puts it back
-    when it closes, which a test failing inside `served(...)` leaves to the garbage collector,
-    and the next tests would see token vectors they never asked for."""
-    if "encoder" not in request.fixturenames:
-        yield
-        return
-    shared: SentenceTransformerEncoder = request.getfixturevalue("encoder")
-    kept = shared.keep_tokens
-    yield
-    shared.keep_tokens = kept
-
-
 @pytest.fixture
 def clock() -> WallClock:
     """The app's clock (expiry): wall time the test can move forward."""

@@ -93,6 +93,9 @@ class BatchingEmbedder:
         requests_in_flight: Callable[[], int] | None = None,
     ) -> None:
         self.encoder = encoder
+        # Whether each text's token vectors come with it: only where searches rerank
+        # (the app says so once the ranking is chosen, plugin/http/app.py).
+        self.keep_tokens = False
         self.dimension = encoder.dimension
         self.fingerprint = encoder.fingerprint
         self.max_batch = max_batch
@@ -235,11 +238,15 @@ class BatchingEmbedder:
             self._observe_waits(batch, loop.time())
             started = time.perf_counter()
             try:
+                tokens = self.keep_tokens
                 if self._alone(len(texts)):
-                    embedded = encode_by_length(self.encoder.embed_lone, texts)
+                    embedded = encode_by_length(
+                        partial(self.encoder.embed_lone, tokens=tokens), texts
+                    )
                 else:
+                    embed = partial(self.encoder.embed, tokens=tokens)
                     embedded = await loop.run_in_executor(
-                        self._executor, encode_by_length, self.encoder.embed, texts
+                        self._executor, encode_by_length, embed, texts
                     )
             except Exception as error:  # a model failure fails this batch, not the worker
                 for _, future, _, _ in batch:

@@ -6,7 +6,7 @@ store rerank by late interaction (MaxSim, docs/backends.md "Reranking by token
 vectors") at no second model call, through the model's fixed projection where one
 ships (token_projection.py). An `Embedding` names both: `vector`, the sentence
 vector every search mode stores, and `tokens`, its token vectors as one float32 array
-(`PackedTokens`) or None (not asked for: `Encoder.keep_tokens`). A model whose sentence
+(`PackedTokens`) or None (not asked for: `Encoder.embed`'s `tokens`). A model whose sentence
 vector is not a token vector's size (several pooling modes concatenated) keeps none.
 """
 

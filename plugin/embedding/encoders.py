@@ -53,10 +53,6 @@ class Encoder(Protocol):
     parallelism: int
     # Whether a lone text may be embedded on the event loop (module docstring).
     inline_lone_text: bool
-    # Whether `embed` computes each text's token vectors beside its sentence vector: set
-    # once at start-up, only for the rerank search mode; computing them costs every
-    # batch time under the GIL that no other mode would use.
-    keep_tokens: bool
     # The fixed map token vectors go through (token_projection.py): the model's own where
     # one ships; None keeps them whole.
     projection: np.ndarray | None
@@ -70,12 +66,13 @@ class Encoder(Protocol):
         """Each text's sentence vector, never its token vectors (none are computed)."""
         ...
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
-        """Each text's sentence vector, with its token vectors where `keep_tokens` asks for
-        them and the model's shape allows (embedding_tokens.py)."""
+    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+        """Each text's sentence vector, with its token vectors where `tokens` asks for them
+        and the model's shape allows (embedding_tokens.py). Only a rerank reads them, and
+        computing them costs every batch time under the GIL that no other ranking uses."""
         ...
 
-    def embed_lone(self, texts: list[str]) -> list[Embedding]:
+    def embed_lone(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
         """`embed` for a text embedded on the event loop with nothing else running
         (`inline_lone_text`): it may use every core, where `embed` uses its share."""
         ...
@@ -86,7 +83,6 @@ class SentenceTransformerEncoder:
 
     parallelism = 1  # torch uses every core for one batch already
     inline_lone_text = False  # one text takes several ONNX times: keep the loop free
-    keep_tokens = False
 
     def __init__(self, model: Any, model_name: str = DEFAULT_MODEL) -> None:
         self._model = model
@@ -123,12 +119,13 @@ class SentenceTransformerEncoder:
         )
         return [row.tolist() for row in vectors]
 
-    def embed_lone(self, texts: list[str]) -> list[Embedding]:
-        return self.embed(texts)  # never inline (`inline_lone_text`); torch's own threads
+    def embed_lone(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+        # never inline (`inline_lone_text`); torch's own threads
+        return self.embed(texts, tokens=tokens)
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
-        """`Encoder.embed`: with `keep_tokens`, the token vectors from the same call."""
-        if not self.keep_tokens:
+    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+        """`Encoder.embed`: with `tokens`, the token vectors from the same call."""
+        if not tokens:
             return [Embedding(vector) for vector in self.encode(texts)]
         rows = self._model.encode(
             texts,
@@ -147,12 +144,12 @@ class SentenceTransformerEncoder:
             vector = row["sentence_embedding"].float().cpu().numpy()
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)  # not done for dicts
             same = hidden.shape[1] == self.dimension  # not when pooled in several modes
-            tokens = (
+            kept = (
                 token_rows(hidden[None], keep[None], ids[None], self.projection)[0]
                 if same
                 else None
             )
-            found.append(Embedding(vector.tolist(), tokens))
+            found.append(Embedding(vector.tolist(), kept))
         return found
 
 

@@ -155,7 +155,6 @@ class OnnxEncoder:
     """
 
     inline_lone_text = True  # one text is quick: the event loop may wait for it
-    keep_tokens = False  # Encoder.keep_tokens
     prompt = ""  # put before every text, as sentence-transformers does (model_files.py)
 
     def __init__(
@@ -219,18 +218,18 @@ class OnnxEncoder:
     def encode(self, texts: list[str]) -> list[list[float]]:
         return self._run(texts, lone=False, tokens=False)[0]
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
-        return self._embed(texts, lone=False)
+    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+        return self._embed(texts, lone=False, tokens=tokens)
 
-    def embed_lone(self, texts: list[str]) -> list[Embedding]:
+    def embed_lone(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
         """`embed` on the session with every core's threads, when nothing else runs."""
-        return self._embed(texts, lone=True)
+        return self._embed(texts, lone=True, tokens=tokens)
 
-    def _embed(self, texts: list[str], *, lone: bool) -> list[Embedding]:
-        vectors, tokens = self._run(texts, lone=lone, tokens=self.keep_tokens)
-        if tokens is None:
+    def _embed(self, texts: list[str], *, lone: bool, tokens: bool) -> list[Embedding]:
+        vectors, found = self._run(texts, lone=lone, tokens=tokens)
+        if found is None:
             return [Embedding(vector) for vector in vectors]
-        return [Embedding(vector, rows) for vector, rows in zip(vectors, tokens, strict=True)]
+        return [Embedding(vector, rows) for vector, rows in zip(vectors, found, strict=True)]
 
     def _run(
         self, texts: list[str], *, lone: bool, tokens: bool

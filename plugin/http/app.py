@@ -125,10 +125,8 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
         raise
     if later is not None:  # a mismatch found once the store answers stops the server
         later.add_done_callback(lambda task: _stop_on_mismatch(app, task))
-    encoder, kept_tokens = app[ENCODER], app[ENCODER].keep_tokens
-    encoder.keep_tokens = app[RANKING].reranks  # only a rerank reads them
+    app[EMBEDDER].keep_tokens = app[RANKING].reranks  # only a rerank reads them
     yield
-    encoder.keep_tokens = kept_tokens  # a loaded encoder outlives the app (tests share one)
     if later is not None:
         later.cancel()
         await asyncio.gather(later, return_exceptions=True)

@@ -26,7 +26,7 @@ from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.search_mode import Ranking
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from plugin.http.keys import ENCODER
+from plugin.http.keys import EMBEDDER
 from plugin.http.keys import RANKING
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
@@ -90,16 +90,14 @@ async def test_the_default_reranks_dimmed_to_hybrid_and_only_a_rerank_keeps_toke
     a forced ranking without a rerank computes and keeps no token vectors."""
     async for api in served(make_app, clock):
         assert api.app[RANKING] == Ranking(SearchMode.RERANK, SearchMode.HYBRID)
-        assert api.app[ENCODER].keep_tokens is True
-        encoder = api.app[ENCODER]
-    assert encoder.keep_tokens is False  # the app is gone; the encoder is as it was
+        assert api.app[EMBEDDER].keep_tokens is True
     async for api in served(make_app, clock, search="rerank"):
         assert api.app[RANKING] == Ranking(SearchMode.RERANK)
-        assert api.app[ENCODER].keep_tokens is True
+        assert api.app[EMBEDDER].keep_tokens is True
     for forced in ("hybrid", "feedback"):
         async for api in served(make_app, clock, search=forced):
             assert api.app[RANKING] == Ranking(SearchMode(forced))
-            assert api.app[ENCODER].keep_tokens is False
+            assert api.app[EMBEDDER].keep_tokens is False
 
 
 @pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])

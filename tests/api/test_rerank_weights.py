@@ -55,8 +55,8 @@ async def test_weights_follow_the_stored_wordpieces_and_survive_a_restart(
 ) -> None:
     real_embed = encoder.embed
 
-    def without_ids(texts: list[str]) -> list[Embedding]:
-        found = real_embed(texts)
+    def without_ids(texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+        found = real_embed(texts, tokens=tokens)
         return [
             Embedding(e.vector, PackedTokens(e.tokens.array()))
             if isinstance(e.tokens, PackedTokens)

@@ -32,7 +32,7 @@ async def test_vectors_are_unit_length_and_meaningful(encoder: SentenceTransform
     finally:
         await embedder.close()
     assert encoder.dimension == len(tabs.vector) == 384
-    assert tabs.tokens is None  # not asked for (Encoder.keep_tokens)
+    assert tabs.tokens is None  # not asked for (BatchingEmbedder.keep_tokens)
     assert math.isclose(dot(tabs.vector, tabs.vector), 1.0, abs_tol=1e-4)
     assert dot(tabs.vector, spaces.vector) > dot(tabs.vector, weather.vector) + 0.2
 
@@ -59,14 +59,13 @@ class FailingEncoder:
     fingerprint = "failing/test"
     parallelism = 1
     inline_lone_text = False
-    keep_tokens = False
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         if "bad" in texts:
             raise RuntimeError("model exploded")
         return [[1.0, 0.0, 0.0] for _ in texts]
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
+    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
         return [Embedding(vector) for vector in self.encode(texts)]
 
     embed_lone = embed
@@ -203,13 +202,13 @@ class ThreadRecordingEncoder:
     def encode(self, texts: list[str]) -> list[list[float]]:
         return [[1.0, 0.0, 0.0] for _ in texts]
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
+    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
         self.calls.append((len(texts), threading.get_ident()))
         self.lone.append(False)
         return [Embedding(vector) for vector in self.encode(texts)]
 
-    def embed_lone(self, texts: list[str]) -> list[Embedding]:
-        embedded = self.embed(texts)
+    def embed_lone(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+        embedded = self.embed(texts, tokens=tokens)
         self.lone[-1] = True
         return embedded
 

@@ -98,14 +98,12 @@ def test_token_vectors_come_with_the_sentence_vector_alike_on_onnx_and_torch(
     """The same call's token vectors, unit length, [CLS] and [SEP] left out, at most the
     model's 256 tokens, the same on both runtimes, batched or alone; the sentence vectors
     beside them are those `encode` gives."""
-    monkeypatch.setattr(encoder, "keep_tokens", True)  # the rerank mode's encoders
-    monkeypatch.setattr(onnx_encoder, "keep_tokens", True)
     for model in (encoder, onnx_encoder):
-        sentence = [embedding.vector for embedding in model.embed(TEXTS)]
+        sentence = [embedding.vector for embedding in model.embed(TEXTS, tokens=True)]
         assert cosines(sentence, model.encode(TEXTS)).min() > 0.99999
-    reference = [embedding.tokens for embedding in encoder.embed(TEXTS)]
-    batched = [embedding.tokens for embedding in onnx_encoder.embed(TEXTS)]
-    alone = [onnx_encoder.embed([text])[0].tokens for text in TEXTS]
+    reference = [embedding.tokens for embedding in encoder.embed(TEXTS, tokens=True)]
+    batched = [embedding.tokens for embedding in onnx_encoder.embed(TEXTS, tokens=True)]
+    alone = [onnx_encoder.embed([text], tokens=True)[0].tokens for text in TEXTS]
     for expected, *found in zip(reference, batched, alone, strict=True):
         assert expected is not None
         for rows in found:

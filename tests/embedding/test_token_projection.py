@@ -32,10 +32,9 @@ def test_the_shipped_models_token_vectors_go_through_its_map(
     assert matrix is not None
     assert matrix.shape == (encoder.dimension, 128)
     assert encoder.token_dimension == 128 == configured_token_dimension(Settings.from_env({}))
-    monkeypatch.setattr(encoder, "keep_tokens", True)
-    projected = [e.tokens for e in encoder.embed(TEXTS)]
+    projected = [e.tokens for e in encoder.embed(TEXTS, tokens=True)]
     monkeypatch.setattr(encoder, "projection", None)
-    whole = [e.tokens for e in encoder.embed(TEXTS)]
+    whole = [e.tokens for e in encoder.embed(TEXTS, tokens=True)]
     for rows, full in zip(projected, whole, strict=True):
         assert rows is not None
         assert full is not None
@@ -52,8 +51,7 @@ def test_a_model_without_a_map_keeps_its_token_vectors_whole(tmp_path: Path) -> 
     encoder = SentenceTransformerEncoder.load(model)
     assert encoder.projection is None
     assert encoder.token_dimension == HIDDEN == configured_token_dimension(settings)
-    encoder.keep_tokens = True
-    tokens = encoder.embed(TEXTS[:1])[0].tokens
+    tokens = encoder.embed(TEXTS[:1], tokens=True)[0].tokens
     assert tokens is not None
     assert np.array(tokens).shape[1] == HIDDEN
 

@@ -88,7 +88,6 @@ class WordsEncoder:
     fingerprint = "words/test"
     parallelism = 1
     inline_lone_text = False  # it blocks: never on the event loop
-    keep_tokens = False
 
     def __init__(self) -> None:
         self.texts: list[str] = []
@@ -101,7 +100,7 @@ class WordsEncoder:
             self.released.wait(5)
         return [vector_of(text) for text in texts]
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
+    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
         return [Embedding(vector) for vector in self.encode(texts)]
 
     embed_lone = embed

@@ -44,16 +44,10 @@ def stored_tokens(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
     return stored_vectors(store, TOKEN_CODES_VECTOR)
 
 
-@pytest.fixture(autouse=True)
-def tokens_kept(encoder: SentenceTransformerEncoder, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Token vectors are computed for the rerank mode only (Encoder.keep_tokens)."""
-    monkeypatch.setattr(encoder, "keep_tokens", True)
-
-
 @pytest.fixture
 def embed(encoder: SentenceTransformerEncoder) -> token_upgrade.Embed:
     async def one(text: str, work: Work) -> Embedding:
-        return encoder.embed([text])[0]
+        return encoder.embed([text], tokens=True)[0]
 
     return one
 
@@ -66,7 +60,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
     store = QdrantEdgeBackend(encoder.dimension, tmp_path, token_dimension=encoder.token_dimension)
     await store.start()
     try:
-        query = encoder.embed([QUESTION])[0]
+        query = encoder.embed([QUESTION], tokens=True)[0]
         hybrid = SearchQuery(query.vector, keywords.query(QUESTION))
         rerank = SearchQuery(query.vector, keywords.query(QUESTION), query.tokens)
         before = await store.query_memories(NAMES, hybrid, everything(), 20)
@@ -77,7 +71,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         part = store.token_index
         assert (await token_upgrade.fill(part, embed)).indexed == len(NAMES) * PER_NAMESPACE
         for content, rows in stored_tokens(store).values():
-            expected = encoder.embed([content])[0].tokens
+            expected = encoder.embed([content], tokens=True)[0].tokens
             assert expected is not None
             assert rows is not None
             assert len(rows) == len(expected)
@@ -108,7 +102,7 @@ async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes
         assert all(rows is None for _, rows in stored_tokens(store).values())
         filled = await token_upgrade.fill(store.token_index, embed)
         assert filled.indexed == len(NAMES) * PER_NAMESPACE
-        query = encoder.embed([QUESTION])[0]
+        query = encoder.embed([QUESTION], tokens=True)[0]
         rerank = SearchQuery(query.vector, keywords.query(QUESTION), query.tokens)
         reranked = await store.query_memories(NAMES, rerank, everything(), 20)
         assert [hit.memory.content for hit in reranked[:2]] == [RARE, RARE]
@@ -132,7 +126,7 @@ async def test_token_codes_of_another_size_give_way_to_the_projections(
     try:
         await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="workspace", created_at=T0))
         for content in contents:
-            embedded = encoder.embed([content])[0]
+            embedded = encoder.embed([content], tokens=True)[0]
             vectors = MemoryVectors(embedded.vector, None, embedded.tokens)
             await store.upsert_memory(memory(NAMES[0], content=content), vectors)
         widths = {len(row) for _, rows in stored_tokens(store).values() for row in rows or []}
@@ -146,11 +140,11 @@ async def test_token_codes_of_another_size_give_way_to_the_projections(
         assert all(rows is None for _, rows in stored_tokens(store).values())
         assert (await token_upgrade.fill(store.token_index, embed)).indexed == len(contents)
         for content, rows in stored_tokens(store).values():
-            expected = encoder.embed([content])[0].tokens
+            expected = encoder.embed([content], tokens=True)[0].tokens
             assert expected is not None
             assert rows == token_codes.encoded(expected)
             assert {len(row) for row in rows} == {token_codes.code_dimension(128)}
-        query = encoder.embed([QUESTION])[0]
+        query = encoder.embed([QUESTION], tokens=True)[0]
         rerank = SearchQuery(query.vector, KeywordEncoder().query(QUESTION), query.tokens)
         reranked = await store.query_memories(NAMES[:1], rerank, everything(), 2)
         assert [hit.memory.content for hit in reranked] == list(contents)
@@ -166,7 +160,7 @@ async def test_a_store_reopened_keeps_its_token_vectors(
     record = memory(NAMES[0], content=RARE)
     try:
         await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="workspace", created_at=T0))
-        embedded = encoder.embed([RARE])[0]
+        embedded = encoder.embed([RARE], tokens=True)[0]
         await store.upsert_memory(record, MemoryVectors(embedded.vector, None, embedded.tokens))
         imported = memory(NAMES[0], content="an imported note")
         await store.transfer.upsert_memories([(imported, encoder.encode([imported.content])[0])])

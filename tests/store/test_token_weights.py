@@ -57,11 +57,6 @@ CONTENTS = [
 QUESTION = "What did Caroline make at the pottery class?"
 
 
-@pytest.fixture(autouse=True)
-def tokens_kept(encoder: SentenceTransformerEncoder, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(encoder, "keep_tokens", True)
-
-
 def qdrant_idf(holders: int, total: int) -> float:
     """The engine's IDF modifier (BM25's): ln(1 + (N - n + 0.5) / (n + 0.5))."""
     return math.log(1 + (total - holders + 0.5) / (holders + 0.5))
@@ -82,7 +77,7 @@ async def written(
     await store.start()
     await store.save_namespace(NamespaceRecord(NAME, "workspace", T0))
     tokens: dict[str, PackedTokens] = {}
-    for content, embedded in zip(CONTENTS, encoder.embed(CONTENTS), strict=True):
+    for content, embedded in zip(CONTENTS, encoder.embed(CONTENTS, tokens=True), strict=True):
         record = memory(NAME, content=content)
         assert isinstance(embedded.tokens, PackedTokens)
         tokens[record.id] = embedded.tokens
@@ -98,7 +93,7 @@ async def test_a_rerank_scores_by_the_idf_weighted_mean_of_maxsim(
     keywords = KeywordEncoder()
     store, tokens = await written(tmp_path, encoder, keywords)
     try:
-        asked = encoder.embed([QUESTION])[0]
+        asked = encoder.embed([QUESTION], tokens=True)[0]
         assert isinstance(asked.tokens, PackedTokens)
         assert asked.tokens.ids is not None
         hybrid = SearchQuery(asked.vector, keywords.query(QUESTION))
@@ -139,7 +134,7 @@ async def test_token_vectors_without_wordpieces_are_given_both_by_the_fill(
     await store.start()
     try:
         await store.save_namespace(NamespaceRecord(NAME, "workspace", T0))
-        for content, embedded in zip(CONTENTS, encoder.embed(CONTENTS), strict=True):
+        for content, embedded in zip(CONTENTS, encoder.embed(CONTENTS, tokens=True), strict=True):
             assert isinstance(embedded.tokens, PackedTokens)
             bare = PackedTokens(embedded.tokens.array())  # as a version before wordpieces
             vectors = MemoryVectors(embedded.vector, keywords.document(content), bare)
@@ -147,10 +142,10 @@ async def test_token_vectors_without_wordpieces_are_given_both_by_the_fill(
         assert all(rows is None for _, rows in stored_vectors(store, WORDPIECES_VECTOR).values())
 
         async def embed(text: str, work: Work) -> Embedding:
-            return encoder.embed([text])[0]
+            return encoder.embed([text], tokens=True)[0]
 
         async def bare_embed(text: str, work: Work) -> Embedding:
-            found = encoder.embed([text])[0]
+            found = encoder.embed([text], tokens=True)[0]
             assert isinstance(found.tokens, PackedTokens)
             return Embedding(found.vector, PackedTokens(found.tokens.array()))
 
@@ -164,7 +159,7 @@ async def test_token_vectors_without_wordpieces_are_given_both_by_the_fill(
         assert filled == token_upgrade.Filled(len(CONTENTS), complete=True)
         pieces = stored_vectors(store, WORDPIECES_VECTOR)
         for content, rows in pieces.values():
-            embedded = encoder.embed([content])[0]
+            embedded = encoder.embed([content], tokens=True)[0]
             assert isinstance(embedded.tokens, PackedTokens)
             assert embedded.tokens.ids is not None
             assert rows is not None
@@ -192,7 +187,7 @@ async def test_the_idf_kept_between_writes_is_what_the_engine_answers_now(
         assert before == answered_now()
         assert len(before) == len(ids)  # every id asked is some memory's
         extra = CONTENTS[0] + " and the beach"
-        embedded = encoder.embed([extra])[0]
+        embedded = encoder.embed([extra], tokens=True)[0]
         vectors = MemoryVectors(embedded.vector, keywords.document(extra), embedded.tokens)
         await store.upsert_memory(memory(NAME, content=extra), vectors)
         after = store.store.idf.of(shard, ids)

@@ -16,7 +16,6 @@ class GatedEncoder:
     projection = None
     fingerprint = "gated/test"
     inline_lone_text = False  # it blocks: never on the event loop
-    keep_tokens = False
 
     def __init__(self, parallelism: int = 1) -> None:
         self.parallelism = parallelism
@@ -38,7 +37,7 @@ class GatedEncoder:
             self.inside -= 1
         return [[1.0, 0.0, 0.0] for _ in texts]
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
+    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
         return [Embedding(vector) for vector in self.encode(texts)]
 
     embed_lone = embed
@@ -53,7 +52,6 @@ class PacedEncoder:
     projection = None
     fingerprint = "paced/test"
     inline_lone_text = False
-    keep_tokens = False
     parallelism = 1
 
     def __init__(self, batch_s: float) -> None:
@@ -63,7 +61,7 @@ class PacedEncoder:
         time.sleep(self.batch_s)
         return [[1.0, 0.0, 0.0] for _ in texts]
 
-    def embed(self, texts: list[str]) -> list[Embedding]:
+    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
         return [Embedding(vector) for vector in self.encode(texts)]
 
     embed_lone = embed

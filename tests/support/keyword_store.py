@@ -88,7 +88,7 @@ def write_previous_version(
     def point_of(text: str, vector: Any) -> Any:
         found = point_vectors(vector, keyword_vector(text))
         if float_tokens:
-            found = {**found, TOKENS_VECTOR: vectors.embed([text])[0].tokens.rows()}
+            found = {**found, TOKENS_VECTOR: vectors.embed([text], tokens=True)[0].tokens.rows()}
         return found
 
     for name in NAMES:

@@ -67,11 +67,6 @@ def questions(rng: random.Random) -> list[str]:
     ]
 
 
-@pytest.fixture(autouse=True)
-def tokens_kept(encoder: SentenceTransformerEncoder, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(encoder, "keep_tokens", True)
-
-
 @pytest.mark.parametrize("layout", [QdrantServerBackend, QdrantCollectionsBackend])
 async def test_a_server_and_the_embedded_store_agree_on_the_top_ten(
     tmp_path: Path,
@@ -94,14 +89,14 @@ async def test_a_server_and_the_embedded_store_agree_on_the_top_ten(
     try:
         for store in (edge, server):
             await store.save_namespace(NamespaceRecord(NS, "workspace", T0))
-        for text, embedded in zip(texts, encoder.embed(texts), strict=True):
+        for text, embedded in zip(texts, encoder.embed(texts, tokens=True), strict=True):
             written = memory(NS, content=text)
             vectors = MemoryVectors(embedded.vector, keywords.document(text), embedded.tokens)
             await edge.upsert_memory(written, vectors)
             await server.upsert_memory(written, vectors)
         asked = questions(rng)
         same = 0
-        for text, embedded in zip(asked, encoder.embed(asked), strict=True):
+        for text, embedded in zip(asked, encoder.embed(asked, tokens=True), strict=True):
             query = SearchQuery(
                 embedded.vector, keywords.query(text), embedded.tokens, weigh_tokens=True
             )
