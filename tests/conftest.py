@@ -7,8 +7,12 @@ against the contract before the test sees it (tests/support/app.py).
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from collections.abc import AsyncIterator
+from collections.abc import Callable
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,8 @@ import pytest
 from aiohttp import web
 
 from adapters.base import VectorBackend
+from adapters.disk import sparse_copy
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from harness.clocks import ManualClock
 from harness.clocks import WallClock
 from harness.pinecone_backend import pinecone_backend
@@ -32,6 +38,39 @@ from tests.support.records import DIM
 @pytest.fixture(scope="session")
 def encoder() -> SentenceTransformerEncoder:
     return SentenceTransformerEncoder.load()
+
+
+@pytest.fixture(scope="session")
+def empty_store(
+    tmp_path_factory: pytest.TempPathFactory, encoder: SentenceTransformerEncoder
+) -> Path:
+    """A data directory holding a new embedded store of the session encoder's sizes, made
+    once by the store itself and closed: an `api` test on the embedded store starts from a
+    copy (`from_empty_store`), not from 16 shards created and synced again. A new store's
+    creation is tested where tests make their own (tests/backends/, tests/store/)."""
+    data = tmp_path_factory.mktemp("empty-store") / "data"
+
+    async def made() -> None:
+        store = QdrantEdgeBackend(encoder.dimension, data, token_dimension=encoder.token_dimension)
+        await store.start()
+        await store.close()
+
+    with ThreadPoolExecutor(1) as thread:  # a loop of its own, whatever runs here
+        thread.submit(asyncio.run, made()).result()
+    return data
+
+
+@pytest.fixture
+def from_empty_store(settings: Settings, empty_store: Path) -> Callable[[], None]:
+    """Copy `empty_store` to the test's data directory, where the app will make a store of
+    one engine worker there (and nothing is there yet)."""
+
+    def copy() -> None:
+        one = settings.engine_workers == 1 and settings.backend == "embedded"
+        if one and not settings.data_dir.exists():
+            shutil.copytree(empty_store, settings.data_dir, copy_function=sparse_copy)
+
+    return copy
 
 
 @pytest.fixture
@@ -116,9 +155,14 @@ def backend_kind() -> str:
 
 @pytest.fixture
 async def api(
-    make_app: AppFactory, clock: WallClock, backend_kind: str, settings: Settings
+    make_app: AppFactory,
+    clock: WallClock,
+    backend_kind: str,
+    settings: Settings,
+    from_empty_store: Callable[[], None],
 ) -> AsyncIterator[ContractClient]:
     if backend_kind == "embedded":
+        from_empty_store()
         async for client in served(make_app, clock):
             yield client
         return

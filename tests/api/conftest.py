@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from collections.abc import Callable
 
 import pytest
 
@@ -13,7 +14,10 @@ from tests.support.app import served
 
 
 @pytest.fixture
-async def swept(make_app: AppFactory, clock: WallClock) -> AsyncIterator[ContractClient]:
+async def swept(
+    make_app: AppFactory, clock: WallClock, from_empty_store: Callable[[], None]
+) -> AsyncIterator[ContractClient]:
     """The app with its janitor sweeping every 50 ms."""
+    from_empty_store()
     async for api in served(make_app, clock, janitor_interval_s=0.05):
         yield api

