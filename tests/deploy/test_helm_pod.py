@@ -98,7 +98,7 @@ def test_resources_and_graceful_termination(scenario: str) -> None:
     objects = render(scenario)
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
     container = server_container(objects)
-    assert container["resources"]["requests"] == {"cpu": "1", "memory": "1536Mi"}
+    assert container["resources"]["requests"] == {"cpu": "1", "memory": "3Gi"}
     assert container["resources"]["limits"] == {"memory": "3Gi"}
     assert pod["terminationGracePeriodSeconds"] == 30
     sleep = container["lifecycle"]["preStop"]["exec"]["command"]
