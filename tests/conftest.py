@@ -8,6 +8,7 @@ against the contract before the test sees it (tests/support/app.py).
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from collections.abc import AsyncIterator
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from aiohttp import web
 
 from adapters.base import VectorBackend
@@ -37,6 +39,11 @@ from tests.support.records import DIM
 
 @pytest.fixture(scope="session")
 def encoder() -> SentenceTransformerEncoder:
+    """The real model, on this process's part of the cores: in a parallel run
+    (scripts/test) each test process gets an equal part, as torch would otherwise give
+    every process a thread per core and their threads would wait on one another."""
+    processes = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
     return SentenceTransformerEncoder.load()
 
 
@@ -128,6 +135,12 @@ def make_app(
         return create_app(chosen, encoder=encoder, backend=backend, clock=clock)
 
     return build
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `long` first, in their order, then the rest: a parallel run
+    (scripts/test) starts the longest while the others fill the other processes."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 BACKEND_KINDS = ("embedded", "pinecone", "pinecone-lagging")

@@ -203,15 +203,19 @@ async def test_forget_only_inside_requested_namespace(api: ContractClient, ns: s
             {"requested_by_namespace": NS},
             "invalid memory id: must be a UUID like 550e8400-e29b-41d4-a716-446655440000",
         ),
-        (str(uuid.uuid4()), {}, "invalid body: requested_by_namespace: Field required"),
         (
-            str(uuid.uuid4()),
+            "0b6f3c52-6a0e-4c1e-9a54-2f1d6b8e7c01",
+            {},
+            "invalid body: requested_by_namespace: Field required",
+        ),
+        (
+            "5d2e8a17-93b4-4f60-8c2a-71e9d0f4a6b2",
             {"requested_by_namespace": "no colon"},
             "invalid body: requested_by_namespace: Value error, namespace name must match "
             "^[a-z]+:[A-Za-z0-9_:.\\-]+$",
         ),
         (
-            str(uuid.uuid4()),
+            "9a41c7e3-0d58-4b2f-a6e1-3c8b5f7d2e93",
             {"requested_by_namespace": NS + "\n"},
             "invalid body: requested_by_namespace: Value error, namespace name must match "
             "^[a-z]+:[A-Za-z0-9_:.\\-]+$",

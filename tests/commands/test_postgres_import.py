@@ -195,6 +195,7 @@ def test_parity_mismatch_exits_non_zero(
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_ten_thousand_rows_in_500_namespaces_with_parity_and_idempotence(
     database: str, tmp_path: Path, no_model_load: None
 ) -> None:

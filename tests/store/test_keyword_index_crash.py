@@ -52,7 +52,7 @@ async def main():
     await store.start()
     encoder = KeywordEncoder()
     assert await keyword_upgrade.prepare(store, encoder)
-    await keyword_upgrade.fill(store, encoder, page=100, progress=progress)
+    await keyword_upgrade.fill(store, encoder, page=50, progress=progress)
 
 asyncio.run(main())
 """
@@ -79,7 +79,7 @@ async def test_kill_9_in_the_middle_of_the_upgrade(old_store: Path) -> None:
         assert (meta[META_ENCODER], meta[META_STATE]) == (encoder.identity, BUILDING)
         stored = stored_keywords(store)
         done = [v for _, v in stored.values() if v is not None]
-        assert 200 <= len(done) < len(stored)  # two pages made it, not all
+        assert 100 <= len(done) < len(stored)  # two pages of 50 made it, not all
         # Meanwhile everything is served; indexed memories are found by their words.
         listed = await store.list_memories(NAMES, everything(), 100)
         assert len(listed) == 100

@@ -185,6 +185,7 @@ async def test_a_namespace_lost_whole_with_its_record_answers_503(seeded_store: 
         await store.close()
 
 
+@pytest.mark.long
 async def test_a_write_ahead_log_torn_under_acknowledged_writes_is_loud(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

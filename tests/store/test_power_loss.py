@@ -32,6 +32,7 @@ from tests.support.power_cut import unavailable
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.long,
     pytest.mark.skipif(unavailable() is not None, reason=f"no power cut here: {unavailable()}"),
 ]
 

@@ -52,6 +52,7 @@ def embed(encoder: SentenceTransformerEncoder) -> token_upgrade.Embed:
     return one
 
 
+@pytest.mark.long
 async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
     tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
 ) -> None:
@@ -85,6 +86,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         await store.close()
 
 
+@pytest.mark.long
 async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes(
     tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
 ) -> None:

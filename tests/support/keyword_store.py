@@ -33,7 +33,7 @@ from tests.support.records import memory
 from tests.support.records import unit
 
 NAMES = ["workspace:one", "team:two"]
-PER_NAMESPACE = 300
+PER_NAMESPACE = 150
 RARE = "ticket XJ-4471 was escalated to finance"
 
 
