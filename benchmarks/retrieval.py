@@ -41,6 +41,7 @@ from typing import Any
 
 import aiohttp
 
+from adapters.disk import sparse_copy
 from benchmarks import locomo
 from benchmarks.common import REPO_ROOT
 from benchmarks.common import chart_note
@@ -127,7 +128,7 @@ def servers_on_copies(
         writer.terminate()
     servers = {}
     for mode in modes:
-        shutil.copytree(tmp / "written", tmp / mode)
+        shutil.copytree(tmp / "written", tmp / mode, copy_function=sparse_copy)
         env = ranking_env(mode)
         servers[mode] = ServerProcess(tmp / mode, tmp / f"{mode}.log", env=env).start()
     return servers

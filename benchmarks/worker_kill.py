@@ -24,7 +24,7 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.qdrant.edge.edge_client import worker_of
+from adapters.qdrant.edge.shards import worker_of
 from benchmarks.common import machine
 from benchmarks.common import percentile
 from harness.server_process import ServerProcess

@@ -22,7 +22,7 @@ from adapters.disk import move_aside
 log = logging.getLogger(__name__)
 COUNTS_FILE = "counts.sqlite3"
 
-_COUNTS_SCHEMA = """CREATE TABLE IF NOT EXISTS counts (
+COUNTS_SCHEMA = """CREATE TABLE IF NOT EXISTS counts (
     epoch TEXT PRIMARY KEY, memories INTEGER NOT NULL, name TEXT NOT NULL)"""
 
 
@@ -42,11 +42,11 @@ class CountStore:
         """Load the counts; a new file starts from `earlier`: epoch -> (memories, name)."""
         new = not self._path.exists() or self._path.stat().st_size == 0
         try:
-            db = connect(self._path, _COUNTS_SCHEMA, "counts", synced=False)  # synced per commit
+            db = connect(self._path, COUNTS_SCHEMA, "counts", synced=False)  # synced per commit
         except sqlite3.DatabaseError as error:
             aside = move_aside(self._path)
             log.error("memory counts unreadable (%s): moved aside to %s", error, aside.name)
-            db, new = connect(self._path, _COUNTS_SCHEMA, "counts", synced=False), False
+            db, new = connect(self._path, COUNTS_SCHEMA, "counts", synced=False), False
         self._db = db
         for epoch, memories, name in db.execute("SELECT epoch, memories, name FROM counts"):
             self.counts[epoch], self.names[epoch] = memories, name

@@ -1,17 +1,16 @@
 """The embedded store as the server holds it: its engine worker process, or several.
 
-`embedded_store`: a pool of W engine workers (adapters/worker/engine_pool.py), W a
-power of two. One worker holds the whole store, under `data_dir/store/`; with
-more, worker k holds the namespaces of the shards whose index is k modulo W, as a
-store of its own under `data_dir/workers/k-of-W/`, and a worker that stops takes
-only those away. `edge_in_worker` builds one worker's client. The split is the
-store's: `engine_workers` reads it from the data directory, and a count asked for
-that differs stops start-up with one line. Why and what a worker's crash does:
-docs/backends.md, "The engine worker process".
+`embedded_store`: a pool of W engine workers (adapters/worker/engine_pool.py), W dividing
+the shard count; where each worker's part lies is placement.py's. `engine_workers` decides W
+at start-up: the count asked for, else the store's own, else one from the cores; a store
+written with another count than the one asked for is moved to it first, in place
+(`placement.move`). `edge_in_worker` builds one worker's client. Why and what a worker's
+crash does: docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from functools import partial
 from pathlib import Path
@@ -22,15 +21,19 @@ from adapters.qdrant import ranking
 from adapters.qdrant.edge.edge_backend import STORE_DIR
 from adapters.qdrant.edge.edge_backend import WRITE_DEADLINE_S
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.qdrant.edge.placement import WORKERS_DIR
+from adapters.qdrant.edge.placement import finish
+from adapters.qdrant.edge.placement import move
+from adapters.qdrant.edge.placement import part_dir
 from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.shards import refuse_other_layouts
-from adapters.qdrant.edge.shards import shard_index
+from adapters.qdrant.edge.shards import worker_of
 from adapters.values import Durability
 from adapters.worker.engine_client import EngineClient
 from adapters.worker.engine_client import WorkerSpec
 from adapters.worker.engine_pool import EnginePool
 
-WORKERS_DIR = "workers"
+log = logging.getLogger(__name__)
 # What the workers split: the shards, evenly.
 WORKER_COUNTS = tuple(n for n in range(1, SHARD_COUNT + 1) if SHARD_COUNT % n == 0)
 # A default of more would cost memory the operator did not ask for (a process each).
@@ -86,7 +89,7 @@ def embedded_store(
         alone = workers == 1
         return edge_in_worker(
             dimension,
-            data_dir if alone else Path(data_dir) / WORKERS_DIR / f"{k}-of-{workers}",
+            part_dir(Path(data_dir), workers, k),
             disk_headroom_bytes=disk_headroom_bytes,
             durability=durability,
             partitions=workers,
@@ -100,11 +103,6 @@ def embedded_store(
     return EnginePool(dimension, clients, route, token_dimension)  # type: ignore[abstract]
 
 
-def worker_of(name: str, workers: int) -> int:
-    """The index of the worker, of `workers`, whose shards hold namespace `name`."""
-    return shard_index(name, SHARD_COUNT) % workers
-
-
 def default_workers(cores: int) -> int:
     """One worker per two cores (the server process needs the others), as an even split,
     at most `MAX_DEFAULT_WORKERS`."""
@@ -113,20 +111,19 @@ def default_workers(cores: int) -> int:
 
 
 def engine_workers(data_dir: Path, asked: int | None, cores: int) -> int:
-    """How many engine workers serve the store under `data_dir`: as many as wrote it;
-    for a new store, `asked`, else `default_workers(cores)`. A store written with
-    another count than `asked` stops start-up: its namespaces are where that count put them."""
+    """How many engine workers serve the store under `data_dir`: `asked`, else as many as
+    wrote it, else (a new store) `default_workers(cores)`. A store written with another
+    count than `asked` is moved to it first, and a move a cut left is finished
+    (placement.py); a move takes a moment, not a copy of the memories."""
     refuse_other_layouts(data_dir)
-    written = _written_with(data_dir)
-    if asked is not None and written is not None and asked != written:
-        raise BackendMisconfigured(
-            f"{data_dir} holds a store split over {written} engine worker(s);"
-            f" MEMORY_PLUGIN_ENGINE_WORKERS={asked} would not find its namespaces: unset it"
-            " (the store's own count is used), or export and import into a new data"
-            " directory (docs/repair.md#engine-workers)"
-        )
     if asked is not None and asked not in WORKER_COUNTS:
         raise BackendMisconfigured(f"MEMORY_PLUGIN_ENGINE_WORKERS must be one of {WORKER_COUNTS}")
+    finish(data_dir)
+    written = _written_with(data_dir)
+    if asked is not None and written is not None and asked != written:
+        log.info("moving the embedded store from %d engine worker(s) to %d", written, asked)
+        move(data_dir, written, asked)
+        return asked
     return written or asked or default_workers(cores)
 
 

@@ -30,7 +30,7 @@ from adapters.values import NamespaceRecord
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = """
+RECORDS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS namespaces (
     name TEXT PRIMARY KEY, epoch TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS purges (epoch TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID;
@@ -69,12 +69,12 @@ class RecordStore:
         """Load every record; a file that is not a database is moved aside, not fatal."""
         self.started_empty = not self._path.exists() or self._path.stat().st_size == 0
         try:
-            db = connect(self._path, _SCHEMA, "namespaces", synced=self._synced)
+            db = connect(self._path, RECORDS_SCHEMA, "namespaces", synced=self._synced)
         except sqlite3.DatabaseError as error:
             self.moved_aside = move_aside(self._path)
             aside = self.moved_aside.name
             log.error("namespace records unreadable (%s): moved aside to %s", error, aside)
-            db = connect(self._path, _SCHEMA, "namespaces", synced=self._synced)
+            db = connect(self._path, RECORDS_SCHEMA, "namespaces", synced=self._synced)
             self.started_empty = True
         self._load(db)
         self._db = db

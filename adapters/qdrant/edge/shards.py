@@ -127,6 +127,17 @@ def shard_index(name: str, count: int) -> int:
     return zlib.crc32(name.encode("utf-8")) % count
 
 
+def worker_of(name: str, workers: int) -> int:
+    """The index of the engine worker, of `workers`, whose part holds namespace `name`:
+    its shard's index modulo `workers` (placement.py)."""
+    return shard_index(name, SHARD_COUNT) % workers
+
+
+def local_index(shard: int, workers: int) -> int:
+    """The index of store shard `shard` in its worker's part, of `workers`."""
+    return shard // workers
+
+
 class ShardSet:
     """The shards of one store; which are open, and why the others are not."""
 
@@ -260,7 +271,7 @@ class ShardSet:
     # -- routing ---------------------------------------------------------------------
 
     def index_of(self, name: str) -> int:
-        return shard_index(name, SHARD_COUNT) // self._partitions
+        return local_index(shard_index(name, SHARD_COUNT), self._partitions)
 
     def of(self, name: str) -> Any:
         """The open shard of namespace `name`; raises what a caller of it should get."""

@@ -1,0 +1,273 @@
+"""The embedded store moved between engine worker counts in place (qdrant/edge/placement.py).
+
+A store written with one count serves every memory, record and count with another, and
+back; a move cut at any step, by a crash or by a power cut, is finished by the next start;
+a store whose records cannot be read is not moved; and the server's own path
+(`engine_workers`, then a pool of worker processes) serves a store another count wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from adapters.disk import sparse_copy
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendUnavailable
+from adapters.qdrant.edge import placement
+from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_client import embedded_store
+from adapters.qdrant.edge.edge_client import engine_workers
+from adapters.qdrant.edge.placement import part_dir
+from adapters.qdrant.edge.shards import SHARD_COUNT
+from adapters.qdrant.edge.shards import shard_index
+from adapters.qdrant.edge.shards import worker_of
+from adapters.values import MemoryVectors
+from adapters.values import NamespaceRecord
+from adapters.worker.engine_worker import lock_file
+from tests.support.power_cut import PowerCutMount
+from tests.support.power_cut import unavailable
+from tests.support.records import DIM
+from tests.support.records import T0
+from tests.support.records import everything
+from tests.support.records import memory
+from tests.support.records import unit
+
+NAMES = [f"workspace:w{i}" for i in range(48)]
+PER_NAMESPACE = 2
+
+
+def contents(name: str) -> list[str]:
+    return [f"{name} memory {i}" for i in range(PER_NAMESPACE)]
+
+
+EXPECTED = {name: contents(name) for name in NAMES}
+
+
+def test_the_names_lie_in_every_shard() -> None:
+    assert {shard_index(name, SHARD_COUNT) for name in NAMES} == set(range(SHARD_COUNT))
+
+
+async def write(data: Path, workers: int) -> None:
+    """The store a plugin of `workers` engine workers writes: each part its namespaces."""
+    for worker in range(workers):
+        part = QdrantEdgeBackend(DIM, part_dir(data, workers, worker), partitions=workers)
+        await part.start()
+        try:
+            for name in NAMES:
+                if worker_of(name, workers) != worker:
+                    continue
+                await part.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
+                for text in contents(name):
+                    await part.upsert_memory(memory(name, content=text), MemoryVectors(unit(1)))
+        finally:
+            await part.close()
+
+
+async def served(data: Path, workers: int) -> dict[str, list[str]]:
+    """Each namespace's memories as the parts of `workers` serve them, each part only its
+    own namespaces, none of them degraded (a count or a record missing would be)."""
+    found: dict[str, list[str]] = {}
+    for worker in range(workers):
+        part = QdrantEdgeBackend(DIM, part_dir(data, workers, worker), partitions=workers)
+        await part.start()
+        try:
+            condition = part.condition()
+            assert (condition.problems, condition.unreadable_namespaces) == ((), ())
+            for name in NAMES:
+                record = await part.get_namespace(name)
+                if worker_of(name, workers) != worker:
+                    assert record is None, (name, worker)
+                    continue
+                assert record == NamespaceRecord(name=name, kind="team", created_at=T0)
+                listed = await part.list_memories([name], everything(), 10)
+                found[name] = sorted(m.content for m in listed)
+        finally:
+            await part.close()
+    return found
+
+
+def tops(data: Path) -> set[str]:
+    return {entry.name for entry in data.iterdir() if entry.is_dir()}
+
+
+async def test_a_store_of_two_workers_serves_whole_with_one_four_sixteen_and_two_again(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    await write(data, 2)
+    written = 2
+    for asked in (1, 4, 16, 2):
+        placement.move(data, written, asked)
+        assert await served(data, asked) == EXPECTED, (written, asked)
+        assert tops(data) == {"store" if asked == 1 else "workers"}
+        assert not (data / placement.JOURNAL).exists()
+        written = asked
+
+
+@pytest.fixture(scope="module")
+def one_worker_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("one-worker") / "data"
+    with ThreadPoolExecutor(1) as thread:  # a loop of its own, whatever runs here
+        thread.submit(asyncio.run, write(data, 1)).result()
+    return data
+
+
+class Cut(Exception):
+    """The move stopped here, as by `kill -9`: what it did so far stays, nothing more."""
+
+
+SYNC = placement.fsync_path
+
+
+def cut_after(syncs: int) -> Callable[[Path], None]:
+    """`fsync_path` that stops the move after `syncs` calls."""
+    done = [0]
+
+    def sync(path: Path) -> None:
+        if done[0] == syncs:
+            raise Cut(syncs)
+        done[0] += 1
+        SYNC(path)
+
+    return sync
+
+
+def syncs_of_a_move(data: Path, written: int, asked: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many syncs the whole move of `data` makes."""
+    calls = [0]
+
+    def counted(path: Path) -> None:
+        calls[0] += 1
+        SYNC(path)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(placement, "fsync_path", counted)
+        placement.move(data, written, asked)
+    return calls[0]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize(("written", "asked"), [(1, 4), (4, 2), (2, 1)])
+async def test_a_move_cut_at_any_step_is_finished_by_the_next_start(
+    one_worker_store: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    written: int,
+    asked: int,
+) -> None:
+    source = tmp_path / "source"
+    shutil.copytree(one_worker_store, source, copy_function=sparse_copy)
+    if written != 1:
+        placement.move(source, 1, written)
+    whole = tmp_path / "whole"
+    shutil.copytree(source, whole, copy_function=sparse_copy)
+    total = syncs_of_a_move(whole, written, asked, monkeypatch)
+    assert total > 20
+    # the first sync is the journal's, before it is in place: from the second on, a move
+    # is under way; the last is the data directory's, after the journal went
+    cuts = sorted({1, *range(total // 8, total, total // 8), total - 1})
+    for syncs in cuts:
+        data = tmp_path / f"cut-{syncs}"
+        shutil.copytree(source, data, copy_function=sparse_copy)
+        with monkeypatch.context() as patched:
+            patched.setattr(placement, "fsync_path", cut_after(syncs))
+            with pytest.raises(Cut):
+                placement.move(data, written, asked)
+        # the next start, whatever it asks for, finishes the move under way first
+        assert engine_workers(data, None, cores=2) == asked
+        assert await served(data, asked) == EXPECTED, syncs
+        assert not {placement.JOURNAL, placement.STAGING, placement.OLD} & {
+            entry.name for entry in data.iterdir()
+        }
+
+
+def power_cut_after(syncs: int, mount: PowerCutMount) -> Callable[[Path], None]:
+    """`fsync_path` that cuts the power of `mount` instead of its sync number `syncs`."""
+    done = [0]
+
+    def sync(path: Path) -> None:
+        if done[0] == syncs:
+            mount.cut()
+            raise Cut(syncs)
+        done[0] += 1
+        SYNC(path)
+
+    return sync
+
+
+@pytest.mark.long
+@pytest.mark.skipif(unavailable() is not None, reason=f"no power cut here: {unavailable()}")
+async def test_a_power_cut_during_a_move_loses_nothing(
+    one_worker_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The move on a filesystem that loses every write not synced when the power goes
+    (tests/support/power_cut_fs.py): after the cut, the next start on what the disk kept
+    finishes the move and serves every memory."""
+    whole = tmp_path / "whole"
+    shutil.copytree(one_worker_store, whole, copy_function=sparse_copy)
+    total = syncs_of_a_move(whole, 1, 4, monkeypatch)
+    for syncs in (1, total // 4, total // 2, 3 * total // 4, total - 1):
+        disk = tmp_path / f"disk-{syncs}"
+        shutil.copytree(one_worker_store, disk / "data", copy_function=sparse_copy)
+        mount = PowerCutMount(disk, tmp_path / f"mnt-{syncs}", tmp_path / f"fs-{syncs}.log")
+        mount.mount()
+        try:
+            with monkeypatch.context() as patched:
+                patched.setattr(placement, "fsync_path", power_cut_after(syncs, mount))
+                with pytest.raises((Cut, OSError)):  # OSError: the dead mount's files
+                    placement.move(mount.mountpoint / "data", 1, 4)
+        finally:
+            mount.cut()
+        assert engine_workers(disk / "data", None, cores=2) == 4
+        assert await served(disk / "data", 4) == EXPECTED, syncs
+
+
+async def test_records_that_cannot_be_read_are_not_moved(
+    one_worker_store: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(one_worker_store, data, copy_function=sparse_copy)
+    (data / "store" / "namespaces.sqlite3").write_bytes(b"not a database" * 100)
+    with pytest.raises(BackendMisconfigured) as refused:
+        engine_workers(data, 2, cores=2)
+    assert "MEMORY_PLUGIN_ENGINE_WORKERS=1 once" in str(refused.value)
+    assert {entry.name for entry in data.iterdir()} == {"store", "engine.lock"}
+
+
+async def test_a_store_in_use_is_not_moved(one_worker_store: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(one_worker_store, data, copy_function=sparse_copy)
+    with lock_file(data) as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(BackendUnavailable, match="another process holds"):
+            engine_workers(data, 4, cores=2)
+    assert not (data / placement.JOURNAL).exists()
+    assert await served(data, 1) == EXPECTED
+
+
+async def test_the_server_serves_a_store_of_one_worker_with_two(
+    one_worker_store: Path, tmp_path: Path
+) -> None:
+    """`plugin/backends.py`'s path: the count decided, the store moved, the pool started."""
+    data = tmp_path / "data"
+    shutil.copytree(one_worker_store, data, copy_function=sparse_copy)
+    workers = engine_workers(data, 2, cores=2)
+    assert workers == 2
+    store = embedded_store(DIM, data, workers)
+    await store.start()
+    try:
+        listed = await store.list_memories(NAMES, everything(), 1000)
+        found: dict[str, list[str]] = {}
+        for m in listed:
+            found.setdefault(m.namespace, []).append(m.content)
+        assert {name: sorted(texts) for name, texts in found.items()} == EXPECTED
+        assert not store.condition().degraded
+    finally:
+        await store.close()
