@@ -126,12 +126,13 @@ class Cut(Exception):
 SYNC = placement.fsync_path
 
 
-def cut_after(syncs: int) -> Callable[[Path], None]:
-    """`fsync_path` that stops the move after `syncs` calls."""
+def cut_after(syncs: int, cut: Callable[[], None] = lambda: None) -> Callable[[Path], None]:
+    """`fsync_path` that stops the move after `syncs` calls (calling `cut` first)."""
     done = [0]
 
     def sync(path: Path) -> None:
         if done[0] == syncs:
+            cut()
             raise Cut(syncs)
         done[0] += 1
         SYNC(path)
@@ -188,20 +189,6 @@ async def test_a_move_cut_at_any_step_is_finished_by_the_next_start(
         }
 
 
-def power_cut_after(syncs: int, mount: PowerCutMount) -> Callable[[Path], None]:
-    """`fsync_path` that cuts the power of `mount` instead of its sync number `syncs`."""
-    done = [0]
-
-    def sync(path: Path) -> None:
-        if done[0] == syncs:
-            mount.cut()
-            raise Cut(syncs)
-        done[0] += 1
-        SYNC(path)
-
-    return sync
-
-
 @pytest.mark.long
 @pytest.mark.skipif(unavailable() is not None, reason=f"no power cut here: {unavailable()}")
 async def test_a_power_cut_during_a_move_loses_nothing(
@@ -220,7 +207,7 @@ async def test_a_power_cut_during_a_move_loses_nothing(
         mount.mount()
         try:
             with monkeypatch.context() as patched:
-                patched.setattr(placement, "fsync_path", power_cut_after(syncs, mount))
+                patched.setattr(placement, "fsync_path", cut_after(syncs, mount.cut))
                 with pytest.raises((Cut, OSError)):  # OSError: the dead mount's files
                     placement.move(mount.mountpoint / "data", 1, 4)
         finally:

@@ -70,8 +70,13 @@ def finish(data_dir: Path) -> None:
     if (journaled := unfinished(data_dir)) is not None:
         move(data_dir, *journaled)
     else:
-        shutil.rmtree(data_dir / OLD, ignore_errors=True)
-        shutil.rmtree(data_dir / STAGING, ignore_errors=True)
+        _tidy(data_dir)
+
+
+def _tidy(data_dir: Path) -> None:
+    """The old tree and the staging tree of a move whose journal is gone: nothing of use."""
+    shutil.rmtree(data_dir / OLD, ignore_errors=True)
+    shutil.rmtree(data_dir / STAGING, ignore_errors=True)
 
 
 def move(data_dir: Path, written: int, asked: int) -> None:
@@ -83,7 +88,7 @@ def move(data_dir: Path, written: int, asked: int) -> None:
     elif written == asked:
         return
     else:
-        finish(data_dir)
+        _tidy(data_dir)
     with _held(data_dir, written):
         if journaled is None:
             _write_file(data_dir / JOURNAL, json.dumps({"from": written, "to": asked}))
@@ -100,8 +105,7 @@ def move(data_dir: Path, written: int, asked: int) -> None:
         _swap(data_dir, written, asked)
         (data_dir / JOURNAL).unlink()
         fsync_path(data_dir)
-    shutil.rmtree(data_dir / OLD, ignore_errors=True)
-    shutil.rmtree(staging, ignore_errors=True)
+    _tidy(data_dir)
 
 
 def _split_records(data_dir: Path, written: int, asked: int) -> None:
