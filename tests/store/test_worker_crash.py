@@ -33,10 +33,21 @@ async def serving_again(api: ContractClient, within_s: float = 30.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def acknowledged_more(acknowledged: dict[str, list[str]], count: int) -> None:
-    """Until `count` more writes were acknowledged (the writers run meanwhile)."""
+async def acknowledged_more(
+    acknowledged: dict[str, list[str]],
+    count: int,
+    load: list[asyncio.Task[None]],
+    within_s: float = 60.0,
+) -> None:
+    """Until `count` more writes were acknowledged by the `load` running meanwhile; a load
+    task that stopped raises its own error here rather than leaving the wait to hang."""
     wanted = sum(map(len, acknowledged.values())) + count
-    while sum(map(len, acknowledged.values())) < wanted:  # noqa: ASYNC110 (others append)
+    deadline = time.monotonic() + within_s
+    while sum(map(len, acknowledged.values())) < wanted:  # the writers append meanwhile
+        for task in load:
+            if task.done():
+                task.result()
+        assert time.monotonic() < deadline, f"fewer than {count} writes acknowledged"
         await asyncio.sleep(0.01)
 
 
@@ -75,7 +86,7 @@ async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -
     store = backend_of(api, EnginePool).clients[0]
     for _ in range(KILLS):
         await serving_again(api)
-        await acknowledged_more(acknowledged, 5)
+        await acknowledged_more(acknowledged, 5, load)
         assert store.worker.pid is not None
         os.kill(store.worker.pid, signal.SIGKILL)
     await serving_again(api)

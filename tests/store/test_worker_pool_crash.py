@@ -31,7 +31,9 @@ async def all_serving(api: ContractClient, within_s: float = 30.0) -> None:
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.settings(engine_workers=2)
+# A deadline well past the kills' restarts: on a machine short of CPU a request may run out
+# of a 1.5 s deadline whatever the workers do, and this test is about what a crash fails.
+@pytest.mark.settings(engine_workers=2, backend_timeout_s=10.0)
 async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient) -> None:
     store = backend_of(api, EnginePool)
     names = names_of_each_worker(store, WRITERS_PER_WORKER)
@@ -39,6 +41,7 @@ async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient
         assert (await api.put_ns(name)).status == 200
     acknowledged: dict[str, list[str]] = {name: [] for name in names[0] + names[1]}
     statuses: list[Counter[int]] = [Counter(), Counter()]
+    failures: list[list[str]] = [[], []]  # each refusal's message, for the assertions' report
     done = asyncio.Event()
 
     async def write(worker: int, name: str) -> None:
@@ -51,6 +54,7 @@ async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient
                 acknowledged[name].append(reply.body["id"])
             else:
                 assert reply.body["code"] == "unavailable", reply
+                failures[worker].append(f"{reply.status} {reply.body['message']}")
                 await asyncio.sleep(0.01)
 
     async def search(worker: int, name: str) -> None:
@@ -59,6 +63,7 @@ async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient
             statuses[worker][reply.status] += 1
             if reply.status != 200:
                 assert reply.body["code"] == "unavailable", reply
+                failures[worker].append(f"{reply.status} {reply.body['message']}")
                 await asyncio.sleep(0.01)
 
     load = [
@@ -70,7 +75,7 @@ async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient
     killed = store.clients[0].worker
     for _ in range(KILLS):
         await serving_again(api)
-        await acknowledged_more(acknowledged, 5)
+        await acknowledged_more(acknowledged, 5, load)
         assert killed.pid is not None
         os.kill(killed.pid, signal.SIGKILL)
         await asyncio.sleep(0.2)
@@ -84,7 +89,7 @@ async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient
     assert killed.restarts >= KILLS
     assert store.clients[1].worker.restarts == 0
     assert statuses[0][503] > 0, statuses
-    assert statuses[1][503] == 0, statuses  # never failed by the other worker's crash
+    assert statuses[1][503] == 0, failures[1]  # never failed by the other worker's crash
     assert statuses[1][201] > 0, statuses
     assert statuses[1][200] > 0, statuses
     for name, ids in acknowledged.items():
