@@ -16,16 +16,24 @@ it says where the call goes:
 - `Own()`: not sent: the forwarder's own (starting and closing its workers).
 `queued`: the call waits its turn in the fair read queue (adapters/worker/engine_queue.py),
 for the `caller` it is handed. `pages`: an async generator, asked a page at a time.
-tests/service/test_crossings.py fails on a call of the interface without a declaration.
+`derived(cls)` writes the forwarding once: each declared method of a forwarder makes a `Call`
+and hands it to the class's `cross`. tests/service/test_crossings.py fails on a call of the
+interface without a declaration.
 """
 
 from __future__ import annotations
 
+import abc
 import inspect
+from collections.abc import AsyncIterator
 from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from functools import partial
 from typing import Any
+from typing import Protocol
+from typing import TypeVar
 
 from adapters import merge
 from adapters.base import VectorBackend
@@ -200,3 +208,80 @@ class Call:
 PARAMETERS: Mapping[str, tuple[str, ...]] = {key: _parameters(key) for key in CROSSINGS}
 _POSITIONS = {key: {name: n for n, name in enumerate(names)} for key, names in PARAMETERS.items()}
 _SPLIT = {key: split(key) for key in CROSSINGS}
+
+
+# -- the forwarder's methods, derived from the declarations ---------------------------
+
+T = TypeVar("T", bound=type)
+
+
+class Crosser(Protocol):
+    """What the derived methods hand their calls to."""
+
+    async def cross(self, call: Call) -> Any: ...
+
+    def cross_pages(self, call: Call) -> AsyncIterator[Any]: ...
+
+
+def _method(key: str) -> Callable[..., Any]:
+    """The method of declared call `key`, named and documented as the interface's."""
+    part, name = split(key)
+    if CROSSINGS[key].pages:
+
+        async def pages(self: Crosser, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            async for page in self.cross_pages(Call(key, args, kwargs)):
+                yield page
+
+        method: Callable[..., Any] = pages
+    else:
+
+        async def call(self: Crosser, *args: Any, **kwargs: Any) -> Any:
+            return await self.cross(Call(key, args, kwargs))
+
+        method = call
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = getattr(INTERFACES[part], name).__doc__
+    return method
+
+
+def derived(cls: T) -> T:
+    """`cls` with a method for each declared backend call it does not define (abstract
+    no more), and each part (adapters/parts.py), made on first use."""
+    for key, crossing in CROSSINGS.items():
+        part, name = split(key)
+        if part is None and not isinstance(crossing.route, Own) and name not in vars(cls):
+            setattr(cls, name, _method(key))
+    for part in _PART_CLASSES:
+        made = cached_property(partial(_part, name=part))
+        made.__set_name__(cls, part)
+        setattr(cls, part, made)
+    abc.update_abstractmethods(cls)
+    return cls
+
+
+def _part(backend: Crosser, name: str) -> CrossingPart:
+    return _PART_CLASSES[name](backend)
+
+
+class CrossingPart:
+    """A part (adapters/parts.py) of a forwarded backend: its calls go to the backend's."""
+
+    def __init__(self, backend: Crosser) -> None:
+        self._backend = backend
+
+    async def cross(self, call: Call) -> Any:
+        return await self._backend.cross(call)
+
+    def cross_pages(self, call: Call) -> AsyncIterator[Any]:
+        return self._backend.cross_pages(call)
+
+
+_PART_CLASSES: dict[str, type[CrossingPart]] = {
+    part: type(
+        f"Forwarded{INTERFACES[part].__name__}",
+        (CrossingPart,),
+        {split(key)[1]: _method(key) for key in CROSSINGS if split(key)[0] == part},
+    )
+    for part in INTERFACES
+    if part is not None
+}

@@ -5,7 +5,7 @@ store, adapters/qdrant/edge/) would stop every request, refusal and answer of th
 server meanwhile. So it runs in a child process (engine_worker.py, watched by
 engine_process.py), built there from a `WorkerSpec`, and this class forwards the
 backend interface and its parts to it as plain values (frames.py): each call's
-method is derived from its declaration (adapters/crossings.py, forwarding.py); what
+method is derived from its declaration (adapters/crossings.py, `derived`); what
 is written here is the client's own: the worker's lifecycle, its condition, and
 the copy of the namespace records. The event loop only encodes, sends and waits. A
 worker that dies takes the store away only until it is restarted: calls answer
@@ -24,6 +24,7 @@ from typing import Any
 
 from adapters.base import VectorBackend
 from adapters.crossings import Call
+from adapters.crossings import derived
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_namespaces
 from adapters.values import NamespaceRecord
@@ -31,7 +32,6 @@ from adapters.values import SearchMode
 from adapters.values import StoreCondition
 from adapters.worker import frames
 from adapters.worker.engine_process import EngineProcess
-from adapters.worker.forwarding import derived
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ call goes where its declaration says (adapters/crossings.py): one about a namesp
 its worker; a search or listing over namespaces of several workers to each for its own,
 the answers merged as one store orders them (adapters/merge.py); store-wide calls to every
 worker; the background fills' walks from worker to worker. This router is the one place
-that reads the declarations' routes; its methods are derived (forwarding.py). A worker
+that reads the declarations' routes; its methods are derived (crossings.py). A worker
 that stops takes only its namespaces away: their calls answer `BackendUnavailable` (503)
 until it is back, health says `degraded`, and the other workers' namespaces are served
 throughout. One worker is a pool of one: the server's shape whatever the count.
@@ -28,12 +28,12 @@ from adapters.crossings import Keyed
 from adapters.crossings import Owner
 from adapters.crossings import Spread
 from adapters.crossings import Walk
+from adapters.crossings import derived
 from adapters.merge import answered
 from adapters.values import DiskWrites
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
 from adapters.worker.engine_client import EngineClient
-from adapters.worker.forwarding import derived
 
 
 @derived

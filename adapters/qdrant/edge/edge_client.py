@@ -67,7 +67,7 @@ def edge_in_worker(
     spec = WorkerSpec(
         factory, options, Path(data_dir), ranking.QDRANT_SEARCH_MODES, QdrantEdgeBackend.name
     )
-    # its calls are derived from their declarations (adapters/worker/forwarding.py)
+    # its calls are derived from their declarations (adapters/crossings.py)
     return EngineClient(dimension, spec, label, token_dimension)  # type: ignore[abstract]
 
 
