@@ -7,13 +7,10 @@ against the contract before the test sees it (tests/support/app.py).
 
 from __future__ import annotations
 
-import asyncio
 import os
-import shutil
 from collections.abc import AsyncIterator
 from collections.abc import Callable
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +19,8 @@ import torch
 from aiohttp import web
 
 from adapters.base import VectorBackend
-from adapters.disk import sparse_copy
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.qdrant.edge.edge_client import embedded_store
 from harness.clocks import ManualClock
 from harness.clocks import WallClock
 from harness.pinecone_backend import pinecone_backend
@@ -34,6 +31,9 @@ from plugin.settings import Settings
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
 from tests.support.app import served
+from tests.support.backends import TEST_POOL_WORKERS
+from tests.support.backends import copy_of
+from tests.support.backends import made_once
 from tests.support.records import DIM
 
 
@@ -51,20 +51,34 @@ def encoder() -> SentenceTransformerEncoder:
 def empty_store(
     tmp_path_factory: pytest.TempPathFactory, encoder: SentenceTransformerEncoder
 ) -> Path:
-    """A data directory holding a new embedded store of the session encoder's sizes, made
-    once by the store itself and closed: an `api` test on the embedded store starts from a
-    copy (`from_empty_store`), not from 16 shards created and synced again. A new store's
-    creation is tested where tests make their own (tests/backends/, tests/store/)."""
-    data = tmp_path_factory.mktemp("empty-store") / "data"
+    """A new embedded store of the session encoder's sizes, made once: an `api` test on the
+    embedded store starts from a copy (`from_empty_store`). A new store's creation is
+    tested where tests make their own (tests/store/, and the backends' own tests)."""
+    return made_once(
+        tmp_path_factory,
+        "empty-store",
+        lambda data: QdrantEdgeBackend(
+            encoder.dimension, data, token_dimension=encoder.token_dimension
+        ),
+    )
 
-    async def made() -> None:
-        store = QdrantEdgeBackend(encoder.dimension, data, token_dimension=encoder.token_dimension)
-        await store.start()
-        await store.close()
 
-    with ThreadPoolExecutor(1) as thread:  # a loop of its own, whatever runs here
-        thread.submit(asyncio.run, made()).result()
-    return data
+@pytest.fixture(scope="session")
+def empty_test_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new embedded store of the test records' size (`DIM`), in-process, made once."""
+    return made_once(
+        tmp_path_factory, "empty-test-store", lambda data: QdrantEdgeBackend(DIM, data)
+    )
+
+
+@pytest.fixture(scope="session")
+def empty_test_pool(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new embedded store of `DIM` over `TEST_POOL_WORKERS` engine workers, made once."""
+    return made_once(
+        tmp_path_factory,
+        "empty-test-pool",
+        lambda data: embedded_store(DIM, data, TEST_POOL_WORKERS),
+    )
 
 
 @pytest.fixture
@@ -75,7 +89,7 @@ def from_empty_store(settings: Settings, empty_store: Path) -> Callable[[], None
     def copy() -> None:
         one = settings.engine_workers == 1 and settings.backend == "embedded"
         if one and not settings.data_dir.exists():
-            shutil.copytree(empty_store, settings.data_dir, copy_function=sparse_copy)
+            copy_of(empty_store, settings.data_dir)
 
     return copy
 

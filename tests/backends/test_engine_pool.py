@@ -25,6 +25,8 @@ from tests.backends.suite.hybrid import HybridSuite
 from tests.backends.suite.hybrid import KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.backends.test_engine_process import until
+from tests.support.backends import TEST_POOL_WORKERS
+from tests.support.backends import copy_of
 from tests.support.backends import names_of_each_worker
 from tests.support.backends import started
 from tests.support.records import DIM
@@ -33,13 +35,14 @@ from tests.support.records import everything
 from tests.support.records import memory
 from tests.support.records import unit
 
-WORKERS = 2
+WORKERS = TEST_POOL_WORKERS
 
 
 class TestEnginePool(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     @pytest.fixture
-    async def backend(self, tmp_path: Path) -> AsyncIterator[EnginePool]:
-        async with started(embedded_store(DIM, tmp_path, WORKERS)) as store:
+    async def backend(self, tmp_path: Path, empty_test_pool: Path) -> AsyncIterator[EnginePool]:
+        data_dir = copy_of(empty_test_pool, tmp_path / "data")
+        async with started(embedded_store(DIM, data_dir, WORKERS)) as store:
             yield store
 
 

@@ -24,6 +24,7 @@ from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
 from tests.backends.suite.hybrid import KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
+from tests.support.backends import copy_of
 from tests.support.backends import point_count
 from tests.support.backends import started
 from tests.support.records import DIM
@@ -36,8 +37,11 @@ from tests.support.records import unit
 
 class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
     @pytest.fixture
-    async def backend(self, tmp_path: Path) -> AsyncIterator[QdrantEdgeBackend]:
-        async with started(QdrantEdgeBackend(DIM, tmp_path)) as store:
+    async def backend(
+        self, tmp_path: Path, empty_test_store: Path
+    ) -> AsyncIterator[QdrantEdgeBackend]:
+        data_dir = copy_of(empty_test_store, tmp_path / "data")
+        async with started(QdrantEdgeBackend(DIM, data_dir)) as store:
             yield store
 
 

@@ -5,18 +5,26 @@ of engine worker processes, as the server runs it) or `QdrantEdgeBackend(DIM, pa
 same store in the test's own process, where a test looks at its parts: `store`),
 `QdrantServerBackend(DIM, location=":memory:")` or `QdrantCollectionsBackend(...)` directly,
 and Pinecone through `harness.pinecone_backend.pinecone_backend` on the HTTP-level fake.
-`point_count`: the embedded store's points, read from its shards.
+`point_count`: the embedded store's points, read from its shards. `made_once` and `copy_of`:
+an empty store made once a session, and each test's copy of it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from collections.abc import AsyncIterator
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TypeVar
 
+import pytest
 import qdrant_edge as qe
 
 from adapters.base import VectorBackend
+from adapters.disk import sparse_copy
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.worker.engine_pool import EnginePool
 
@@ -49,3 +57,30 @@ def point_count(store: QdrantEdgeBackend) -> int:
     """Points physically in the embedded store's open shards, whatever reads may see."""
     request = qe.CountRequest(filter=None, exact=True)
     return sum(int(shard.count(request)) for shard in store.store.shards.open_shards())
+
+
+TEST_POOL_WORKERS = 2  # the engine workers of the pool the backend suite runs on
+
+
+def made_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], VectorBackend]
+) -> Path:
+    """A data directory holding the new, empty store `make` builds there, started once by
+    the store itself and closed: tests that need an empty store start from a copy
+    (`copy_of`), not from its shards created and synced again."""
+    data = tmp_path_factory.mktemp(name) / "data"
+
+    async def made() -> None:
+        store = make(data)
+        await store.start()
+        await store.close()
+
+    with ThreadPoolExecutor(1) as thread:  # a loop of its own, whatever runs here
+        thread.submit(asyncio.run, made()).result()
+    return data
+
+
+def copy_of(made: Path, data_dir: Path) -> Path:
+    """`data_dir`, holding a copy of the store `made` (sparse: its logs stay holes)."""
+    shutil.copytree(made, data_dir, copy_function=sparse_copy)
+    return data_dir
