@@ -11,20 +11,18 @@ crash does: docs/backends.md, "The engine worker process".
 from __future__ import annotations
 
 import logging
-import re
 from functools import partial
 from pathlib import Path
 
 from adapters.disk import DEFAULT_HEADROOM_BYTES
 from adapters.errors import BackendMisconfigured
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.edge_backend import STORE_DIR
 from adapters.qdrant.edge.edge_backend import WRITE_DEADLINE_S
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.placement import WORKERS_DIR
 from adapters.qdrant.edge.placement import finish
 from adapters.qdrant.edge.placement import move
 from adapters.qdrant.edge.placement import part_dir
+from adapters.qdrant.edge.placement import written_with
 from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.shards import refuse_other_layouts
 from adapters.qdrant.edge.shards import worker_of
@@ -38,7 +36,6 @@ log = logging.getLogger(__name__)
 WORKER_COUNTS = tuple(n for n in range(1, SHARD_COUNT + 1) if SHARD_COUNT % n == 0)
 # A default of more would cost memory the operator did not ask for (a process each).
 MAX_DEFAULT_WORKERS = 4
-_WORKER_DIR = re.compile(r"(\d+)-of-(\d+)")
 
 
 def edge_in_worker(
@@ -119,27 +116,9 @@ def engine_workers(data_dir: Path, asked: int | None, cores: int) -> int:
     if asked is not None and asked not in WORKER_COUNTS:
         raise BackendMisconfigured(f"MEMORY_PLUGIN_ENGINE_WORKERS must be one of {WORKER_COUNTS}")
     finish(data_dir)
-    written = _written_with(data_dir)
+    written = written_with(data_dir)
     if asked is not None and written is not None and asked != written:
         log.info("moving the embedded store from %d engine worker(s) to %d", written, asked)
         move(data_dir, written, asked)
         return asked
     return written or asked or default_workers(cores)
-
-
-def _written_with(data_dir: Path) -> int | None:
-    """The engine worker count of the store under `data_dir`; None when there is none."""
-    counts = set()
-    if (data_dir / STORE_DIR).is_dir():
-        counts.add(1)
-    workers = data_dir / WORKERS_DIR
-    if workers.is_dir():
-        for entry in workers.iterdir():
-            if found := _WORKER_DIR.fullmatch(entry.name):
-                counts.add(int(found.group(2)))
-    if len(counts) > 1:
-        raise BackendMisconfigured(
-            f"{data_dir} holds stores of several engine worker counts ({sorted(counts)}):"
-            " move the ones not in use away (docs/repair.md#engine-workers)"
-        )
-    return counts.pop() if counts else None

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -48,6 +49,27 @@ RECORDS_DONE = "records.done"
 def part_dir(data_dir: Path, workers: int, worker: int) -> Path:
     """The directory of worker `worker`'s part (its lock and its `store/`), of `workers`."""
     return data_dir if workers == 1 else data_dir / WORKERS_DIR / f"{worker}-of-{workers}"
+
+
+_PART_NAME = re.compile(r"(\d+)-of-(\d+)")  # a part's directory name, as part_dir writes it
+
+
+def written_with(data_dir: Path) -> int | None:
+    """The engine worker count of the store under `data_dir`; None when there is none."""
+    counts = set()
+    if (data_dir / STORE_DIR).is_dir():
+        counts.add(1)
+    workers = data_dir / WORKERS_DIR
+    if workers.is_dir():
+        for entry in workers.iterdir():
+            if found := _PART_NAME.fullmatch(entry.name):
+                counts.add(int(found.group(2)))
+    if len(counts) > 1:
+        raise BackendMisconfigured(
+            f"{data_dir} holds stores of several engine worker counts ({sorted(counts)}):"
+            " move the ones not in use away (docs/repair.md#engine-workers)"
+        )
+    return counts.pop() if counts else None
 
 
 def _tree(workers: int) -> str:
