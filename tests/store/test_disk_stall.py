@@ -26,6 +26,7 @@ from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.shards import shard_index
 from harness.server_process import WIDE_SHARES
 from harness.server_process import ServerProcess
+from tests.support.backends import copy_of
 from tests.support.power_cut import PowerCutMount
 from tests.support.power_cut import unavailable
 
@@ -63,7 +64,10 @@ class Answer:
 
 
 @pytest.fixture
-def mount(tmp_path: Path) -> Iterator[PowerCutMount]:
+def mount(tmp_path: Path, empty_store: Path) -> Iterator[PowerCutMount]:
+    """The disk, holding a new empty store made off the mount (its shards' logs would take
+    most of a minute to create through a filesystem in Python)."""
+    copy_of(empty_store, tmp_path / "disk" / "data")
     mount = PowerCutMount(tmp_path / "disk", tmp_path / "mnt", tmp_path / "fs.log")
     yield mount
     mount.cut()

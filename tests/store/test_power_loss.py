@@ -26,6 +26,7 @@ from harness.server_process import WIDE_SHARES
 from harness.server_process import ServerProcess
 from tests.support.acknowledged import Writer
 from tests.support.acknowledged import check
+from tests.support.backends import copy_of
 from tests.support.cli import run_cli
 from tests.support.power_cut import PowerCutMount
 from tests.support.power_cut import unavailable
@@ -75,9 +76,12 @@ class Node:
 
 
 @pytest.fixture
-def node(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Node]:
-    """The plugin on a power-cut filesystem (durability from the test's parameter);
+def node(tmp_path: Path, request: pytest.FixtureRequest, empty_store: Path) -> Iterator[Node]:
+    """The plugin on a power-cut filesystem (durability from the test's parameter), its disk
+    holding a new empty store (made off the mount: creating its shards' logs through a
+    filesystem in Python takes most of a minute, and no cut falls before the first boot);
     whatever the test's outcome, its processes die and the mount goes at teardown."""
+    copy_of(empty_store, tmp_path / "disk" / "data")
     mount = PowerCutMount(tmp_path / "disk", tmp_path / "mnt", tmp_path / "fs.log")
     node = Node(mount, tmp_path, request.param)
     yield node
