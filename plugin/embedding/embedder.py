@@ -91,11 +91,12 @@ class BatchingEmbedder:
         wait_observer: WaitObserver | None = None,
         overdue_s: float = OVERDUE_S,
         requests_in_flight: Callable[[], int] | None = None,
+        keep_tokens: bool = False,
     ) -> None:
         self.encoder = encoder
         # Whether each text's token vectors come with it: only where searches rerank
-        # (the app says so once the ranking is chosen, plugin/http/app.py).
-        self.keep_tokens = False
+        # (the ranking the app chose, plugin/http/app.py).
+        self.keep_tokens = keep_tokens
         self.dimension = encoder.dimension
         self.fingerprint = encoder.fingerprint
         self.max_batch = max_batch

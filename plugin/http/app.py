@@ -1,10 +1,10 @@
 """The aiohttp application: routes, middleware, and resources in `cleanup_ctx`.
 
-Start-up order (each step's cleanup runs in reverse at shutdown): load the model
-and start the batcher, open the backend and check its embedding fingerprint,
-choose the ranking (and its rerank dimmer, where it dims), then start the janitor
-and the keyword indexer (plugin/upgrades/keyword_upgrade.py), and last freeze the
-heap built so far (`_frozen_heap`). The backend need not be reachable for start-up
+Start-up order (each step's cleanup runs in reverse at shutdown): load the model,
+open the backend and check its embedding fingerprint, choose the ranking, start the
+batcher (keeping token vectors where the ranking reranks), the rerank dimmer where it
+dims, the janitor and the keyword indexer (plugin/upgrades/keyword_upgrade.py), and
+last freeze the heap built so far (`_frozen_heap`). The backend need not be reachable for start-up
 to finish: the server boots during an outage, answers 503, and recovers by itself.
 
 Metrics live in a registry of this app's own (`METRICS`); the service talks to
@@ -74,9 +74,13 @@ from plugin.upgrades.keyword_upgrade import maintain_in_background
 log = logging.getLogger(__name__)
 
 
-async def _embedder(app: web.Application) -> AsyncIterator[None]:
+async def _encoder(app: web.Application) -> AsyncIterator[None]:
     if ENCODER not in app:
         app[ENCODER] = await at_low_priority(load_encoder, app[SETTINGS], app[CPUS])
+    yield
+
+
+async def _embedder(app: web.Application) -> AsyncIterator[None]:
     metrics, settings = app[METRICS], app[SETTINGS]
     service_time = ServiceTime(app[ENCODER].parallelism, app[TICKS])
     admission = app[ADMISSION] = Admission(
@@ -95,6 +99,7 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
         wait_observer=metrics.sharing.observe_wait,
         overdue_s=settings.backend_timeout_s * 2 / 3,
         requests_in_flight=lambda: admission.in_flight,
+        keep_tokens=app[RANKING].reranks,  # only a rerank reads them
     )
     await embedder.start()
     app[EMBEDDER] = embedder
@@ -125,7 +130,6 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
         raise
     if later is not None:  # a mismatch found once the store answers stops the server
         later.add_done_callback(lambda task: _stop_on_mismatch(app, task))
-    app[EMBEDDER].keep_tokens = app[RANKING].reranks  # only a rerank reads them
     yield
     if later is not None:
         later.cancel()
@@ -245,7 +249,7 @@ def create_app(
         app[ENCODER] = encoder
     if backend is not None:
         app[BACKEND] = backend
-    app.cleanup_ctx.extend([_embedder, _backend, _service(clock), _frozen_heap])
+    app.cleanup_ctx.extend([_encoder, _backend, _embedder, _service(clock), _frozen_heap])
     app.add_routes(routes)
     app.add_routes(admin_routes)  # GET /admin/export, outside the contract
     return app
