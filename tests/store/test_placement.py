@@ -8,16 +8,12 @@ a store whose records cannot be read is not moved; and the server's own path
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
-import shutil
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from adapters.disk import sparse_copy
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge import placement
@@ -31,6 +27,8 @@ from adapters.qdrant.edge.shards import worker_of
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.worker.engine_worker import lock_file
+from tests.support.backends import copy_of
+from tests.support.backends import in_own_loop
 from tests.support.power_cut import PowerCutMount
 from tests.support.power_cut import unavailable
 from tests.support.records import DIM
@@ -114,8 +112,7 @@ async def test_a_store_of_two_workers_serves_whole_with_one_four_sixteen_and_two
 @pytest.fixture(scope="module")
 def one_worker_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp_path_factory.mktemp("one-worker") / "data"
-    with ThreadPoolExecutor(1) as thread:  # a loop of its own, whatever runs here
-        thread.submit(asyncio.run, write(data, 1)).result()
+    in_own_loop(write(data, 1))
     return data
 
 
@@ -164,11 +161,11 @@ async def test_a_move_cut_at_any_step_is_finished_by_the_next_start(
     asked: int,
 ) -> None:
     source = tmp_path / "source"
-    shutil.copytree(one_worker_store, source, copy_function=sparse_copy)
+    copy_of(one_worker_store, source)
     if written != 1:
         placement.move(source, 1, written)
     whole = tmp_path / "whole"
-    shutil.copytree(source, whole, copy_function=sparse_copy)
+    copy_of(source, whole)
     total = syncs_of_a_move(whole, written, asked, monkeypatch)
     assert total > 20
     # the first sync is the journal's, before it is in place: from the second on, a move
@@ -176,7 +173,7 @@ async def test_a_move_cut_at_any_step_is_finished_by_the_next_start(
     cuts = sorted({1, *range(total // 8, total, total // 8), total - 1})
     for syncs in cuts:
         data = tmp_path / f"cut-{syncs}"
-        shutil.copytree(source, data, copy_function=sparse_copy)
+        copy_of(source, data)
         with monkeypatch.context() as patched:
             patched.setattr(placement, "fsync_path", cut_after(syncs))
             with pytest.raises(Cut):
@@ -198,11 +195,11 @@ async def test_a_power_cut_during_a_move_loses_nothing(
     (tests/support/power_cut_fs.py): after the cut, the next start on what the disk kept
     finishes the move and serves every memory."""
     whole = tmp_path / "whole"
-    shutil.copytree(one_worker_store, whole, copy_function=sparse_copy)
+    copy_of(one_worker_store, whole)
     total = syncs_of_a_move(whole, 1, 4, monkeypatch)
     for syncs in (1, total // 4, total // 2, 3 * total // 4, total - 1):
         disk = tmp_path / f"disk-{syncs}"
-        shutil.copytree(one_worker_store, disk / "data", copy_function=sparse_copy)
+        copy_of(one_worker_store, disk / "data")
         mount = PowerCutMount(disk, tmp_path / f"mnt-{syncs}", tmp_path / f"fs-{syncs}.log")
         mount.mount()
         try:
@@ -220,7 +217,7 @@ async def test_records_that_cannot_be_read_are_not_moved(
     one_worker_store: Path, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    shutil.copytree(one_worker_store, data, copy_function=sparse_copy)
+    copy_of(one_worker_store, data)
     (data / "store" / "namespaces.sqlite3").write_bytes(b"not a database" * 100)
     with pytest.raises(BackendMisconfigured) as refused:
         engine_workers(data, 2, cores=2)
@@ -230,7 +227,7 @@ async def test_records_that_cannot_be_read_are_not_moved(
 
 async def test_a_store_in_use_is_not_moved(one_worker_store: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    shutil.copytree(one_worker_store, data, copy_function=sparse_copy)
+    copy_of(one_worker_store, data)
     with lock_file(data) as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(BackendUnavailable, match="another process holds"):
@@ -244,7 +241,7 @@ async def test_the_server_serves_a_store_of_one_worker_with_two(
 ) -> None:
     """`plugin/backends.py`'s path: the count decided, the store moved, the pool started."""
     data = tmp_path / "data"
-    shutil.copytree(one_worker_store, data, copy_function=sparse_copy)
+    copy_of(one_worker_store, data)
     workers = engine_workers(data, 2, cores=2)
     assert workers == 2
     store = embedded_store(DIM, data, workers)

@@ -15,9 +15,11 @@ import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from collections.abc import Callable
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 from typing import TypeVar
 
 import pytest
@@ -75,9 +77,15 @@ def made_once(
         await store.start()
         await store.close()
 
-    with ThreadPoolExecutor(1) as thread:  # a loop of its own, whatever runs here
-        thread.submit(asyncio.run, made()).result()
+    in_own_loop(made())
     return data
+
+
+def in_own_loop(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to its end on an event loop of its own, whatever loop runs here (a
+    session fixture's, a test's)."""
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, work).result()
 
 
 def copy_of(made: Path, data_dir: Path) -> Path:
