@@ -28,9 +28,11 @@ the worst late wake-up of the client's own event loop during a phase: a large
 one means the client or the whole machine stalled, not only the server.
 
 Every server ranks by `--search` (hybrid or rerank); RSS is the server's and its
-engine worker's together.
+engine workers' together (`--workers` of them in step 3; each process's shared libraries
+count in each).
 
 Run: python -m benchmarks.namespaces [--namespaces 1000,10000 --duration 20] [--search rerank]
+     [--workers 4]
      (about 4-5 minutes on 2 cores)
 """
 
@@ -153,6 +155,13 @@ def main() -> None:
     parser.add_argument("--mixed", type=float, default=30.0, help="s of mixed load in step 3")
     parser.add_argument(
         "--search", choices=("hybrid", "rerank"), default="hybrid", help="the servers' ranking"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        choices=(1, 2, 4, 8, 16),
+        default=1,
+        help="step 3's engine workers (the store, written by one, is moved to them)",
     )
     args = parser.parse_args()
     counts = [int(n) for n in args.namespaces.split(",") if n.strip()]

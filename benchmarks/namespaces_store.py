@@ -199,15 +199,18 @@ def run_store_scale(args: argparse.Namespace, model: Model, empty_cold: list[flo
     print()
     print(
         f"store scale: {len(names):,} namespaces x {args.per_namespace} = {total:,} memories, "
-        f"`{args.search}` search (goals: server RSS < 1.5 GB, start-up < 2 s beyond loading "
-        "the model)"
+        f"`{args.search}` search, {args.workers} engine worker(s) (goals: server RSS < 1.5 GB, "
+        "start-up < 2 s beyond loading the model)"
     )
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         data = Path(tmp) / "data"
         asyncio.run(build_store(data, names, args.per_namespace, model))
         start_s, loaded = asyncio.run(store_start(data, len(model.vectors[0])))
         print(f"  QdrantEdgeBackend.start() on it, in-process: {start_s:.2f} s ({loaded:,} ns)")
-        settings = {"MEMORY_PLUGIN_SEARCH": args.search}
+        settings = {
+            "MEMORY_PLUGIN_SEARCH": args.search,
+            "MEMORY_PLUGIN_ENGINE_WORKERS": str(args.workers),
+        }
         with ServerProcess(data, Path(tmp) / "server.log", env=settings) as server:
             server.start()
             first = server.wait_healthy()

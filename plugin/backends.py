@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from adapters.base import VectorBackend
 from plugin.settings import Settings
-from plugin.sizing import usable_cpus
+from plugin.sizing import plugin_cpus
 
 if TYPE_CHECKING:  # the SDK is imported only by a deployment that uses it
     from adapters.qdrant.server.server_layouts import QdrantServerLayout
@@ -22,12 +22,18 @@ ServerBackend = TypeVar("ServerBackend", bound="QdrantServerLayout")
 
 
 def _embedded(settings: Settings, dimension: int, token_dimension: int, cpus: int) -> VectorBackend:
-    """Qdrant's engine (qdrant-edge) in worker processes, on disk under MEMORY_PLUGIN_DATA_DIR;
-    a new store's worker count, unless set, from the `cpus` the plugin may use."""
+    """Qdrant's engine (qdrant-edge) in worker processes, on disk under MEMORY_PLUGIN_DATA_DIR.
+    The worker count, unless set: from `cpus` where the CPUs are declared (the chart's pod
+    runs the count its CPU request asks for, whatever count wrote the store); else the
+    store's own, or for a new store from `cpus`."""
+    from adapters.qdrant.edge.edge_client import default_workers
     from adapters.qdrant.edge.edge_client import embedded_store
     from adapters.qdrant.edge.edge_client import engine_workers
 
-    workers = engine_workers(settings.data_dir, settings.engine_workers, cpus)
+    asked = settings.engine_workers
+    if asked is None and settings.cpus is not None:
+        asked = default_workers(cpus)
+    workers = engine_workers(settings.data_dir, asked, cpus)
     return embedded_store(
         dimension,
         settings.data_dir,
@@ -110,5 +116,5 @@ def build_backend(
     """The backend the settings ask for, for vectors of `dimension` and token vectors of
     `token_dimension` (the encoder's; None: `dimension`); `cpus`: what the plugin may use
     (plugin/sizing.py)."""
-    cpus = usable_cpus() if cpus is None else cpus
+    cpus = plugin_cpus(settings) if cpus is None else cpus
     return BACKENDS[settings.backend](settings, dimension, token_dimension or dimension, cpus)

@@ -64,9 +64,12 @@ class Settings(BaseModel):
     # adapters/qdrant/edge/log_sync.py: `sync` answers a write once it is on disk (it
     # survives a power cut); `async` once the kernel has it (it survives a killed process).
     durability: Literal["sync", "async"] = Field("sync", alias="MEMORY_PLUGIN_DURABILITY")
-    # adapters/qdrant/edge/edge_client.py: unset, the store's own split, or for a new
-    # store one worker per two usable cores (at most 4).
+    # plugin/backends.py: unset, one worker per two of `cpus` where they are declared;
+    # else the store's own split, or for a new store one per two usable cores (at most 4).
     engine_workers: int | None = Field(None, ge=1, le=16, alias="MEMORY_PLUGIN_ENGINE_WORKERS")
+    # plugin/sizing.py: the CPUs the plugin sizes itself for, at most those it may use
+    # (the chart: the pod's CPU request); unset, those it may use.
+    cpus: int | None = Field(None, ge=1, le=4096, alias="MEMORY_PLUGIN_CPUS")
     qdrant_url: str | None = Field(None, alias="QDRANT_URL")
     qdrant_layout: Literal["shared", "collections"] = Field(
         "shared", alias="MEMORY_PLUGIN_QDRANT_LAYOUT"
@@ -141,7 +144,12 @@ class Settings(BaseModel):
         return value
 
     @field_validator(
-        "search", "embedding_sessions", "tenant_max_in_flight", "engine_workers", mode="before"
+        "search",
+        "embedding_sessions",
+        "tenant_max_in_flight",
+        "engine_workers",
+        "cpus",
+        mode="before",
     )
     @classmethod
     def _blank_means_unset(cls, value: Any) -> Any:

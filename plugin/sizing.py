@@ -2,9 +2,11 @@
 
 A container sees the node's cores; what it may use is its CPU affinity capped by its
 cgroup's CPU limit (v2 `cpu.max`, v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`, the
-tightest of its cgroup and their ancestors), rounded up. The encoder's sessions and the
-embedded store's engine workers are sized from it when their settings are unset, and
-health reports what was chosen (docs/settings.md).
+tightest of its cgroup and their ancestors), rounded up. A container without a CPU limit
+sees a node's worth, so an operator may declare fewer (MEMORY_PLUGIN_CPUS: the chart passes
+the pod's CPU request). The encoder's sessions and the embedded store's engine workers are
+sized from it when their settings are unset, and health reports what was chosen
+(docs/settings.md).
 """
 
 from __future__ import annotations
@@ -15,10 +17,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from adapters.base import VectorBackend
+from plugin.settings import Settings
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SELF_CGROUP = Path("/proc/self/cgroup")
 V1_PERIOD_DEFAULT_US = 100_000
+
+
+def plugin_cpus(settings: Settings) -> int:
+    """The CPUs the plugin sizes itself for: those it may use, at most the ones declared."""
+    usable = usable_cpus()
+    return usable if settings.cpus is None else min(usable, settings.cpus)
 
 
 def usable_cpus(

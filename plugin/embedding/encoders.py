@@ -30,7 +30,7 @@ from plugin.embedding.model_files import model_name
 from plugin.embedding.model_files import resolve_model_dir
 from plugin.embedding.token_projection import load_projection
 from plugin.embedding.token_projection import projected_dimension
-from plugin.sizing import usable_cpus
+from plugin.sizing import plugin_cpus
 
 if TYPE_CHECKING:
     from plugin.settings import Settings
@@ -255,8 +255,8 @@ MAX_DEFAULT_SESSIONS = 4
 
 
 def embedding_sessions(settings: Settings, cpus: int | None = None) -> int:
-    """MEMORY_PLUGIN_EMBEDDING_SESSIONS, else the CPUs this process may use (capped): `cpus`,
-    or its affinity capped by its cgroup's CPU limit."""
+    """MEMORY_PLUGIN_EMBEDDING_SESSIONS, else the CPUs the plugin sizes itself for (capped):
+    `cpus`, or plugin/sizing.py's `plugin_cpus`."""
     if settings.embedding_sessions is not None:
         return settings.embedding_sessions
-    return max(1, min(MAX_DEFAULT_SESSIONS, usable_cpus() if cpus is None else cpus))
+    return max(1, min(MAX_DEFAULT_SESSIONS, plugin_cpus(settings) if cpus is None else cpus))

@@ -68,7 +68,7 @@ from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings
 from plugin.sizing import engine_workers_of
-from plugin.sizing import usable_cpus
+from plugin.sizing import plugin_cpus
 from plugin.upgrades import token_upgrade
 from plugin.upgrades.keyword_upgrade import maintain_in_background
 
@@ -241,7 +241,7 @@ def create_app(
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[TICKS] = ticks
-    app[CPUS] = usable_cpus() if cpus is None else cpus
+    app[CPUS] = plugin_cpus(settings) if cpus is None else cpus
     app[KEYWORDS] = KeywordEncoder() if keywords is None else keywords
     app[VECTORS_VERIFIED] = threading.Event()  # the store holds the encoder's vector space
     app[TOKENS_WEIGHED] = threading.Event()  # every memory has its wordpieces

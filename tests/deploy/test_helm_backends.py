@@ -55,7 +55,12 @@ def test_secrets_come_only_from_secret_key_refs(scenario: str) -> None:
 
 
 def env_refs(objects: list[Manifest]) -> dict[str, Manifest]:
-    return {e["name"]: e["valueFrom"] for e in server_container(objects).get("env", [])}
+    """The container's variables taken from other objects (the pod's own fields aside)."""
+    return {
+        e["name"]: e["valueFrom"]
+        for e in server_container(objects).get("env", [])
+        if "resourceFieldRef" not in e["valueFrom"]
+    }
 
 
 def test_qdrant_layout_can_be_collections() -> None:

@@ -1,4 +1,5 @@
-"""The Helm chart's server pod: probes, command, lock-down, resources, config, and `helm test`.
+"""The Helm chart's server pod: probes, command, lock-down, resources and the CPUs it sizes
+itself for, config, and `helm test`.
 
 Helm and the rendering: tests/support/helm.py (without helm these tests skip, except under CI).
 """
@@ -107,6 +108,28 @@ def test_resources_and_graceful_termination(scenario: str) -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_plugin_sizes_itself_for_the_pods_cpu_request(scenario: str) -> None:
+    """Its sessions and engine workers, from the request, not from the node's cores."""
+    container = server_container(render(scenario))
+    assert container["name"] == "plugin"
+    assert container["env"][0] == {
+        "name": "MEMORY_PLUGIN_CPUS",
+        "valueFrom": {
+            "resourceFieldRef": {
+                "containerName": "plugin",
+                "resource": "requests.cpu",
+                "divisor": "1",
+            }
+        },
+    }
+
+
+def test_without_a_cpu_request_the_plugin_counts_the_cpus_it_may_use() -> None:
+    container = server_container(render(None, "resources.requests.cpu=null"))
+    assert "MEMORY_PLUGIN_CPUS" not in {e["name"] for e in container.get("env", [])}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     """Every key is a setting the plugin knows, and together they validate."""
     objects = render(scenario)
@@ -122,7 +145,11 @@ def test_configmap_is_exactly_what_the_plugin_reads(scenario: str) -> None:
     # A path inside the image, so not checked here; absent when empty.
     model = data.pop("MEMORY_PLUGIN_EMBEDDING_MODEL", "")
     assert model == chart_values(scenario)["config"]["embeddingModel"]
-    secrets = {e["name"]: "from-a-secret" for e in server_container(objects).get("env", [])}
+    secrets = {
+        e["name"]: "from-a-secret"
+        for e in server_container(objects).get("env", [])
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
     settings = Settings.from_env(data | secrets)
     config = chart_values(scenario)["config"]
     assert settings.listen == ("0.0.0.0", 9100)

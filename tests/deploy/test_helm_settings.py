@@ -29,6 +29,7 @@ RENDERINGS: list[tuple[str | None, tuple[str, ...]]] = [
     (None, ()),
     *((scenario, ()) for scenario in SCENARIOS),
     ("pinecone", ("pinecone.host=https://agent-memory-abc.svc.aped-4627-b74a.pinecone.io",)),
+    (None, ("config.engineWorkers=2",)),  # unset by default: from the pod's CPU request
 ]
 
 
@@ -69,8 +70,9 @@ def test_extra_env_reaches_the_container_after_the_secrets() -> None:
         "extraEnv[0].value=DEBUG",
     )
     env = server_container(objects)["env"]
-    assert [e["name"] for e in env] == ["QDRANT_API_KEY", "MEMORY_PLUGIN_LOG_LEVEL"]
-    assert env[1] == {"name": "MEMORY_PLUGIN_LOG_LEVEL", "value": "DEBUG"}
+    names = ["MEMORY_PLUGIN_CPUS", "QDRANT_API_KEY", "MEMORY_PLUGIN_LOG_LEVEL"]
+    assert [e["name"] for e in env] == names
+    assert env[2] == {"name": "MEMORY_PLUGIN_LOG_LEVEL", "value": "DEBUG"}
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,16 @@ def test_engine_workers_are_unset_unless_asked_for_an_even_split() -> None:
     assert "MEMORY_PLUGIN_ENGINE_WORKERS='3'" in str(caught.value)
 
 
+def test_cpus_are_unset_unless_declared_as_a_whole_count() -> None:
+    assert Settings.from_env({}).cpus is None  # the CPUs the plugin may use
+    assert Settings.from_env({"MEMORY_PLUGIN_CPUS": " "}).cpus is None
+    assert Settings.from_env({"MEMORY_PLUGIN_CPUS": "2"}).cpus == 2
+    for bad in ("0", "1.5", "500m"):
+        with pytest.raises(SettingsError) as caught:
+            Settings.from_env({"MEMORY_PLUGIN_CPUS": bad})
+        assert f"MEMORY_PLUGIN_CPUS='{bad}'" in str(caught.value)
+
+
 def test_durability_is_sync_unless_asked_for_async() -> None:
     assert Settings.from_env({}).durability == "sync"
     assert Settings.from_env({"MEMORY_PLUGIN_DURABILITY": "async"}).durability == "async"

@@ -1,4 +1,5 @@
-"""The plugin sizes itself from the CPUs it may use: its cgroup's limit and its affinity.
+"""The plugin sizes itself from the CPUs it may use (its cgroup's limit and its affinity), or
+fewer where they are declared.
 
 Fake cgroup filesystems (v2 `cpu.max`, v1 CFS quota) stand for a container's limit on a
 many-core node; the app started under a 1-CPU limit loads one encoder session and one
@@ -20,6 +21,7 @@ from plugin.http.app import create_app
 from plugin.http.keys import ENCODER
 from plugin.settings import Settings
 from plugin.sizing import cgroup_cpu_limit
+from plugin.sizing import plugin_cpus
 from plugin.sizing import usable_cpus
 
 MANY = 64
@@ -74,6 +76,13 @@ def test_usable_cpus_are_the_affinity_capped_by_the_cgroup_limit(
 
 def test_this_machine_counts_at_most_its_affinity() -> None:
     assert 1 <= usable_cpus() <= len(os.sched_getaffinity(0))
+
+
+def test_declared_cpus_cap_the_usable_ones() -> None:
+    usable = usable_cpus()
+    assert plugin_cpus(Settings()) == usable
+    assert plugin_cpus(Settings(MEMORY_PLUGIN_CPUS=1)) == 1
+    assert plugin_cpus(Settings(MEMORY_PLUGIN_CPUS=usable + 1)) == usable  # never more
 
 
 def test_sessions_and_workers_follow_the_cpus_unless_set() -> None:

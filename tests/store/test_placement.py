@@ -27,6 +27,9 @@ from adapters.qdrant.edge.shards import worker_of
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.worker.engine_worker import lock_file
+from plugin.backends import build_backend
+from plugin.settings import Settings
+from plugin.sizing import engine_workers_of
 from tests.support.backends import copy_of
 from tests.support.backends import in_own_loop
 from tests.support.power_cut import PowerCutMount
@@ -234,6 +237,28 @@ async def test_a_store_in_use_is_not_moved(one_worker_store: Path, tmp_path: Pat
             engine_workers(data, 4, cores=2)
     assert not (data / placement.JOURNAL).exists()
     assert await served(data, 1) == EXPECTED
+
+
+@pytest.mark.parametrize(
+    ("declared", "cpus", "workers"),
+    [
+        (None, 64, 1),  # CPUs measured, not declared: the store's own count
+        (4, 4, 2),  # declared (the chart: the pod's CPU request): one worker per two
+        (64, 64, 4),  # at most four by default
+    ],
+)
+async def test_declared_cpus_choose_the_count_measured_ones_keep_the_store_own(
+    one_worker_store: Path, tmp_path: Path, declared: int | None, cpus: int, workers: int
+) -> None:
+    """`plugin/backends.py`'s rule for an unset count, on a store one worker wrote, as a
+    pod on a bigger node than the one that wrote it builds it (`cpus`: what it may use)."""
+    data = tmp_path / "data"
+    copy_of(one_worker_store, data)
+    declaring = {} if declared is None else {"MEMORY_PLUGIN_CPUS": str(declared)}
+    settings = Settings.from_env({"MEMORY_PLUGIN_DATA_DIR": str(data), **declaring})
+    assert engine_workers_of(build_backend(settings, DIM, cpus=cpus)) == workers
+    assert placement.written_with(data) == workers
+    assert await served(data, workers) == EXPECTED
 
 
 async def test_the_server_serves_a_store_of_one_worker_with_two(
