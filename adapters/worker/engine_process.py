@@ -51,6 +51,7 @@ class EngineProcess:
         self.label = label
         self._process: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._outbox: frames.Outbox | None = None  # the frames for `_writer`
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._up = asyncio.Event()
@@ -95,6 +96,7 @@ class EngineProcess:
         finally:
             theirs.close()
         reader, self._writer = await asyncio.open_connection(sock=ours)
+        self._outbox = frames.Outbox(self._writer)
         first = await self._next(reader)
         if first is None or first[0] != "ready":
             await self._reap()
@@ -158,7 +160,7 @@ class EngineProcess:
     async def _reap(self) -> int | None:
         if self._writer is not None:
             self._writer.close()
-            self._writer = None
+            self._writer = self._outbox = None
         if self._process is None:
             return None
         if self._closing:  # it is closing its store: give it the time
@@ -188,15 +190,15 @@ class EngineProcess:
 
     def require_up(self) -> None:
         """`BackendUnavailable` unless the worker is up (it is restarting)."""
-        if not self.up or self._writer is None:
+        if not self.up or self._outbox is None:
             raise BackendUnavailable(
                 f"the embedded store's {self.label} is restarting; try again shortly"
             )
 
     def _send(self, message: tuple[Any, ...]) -> None:
         self.require_up()
-        assert self._writer is not None  # require_up checked it
-        self._writer.write(frames.encode(message))
+        assert self._outbox is not None  # require_up checked it
+        self._outbox.send(message)
 
     async def _ask(self, message: tuple[Any, ...], caller: Caller | None = None) -> Any:
         """The answer to `message`; a read made for `caller` waits its turn first."""
@@ -259,8 +261,8 @@ class EngineProcess:
         supervisor, heartbeat = self._tasks or (None, None)
         if heartbeat is not None:
             heartbeat.cancel()
-        if self.up and self._writer is not None:
-            self._writer.write(frames.encode(("stop",)))
+        if self.up and self._outbox is not None:
+            self._outbox.send(("stop",))
         self._up.clear()
         if supervisor is not None:
             try:  # it logs what the worker logs while closing, then collects it

@@ -78,7 +78,7 @@ class Worker:
     ) -> None:
         self._store = store
         self._reader = reader
-        self._writer = writer
+        self._outbox = frames.Outbox(writer)
         self._calls: dict[int, asyncio.Task[None]] = {}
         self._generators: dict[int, AsyncIterator[Any]] = {}
         self._closing: set[asyncio.Task[None]] = set()
@@ -87,7 +87,7 @@ class Worker:
         self._calls.pop(call_id, None)
 
     def _send(self, message: tuple[Any, ...]) -> None:
-        self._writer.write(frames.encode(message))
+        self._outbox.send(message)
 
     async def serve(self) -> None:
         while (message := await frames.read(self._reader)) is not None:

@@ -32,6 +32,28 @@ CALLS = frozenset(split(key)[1] for key in CROSSINGS) | {"condition"}
 PARTS = frozenset(parts.PARTS)
 
 
+class Outbox:
+    """The frames for one stream, written together once the event loop's turn is over.
+
+    The answers one group commit releases, or the calls one batch of the model makes,
+    reach the socket in one write and wake the other side once, instead of once each."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._frames: list[bytes] = []
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        if not self._frames:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._frames.append(encode(message))
+
+    def flush(self) -> None:
+        """Write what is waiting now (a stream being closed takes nothing more)."""
+        waiting, self._frames = self._frames, []
+        if waiting and not self._writer.is_closing():
+            self._writer.write(b"".join(waiting))
+
+
 def encode(message: tuple[Any, ...]) -> bytes:
     body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return _LENGTH.pack(len(body)) + body
