@@ -38,16 +38,16 @@ from adapters.worker.engine_process import EngineProcess
 class WorkerSpec:
     """Which backend a worker builds, and how: all of it plain values, for its command line."""
 
-    factory: str  # "module:callable", called in the worker with `options`
-    options: Mapping[str, Any]  # the factory's keyword arguments, as JSON
+    backend: str  # its name in adapters/registry.py, built in the worker with `options`
+    options: Mapping[str, Any]  # its keyword arguments, as JSON
     data_dir: Path  # what the backend owns: one process holds it at a time (a lock file)
     search_modes: frozenset[SearchMode]
     name: str  # the backend's, as the server names it
 
     def argv(self) -> list[str]:
         return [
-            "--factory",
-            self.factory,
+            "--backend",
+            self.backend,
             "--options",
             json.dumps(dict(self.options)),
             "--data-dir",

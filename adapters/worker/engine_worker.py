@@ -3,14 +3,14 @@
 A backend whose engine holds the GIL for the whole of every call (the embedded
 store) lives here, in a process of its own, and the server's event loop never
 waits for it (engine_process.py starts and watches this process). The worker
-takes the lock of the backend's data directory, builds the backend with the
-factory it is named (engine_client.py, `WorkerSpec`), starts it, says `ready`,
+takes the lock of the backend's data directory, builds the backend it is named
+(engine_client.py, `WorkerSpec`; adapters/registry.py), starts it, says `ready`,
 then serves each message (frames.py) as a task of its own loop, so the backend's
 own batching and group commit see calls that arrive together. It closes the
 backend on `stop`, or when the server is gone (end of the socket).
 
     python -m adapters.worker.engine_worker --fd N --server-pid P \
-        --factory adapters.qdrant.edge.edge_backend:QdrantEdgeBackend \
+        --backend qdrant-edge \
         --options '{"dimension": 384, "data_dir": "/data"}' --data-dir /data
 """
 
@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
-import importlib
 import json
 import logging
 import os
@@ -37,6 +36,7 @@ from typing import TextIO
 
 from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable
+from adapters.registry import build
 from adapters.worker import frames
 
 log = logging.getLogger(__name__)
@@ -181,17 +181,8 @@ async def hold_the_store(data_dir: Path) -> TextIO:
             await asyncio.sleep(0.05)
 
 
-def built(factory: str, options: dict[str, Any]) -> VectorBackend:
-    """`factory` ("module:callable") called with `options`: the backend this worker serves."""
-    module, _, name = factory.partition(":")
-    backend = getattr(importlib.import_module(module), name)(**options)
-    if not isinstance(backend, VectorBackend):
-        raise TypeError(f"{factory} built {type(backend).__name__}, not a VectorBackend")
-    return backend
-
-
 async def run(
-    fd: int, server_pid: int, factory: str, options: dict[str, Any], data_dir: Path
+    fd: int, server_pid: int, backend: str, options: dict[str, Any], data_dir: Path
 ) -> int:
     die_with_the_server(server_pid)
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
@@ -205,7 +196,7 @@ async def run(
         await writer.drain()
         return 1
     try:
-        store = built(factory, options)
+        store = build(backend, options)
         await store.start()
     except Exception as error:
         writer.write(frames.encode(("failed", frames.portable(error))))
@@ -229,11 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="engine_worker")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--server-pid", type=int, required=True)
-    parser.add_argument("--factory", required=True)
+    parser.add_argument("--backend", required=True)
     parser.add_argument("--options", type=json.loads, required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
     args = parser.parse_args(argv)
-    return asyncio.run(run(args.fd, args.server_pid, args.factory, args.options, args.data_dir))
+    return asyncio.run(run(args.fd, args.server_pid, args.backend, args.options, args.data_dir))
 
 
 if __name__ == "__main__":

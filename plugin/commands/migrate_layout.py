@@ -17,6 +17,7 @@ from collections.abc import Callable
 from adapters.errors import BackendError
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.registry import build
 from plugin.commands import Print
 from plugin.core.service import utc_now
 from plugin.embedding.bm25 import KeywordEncoder
@@ -105,18 +106,18 @@ async def migrate_from_settings(settings: Settings, *, drop_source: bool, out: P
     if settings.backend != "qdrant" or settings.qdrant_url is None:
         out("migrate-layout moves a Qdrant server's data: set QDRANT_URL (and QDRANT_API_KEY)")
         return 2
-    from plugin.backends import qdrant_server
+    from plugin.backends import qdrant_options
     from plugin.embedding.encoders import configured_dimension
     from plugin.embedding.encoders import configured_token_dimension
 
     # The model that `serve` will embed with fixes the new collection's dimension.
     dimension = configured_dimension(settings)
     timeout_s = max(settings.backend_timeout_s, 10.0)  # an offline batch job, not a request
-    source = qdrant_server(  # a store being drained gains no token vectors
-        settings, dimension, QdrantCollectionsBackend, timeout_s=timeout_s, tokens=False
-    )
+    # a store being drained gains no token vectors
+    drained = qdrant_options(settings, dimension, timeout_s=timeout_s, tokens=False)
     tokens = configured_token_dimension(settings)
-    target = qdrant_server(
-        settings, dimension, QdrantServerBackend, timeout_s=timeout_s, token_dimension=tokens
-    )
+    shared = qdrant_options(settings, dimension, timeout_s=timeout_s, token_dimension=tokens)
+    source, target = build("qdrant-collections", drained), build("qdrant", shared)
+    assert isinstance(source, QdrantCollectionsBackend)  # what the registry names them
+    assert isinstance(target, QdrantServerBackend)
     return await migrate(source, target, drop_source=drop_source, out=out)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.edge.edge_client import edge_in_worker
 from adapters.values import NamespaceRecord
@@ -88,12 +89,13 @@ async def test_a_record_read_as_it_is_deleted_is_not_kept(tmp_path: Path) -> Non
 async def test_a_worker_named_something_that_is_not_a_backend_fails_its_start(
     tmp_path: Path,
 ) -> None:
-    spec = WorkerSpec("adapters.values:StoreCondition", {}, tmp_path, frozenset(), "none")
+    spec = WorkerSpec("no-such-backend", {}, tmp_path, frozenset(), "none")
     client = EngineClient(DIM, spec)
-    with pytest.raises(TypeError) as failed:
+    with pytest.raises(BackendMisconfigured) as failed:
         await client.start()
     assert str(failed.value) == (
-        "adapters.values:StoreCondition built StoreCondition, not a VectorBackend"
+        "no backend is named 'no-such-backend' (known: embedded, qdrant-edge, qdrant,"
+        " qdrant-collections, pinecone)"
     )
     await client.close()
     assert client.worker.pid is not None

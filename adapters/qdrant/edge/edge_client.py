@@ -60,9 +60,8 @@ def edge_in_worker(
         "write_deadline_s": write_deadline_s,
         "token_dimension": token_dimension,
     }
-    factory = f"{QdrantEdgeBackend.__module__}:{QdrantEdgeBackend.__qualname__}"
     spec = WorkerSpec(
-        factory, options, Path(data_dir), ranking.QDRANT_SEARCH_MODES, QdrantEdgeBackend.name
+        "qdrant-edge", options, Path(data_dir), ranking.QDRANT_SEARCH_MODES, QdrantEdgeBackend.name
     )
     # its calls are derived from their declarations (adapters/crossings.py)
     return EngineClient(dimension, spec, label, token_dimension)  # type: ignore[abstract]
