@@ -17,7 +17,7 @@ it says where the call goes:
 `queued`: the call waits its turn in the fair read queue (adapters/worker/engine_queue.py),
 for the `caller` it is handed. `pages`: an async generator, asked a page at a time.
 `derived(cls)` writes the forwarding once: each declared method of a forwarder makes a `Call`
-and hands it to the class's `cross`. tests/service/test_crossings.py fails on a call of the
+and hands it to the class's `cross`. tests/backends/test_crossings.py fails on a call of the
 interface without a declaration.
 """
 

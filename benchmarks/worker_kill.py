@@ -8,7 +8,7 @@ it, and until the first 2xx after that (the worker is back): p50 and max of each
 status seen, and each first 503 over 50 ms with the worker's state at the kill (`D`: in the
 kernel, as in a sync, which a kill waits out). With `--workers N`, worker 0 of N is killed,
 and its namespaces' statuses and the others' are printed apart. What survives a kill is
-tests/store/test_worker_crash.py's to check. `python -m benchmarks.worker_kill [--kills 20]`
+tests/worker/test_worker_crash.py's to check. `python -m benchmarks.worker_kill [--kills 20]`
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def empty_store(
 ) -> Path:
     """A new embedded store of the session encoder's sizes, made once: an `api` test on the
     embedded store starts from a copy (`from_empty_store`). A new store's creation is
-    tested where tests make their own (tests/store/, and the backends' own tests)."""
+    tested where tests make their own (tests/qdrant/edge/, and the backends' own tests)."""
     return made_once(
         tmp_path_factory,
         "empty-store",
@@ -122,7 +122,7 @@ def fake(ticks: ManualClock, pinecone_options: dict[str, Any]) -> Iterator[FakeP
 @pytest.fixture
 def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
     """An admission budget no test of races reaches (150 requests at once in one namespace,
-    on however slow a machine): admission has tests of its own (tests/api/test_admission.py)
+    on however slow a machine): admission has tests of its own (tests/http/test_admission.py)
     with budgets they choose.
 
     `@pytest.mark.settings(name=value)` overrides fields for one test, e.g. a deadline

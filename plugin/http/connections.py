@@ -61,7 +61,7 @@ class PluginRequestHandler(RequestHandler):
     """aiohttp's connection protocol with read deadlines and the contract's error envelope.
 
     It relies on what `RequestHandler` keeps per connection (`_messages`,
-    `_request_count`, `_waiter`) as of aiohttp 3.14; tests/server/test_connections.py
+    `_request_count`, `_waiter`) as of aiohttp 3.14; tests/http/test_connections.py
     drives every path over real sockets, so an upgrade that changes them fails there.
     """
 

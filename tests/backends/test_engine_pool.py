@@ -24,7 +24,6 @@ from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
 from tests.backends.suite.hybrid import KeywordIndexSuite
 from tests.backends.suite.rerank import RerankSuite
-from tests.backends.test_engine_process import until
 from tests.support.backends import TEST_POOL_WORKERS
 from tests.support.backends import copy_of
 from tests.support.backends import names_of_each_worker
@@ -34,6 +33,7 @@ from tests.support.records import T0
 from tests.support.records import everything
 from tests.support.records import memory
 from tests.support.records import unit
+from tests.worker.test_engine_process import until
 
 WORKERS = TEST_POOL_WORKERS
 
@@ -93,7 +93,8 @@ async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) ->
 
 
 def test_the_count_asked_for_else_the_stores_else_from_the_cores(tmp_path: Path) -> None:
-    """A store of another count than the one asked for is moved (tests/store/test_placement.py)."""
+    """A store of another count than the one asked for is moved
+    (tests/qdrant/edge/test_placement.py)."""
     assert engine_workers(tmp_path, None, cores=2) == 1  # a new store: from the cores
     assert engine_workers(tmp_path, None, cores=8) == 4
     assert engine_workers(tmp_path, 2, cores=2) == 2

@@ -252,7 +252,7 @@ def ignored(path: str) -> bool:
         ".git/HEAD",
         ".tools/bin/helm",
         "data/namespaces/memory-org~acme/namespace.json",
-        "tests/api/test_search.py",
+        "tests/http/test_search.py",
         "deploy/helm/memory-plugin-vector/Chart.yaml",
         "benchmarks/latency.py",
         "plugin/__pycache__/app.cpython-311.pyc",

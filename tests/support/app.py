@@ -81,8 +81,8 @@ async def served(
 
 def contract_health(body: dict[str, object]) -> dict[str, object]:
     """Health's body less what it carries beside the contract's fields: the sizes start-up
-    chose (tests/service/test_sizing.py) and the rerank's weights
-    (tests/api/test_rerank_weights.py)."""
+    chose (tests/test_sizing.py) and the rerank's weights
+    (tests/http/test_rerank_weights.py)."""
     return {key: value for key, value in body.items() if key not in ("sizes", "rerank_weights")}
 
 

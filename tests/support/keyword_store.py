@@ -1,6 +1,6 @@
 """A store as the previous version wrote it: memories without keyword vectors, no encoder record.
 
-The starting point of the keyword-index upgrade tests (tests/store/test_keyword_index*.py).
+The starting point of the keyword-index upgrade tests (tests/qdrant/edge/test_keyword_index*.py).
 """
 
 from __future__ import annotations

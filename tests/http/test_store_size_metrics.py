@@ -14,7 +14,7 @@ from pathlib import Path
 from adapters.disk import allocated_bytes
 from plugin.http.keys import STORE_SIZES
 from plugin.settings import Settings
-from tests.api.test_metrics import scrape
+from tests.http.test_metrics import scrape
 from tests.support.app import ContractClient
 
 TEAM, WORKSPACE = "team:sized", "workspace:sized"

@@ -71,7 +71,7 @@ def garble(path: Path) -> None:
 
 async def answers(store: QdrantEdgeBackend) -> dict[str, str]:
     """Per namespace: `whole`, `503`, or what went wrong (the service names the
-    namespace in a failed read's 503: tests/store/test_damage.py)."""
+    namespace in a failed read's 503: tests/qdrant/edge/test_damage.py)."""
     found = {}
     for name in NAMES:
         try:

@@ -7,8 +7,8 @@ memories would read as a loss after a power cut); a forget writes its count
 before the engine deletes; concurrent writes share a sync; `async` syncs nothing.
 A sync that waits past the writes' deadline, or fails, is a problem health names
 until a sync completes, and the writes the disk refused are counted. The power cut
-itself is tests/store/test_power_loss.py; a stalled disk under a real server,
-tests/store/test_disk_stall.py.
+itself is tests/qdrant/edge/test_power_loss.py; a stalled disk under a real server,
+tests/qdrant/edge/test_disk_stall.py.
 """
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ from collections import Counter
 import pytest
 
 from adapters.worker.engine_pool import EnginePool
-from tests.store.test_worker_crash import acknowledged_more
-from tests.store.test_worker_crash import serving_again
 from tests.support.app import ContractClient
 from tests.support.app import backend_of
 from tests.support.backends import names_of_each_worker
+from tests.worker.test_worker_crash import acknowledged_more
+from tests.worker.test_worker_crash import serving_again
 
 WRITERS_PER_WORKER = 4
 KILLS = 5

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.every_backend
 
 async def test_health(api: ContractClient, backend_kind: str) -> None:
     reply = await api.call("GET", "/v1/health")
-    sizes = reply.body.pop("sizes")  # beside the contract's fields: tests/service/test_sizing.py
-    weights = reply.body.pop("rerank_weights", None)  # tests/api/test_rerank_weights.py
+    sizes = reply.body.pop("sizes")  # beside the contract's fields: tests/test_sizing.py
+    weights = reply.body.pop("rerank_weights", None)  # tests/http/test_rerank_weights.py
     assert weights in ({"uniform", "idf"} if backend_kind == "embedded" else {None})
     assert (reply.status, reply.body) == (
         200,

@@ -25,7 +25,7 @@ from adapters.qdrant.edge.shards import shard_index
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from plugin import cli
-from tests.store import faults
+from tests.support import faults
 from tests.support.records import DIM
 from tests.support.records import T0
 from tests.support.records import everything

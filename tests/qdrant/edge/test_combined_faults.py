@@ -21,7 +21,7 @@ from adapters.values import NamespaceRecord
 from harness.clocks import WallClock
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
-from tests.store import faults
+from tests.support import faults
 from tests.support.app import AppFactory
 from tests.support.app import served
 from tests.support.backends import started
