@@ -11,6 +11,7 @@ from typing import Any
 
 from adapters.base import VectorBackend
 from adapters.registry import build
+from plugin.core.search_mode import may_rerank
 from plugin.settings import Settings
 from plugin.sizing import plugin_cpus
 
@@ -60,7 +61,7 @@ def qdrant_options(
         "api_key": key,
         "prefix": settings.collection_prefix,
         "timeout_s": settings.backend_timeout_s if timeout_s is None else timeout_s,
-        "tokens": settings.search in (None, "rerank") if tokens is None else tokens,
+        "tokens": may_rerank(settings.search) if tokens is None else tokens,
         "token_dimension": token_dimension,
     }
 

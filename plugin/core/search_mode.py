@@ -24,6 +24,12 @@ from adapters.values import SearchMode
 PREFERENCE = (SearchMode.HYBRID, SearchMode.DENSE, SearchMode.KEYWORD)
 
 
+def may_rerank(configured: str | None) -> bool:
+    """Whether MEMORY_PLUGIN_SEARCH lets searches rerank (unset, or `rerank`): what decides,
+    before the store answers, whether a store that can keep token vectors keeps them."""
+    return configured is None or configured == SearchMode.RERANK
+
+
 def never_dimmed() -> bool:
     """Every search gets its ranking's best: where nothing dims it."""
     return True
