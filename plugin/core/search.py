@@ -1,7 +1,7 @@
 """Searches: one backend read over every live namespace asked for, ranked as configured.
 
-`MemorySearch` is the part of `MemoryService` (plugin/core/service.py) that answers
-searches, handed the service's backend, keyword encoder, embedding and deadline.
+`MemorySearch` answers searches for the handler; `MemoryService` (plugin/core/service.py)
+builds it with the backend, keyword encoder, model and deadline it holds itself.
 - With a query, the search computes what its ranking ranks by: the query's embedding,
   its keyword vector, or both (docs/backends.md, "Hybrid search"); a keyword search costs
   no model call. `Ranking.mode` says which, per search (the rerank dimmer's decision,
@@ -18,11 +18,11 @@ import logging
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import KW_ONLY
 from dataclasses import dataclass
 from dataclasses import field
 from datetime import datetime
+from typing import Protocol
 
 from adapters.base import VectorBackend
 from adapters.callers import Caller
@@ -35,6 +35,7 @@ from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from plugin.core.fields import SearchFields
 from plugin.core.search_mode import Ranking
+from plugin.core.service_errors import within
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority
@@ -46,6 +47,14 @@ log = logging.getLogger(__name__)
 # "Keyword feedback").
 _FEEDBACK = frozenset({SearchMode.FEEDBACK, SearchMode.RERANK})
 NEWEST = "newest"  # the ranking's name of a search without a query: newest first
+
+
+class Embedder(Protocol):
+    dimension: int
+
+    # An awaitable: BatchingEmbedder's future, queued for the model when this returns;
+    # `work` is its place in the fair queues (plugin/scheduling/work.py).
+    def embed(self, text: str, work: Work = ...) -> Awaitable[Embedding]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +101,8 @@ class MemorySearch:
     ranking: Ranking
     _: KW_ONLY
     clock: Callable[[], datetime]
-    deadline: Callable[[], AbstractAsyncContextManager[None]]
-    embed: Callable[[str, Work], Awaitable[Embedding]]
+    deadline_s: float
+    embedder: Embedder
     # Namespaces a search found unreadable (left out of its answer), for health.
     unreadable: set[str] = field(default_factory=set)
 
@@ -101,7 +110,7 @@ class MemorySearch:
         """One backend read over every live namespace asked for; pinned first, `limit` in all."""
         limit = request.effective_limit
         kinds = frozenset(request.kinds) if request.kinds else None
-        async with self.deadline():
+        async with within(self.deadline_s):
             names = list(dict.fromkeys(request.namespaces))
             records = await self.backend.get_namespaces(names)
             now = self.clock()
@@ -127,7 +136,7 @@ class MemorySearch:
         keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
         dense, tokens = None, None
         if mode is not SearchMode.KEYWORD:
-            embedded = await self.embed(text, work)
+            embedded = await self.embedder.embed(text, work)
             dense = embedded.vector
             tokens = embedded.tokens if mode is SearchMode.RERANK else None
         # a backend without keyword feedback reranks the hybrid candidates (a Qdrant server)

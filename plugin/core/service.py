@@ -6,7 +6,6 @@ No HTTP here: handlers parse and serialise, this module decides. Rules every bac
 - Every operation finishes within `deadline_s` or fails as unavailable (503).
 - Writes to one namespace record (PUT, PATCH, DELETE) are serialised per name in this process
   only (docs/behaviour.md, "Concurrency").
-- The clip: only the first `MAX_EMBEDDED_CHARS` characters reach the model (`clip_for_model`).
 - Every memory is stored with its keyword vector. An explicit-id commit of unchanged content
   reuses the stored vector, read with that content, once `vectors_verified` holds
   (docs/embedding.md, "An unchanged memory costs no model call").
@@ -14,17 +13,12 @@ No HTTP here: handlers parse and serialise, this module decides. Rules every bac
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from collections.abc import Awaitable
 from collections.abc import Callable
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from dataclasses import replace
 from datetime import UTC
 from datetime import datetime
-from typing import Protocol
 
 from adapters.base import VectorBackend
 from adapters.callers import NOBODY
@@ -38,30 +32,19 @@ from adapters.values import StoreCondition
 from plugin.core.fields import MemoryFields
 from plugin.core.fields import NamespaceChanges
 from plugin.core.fields import NamespaceFields
-from plugin.core.fields import SearchFields
 from plugin.core.keyed_lock import KeyedLock
-from plugin.core.search import Found
+from plugin.core.search import Embedder
 from plugin.core.search import MemorySearch
 from plugin.core.search_mode import Ranking
-from plugin.core.service_errors import DeadlinePassed
 from plugin.core.service_errors import InvalidRequest
 from plugin.core.service_errors import NotFound
+from plugin.core.service_errors import within
 from plugin.core.single_flight import SingleFlight
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.embedding.embedder import clip_for_model
-from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority
 from plugin.scheduling.work import Work
 
 Clock = Callable[[], datetime]
-
-
-class Embedder(Protocol):
-    dimension: int
-
-    # An awaitable: BatchingEmbedder's future, queued for the model when this returns;
-    # `work` is its place in the fair queues (plugin/scheduling/work.py).
-    def embed(self, text: str, work: Work = ...) -> Awaitable[Embedding]: ...
 
 
 def utc_now() -> datetime:
@@ -121,44 +104,23 @@ class MemoryService:
         self._vectors_verified = vectors_verified
         self._on_reused = on_reused
         self._namespace_writes = KeyedLock()
-        self._search = MemorySearch(
-            backend,
-            keywords,
-            ranking,
-            clock=clock,
-            deadline=self._deadline,
-            embed=self._embed,
+        # Searches are answered there (plugin/core/search.py); the handler calls it.
+        self.searches = MemorySearch(
+            backend, keywords, ranking, clock=clock, deadline_s=deadline_s, embedder=embedder
         )
         # A burst of health checks pings once; a ping past the deadline is not joined.
         self._ping = SingleFlight(lambda: self.backend.ping(), join_within_s=deadline_s)
 
-    @asynccontextmanager
-    async def _deadline(self) -> AsyncIterator[None]:
-        try:
-            async with asyncio.timeout(self.deadline_s):
-                yield
-        except TimeoutError:
-            raise DeadlinePassed(f"no answer within {self.deadline_s:g} s") from None
-
     async def ping(self) -> StoreCondition:
         """Raise unless the backend answers; what it serves in a degraded way, if anything."""
-        async with self._deadline():
+        async with within(self.deadline_s):
             await self._ping()
         return self.condition()
 
     def condition(self) -> StoreCondition:
         found = self.backend.condition()
-        unreadable = tuple(sorted(set(found.unreadable_namespaces) | self._search.unreadable))
+        unreadable = tuple(sorted(set(found.unreadable_namespaces) | self.searches.unreadable))
         return StoreCondition(unreadable, found.problems, found.disk)
-
-    async def search(self, request: SearchFields, caller: Caller = NOBODY) -> Found:
-        """Pinned first, then by score (or newest first without a query); plugin/core/search.py.
-        `caller`: whom the reads are for (adapters/callers.py), here and below."""
-        return await self._search.search(request, caller)
-
-    def _embed(self, text: str, work: Work) -> Awaitable[Embedding]:
-        """What the model reads of `text`, queued for it (module docstring: the clip)."""
-        return self.embedder.embed(clip_for_model(text), work)
 
     # -- namespaces ------------------------------------------------------------------
 
@@ -169,7 +131,7 @@ class MemoryService:
         return record
 
     async def upsert_namespace(self, name: str, body: NamespaceFields) -> NamespaceRecord:
-        async with self._deadline(), self._namespace_writes.hold(name):
+        async with within(self.deadline_s), self._namespace_writes.hold(name):
             now = self.clock()
             existing = await unexpired_namespace(self.backend, name, now)
             record = NamespaceRecord(
@@ -191,7 +153,7 @@ class MemoryService:
             raise InvalidRequest("PATCH needs at least one of expires_at, metadata")
         if "expires_at" in changes:
             changes["expires_at"] = _utc(changes["expires_at"])
-        async with self._deadline(), self._namespace_writes.hold(name):
+        async with within(self.deadline_s), self._namespace_writes.hold(name):
             existing = await self._live_namespace(name)
             if existing is None:
                 raise NotFound(f"namespace {name} not found")
@@ -202,17 +164,17 @@ class MemoryService:
 
     async def delete_namespace(self, name: str) -> None:
         """Also the way to drop a namespace whose stored record is unreadable."""
-        async with self._deadline(), self._namespace_writes.hold(name):
+        async with within(self.deadline_s), self._namespace_writes.hold(name):
             try:
                 existing = await self.backend.get_namespace(name)
             except StorageDamaged:
                 await self.backend.delete_namespace(name)
-                self._search.unreadable.discard(name)
+                self.searches.unreadable.discard(name)
                 return
             if existing is None:
                 raise NotFound(f"namespace {name} not found")
             await self.backend.delete_namespace(name)
-            self._search.unreadable.discard(name)
+            self.searches.unreadable.discard(name)
             if existing.is_expired(self.clock()):
                 raise NotFound(f"namespace {name} not found (it had expired)")
 
@@ -221,7 +183,7 @@ class MemoryService:
     async def commit(
         self, namespace: str, body: MemoryFields, caller: Caller = NOBODY
     ) -> MemoryRecord:
-        async with self._deadline():
+        async with within(self.deadline_s):
             if await self._live_namespace(namespace) is None:
                 raise NotFound(f"namespace {namespace} not found")
             # The existence check of an explicit id (a backfill's every write) comes before
@@ -237,7 +199,7 @@ class MemoryService:
             tokens = None
             if vector is None:
                 work = Work(namespace, Priority.WRITE, caller.waiting)
-                embedded = await self._embed(body.content, work)
+                embedded = await self.embedder.embed(body.content, work)
                 vector, tokens = embedded.vector, embedded.tokens
             else:
                 self._on_reused()
@@ -275,7 +237,7 @@ class MemoryService:
         return memory, (vector if vector and memory.content == content else None)
 
     async def forget(self, memory_id: str, namespace: str, caller: Caller = NOBODY) -> None:
-        async with self._deadline():
+        async with within(self.deadline_s):
             gone = NotFound(f"memory {memory_id} not found in {namespace}")
             if await self._live_namespace(namespace) is None:
                 raise gone

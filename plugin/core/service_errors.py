@@ -8,6 +8,10 @@ the contract's envelope (`NotFound` 404, `InvalidRequest` 400, a
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from adapters.errors import BackendUnavailable
 
 
@@ -26,3 +30,13 @@ class InvalidRequest(ServiceError):
 class DeadlinePassed(BackendUnavailable):
     """No answer within the request's deadline (503, unless admission finds that the
     request was still waiting its turn behind others' work: plugin/scheduling/admission.py)."""
+
+
+@asynccontextmanager
+async def within(seconds: float) -> AsyncIterator[None]:
+    """What runs inside finishes within `seconds`, or fails as `DeadlinePassed`."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise DeadlinePassed(f"no answer within {seconds:g} s") from None

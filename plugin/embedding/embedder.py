@@ -154,8 +154,8 @@ class BatchingEmbedder:
         return {priority: len(queue) for priority, queue in self._queues.items()}
 
     def embed(self, text: str, work: Work = UNATTRIBUTED) -> asyncio.Future[Embedding]:
-        """`text`'s embedding (`Encoder.embed`), to await; queued for the next batch before
-        this returns.
+        """`text`'s embedding (`Encoder.embed`; of what the model reads of it, `clip_for_model`),
+        to await; queued for the next batch before this returns.
 
         `work` says for which tenant and how urgently: its place in the fair queues.
 
@@ -167,7 +167,8 @@ class BatchingEmbedder:
             raise RuntimeError("embedder is not started")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Embedding] = loop.create_future()
-        self._queues[work.priority].push(work.tenant, (text, future, loop.time(), work.priority))
+        queued = (clip_for_model(text), future, loop.time(), work.priority)
+        self._queues[work.priority].push(work.tenant, queued)
         if (waiting := work.waiting) is not None:  # for the request's deadline
             waiting.joined(self)
             future.add_done_callback(partial(_embedded, waiting))

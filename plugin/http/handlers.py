@@ -158,7 +158,7 @@ async def search(request: web.Request) -> web.Response:
     body = await _body(request, SearchRequest)
     request[SEARCHED_KEY] = list(dict.fromkeys(body.namespaces))
     with request.app[ADMISSION].hold(search_tenant(body.namespaces)) as caller:
-        found = await request.app[SERVICE].search(body, caller)
+        found = await request.app[SERVICE].searches.search(body, caller)
     request[RANKING_KEY] = found.ranking_name
     request.app[METRICS].observe_search(found.ranking_name)
     memories = [memory_body(hit.memory, hit.score) for hit in found.hits]

@@ -28,7 +28,6 @@ from adapters.base import VectorBackend
 from adapters.parts import TokenIndex
 from adapters.values import TokenVectors
 from adapters.values import wordpiece_ids
-from plugin.embedding.embedder import clip_for_model
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority
 from plugin.scheduling.work import Work
@@ -64,7 +63,7 @@ async def fill(part: TokenIndex, embed: Embed, progress: Progress = _nobody) -> 
     while True:
         found, cursor = await part.untokenized_memories(cursor, PAGE)
         if found:
-            embedded = await asyncio.gather(*(embed(clip_for_model(c), work) for _, c in found))
+            embedded = await asyncio.gather(*(embed(c, work) for _, c in found))
             items: list[tuple[str, TokenVectors]] = [
                 (key, tokens)
                 for (key, _), embedding in zip(found, embedded, strict=True)

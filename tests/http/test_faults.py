@@ -13,6 +13,7 @@ import json
 import logging
 import socket
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -20,12 +21,8 @@ import pytest
 from aiohttp import web
 
 from plugin.embedding.embedder import MAX_EMBEDDED_CHARS
-from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.keys import EMBEDDER
-from plugin.http.keys import SERVICE
-from plugin.scheduling.work import UNATTRIBUTED
-from plugin.scheduling.work import Work
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
 
@@ -115,16 +112,22 @@ async def test_earliest_valid_time_is_clamped_and_already_expired(api: ContractC
 
 
 class _Recording:
-    """The app's real embedder, noting how long each text it was handed was."""
+    """The app's model, noting how long each text it was handed was."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.dimension = inner.dimension
         self.lengths: list[int] = []
 
-    async def embed(self, text: str, work: Work = UNATTRIBUTED) -> Embedding:
-        self.lengths.append(len(text))
-        return await self.inner.embed(text, work)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: Sequence[str], **kwargs: Any) -> Any:
+        self.lengths.extend(len(text) for text in texts)
+        return self.inner.embed(texts, **kwargs)
+
+    def embed_lone(self, texts: Sequence[str], **kwargs: Any) -> Any:
+        self.lengths.extend(len(text) for text in texts)
+        return self.inner.embed_lone(texts, **kwargs)
 
 
 async def test_large_content_is_cut_before_the_model_and_stored_whole(
@@ -133,8 +136,9 @@ async def test_large_content_is_cut_before_the_model_and_stored_whole(
     # Pinecone refuses metadata over 40 KB (a 400 of its own, tested elsewhere).
     size = 900 * 1024 if backend_kind == "embedded" else 30_000
     big = ("all work and no play makes the agent a dull agent. " * 18_000)[:size]
-    recording = _Recording(api.app[EMBEDDER])
-    api.app[SERVICE].embedder = recording
+    embedder = api.app[EMBEDDER]
+    recording = _Recording(embedder.encoder)
+    embedder.encoder = recording
     await api.put_ns("workspace:big")
     reply = await api.commit("workspace:big", big)
     assert reply.status == 201
