@@ -6,7 +6,8 @@ request's tenant, and a `Waiting` that says whether the request's work is waitin
 its turn in one of the plugin's queues, for the request's deadline. The request
 hands it, as a value, to the backend reads that may queue (`caller=`) and to the
 model's queue (plugin/scheduling/work.py). A backend whose calls wait for one
-shared resource (the embedded store's engine worker: adapters/worker/engine_queue.py)
+shared resource (the embedded store's engine worker: adapters/worker/engine_process.py,
+`EngineQueue`)
 serves the callers waiting there in turn by it; others ignore it. `NOBODY`:
 nobody in particular (start-up, the janitor, tools).
 """

@@ -1,10 +1,9 @@
 """How each backend call crosses to a backend held by engine workers, declared once.
 
 A backend whose engine holds the GIL runs in worker processes (adapters/worker/), and the
-server reaches it through one generic forwarder (each worker's `EngineClient`) and one
-router (`EnginePool`), both derived from `CROSSINGS`. For every coroutine of
-`VectorBackend` and of its parts (adapters/parts.py), keyed "method" or "part.method",
-it says where the call goes:
+server reaches it through one forwarder and router (`EnginePool`), derived from `CROSSINGS`.
+For every coroutine of `VectorBackend` and of its parts (adapters/parts.py), keyed "method"
+or "part.method", it says where the call goes:
 - `Owner(arg)`: to the worker owning the namespace that argument names;
 - `Spread(arg, merge)`: the namespaces of that argument split by owner, each worker asked
   about its own at once (the first worker alone when none), the answers merged;
@@ -14,8 +13,9 @@ it says where the call goes:
 - `Grouped(arg)`: that argument's items grouped by their namespace's owner (with the
   arguments aligned with them), each worker's in one call, in turn;
 - `Own()`: not sent: the forwarder's own (starting and closing its workers).
-`queued`: the call waits its turn in the fair read queue (adapters/worker/engine_queue.py),
-for the `caller` it is handed. `pages`: an async generator, asked a page at a time.
+`queued`: the call waits its turn in the fair read queue (`EngineQueue`,
+adapters/worker/engine_process.py), for the `caller` it is handed. `pages`: an async
+generator, asked a page at a time.
 `derived(cls)` writes the forwarding once: each declared method of a forwarder makes a `Call`
 and hands it to the class's `cross`. tests/backends/test_crossings.py fails on a call of the
 interface without a declaration.

@@ -90,4 +90,4 @@ def engine_workers_of(backend: VectorBackend) -> int | None:
     """How many engine worker processes hold `backend`; None for a store of another kind."""
     from adapters.worker.engine_pool import EnginePool
 
-    return len(backend.clients) if isinstance(backend, EnginePool) else None
+    return len(backend.workers) if isinstance(backend, EnginePool) else None

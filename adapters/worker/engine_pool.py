@@ -1,13 +1,18 @@
 """The engine workers behind one backend interface, each owning some namespaces.
 
-`route(name)` names the worker that owns a namespace (a fixed function of the name). Each
-call goes where its declaration says (adapters/crossings.py): one about a namespace to
-its worker; a search or listing over namespaces of several workers to each for its own,
-the answers merged as one store orders them (adapters/merge.py); store-wide calls to every
-worker; the background fills' walks from worker to worker. This router is the one place
-that reads the declarations' routes; its methods are derived (crossings.py). A worker
-that stops takes only its namespaces away: their calls answer `BackendUnavailable` (503)
-until it is back, health says `degraded`, and the other workers' namespaces are served
+The server's side of a backend whose engine holds the GIL (the embedded store,
+adapters/qdrant/edge/): the backend runs in worker processes (engine_worker.py, each held
+by an `EngineProcess`, engine_process.py), and this class forwards the backend interface
+and its parts (adapters/parts.py) to them as plain values (frames.py). Its methods are
+derived from the declarations (adapters/crossings.py), and it is the one place that reads
+their routes: one call about a namespace to its worker (`route(name)`, a fixed function of
+the name); a search or listing over namespaces of several workers to each for its own, the
+answers merged as one store orders them (adapters/merge.py); store-wide calls to every
+worker; the background fills' walks from worker to worker. What is written here is its own:
+the workers' lifecycle, their condition, and the copy of the namespace records.
+
+A worker that stops takes only its namespaces away: their calls answer `BackendUnavailable`
+(503) until it is back, health says `degraded`, and the other workers' namespaces are served
 throughout. One worker is a pool of one: the server's shape whatever the count.
 """
 
@@ -17,6 +22,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,31 +35,39 @@ from adapters.crossings import Owner
 from adapters.crossings import Spread
 from adapters.crossings import Walk
 from adapters.crossings import derived
+from adapters.errors import StorageDamaged
 from adapters.merge import answered
+from adapters.merge import merge_namespaces
 from adapters.values import DiskWrites
+from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
-from adapters.worker.engine_client import EngineClient
+from adapters.worker import frames
+from adapters.worker.engine_process import EngineProcess
 
 
 @derived
 class EnginePool(VectorBackend):
-    """`clients`' workers as one backend; `route(name)` is the index of a name's worker."""
+    """`workers` as one backend; `route(name)` is the index of a name's worker."""
 
     def __init__(
         self,
         dimension: int,
-        clients: Sequence[EngineClient],
+        workers: Sequence[EngineProcess],
         route: Callable[[str], int],
         token_dimension: int | None = None,
     ) -> None:
         super().__init__(dimension, token_dimension)
-        self.clients = list(clients)
-        self.name = self.clients[0].name
+        self.workers = list(workers)
+        self.name = self.workers[0].spec.name
         self.route = route
+        # The namespace records this server has read or written, by name, each with its
+        # worker's restarts when it was kept (`_records`).
+        self._known: dict[str, tuple[NamespaceRecord, int]] = {}
+        self._changes = 0  # namespace saves and deletes begun
 
-    def owner(self, name: str) -> EngineClient:
-        return self.clients[self.route(name)]
+    def owner(self, name: str) -> EngineProcess:
+        return self.workers[self.route(name)]
 
     def grouped(self, names: Iterable[str]) -> dict[int, list[str]]:
         """`names` by the index of their worker, each once, in their order."""
@@ -64,22 +78,32 @@ class EnginePool(VectorBackend):
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
-        return self.clients[0].search_modes
+        return self.workers[0].spec.search_modes
 
     async def start(self) -> None:
         try:
             answered(
-                await asyncio.gather(*(c.start() for c in self.clients), return_exceptions=True)
+                await asyncio.gather(*(w.start() for w in self.workers), return_exceptions=True)
             )
         except BaseException:
-            await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
+            await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True)
             raise
 
     async def close(self) -> None:
-        answered(await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True))
+        answered(await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True))
+
+    async def ping(self) -> None:
+        """Every worker's ping, each one's condition read afresh with it; answered as its
+        declaration merges (the store answers while any worker does)."""
+        call = Call("ping", (), {})
+        route = call.crossing.route
+        assert isinstance(route, Every)
+        route.merge(
+            await asyncio.gather(*(w.ping() for w in self.workers), return_exceptions=True), call
+        )
 
     def condition(self) -> StoreCondition:
-        conditions = [client.condition() for client in self.clients]
+        conditions = [worker.condition for worker in self.workers]
         disks = [c.disk for c in conditions if c.disk is not None]
         return StoreCondition(
             unreadable_namespaces=tuple(n for c in conditions for n in c.unreadable_namespaces),
@@ -87,17 +111,84 @@ class EnginePool(VectorBackend):
             disk=DiskWrites.merged(disks) if disks else None,
         )
 
+    # -- the copy of the namespace records --------------------------------------------
+    # Why: the platform PUTs a namespace before every write and a search reads its
+    # namespaces' records first, and a worker answers nothing while its engine runs a long
+    # search. Every change of a record passes through this pool, so the copy holds: an
+    # answer is kept only if no change was made while it was on its way. A record is
+    # answered only while its worker is up (a request over a namespace of a store that is
+    # away is refused at its first step, before the model works for it), and not after
+    # its worker restarted (it may have rebuilt records).
+
+    def _copy(self, name: str) -> NamespaceRecord | None:
+        kept = self._known.get(name)
+        worker = self.owner(name)
+        if kept is None or not worker.up:
+            return None
+        record, restarts = kept
+        if restarts != worker.restarts:
+            del self._known[name]
+            return None
+        return record
+
+    def _keep(self, found: Mapping[str, NamespaceRecord], changes: int) -> None:
+        if changes == self._changes:
+            for name, record in found.items():
+                self._known[name] = (record, self.owner(name).restarts)
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        self.owner(name).require_up()
+        if (known := self._copy(name)) is not None:
+            return known
+        changes = self._changes
+        found: NamespaceRecord | None = await self.cross(Call("get_namespace", (name,), {}))
+        if found is not None:
+            self._keep({name: found}, changes)
+        return found
+
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        known: dict[str, NamespaceRecord] = {}
+        for name in names:
+            self.owner(name).require_up()
+            if (record := self._copy(name)) is not None:
+                known[name] = record
+        missing = [name for name in names if name not in known]
+        if not missing:
+            return known
+        changes = self._changes
+        try:
+            found: Mapping[str, NamespaceRecord] = await self.cross(
+                Call("get_namespaces", (missing,), {})
+            )
+        except StorageDamaged as damaged:  # raised only when none of `missing` is live
+            return merge_namespaces([known, damaged])
+        self._keep(found, changes)
+        return known | dict(found)
+
+    async def save_namespace(self, record: NamespaceRecord) -> None:
+        self._changes += 1
+        changes = self._changes
+        self._known.pop(record.name, None)  # unknown until the worker has it
+        await self.cross(Call("save_namespace", (record,), {}))
+        self._keep({record.name: record}, changes)
+
+    async def delete_namespace(self, name: str) -> bool:
+        self._changes += 1
+        self._known.pop(name, None)
+        deleted: bool = await self.cross(Call("delete_namespace", (name,), {}))
+        return deleted
+
     # -- the router -------------------------------------------------------------------
 
-    @staticmethod
-    async def _ask(client: EngineClient, call: Call) -> Any:
-        """`call` made of `client` (its part's method, for a part's call)."""
-        target = client if call.part is None else getattr(client, call.part)
-        return await getattr(target, call.method)(*call.args, **call.kwargs)
+    async def _ask(self, index: int, call: Call) -> Any:
+        """`call`, answered by worker `index`; a queued read waits its turn for its caller."""
+        args, kwargs = call.sent()
+        caller = call.caller() if call.crossing.queued else None
+        return await self.workers[index].call(call.part, call.method, args, kwargs, caller)
 
     async def _all(self, asked: Iterable[tuple[int, Call]]) -> list[Any]:
         """Each worker's answer to its call, all at once; a failure as its exception."""
-        calls = [self._ask(self.clients[index], call) for index, call in asked]
+        calls = [self._ask(index, call) for index, call in asked]
         return await asyncio.gather(*calls, return_exceptions=True)
 
     async def cross(self, call: Call) -> Any:
@@ -108,13 +199,13 @@ class EnginePool(VectorBackend):
             groups = self.grouped(call.arg(route.arg)) or {0: []}
             asked = [(i, call.with_args(**{route.arg: some})) for i, some in groups.items()]
             if len(asked) == 1:  # one worker's answer is already as one store orders it
-                index, only = asked[0]
-                return await self._ask(self.clients[index], only)
+                return await self._ask(*asked[0])
             return route.merge(await self._all(asked), call)
         if isinstance(route, Every):
             if route.in_turn:
-                return route.merge([await self._ask(client, call) for client in self.clients], call)
-            return route.merge(await self._all(enumerate([call] * len(self.clients))), call)
+                everyone = range(len(self.workers))
+                return route.merge([await self._ask(index, call) for index in everyone], call)
+            return route.merge(await self._all(enumerate([call] * len(self.workers))), call)
         if isinstance(route, Walk):
             return await self._walk(call)
         if isinstance(route, Keyed):
@@ -126,25 +217,29 @@ class EnginePool(VectorBackend):
     async def cross_pages(self, call: Call) -> AsyncIterator[Any]:
         route = call.crossing.route
         assert isinstance(route, Owner)  # a namespace's pages come from its worker
-        target = self._owner_of(call, route)
-        part = target if call.part is None else getattr(target, call.part)
-        async for page in getattr(part, call.method)(*call.args, **call.kwargs):
-            yield page
+        worker = self.workers[self._owner_of(call, route)]
+        args, kwargs = call.sent()
+        pages = await worker.open(call.part, call.method, args, kwargs)
+        try:
+            while (page := await worker.next(pages, call.caller())) != frames.END:
+                yield page
+        finally:  # a caller that stops early leaves the worker's generator open
+            worker.discard(pages)
 
-    def _owner_of(self, call: Call, route: Owner) -> EngineClient:
+    def _owner_of(self, call: Call, route: Owner) -> int:
         named = call.arg(route.arg)
-        return self.owner(named if route.field is None else getattr(named, route.field))
+        return self.route(named if route.field is None else getattr(named, route.field))
 
     async def _walk(self, call: Call) -> tuple[list[tuple[str, Any]], str | None]:
         """One page of the walk over every worker in turn, from the call's `cursor`: a
         cursor, and each key, is the worker's index, a slash, and what the worker gave."""
         index, _, inner = (call.arg("cursor") or "0/").partition("/")
         worker = int(index)
-        items, after = await self._ask(self.clients[worker], call.with_args(cursor=inner or None))
+        items, after = await self._ask(worker, call.with_args(cursor=inner or None))
         keyed = [(f"{worker}/{key}", value) for key, value in items]
         if after is not None:
             return keyed, f"{worker}/{after}"
-        return keyed, (f"{worker + 1}/" if worker + 1 < len(self.clients) else None)
+        return keyed, (f"{worker + 1}/" if worker + 1 < len(self.workers) else None)
 
     async def _keyed(self, call: Call, route: Keyed) -> int:
         """Items keyed by a walk's keys, each worker's in one call; how many, summed."""
@@ -154,7 +249,7 @@ class EnginePool(VectorBackend):
             by_worker.setdefault(int(index), []).append((inner, value))
         done = 0
         for index, items in by_worker.items():
-            done += await self._ask(self.clients[index], call.with_args(**{route.arg: items}))
+            done += await self._ask(index, call.with_args(**{route.arg: items}))
         return done
 
     async def _grouped(self, call: Call, route: Grouped) -> int:
@@ -170,5 +265,5 @@ class EnginePool(VectorBackend):
             for name in route.aligned:
                 aligned = call.arg(name)
                 values[name] = None if aligned is None else [aligned[n] for n in positions]
-            done += await self._ask(self.clients[index], call.with_args(**values))
+            done += await self._ask(index, call.with_args(**values))
         return done

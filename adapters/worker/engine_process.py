@@ -1,11 +1,22 @@
-"""One engine worker process, seen from the server: started, called, watched, restarted.
+"""One engine worker process, seen from the server: built, started, called, watched, restarted.
 
-The worker (engine_worker.py) is a fault domain: when it dies (kill -9, a panic in
-the engine, out of memory) or stops answering for `HANG_S`, every call in flight and
-every call until it is back fails at once with `BackendUnavailable` (503), its
-condition names the restart (health: `degraded`), and it is started again: the
-store reopens and its write-ahead log replays, so nothing acknowledged is lost.
-A worker that keeps dying is restarted less and less often, up to `MAX_BACKOFF_S`.
+A `WorkerSpec` names the backend the worker builds (adapters/registry.py), with plain-value
+options for its command line. The worker (engine_worker.py) is a fault domain: when it dies
+(kill -9, a panic in the engine, out of memory) or stops answering for `HANG_S`, every call in
+flight and every call until it is back fails at once with `BackendUnavailable` (503), its
+condition names the restart (health: `degraded`), and it is started again: the store reopens
+and its write-ahead log replays, so nothing acknowledged is lost. A worker that keeps dying is
+restarted less and less often, up to `MAX_BACKOFF_S`.
+
+The worker serialises its calls, so what it is sent runs in the order it arrived. `EngineQueue`
+keeps the reads declared `queued` (adapters/crossings.py) here, a queue per caller
+(adapters/callers.py: the request's tenant), and sends only a little engine time at once: the
+next read is the caller's that has had the least engine time (start-time fair queuing: a read
+starts at its caller's last finish, or now if later), so a tenant with one search waiting goes
+next however many another has queued. Each caller's reads are expected to cost what its last
+ones cost in the worker (a moving average); reads go while those in flight add up to at most
+`READ_BUDGET_S` (and `MOST_READS`), one at least. Writes do not wait: their engine work is
+short and batched. See docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations
@@ -13,20 +24,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import os
 import socket
 import sys
+from collections import deque
 from collections.abc import Mapping
-from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from adapters.callers import NOBODY
 from adapters.callers import Caller
 from adapters.errors import BackendUnavailable
+from adapters.values import SearchMode
 from adapters.values import StoreCondition
 from adapters.worker import frames
-from adapters.worker.engine_queue import EngineQueue
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +50,137 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 1.0
 HANG_S = 30.0
 MAX_BACKOFF_S = 30.0
-# Engine time sent to the worker at once (engine_queue.py): a few small reads keep it
+# Engine time sent to the worker at once (`EngineQueue`): a few small reads keep it
 # busy while an answer travels back; a read over a big namespace goes alone.
 READ_BUDGET_S = 0.004
 MOST_READS = 8
 STOP_TIMEOUT_S = 120.0  # closing flushes every shard
+# The weight of the latest read in a caller's moving average of its reads' cost.
+SMOOTHING = 0.2
+FIRST_GUESS_S = 0.001  # a caller not seen yet: a small read
+FORGET_AFTER = 1024  # callers remembered before those with nothing pending are dropped
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """Which backend a worker builds, and how: all of it plain values, for its command line."""
+
+    backend: str  # its name in adapters/registry.py, built in the worker with `options`
+    options: Mapping[str, Any]  # its keyword arguments, as JSON
+    data_dir: Path  # what the backend owns: one process holds it at a time (a lock file)
+    search_modes: frozenset[SearchMode]
+    name: str  # the backend's, as the server names it
+
+    def argv(self) -> list[str]:
+        return [
+            "--backend",
+            self.backend,
+            "--options",
+            json.dumps(dict(self.options)),
+            "--data-dir",
+            str(self.data_dir.absolute()),
+        ]
+
+
+class EngineQueue:
+    """Reads in flight up to `budget_s` of expected engine time (and at most `most`)."""
+
+    def __init__(self, budget_s: float, most: int) -> None:
+        self.budget_s = budget_s
+        self.most = most
+        self.in_flight = 0
+        self.served = 0  # reads answered (adapters/callers.py, `Waiting`)
+        self.load_s = 0.0  # the expected engine time of the reads in flight
+        self._cost: dict[str | None, float] = {}
+        self._waiting: dict[str | None, deque[asyncio.Future[float]]] = {}
+        self._now = 0.0  # virtual time: the start of the read sent last
+        self._finish: dict[str | None, float] = {}  # each caller's last read's finish
+
+    def expected(self, caller: str | None) -> float:
+        return self._cost.get(caller, FIRST_GUESS_S)
+
+    def _fits(self, caller: str | None) -> bool:
+        if self.in_flight == 0:
+            return True
+        fits = self.load_s + self.expected(caller) <= self.budget_s
+        return fits and self.in_flight < self.most
+
+    def _start(self, caller: str | None) -> float:
+        return max(self._finish.get(caller, 0.0), self._now)
+
+    def _take(self, caller: str | None) -> float:
+        expected = self.expected(caller)
+        self._now = self._start(caller)
+        self._finish[caller] = self._now + expected
+        self.in_flight += 1
+        self.load_s += expected
+        return expected
+
+    async def turn(self, for_whom: Caller) -> float:
+        """Wait until a read for `for_whom` may be sent; the cost it is expected to have,
+        to be handed to `done()` with the cost it had once its answer came."""
+        caller = for_whom.tenant
+        if not self._waiting and self._fits(caller):
+            return self._take(caller)
+        ready: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(caller, deque()).append(ready)
+        waiting = for_whom.waiting
+        if waiting is not None:
+            waiting.joined(self)
+        try:
+            expected = await ready
+        except asyncio.CancelledError:  # its request ran out of time: it is left waiting
+            if ready.done() and not ready.cancelled():  # its turn came as it was cancelled
+                self.done(caller, ready.result(), None)
+            raise
+        except BaseException:
+            if waiting is not None:
+                waiting.left()
+            raise
+        if waiting is not None:
+            waiting.left()
+        return expected
+
+    def done(self, caller: str | None, expected: float, took_s: float | None) -> None:
+        """A read's answer came (`took_s` in the worker; None: it failed): the next go."""
+        self.in_flight -= 1
+        self.load_s = max(0.0, self.load_s - expected)
+        if took_s is not None:
+            self.served += 1
+            self._cost[caller] = expected + SMOOTHING * (took_s - expected)
+        while self._waiting:
+            caller = min(self._waiting, key=self._start)
+            if not self._fits(caller):
+                return
+            queue = self._waiting[caller]
+            ready = queue.popleft()
+            if not queue:
+                del self._waiting[caller]
+            if not ready.done():  # a read given up while it waited is skipped
+                ready.set_result(self._take(caller))
+        if not self.in_flight:  # idle: nobody's past reads count against them
+            self._finish.clear()
+        elif len(self._finish) > FORGET_AFTER:  # callers whose reads are all in the past
+            self._finish = {c: f for c, f in self._finish.items() if f > self._now}
+
+    def fail(self, error: BaseException) -> None:
+        """The worker is gone: every read waiting fails with `error`."""
+        for queue in self._waiting.values():
+            for ready in queue:
+                if not ready.done():
+                    ready.set_exception(error)
+        self._waiting.clear()
+
+    def waiting(self) -> int:
+        return sum(map(len, self._waiting.values()))
 
 
 class EngineProcess:
-    """A worker started with `argv` (after `python -m ...engine_worker`)."""
+    """The worker that builds `spec`'s backend (`python -m ...engine_worker`)."""
 
-    def __init__(self, argv: Sequence[str], label: str = "engine worker") -> None:
-        self._argv = list(argv)
+    def __init__(self, spec: WorkerSpec, label: str = "engine worker") -> None:
+        self.spec = spec
+        self._argv = spec.argv()
         self.label = label
         self._process: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -187,6 +320,11 @@ class EngineProcess:
                         self._process.kill()  # the supervisor restarts it
             except BackendUnavailable:
                 continue
+
+    async def ping(self) -> None:
+        """Raise unless the worker's backend answers its ping; its condition read afresh."""
+        await self.call(None, "ping")
+        self.condition = await self.call(None, "condition")
 
     def require_up(self) -> None:
         """`BackendUnavailable` unless the worker is up (it is restarting)."""

@@ -4,7 +4,7 @@ A backend whose engine holds the GIL for the whole of every call (the embedded
 store) lives here, in a process of its own, and the server's event loop never
 waits for it (engine_process.py starts and watches this process). The worker
 takes the lock of the backend's data directory, builds the backend it is named
-(engine_client.py, `WorkerSpec`; adapters/registry.py), starts it, says `ready`,
+(engine_process.py, `WorkerSpec`; adapters/registry.py), starts it, says `ready`,
 then serves each message (frames.py) as a task of its own loop, so the backend's
 own batching and group commit see calls that arrive together. It closes the
 backend on `stop`, or when the server is gone (end of the socket).

@@ -13,7 +13,6 @@ from adapters.crossings import INTERFACES
 from adapters.crossings import Call
 from adapters.crossings import Crossing
 from adapters.parts import PARTS
-from adapters.worker.engine_client import EngineClient
 from adapters.worker.engine_pool import EnginePool
 
 
@@ -48,20 +47,17 @@ def test_a_call_whose_declaration_is_deleted_is_found() -> None:
     assert undeclared(less) == {"transfer.upsert_memories"}
 
 
-def test_the_forwarder_and_the_router_write_no_call_the_declarations_derive() -> None:
-    """Each class writes only what is its own (lifecycle, condition, the record copy);
-    every other call is the derived one, and neither class is abstract."""
+def test_the_pool_writes_no_call_the_declarations_derive() -> None:
+    """The pool writes only what is its own (lifecycle, the ping with each worker's
+    condition, the record copy); every other call is the derived one, and it is not abstract."""
     derived = {key for key, c in CROSSINGS.items() if "." not in key}
-    for cls, own in (
-        (EngineClient, {"start", "close", "ping", *_record_copy()}),
-        (EnginePool, {"start", "close"}),
-    ):
-        assert not inspect.isabstract(cls)
-        written = {name for name in vars(cls) if name in derived}
-        generated = {n for n in derived - own if vars(cls)[n].__qualname__ == n}
-        assert written - generated == own, cls
-        for part in PARTS:
-            assert part in vars(cls)
+    own = {"start", "close", "ping", *_record_copy()}
+    assert not inspect.isabstract(EnginePool)
+    written = {name for name in vars(EnginePool) if name in derived}
+    generated = {n for n in derived - own if vars(EnginePool)[n].__qualname__ == n}
+    assert written - generated == own
+    for part in PARTS:
+        assert part in vars(EnginePool)
 
 
 def _record_copy() -> set[str]:

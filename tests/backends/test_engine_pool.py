@@ -75,7 +75,7 @@ async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) ->
             await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
         before = memory(lost, content="before the crash")
         await store.upsert_memory(before, MemoryVectors(unit(1)))
-        worker = store.clients[0].worker
+        worker = store.workers[0]
         assert worker.pid is not None
         os.kill(worker.pid, signal.SIGKILL)
         await until(lambda: not worker.up, 5)

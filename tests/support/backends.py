@@ -45,7 +45,7 @@ async def started(backend: Backend) -> AsyncIterator[Backend]:
 
 def names_of_each_worker(store: EnginePool, count: int) -> list[list[str]]:
     """`count` namespace names per worker, by the store's own routing."""
-    found: list[list[str]] = [[] for _ in store.clients]
+    found: list[list[str]] = [[] for _ in store.workers]
     n = 0
     while min(map(len, found)) < count:
         name = f"workspace:w{n}"

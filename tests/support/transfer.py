@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.base import VectorBackend
+from adapters.callers import NOBODY
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
@@ -142,7 +143,7 @@ async def searches(
         for query in QUERIES:
             for names in ([*NAMES, "custom:gone"], NAMES[:1]):
                 request = SearchRequest(namespaces=names, query=query, limit=100)
-                hits = (await service.search(request)).hits
+                hits = (await service.searches.search(request, NOBODY)).hits
                 if query and mode is not SearchMode.DENSE:  # exact ties (same words): any order
                     hits.sort(key=lambda h: (-h.memory.pin, -(h.score or 0), h.memory.id))
                 results.append([(h.memory, _score(h.score, mode)) for h in hits])

@@ -1,4 +1,4 @@
-"""One engine worker's client: what it answers while its worker is busy or down, and how
+"""A pool of one engine worker: what it answers while its worker is busy or down, and how
 it builds the worker. The backend suite runs on the pool (test_engine_pool.py)."""
 
 from __future__ import annotations
@@ -15,28 +15,31 @@ import pytest
 
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_client import edge_in_worker
+from adapters.qdrant.edge.edge_client import edge_worker
+from adapters.qdrant.edge.edge_client import embedded_store
 from adapters.values import NamespaceRecord
-from adapters.worker.engine_client import EngineClient
-from adapters.worker.engine_client import WorkerSpec
+from adapters.worker.engine_pool import EnginePool
+from adapters.worker.engine_process import EngineProcess
+from adapters.worker.engine_process import WorkerSpec
 from tests.support.backends import started
 from tests.support.records import DIM
 from tests.support.records import T0
 
 
 @contextmanager
-def held(store: EngineClient) -> Iterator[None]:
+def held(store: EnginePool) -> Iterator[None]:
     """The worker stopped (SIGSTOP) for the block: what it would answer, it answers later."""
-    assert store.worker.pid is not None
-    os.kill(store.worker.pid, signal.SIGSTOP)
+    (worker,) = store.workers
+    assert worker.pid is not None
+    os.kill(worker.pid, signal.SIGSTOP)
     try:
         yield
     finally:
-        os.kill(store.worker.pid, signal.SIGCONT)
+        os.kill(worker.pid, signal.SIGCONT)
 
 
 async def test_a_known_namespace_is_answered_while_the_engine_is_busy(tmp_path: Path) -> None:
-    async with started(edge_in_worker(DIM, tmp_path)) as store:
+    async with started(embedded_store(DIM, tmp_path, 1)) as store:
         record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
         await store.save_namespace(record)
         with held(store):
@@ -50,17 +53,18 @@ async def test_a_known_namespace_answers_unavailable_while_the_worker_is_down(
 ) -> None:
     """A request over a namespace whose record the server holds is refused at its
     first step, not after the model has embedded its text for a store that is away."""
-    async with started(edge_in_worker(DIM, tmp_path)) as store:
+    async with started(embedded_store(DIM, tmp_path, 1)) as store:
         record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
         await store.save_namespace(record)
-        assert store.worker.pid is not None
-        os.kill(store.worker.pid, signal.SIGKILL)
-        await until(lambda: not store.worker.up, 5)
+        (worker,) = store.workers
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGKILL)
+        await until(lambda: not worker.up, 5)
         with pytest.raises(BackendUnavailable):
             await store.get_namespace("org:a")
         with pytest.raises(BackendUnavailable):
             await store.get_namespaces(["org:a"])
-        await until(lambda: store.worker.up, 30)  # restarted: the record is read again
+        await until(lambda: worker.up, 30)  # restarted: the record is read again
         assert await store.get_namespace("org:a") == record
 
 
@@ -73,9 +77,9 @@ async def until(condition: Callable[[], bool], timeout_s: float) -> None:
 
 async def test_a_record_read_as_it_is_deleted_is_not_kept(tmp_path: Path) -> None:
     record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
-    async with started(edge_in_worker(DIM, tmp_path)) as store:
+    async with started(embedded_store(DIM, tmp_path, 1)) as store:
         await store.save_namespace(record)
-    async with started(edge_in_worker(DIM, tmp_path)) as store:  # knows no record yet
+    async with started(embedded_store(DIM, tmp_path, 1)) as store:  # knows no record yet
         with held(store):
             read = asyncio.create_task(store.get_namespace("org:a"))
             deleted = asyncio.create_task(store.delete_namespace("org:a"))
@@ -89,22 +93,25 @@ async def test_a_record_read_as_it_is_deleted_is_not_kept(tmp_path: Path) -> Non
 async def test_a_worker_named_something_that_is_not_a_backend_fails_its_start(
     tmp_path: Path,
 ) -> None:
-    spec = WorkerSpec("no-such-backend", {}, tmp_path, frozenset(), "none")
-    client = EngineClient(DIM, spec)
+    worker = EngineProcess(WorkerSpec("no-such-backend", {}, tmp_path, frozenset(), "none"))
     with pytest.raises(BackendMisconfigured) as failed:
-        await client.start()
+        await worker.start()
     assert str(failed.value) == (
         "no backend is named 'no-such-backend' (known: embedded, qdrant-edge, qdrant,"
         " qdrant-collections, pinecone)"
     )
-    await client.close()
-    assert client.worker.pid is not None
-    assert not client.worker.up
+    await worker.close()
+    assert worker.pid is not None
+    assert not worker.up
 
 
 async def test_a_worker_hands_its_factory_the_options_as_given(tmp_path: Path) -> None:
     """The options travel as JSON on the worker's command line, and build the store."""
-    async with started(edge_in_worker(DIM, tmp_path / "elsewhere")) as store:
-        await store.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
+    worker = edge_worker(DIM, tmp_path / "elsewhere")
+    await worker.start()
+    try:
+        await worker.call(None, "save_namespace", (NamespaceRecord("org:a", "org", T0),))
+    finally:
+        await worker.close()
     assert (tmp_path / "elsewhere" / "store" / "namespaces.sqlite3").exists()
     assert (tmp_path / "elsewhere" / "engine.lock").exists()

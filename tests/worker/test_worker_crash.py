@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.qdrant.edge.edge_client import edge_in_worker
+from adapters.qdrant.edge.edge_client import embedded_store
 from adapters.values import NamespaceRecord
 from adapters.worker.engine_pool import EnginePool
 from harness.server_process import ServerProcess
@@ -83,20 +83,21 @@ async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -
 
     load = [asyncio.create_task(write(name)) for name in writers]
     load += [asyncio.create_task(search(writers[n % WRITERS])) for n in range(SEARCHERS)]
-    store = backend_of(api, EnginePool).clients[0]
+    worker = backend_of(api, EnginePool).workers[0]
     for _ in range(KILLS):
         await serving_again(api)
         await acknowledged_more(acknowledged, 5, load)
-        assert store.worker.pid is not None
-        os.kill(store.worker.pid, signal.SIGKILL)
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGKILL)
     await serving_again(api)
     done.set()
     await asyncio.gather(*load)
 
-    assert store.worker.restarts >= KILLS
+    assert worker.restarts >= KILLS
     assert statuses[503] > 0, statuses
     assert statuses[201] > 0, statuses
     assert statuses[200] > 0, statuses
+    store = backend_of(api, EnginePool)
     for name, ids in acknowledged.items():
         found = await store.get_namespaces([name])
         assert name in found
@@ -106,9 +107,9 @@ async def test_a_killed_worker_loses_nothing_acknowledged(api: ContractClient) -
 
 async def test_while_the_worker_is_down_health_and_requests_say_so(api: ContractClient) -> None:
     assert (await api.put_ns("workspace:a")).status == 200
-    store = backend_of(api, EnginePool).clients[0]
-    assert store.worker.pid is not None
-    os.kill(store.worker.pid, signal.SIGKILL)
+    worker = backend_of(api, EnginePool).workers[0]
+    assert worker.pid is not None
+    os.kill(worker.pid, signal.SIGKILL)
     health, listing = await asyncio.gather(  # no model call: both reach the store at once
         api.call("GET", "/v1/health", check=False), api.search("workspace:a", check=False)
     )
@@ -126,14 +127,14 @@ async def test_while_the_worker_is_down_health_and_requests_say_so(api: Contract
 @pytest.mark.settings(backend_timeout_s=5.0)
 async def test_a_hung_worker_is_killed_and_restarted(api: ContractClient) -> None:
     assert (await api.put_ns("workspace:a")).status == 200
-    store = backend_of(api, EnginePool).clients[0]
-    store.worker.hang_s = 0.5
-    pid = store.worker.pid
+    worker = backend_of(api, EnginePool).workers[0]
+    worker.hang_s = 0.5
+    pid = worker.pid
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)  # alive, answering nothing
     started = time.monotonic()
     await serving_again(api)
-    assert store.worker.pid != pid
+    assert worker.pid != pid
     assert time.monotonic() - started < 5.0
     reply = await api.commit("workspace:a", "after the hang")
     assert reply.status == 201
@@ -165,10 +166,10 @@ def test_the_worker_dies_with_the_server(tmp_path: Path) -> None:
 async def test_one_process_opens_a_store_at_a_time(tmp_path: Path) -> None:
     """A second store on the same data directory waits until the first has closed it."""
     async with asyncio.timeout(60):  # a wait that never ends fails here, not in CI's limit
-        first = edge_in_worker(DIM, tmp_path)
+        first = embedded_store(DIM, tmp_path, 1)
         await first.start()
         await first.save_namespace(NamespaceRecord(name="org:a", kind="org", created_at=T0))
-        second = edge_in_worker(DIM, tmp_path)
+        second = embedded_store(DIM, tmp_path, 1)
         opening = asyncio.create_task(second.start())
         await asyncio.sleep(1.0)
         assert not opening.done()  # held by the first

@@ -72,7 +72,7 @@ async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient
         for name in names[worker]
         for task in (write, search)
     ]
-    killed = store.clients[0].worker
+    killed = store.workers[0]
     for _ in range(KILLS):
         await serving_again(api)
         await acknowledged_more(acknowledged, 5, load)
@@ -87,7 +87,7 @@ async def test_a_killed_worker_fails_only_its_own_namespaces(api: ContractClient
     await asyncio.gather(*load)
 
     assert killed.restarts >= KILLS
-    assert store.clients[1].worker.restarts == 0
+    assert store.workers[1].restarts == 0
     assert statuses[0][503] > 0, statuses
     assert statuses[1][503] == 0, failures[1]  # never failed by the other worker's crash
     assert statuses[1][201] > 0, statuses

@@ -4,7 +4,7 @@
 the shard count; where each worker's part lies is placement.py's. `engine_workers` decides W
 at start-up: the count asked for, else the store's own, else one from the cores; a store
 written with another count than the one asked for is moved to it first, in place
-(`placement.move`). `edge_in_worker` builds one worker's client. Why and what a worker's
+(`placement.move`). `edge_worker` builds one worker. Why and what a worker's
 crash does: docs/backends.md, "The engine worker process".
 """
 
@@ -27,9 +27,9 @@ from adapters.qdrant.edge.shards import SHARD_COUNT
 from adapters.qdrant.edge.shards import refuse_other_layouts
 from adapters.qdrant.edge.shards import worker_of
 from adapters.values import Durability
-from adapters.worker.engine_client import EngineClient
-from adapters.worker.engine_client import WorkerSpec
 from adapters.worker.engine_pool import EnginePool
+from adapters.worker.engine_process import EngineProcess
+from adapters.worker.engine_process import WorkerSpec
 
 log = logging.getLogger(__name__)
 # What the workers split: the shards, evenly.
@@ -38,7 +38,7 @@ WORKER_COUNTS = tuple(n for n in range(1, SHARD_COUNT + 1) if SHARD_COUNT % n ==
 MAX_DEFAULT_WORKERS = 4
 
 
-def edge_in_worker(
+def edge_worker(
     dimension: int,
     data_dir: Path,
     *,
@@ -48,9 +48,9 @@ def edge_in_worker(
     label: str = "engine worker",
     write_deadline_s: float = WRITE_DEADLINE_S,
     token_dimension: int | None = None,
-) -> EngineClient:
-    """`QdrantEdgeBackend` in an engine worker process (adapters/worker/), built there
-    from these settings."""
+) -> EngineProcess:
+    """An engine worker process (adapters/worker/) that builds `QdrantEdgeBackend` over
+    `data_dir` from these settings."""
     options = {
         "dimension": dimension,
         "data_dir": str(Path(data_dir).absolute()),
@@ -63,8 +63,7 @@ def edge_in_worker(
     spec = WorkerSpec(
         "qdrant-edge", options, Path(data_dir), ranking.QDRANT_SEARCH_MODES, QdrantEdgeBackend.name
     )
-    # its calls are derived from their declarations (adapters/crossings.py)
-    return EngineClient(dimension, spec, label, token_dimension)  # type: ignore[abstract]
+    return EngineProcess(spec, label)
 
 
 def embedded_store(
@@ -81,9 +80,9 @@ def embedded_store(
     (`engine_workers`); one worker is a pool of one, over the whole store.
     `write_deadline_s`: the writes' deadline, past which a sync waiting is health's concern."""
 
-    def client(k: int) -> EngineClient:
+    def worker(k: int) -> EngineProcess:
         alone = workers == 1
-        return edge_in_worker(
+        return edge_worker(
             dimension,
             part_dir(Path(data_dir), workers, k),
             disk_headroom_bytes=disk_headroom_bytes,
@@ -94,9 +93,10 @@ def embedded_store(
             token_dimension=token_dimension,
         )
 
-    clients = [client(k) for k in range(workers)]
     route = partial(worker_of, workers=workers)
-    return EnginePool(dimension, clients, route, token_dimension)  # type: ignore[abstract]
+    # its calls are derived from their declarations (adapters/crossings.py)
+    found = [worker(k) for k in range(workers)]
+    return EnginePool(dimension, found, route, token_dimension)  # type: ignore[abstract]
 
 
 def default_workers(cores: int) -> int:
