@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from adapters.callers import NOBODY
 from adapters.callers import Caller
@@ -161,3 +162,21 @@ class VectorBackend(OptionalParts, abc.ABC):
     async def delete_expired_memories(self, now: datetime) -> int:
         """Delete every memory with `expires_at <= now`, in every namespace; how many went.
         The janitor's hot loop: its cost should not grow with idle namespaces."""
+
+
+class Handed:
+    """A request method answered by one of the backend's parts: `Handed("_reads")` as the
+    class's `query_memories` makes `backend.query_memories` the part's own bound method, so
+    the call goes straight to the part, with no forwarding method written or run."""
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, backend: object, owner: type | None = None) -> Any:
+        if backend is None:
+            return self
+        return getattr(getattr(backend, self.part), self.name)

@@ -4,9 +4,10 @@
 reaches it through edge_client.py. Under `data_dir/store/`: 16 shards (shards.py), each
 namespace a tenant partition of the shard its name hashes to, and the namespace records
 and memory counts in SQLite (record_store.py). Requests go to three parts over one
-`EdgeStore` (store.py): edge_namespaces.py, edge_reads.py and edge_writes.py; this class
-adds the lifecycle, health, the upkeep and integrity checks (upkeep.py), and hands out the
-optional parts (adapters/parts.py), `EdgeStoreMeta` among them. Why this layout, exact
+`EdgeStore` (store.py): edge_namespaces.py, edge_reads.py and edge_writes.py, each request
+method its part's own (`Handed`); this class adds the lifecycle, health, the upkeep and
+integrity checks (upkeep.py), and hands out the optional parts (adapters/parts.py),
+`EdgeStoreMeta` among them. Why this layout, exact
 search and what a 201 means: docs/backends.md, "Embedded (default)" and "Durability".
 """
 
@@ -17,14 +18,11 @@ import contextlib
 import os
 import time
 from collections.abc import Mapping
-from collections.abc import Sequence
-from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
+from adapters.base import Handed
 from adapters.base import VectorBackend
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.disk import DEFAULT_HEADROOM_BYTES
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
@@ -43,15 +41,8 @@ from adapters.qdrant.edge.upkeep import EdgeChecks
 from adapters.qdrant.edge.upkeep import EdgeStoreSize
 from adapters.qdrant.edge.upkeep import EdgeUpkeep
 from adapters.values import Durability
-from adapters.values import MemoryFilter
-from adapters.values import MemoryRecord
-from adapters.values import MemoryVectors
-from adapters.values import NamespaceRecord
-from adapters.values import ScoredMemory
 from adapters.values import SearchMode
-from adapters.values import SearchQuery
 from adapters.values import StoreCondition
-from adapters.values import StoredMemory
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
@@ -206,60 +197,20 @@ class QdrantEdgeBackend(VectorBackend):
         writes = self.store.commit.watch.state(volume_full=self.store.disk.refused)
         return StoreCondition(tuple(sorted(unreadable)), problems, writes)
 
-    # -- the request surface, handed to its parts ------------------------------------
+    # -- the request surface: each call answered by its part ---------------------------
 
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return await self._namespaces.get_namespace(name)
-
-    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        return await self._namespaces.get_namespaces(names)
-
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self._namespaces.save_namespace(record)
-
-    async def delete_namespace(self, name: str) -> bool:
-        return await self._namespaces.delete_namespace(name)
-
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        return await self._namespaces.list_namespaces()
-
-    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
-        return await self._namespaces.expired_namespaces(now)
-
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
-        return await self._reads.get_stored_memory(namespace, memory_id)
-
-    async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
-    ) -> list[ScoredMemory]:
-        return await self._reads.query_memories(namespaces, query, memory_filter, limit)
-
-    async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
-    ) -> list[MemoryRecord]:
-        return await self._reads.list_memories(namespaces, memory_filter, limit)
-
-    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        await self._writes.upsert_memory(memory, vectors)
-
-    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
-        return await self._writes.delete_memory(namespace, memory_id)
-
-    async def delete_expired_memories(self, now: datetime) -> int:
-        return await self._writes.delete_expired_memories(now)
+    get_namespace = Handed("_namespaces")
+    get_namespaces = Handed("_namespaces")
+    save_namespace = Handed("_namespaces")
+    delete_namespace = Handed("_namespaces")
+    list_namespaces = Handed("_namespaces")
+    expired_namespaces = Handed("_namespaces")
+    get_stored_memory = Handed("_reads")
+    query_memories = Handed("_reads")
+    list_memories = Handed("_reads")
+    upsert_memory = Handed("_writes")
+    delete_memory = Handed("_writes")
+    delete_expired_memories = Handed("_writes")
 
 
 class EdgeStoreMeta:

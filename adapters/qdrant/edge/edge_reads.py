@@ -15,6 +15,8 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from adapters.callers import NOBODY
+from adapters.callers import Caller
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
@@ -40,13 +42,16 @@ from adapters.values import StoredMemory
 
 
 class EdgeReads:
-    """`query_memories`, `list_memories` and the batched lookups by id."""
+    """`query_memories`, `list_memories` and the batched lookups by id. `caller` is unused
+    here: the reads' fair order is kept in the server, where they queue."""
 
     def __init__(self, store: EdgeStore) -> None:
         self._store = store
         self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
 
-    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
+    async def get_stored_memory(
+        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
+    ) -> StoredMemory | None:
         """One lookup (batched with concurrent ones): the payload and the dense vector."""
         live = self._store.records.live.get(namespace)
         if live is None:
@@ -121,7 +126,13 @@ class EdgeReads:
         return await self._store.calls.here(search_passes.asked, asks)
 
     async def query_memories(
-        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        query: SearchQuery,
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[ScoredMemory]:
         scoped = self._scopes(namespaces)
         if not scoped:
@@ -143,7 +154,12 @@ class EdgeReads:
         return merge_scored(parts, limit)
 
     async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
+        self,
+        namespaces: Sequence[str],
+        memory_filter: MemoryFilter,
+        limit: int,
+        *,
+        caller: Caller = NOBODY,
     ) -> list[MemoryRecord]:
         newest_first = qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Desc)
 
