@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import qdrant_edge as qe
 
-from adapters.base import Handed
-from adapters.base import VectorBackend
 from adapters.errors import BackendMisconfigured
 from adapters.errors import NamespaceGone
 from adapters.qdrant.edge import record_store
@@ -280,19 +277,3 @@ async def test_a_development_builds_layout_stops_start_up(tmp_path: Path, layout
         " empty"
     )
     assert not (tmp_path / "store" / "shards").exists()
-
-
-def test_each_call_handed_to_a_part_is_the_interface_s_call(tmp_path: Path) -> None:
-    """A call the backend hands to a part (`Handed`) is the part's own method: it must take
-    what the interface's takes, by the same names, or a caller's keyword fails there."""
-    backend = QdrantEdgeBackend(DIM, tmp_path)
-    handed = [name for name, value in vars(QdrantEdgeBackend).items() if isinstance(value, Handed)]
-    assert len(handed) == 12
-    for name in handed:
-        wanted = inspect.signature(getattr(VectorBackend, name)).parameters
-        found = inspect.signature(getattr(backend, name)).parameters
-        assert [(p.name, p.kind) for p in found.values()] == [
-            (p.name, p.kind)
-            for p in list(wanted.values())[1:]  # less self
-        ], name
-        assert inspect.iscoroutinefunction(getattr(backend, name)), name

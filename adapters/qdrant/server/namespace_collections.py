@@ -23,6 +23,7 @@ from typing import Unpack
 
 from qdrant_client.http import models
 
+from adapters.base import Handed
 from adapters.base import VectorBackend
 from adapters.callers import NOBODY
 from adapters.callers import Caller
@@ -52,7 +53,6 @@ from adapters.qdrant.server.namespace_collections_transfer import stored_of
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
-from adapters.values import NamespaceRecord
 from adapters.values import ScoredMemory
 from adapters.values import SearchMode
 from adapters.values import SearchQuery
@@ -118,17 +118,10 @@ class QdrantCollectionsBackend(VectorBackend):
 
     # -- namespaces (namespace_collections_records.py) -------------------------------
 
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return await self.records.get_namespace(name)
-
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self.records.save_namespace(record)
-
-    async def delete_namespace(self, name: str) -> bool:
-        return await self.records.delete_namespace(name)
-
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        return await self.records.list_namespaces()
+    get_namespace = Handed("records")
+    save_namespace = Handed("records")
+    delete_namespace = Handed("records")
+    list_namespaces = Handed("records")
 
     # -- memories --------------------------------------------------------------------
 

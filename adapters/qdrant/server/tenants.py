@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
@@ -24,6 +23,7 @@ from typing import Unpack
 
 from qdrant_client.http import models
 
+from adapters.base import Handed
 from adapters.base import VectorBackend
 from adapters.callers import NOBODY
 from adapters.callers import Caller
@@ -60,7 +60,6 @@ from adapters.qdrant.server.tenant_parts import TenantTransfer
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
-from adapters.values import NamespaceRecord
 from adapters.values import ScoredMemory
 from adapters.values import SearchMode
 from adapters.values import SearchQuery
@@ -140,20 +139,11 @@ class QdrantServerBackend(VectorBackend):
 
     # -- namespaces (their records: tenant_namespaces.py) ----------------------------
 
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        return await self.records.get_namespace(name)
-
-    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        return await self.records.get_namespaces(names)
-
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self.records.save_namespace(record)
-
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        return await self.records.list_namespaces()
-
-    async def expired_namespaces(self, now: datetime) -> list[NamespaceRecord]:
-        return await self.records.expired_namespaces(now)
+    get_namespace = Handed("records")
+    get_namespaces = Handed("records")
+    save_namespace = Handed("records")
+    list_namespaces = Handed("records")
+    expired_namespaces = Handed("records")
 
     async def delete_namespace(self, name: str) -> bool:
         epoch = await self.records.bury(name)
