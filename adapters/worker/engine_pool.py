@@ -121,9 +121,11 @@ class EnginePool(VectorBackend):
     # its worker restarted (it may have rebuilt records).
 
     def _copy(self, name: str) -> NamespaceRecord | None:
-        kept = self._known.get(name)
+        """The kept record of `name`, if any; `BackendUnavailable` while its worker is down."""
         worker = self.owner(name)
-        if kept is None or not worker.up:
+        worker.require_up()
+        kept = self._known.get(name)
+        if kept is None:
             return None
         record, restarts = kept
         if restarts != worker.restarts:
@@ -137,7 +139,6 @@ class EnginePool(VectorBackend):
                 self._known[name] = (record, self.owner(name).restarts)
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        self.owner(name).require_up()
         if (known := self._copy(name)) is not None:
             return known
         changes = self._changes
@@ -149,7 +150,6 @@ class EnginePool(VectorBackend):
     async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
         known: dict[str, NamespaceRecord] = {}
         for name in names:
-            self.owner(name).require_up()
             if (record := self._copy(name)) is not None:
                 known[name] = record
         missing = [name for name in names if name not in known]
