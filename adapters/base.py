@@ -1,15 +1,7 @@
 """The backend interface: what a request needs of a vector store.
 
-The service speaks only to `VectorBackend`, in plain values (`adapters.values`);
-`tests/backends/suite/` runs the same calls against every backend. What only some
-callers need is an optional part (adapters/parts.py). Every backend keeps:
-- namespaces as collections: a record, full isolation, and `delete_namespace`
-  hides it and its memories at once (`maintain` may finish the removal later);
-- memory ids are canonical UUIDs scoped to their namespace, upserted in place;
-- reads span namespaces, pinned first, then best or newest first (`adapters.merge`);
-- `MemoryFilter.now` excludes every memory expired at or before it;
-- the reads a request makes take `caller` (adapters/callers.py): a backend that
-  serves its calls one at a time takes callers in turn by it, others ignore it.
+`VectorBackend`, in plain values (`adapters.values`); its docstrings are the semantics every
+backend keeps (tests/backends/suite/). What only some callers need is in adapters/parts.py.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Who a backend call is made for, so that a backend serialising its calls can take them
-in turn, tenant by tenant, instead of first come, first served.
+"""Who a backend call is for, so a backend serialising its calls takes them tenant by tenant.
 
-Admission makes one `Caller` per request (plugin/scheduling/admission.py): the
-request's tenant, and a `Waiting` that says whether the request's work is waiting
-its turn in one of the plugin's queues, for the request's deadline. The request
-hands it, as a value, to the backend reads that may queue (`caller=`) and to the
-model's queue (plugin/scheduling/work.py). A backend whose calls wait for one
-shared resource (the embedded store's engine worker: adapters/worker/engine_process.py,
-`EngineQueue`)
-serves the callers waiting there in turn by it; others ignore it. `NOBODY`:
-nobody in particular (start-up, the janitor, tools).
+Admission makes one `Caller` per request, which the request hands to the reads that may queue
+and to the model's queue. See docs/behaviour.md, "Fair sharing".
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
 """How each backend call crosses to a backend held by engine workers, declared once.
 
-A backend whose engine holds the GIL runs in worker processes (adapters/worker/), and the
-server reaches it through one forwarder and router (`EnginePool`), derived from `CROSSINGS`.
-For every coroutine of `VectorBackend` and of its parts (adapters/parts.py), keyed "method"
-or "part.method", it says where the call goes:
-- `Owner(arg)`: to the worker owning the namespace that argument names;
-- `Spread(arg, merge)`: the namespaces of that argument split by owner, each worker asked
-  about its own at once (the first worker alone when none), the answers merged;
-- `Every(merge)`: to every worker at once (`in_turn`: one after another), answers merged;
-- `Walk()`: one page of a walk over every worker in turn;
-- `Keyed()`: items keyed by a walk's keys, each worker's in one call;
-- `Grouped(arg)`: that argument's items grouped by their namespace's owner (with the
-  arguments aligned with them), each worker's in one call, in turn;
-- `Own()`: not sent: the forwarder's own (starting and closing its workers).
-`queued`: the call waits its turn in the fair read queue (`EngineQueue`,
-adapters/worker/engine_process.py), for the `caller` it is handed. `pages`: an async
-generator, asked a page at a time.
-`derived(cls)` writes the forwarding once: each declared method of a forwarder makes a `Call`
-and hands it to the class's `cross`. tests/backends/test_crossings.py fails on a call of the
-interface without a declaration.
+`CROSSINGS`: where each call of `VectorBackend` and its parts goes among the workers, and how
+their answers merge; `derived` writes the forwarding from it (docs/development.md).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The data volume and its files, below any engine: room for writes, sizes, copies, syncs.
 
-`DiskGuard` refuses writes before the volume fills: qdrant-edge writes through sparse
-memory-mapped files, and touching a page the filesystem cannot allocate sends SIGBUS, killing
-the process. It keeps `headroom_bytes` free (plus what a write copies, for a vacuum, or a
-shard's holes, to open it); below that writes fail fast with `StorageFull` (503), reads go on,
-and writes resume once space returns (docs/repair.md, "Full volume"). `connect` opens a SQLite
-file in WAL mode (`synchronous=FULL` under `sync` durability, `NORMAL` under `async`),
-`move_aside` sets a damaged one aside. `release` lets go of a process's pages of shared file
-mappings (`MADV_DONTNEED`: the contents stay in the page cache and the file): they are what
-the kernel tears down when a killed process dies, before its sockets close, and they count
-in its RSS. Elsewhere than Linux, or on a refusal, `release` changes nothing.
+`DiskGuard` refuses writes before the volume fills (docs/repair.md, "Full volume"); beside it,
+SQLite files opened and set aside, and mapped pages released.
 """
 
 from __future__ import annotations

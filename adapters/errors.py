@@ -1,7 +1,6 @@
 """The only exceptions an adapter lets out.
 
-Handlers never see a backend SDK's exception types: every adapter converts
-what its SDK raises into one of these, so the HTTP layer can map them to the
+Every adapter converts its SDK's exceptions into these, so the HTTP layer maps them to the
 contract's error codes without knowing which backend is configured.
 """
 

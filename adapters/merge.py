@@ -1,16 +1,7 @@
-"""Merging the parts of one answer, for adapters that must ask per namespace, pin side or
-engine worker.
+"""Merging the parts of one answer, for adapters that ask per namespace, pin side or worker.
 
-The Qdrant layouts answer a multi-namespace search with one engine request; a
-Pinecone index (one namespace per query) and the `collections` layout (one
-collection per namespace) cannot, so they query each namespace and pin side
-and merge here. The order is the contract's `ORDER BY pin DESC, score|created_at
-DESC`, with the id as a last, stable tie-break. Namespace records asked of several
-parts of one store (workers, a cache and its worker) merge as one store answers.
-
-The `Merge` functions at the end combine the answers of several engine workers to one
-call, as adapters/crossings.py names them for each: each takes the answers (a failure
-among them as its exception) and the call.
+In the contract's order: pinned first, then best or newest first, the id breaking ties. The
+`Merge` functions combine several engine workers' answers to one call (adapters/crossings.py).
 """
 
 from __future__ import annotations

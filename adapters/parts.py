@@ -1,13 +1,7 @@
 """The optional parts of a backend: what one or two callers need, and not every backend has.
 
-Why apart from `VectorBackend`: a request needs namespaces, memories and search;
-the keyword index (plugin/upgrades/keyword_upgrade.py), bulk transfer
-(plugin/transfer/) and store metadata (plugin/core/fingerprint.py) are each
-asked for by the code that uses them, through `backend.keyword_index`,
-`backend.transfer`, `backend.store_meta` and `backend.store_size`, which are
-None where the backend has no such part. A backend hands out its own part objects, so no facade
-forwards their calls, and plugin/observability/instrumented.py times every
-method of a part by its name (the metric's `operation` label).
+Each is asked for by the code that uses it, through a property of the backend that is None where
+the backend has no such part (docs/development.md, "Adding a backend").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The backends by name, and the one way each is built: `build(name, options)`.
 
-As fsspec's registry does, each name maps to the "module:callable" that builds it, imported
-only when asked for, so that a deployment loads only its own backend's SDK. The options are
-plain values: an engine worker is handed them as JSON on its command line and builds its
-store by this same call. plugin/backends.py maps the settings onto a name and its options
-(docs/development.md, "Adding a backend").
+Each name maps to a "module:callable" imported only when asked for, so a deployment loads only
+its own backend's SDK (docs/development.md, "Adding a backend").
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Time on the wire and in stores, shared by every backend.
 
-Times are kept twice in every store: as the RFC 3339 string the API returns,
-and as integer microseconds since the epoch for range filters and ordering
-(integers keep microsecond precision; floats do not).
+Every store keeps a time twice: the RFC 3339 string the API returns, and integer microseconds
+since the epoch for range filters and ordering (floats lose microseconds).
 """
 
 from __future__ import annotations

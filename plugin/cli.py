@@ -1,15 +1,7 @@
 """`memory-plugin-vector COMMAND`: the parser, and dispatch to plugin/commands/.
 
-Every command that reads the settings from the environment reads them here, once:
-a bad setting prints one line on stderr and exits 2 before anything is loaded or
-bound. Each command's module under plugin/commands/ is imported only when it runs:
-- serve: the HTTP server (`serve.py`);
-- check URL: verify any plugin over the v1 contract (`check.py`); exit 0 only when every
-  step passed;
-- verify-store: namespace records against stored memories (`verify_store.py`);
-- migrate-layout: a Qdrant server's per-namespace collections into the shared layout;
-- export, import, import-postgres: `export_import.py`, `import_postgres.py` (plugin/transfer/,
-  docs/export-format.md); export-onnx: the model's ONNX files, before the first start.
+Settings are read here, once, for every command that needs them (a bad one: one line, exit 2);
+each command's module is imported only when that command runs.
 """
 
 from __future__ import annotations

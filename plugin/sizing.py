@@ -1,12 +1,7 @@
 """The CPUs this process may use, and the sizes the plugin chose from them.
 
-A container sees the node's cores; what it may use is its CPU affinity capped by its
-cgroup's CPU limit (v2 `cpu.max`, v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`, the
-tightest of its cgroup and their ancestors), rounded up. A container without a CPU limit
-sees a node's worth, so an operator may declare fewer (MEMORY_PLUGIN_CPUS: the chart passes
-the pod's CPU request). The encoder's sessions and the embedded store's engine workers are
-sized from it when their settings are unset, and health reports what was chosen
-(docs/settings.md).
+Its CPU affinity capped by its cgroup's CPU limit, or fewer where MEMORY_PLUGIN_CPUS says so;
+the encoder's sessions and the engine workers are sized from it (docs/settings.md).
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """`VectorBackend` on a Pinecone serverless index, through the official SDK's async client.
 
-One existing index (classic vector API, the embedder's dimension, cosine or dotproduct for
-hybrid). A namespace of ours is the Pinecone namespace `prefix + name`, unchanged, so the
-mapping is injective; namespace records live in the reserved namespace `prefix + "~namespaces"`
-(`~` never starts a name), one fetch for many (`adapters.pinecone.reserved_records`). Memory
-ids are the vector ids: upsert is native, so a retried commit updates in place. One module
-per concern beside it: `vector_metadata` (layout, the 40 KB limit, epochs), `overlay`
-(read-your-writes), `calls` (retries, errors), `reads`, `listing`, `expiry`, and the optional
-parts (adapters/parts.py) in `writes`, `store_meta` and `keywords`. See docs/backends.md,
-"Pinecone".
+A namespace is the Pinecone namespace `prefix + name`, a memory id the vector id; one module per
+concern beside it. See docs/backends.md, "Pinecone".
 """
 
 from __future__ import annotations

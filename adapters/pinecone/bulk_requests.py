@@ -1,11 +1,7 @@
 """Bulk reads and writes on Pinecone, for export and import.
 
-Pinecone has no ordered scan with metadata: the only way to visit every vector
-of a namespace is to list its ids (`list_paginated`, 100 per page, id order)
-and fetch them (ids travel in the URL, so 100 per fetch as well). Writes go in
-upserts of at most 100 vectors and well under Pinecone's 2 MB request limit.
-Both honour the namespace's epoch and the read-your-writes overlay, as every
-other read and write of this adapter does.
+A namespace is read by listing its ids and fetching them, 100 at a time (Pinecone's only way);
+writes go in upserts of at most 100 vectors. Both honour the epoch and the overlay.
 """
 
 from __future__ import annotations

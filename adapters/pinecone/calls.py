@@ -1,14 +1,7 @@
 """Every Pinecone SDK call goes through `call`: a time budget, retries, and our errors.
 
-The platform gives a request about 2 s; the plugin's deadline is `MEMORY_PLUGIN_BACKEND_TIMEOUT`.
-The SDK's own retry loop does not know that budget, so `open_index` switches it off and `call`
-retries instead: 429, 408 and 5xx answers (`_RETRIED_STATUSES`), timeouts and refused
-connections, with jittered exponential backoff from `FIRST_BACKOFF_S`, and `Retry-After`
-honoured, but only while the next attempt still fits in the budget; otherwise it fails at once
-with `BackendUnavailable` (HTTP 503). Every write this plugin sends is idempotent (upsert by
-id, delete by id or filter), so a retry can never duplicate anything. SDK exceptions never
-leave this module: `translate` makes them `adapters.errors` types.
-See docs/backends.md, "Pinecone" (its "Faults" item).
+`call` retries only while the request's deadline allows (the SDK's own retries are off), and
+`translate` makes SDK exceptions `adapters.errors` types. See docs/backends.md, "Pinecone".
 """
 
 from __future__ import annotations

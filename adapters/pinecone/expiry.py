@@ -1,9 +1,7 @@
 """The expiry sweep on Pinecone: every namespace, a few at a time.
 
-Expiry is the exception to "cost independent of the namespace count": Pinecone
-has no delete (or query) across namespaces, so the sweep asks every namespace:
-one query each, plus one delete where something expired. The janitor's cost
-there grows with the number of namespaces.
+Pinecone has no delete or query across namespaces, so the janitor's cost here grows with the
+number of namespaces (docs/backends.md, "Pinecone").
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Opening the Pinecone index and checking it is the index the plugin needs.
 
-The checks (run at start-up, and again before the first request if Pinecone
-was unreachable then): the API key is accepted, the index exists, its
-dimension is the embedder's, and its metric is cosine or dotproduct (the
-plugin's vectors have unit length, so both rank alike; only dotproduct takes
-keyword vectors, docs/backends.md "Hybrid search"), dotproduct when hybrid search is
-asked for. A failed check at start-up ends the process with one line
-(`BackendMisconfigured`); an unreachable Pinecone does not: the server boots,
-answers 503, and checks again on the next request, at most once a second.
+A failed check at start-up ends the process with one line; an unreachable Pinecone is checked
+again on the next request. See docs/backends.md, "Pinecone" ("Start-up checks").
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Keyword vectors on Pinecone: sparse-dense search on a `dotproduct` index.
 
-Pinecone scores a query as the dense vectors' dot product (unit length: the cosine) plus the
-sparse ones', with no IDF (it keeps no corpus statistics). So a memory's keyword vector (BM25
-term weights) is stored as its sparse values, and a query's (1 per word) scaled by KEYWORD_WEIGHT:
-
-    score = cosine + KEYWORD_WEIGHT * (sum of the memory's weights for the query's words)
-
-A cosine index cannot hold sparse values and stays dense-only; a dotproduct index gets keyword
-vectors on every write, so switching it to hybrid needs nothing. Pinecone cannot find records
-without sparse values: export and import complete a dotproduct index filled by another writer
-(docs/backends.md, "Hybrid search").
+A memory's BM25 term weights are its sparse values, a query's words weigh KEYWORD_WEIGHT each,
+and Pinecone adds their dot product to the cosine. See docs/backends.md, "Hybrid search".
 """
 
 from __future__ import annotations

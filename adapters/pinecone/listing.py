@@ -1,15 +1,7 @@
 """Newest-first listing on Pinecone, which has no ordered scan.
 
-A query returns at most `scan_size` matches (with metadata), in similarity order. So:
-1. Query everything the filter admits. Fewer than `scan_size` matches is the whole set: sort
-   it by `created_at` and stop.
-2. Otherwise the answer was a sample. At least `want` memories are as new as its `want`-th
-   newest (created at `cutoff`), so the true newest `want` all lie in `created_us >= cutoff`:
-   query that window and repeat.
-3. After `MAX_ROUNDS` rounds, or when the cutoff stops moving (more than `scan_size` memories
-   share one microsecond), return the newest of the last sample: the only case where the
-   listing can miss a newer memory.
-Each round is one query, in Pinecone read units that grow with the namespace's size.
+Queries narrowed by `created_us`, round by round, until a sample holds the true newest.
+See docs/backends.md, "Pinecone" ("Listing without a query").
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Read-your-writes on an eventually consistent index: a bounded overlay of recent writes.
 
-Pinecone acknowledges a write before its queries, fetches and listings show it, and the
-platform searches right after writing. So the plugin keeps what it wrote or deleted in the
-last `window_s` seconds and merges it into every read of the same namespace epoch: a recent
-upsert replaces Pinecone's answer for that id (or is added, scored locally as Pinecone would),
-a recent delete hides it. A time window, not Pinecone's LSNs, because a fetch reports none; it
-holds while Pinecone's lag stays below the window. At most `max_entries` entries (memories and
-namespace records together), oldest dropped first; `evicted_early` counts those dropped before
-their window ended, which lose the guarantee. Per process: another replica sees a write only
-once Pinecone does. See docs/backends.md, "Pinecone" (Freshness).
+What this process wrote or deleted in the last `window_s` seconds, merged into every read of
+the same namespace epoch. See docs/backends.md, "Pinecone" (Freshness).
 """
 
 from __future__ import annotations

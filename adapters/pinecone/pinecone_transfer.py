@@ -1,10 +1,7 @@
 """Pinecone's bulk transfer (adapters/parts.py), which `PineconeBackend` hands out.
 
-Writes go in batches of up to 100 vectors; every memory of a namespace is read
-back by listing and fetching (bulk_requests.py). Each write (and the backend's own
-single `upsert_memory`) carries its namespace's epoch in its metadata
-(vector_metadata.py) and is recorded in the overlay, so the writer reads it back
-at once (overlay.py). Keyword vectors go with a memory only on a dotproduct index.
+Batched upserts and whole-namespace reads (bulk_requests.py); each write carries its namespace's
+epoch and is recorded in the overlay, so the writer reads it back at once.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Searches and listings over several namespaces, for a store that answers one at a time.
 
-A Pinecone query reads exactly one Pinecone namespace, so a search over N
-namespaces costs N queries per pin side, sent at once and merged by
-`adapters.merge`. Each pin side is its own query (a `pinned` filter), so
-`limit` unpinned memories that rank higher can never crowd a pinned one out of
-a `top_k`; with both sides asked, that is 2 queries per namespace. Within each
-(namespace, side) part, the epoch filter hides a deleted namespace's memories
-and the overlay applies recent writes before the cut to `limit`, so every part
-holds its true `limit` best and the merge of the parts is exact.
+One query per namespace and pin side, sent at once; each holds its true `limit` best (epoch and
+overlay applied), so their merge (`adapters.merge`) is exact.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Namespace records on Pinecone: one reserved namespace, one vector per namespace.
 
-The record (kind, created_at, expires_at, metadata, and the namespace's epoch)
-is the metadata of a vector whose id is the namespace name, in the Pinecone
-namespace `prefix + "~namespaces"`. Reads see recent saves and deletes through
-the overlay first, then a short cache (one request usually reads the record
-twice), then Pinecone. Keeping every record in one Pinecone namespace is what
-lets a search read all of its namespaces' records with one fetch.
+All in `prefix + "~namespaces"`, so one fetch reads a search's records; reads see the overlay
+first, then a short cache, then Pinecone.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What every part of `PineconeBackend` (backend.py) is handed: one value, not five arguments.
 
-Each part (records, reads, writes, expiry, store metadata) needs the same few
-things: the prefix of our Pinecone namespaces, the placeholder vector stored with
-records, the read-your-writes overlay, the index (once the connection has it) and
-the time budget of one call.
+The namespace prefix, the placeholder vector of records, the overlay, the index once connected,
+and the time budget of one call.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Store-wide facts on Pinecone (the embedding fingerprint): one vector, its metadata.
 
-The vector `store` in the reserved Pinecone namespace `prefix + "~store"` (a `~`
-never occurs in a mapped namespace, so it cannot collide) carries every fact as a
-string metadata field. Pinecone shows a write only after a while, so what this
-process wrote is kept and laid over what a fetch returns.
+The vector `store` in the reserved namespace `prefix + "~store"`, a string field per fact; what
+this process wrote is laid over what a fetch returns, since Pinecone shows writes late.
 """
 
 from __future__ import annotations

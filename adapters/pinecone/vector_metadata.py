@@ -1,14 +1,7 @@
 """How memories and namespace records are laid out in Pinecone vector metadata.
 
-Pinecone metadata values must be strings, numbers, booleans or lists of strings (no nulls, no
-nested objects), at most `METADATA_LIMIT_BYTES` per vector: larger is refused, never truncated.
-So an absent optional field is left out, never null; `propagation` and a namespace's `metadata`
-are stored as JSON strings; times are kept twice, as the RFC 3339 string the API returns and
-as integer microseconds for filters and ordering (exact in a float64 up to the year 2255); a
-memory without expiry carries `expires_us = NEVER_US`, so "not expired" is one range condition.
-Every memory carries its namespace's `epoch`, minted when the namespace is created, and reads
-filter on it: memories of a deleted namespace stay invisible to one re-created under the same
-name even while Pinecone is still deleting them. See docs/backends.md, "Pinecone".
+Within Pinecone's metadata types and size limit (refused, never truncated), times kept twice,
+each memory with its namespace's epoch. See docs/backends.md, "Pinecone".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Keyword feedback: the BM25 query widened by the first results' words.
 
-RM3-style pseudo-relevance feedback with no model call: the first fused ranking's top
-FEEDBACK_DOCS memories lend their stored keyword vectors; each term's weight across them is
-the sum of its BM25 document weights times its IDF (the store's own, asked of the engine:
-edge/search_passes.py); the FEEDBACK_TERMS heaviest terms join the query, each at
-FEEDBACK_WEIGHT x (its weight / the heaviest term's), added to the query's own weight of 1
-where the term is already asked for. The store then applies IDF to the widened query as to
-any other, and the fused score is computed again with it. Why: a question rarely shares all
-its words with its answer, but the memories it matches best tend to use the answer's words.
-Why these constants: docs/backends.md, "Keyword feedback".
+RM3-style pseudo-relevance feedback with no model call: the best first results lend the query
+their heaviest terms. How, and why these constants: docs/backends.md, "Keyword feedback".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The one filter builder for every Qdrant layout and engine.
 
-qdrant-edge and qdrant-client spell conditions with different classes, so each
-engine supplies a small `Dialect` (five constructors) and the decisions, which
-conditions a read, a sweep or a purge needs, are made here once.
+Each engine spells conditions through a small `Dialect`; which conditions a read, a sweep or a
+purge needs is decided here once.
 """
 
 from __future__ import annotations

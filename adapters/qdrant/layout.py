@@ -1,15 +1,7 @@
 """How memories and namespace records are laid out in Qdrant, for every Qdrant layout.
 
 One payload layout serves the embedded store and a Qdrant server, so data written by one reads the
-same in the other: `content`, `kind`, `source`, `pinned` (0/1: qdrant-edge-py never matches
-`MatchValue(True)` against a bool, tests/qdrant/edge/test_edge_quirks.py), `created_at` (RFC 3339)
-and `created_us` (integer microseconds, for ordering), `expires_at` and `expires_us` (null and
-absent without expiry), `propagation_json` (the caller's opaque object as JSON text: a payload
-object turns integers beyond 64 bits into floats; an older store's `propagation` object is read
-too). The shared (tenant) layout adds `ns` (the tenant key), `epoch` (the namespace incarnation
-that wrote it) and `memory_id`; its point id is a UUIDv5 of (namespace, memory id) under
-`_POINT_IDS`, never to change: a retry lands on the same point, and one id in two namespaces stays
-two points.
+same in the other. The fields: docs/backends.md, "Qdrant server".
 """
 
 from __future__ import annotations

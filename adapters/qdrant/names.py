@@ -1,15 +1,7 @@
 """Namespace name to collection name, injectively.
 
-Namespace names match `^[a-z]+:[A-Za-z0-9_:.\\-]+$` and may be 256 characters long. A Qdrant
-server rejects `< > : " / \\ | ? *` and control characters in collection names and caps them
-at 255 characters (a file name, which the embedded store uses, at 255 bytes). With `prefix`
-(default `memory-`):
-- short form: `prefix + name.replace(":", "~")`, when that fits in 255 characters. `~` never
-  occurs in a namespace name: a bijection, starting with `prefix`, then a lower-case letter;
-- long form otherwise: `prefix + "~" + sha256(name)`, which can never equal a short form. The
-  full name is kept in the namespace record; an adapter that finds a different name there raises
-  `NamespaceConflict` instead of merging two namespaces.
-Only characters safe in a URL path segment are produced (`A-Z a-z 0-9 - . _ ~`).
+The name with `:` as `~` after `prefix` where that fits Qdrant's 255 characters, else a hash of
+it; only characters safe in a URL path segment. See docs/backends.md, "Qdrant server".
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """How a search with a query ranks, for every Qdrant layout and engine: one request per pin side.
 
-Dense: cosine. Keyword: BM25 over the keyword vectors (the store applies IDF). Hybrid, fused in
-the engine: the top `CANDIDATES` by cosine and by BM25, each scored cosine + `KEYWORD_WEIGHT` *
-BM25 (every candidate's real cosine; BM25 0 outside the keyword list). Rerank: the fused top
-`RERANK_DEPTH`, scored fused + `RERANK_WEIGHT` * MaxSim / (query token count) over the
-multivector `TOKENS_VECTOR`: the division makes Qdrant's summed MaxSim a mean, and a memory
-without token vectors scores 0. The fused stage is stated twice, since a formula sees only its
-own prefetches' scores; the embedded store asks MaxSim by id on its own and uses `reranked`.
-Scores compare within one answer only (BM25 follows the store's term statistics). Each engine
-supplies a `RankingDialect` (as `filters.Dialect`); the plan is decided here once. More:
-docs/backends.md, "Hybrid search", "Keyword feedback" and "Reranking by token vectors".
+Each mode's plan is decided here once, and each engine spells it through a `RankingDialect`.
+Why: docs/backends.md, "Hybrid search" and "Reranking by token vectors".
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Token vectors as one byte a number: a `Uint8` multivector whose MaxSim is float MaxSim's.
 
-Qdrant's `Uint8` storage takes numbers 0-255 and converts a query to bytes too, so a
-component `x` is kept as `round(scale * x) + 127`. A dot product of two such rows is then
-`a·b + 127·Σa + 127·Σb + const`; the `Σb` term would favour some stored tokens over
-others, so each stored row gains `EXTRA` numbers summing to `127·EXTRA - Σb`, met by the
-query's `EXTRA` numbers of 127: what is left beside `a·b` depends on the query alone, and
-`CodedQuery.max_sim` takes it away. The scale fits a unit vector's components up to
-`SPREAD` times a random one's typical size (the model's stay inside); larger ones are
-clipped, as is a row whose `|Σb|` exceeds 127·EXTRA. Half the bytes of float16, same order.
+A component `x` is kept as `round(scale * x) + 127`; `EXTRA` numbers a stored row and
+`CodedQuery.max_sim` take off what that adds. See docs/backends.md, "Reranking by token vectors".
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """The rerank's weights: each query wordpiece by its rarity among the stored memories.
 
-MaxSim scores a memory by each query token's best match among the memory's tokens; a plain
-mean gives "did", "the" and "?" the same say as "Caroline" or "pottery". Each memory stores
-the set of its wordpieces (the model's vocabulary ids of its token vectors) as a sparse
-vector `WORDPIECES_VECTOR` with the engine's IDF modifier, so the engine keeps their
-document frequencies as memories are written and forgotten, as it does BM25's. A search
-asks each query wordpiece's IDF (a request each: the score of a stored 1.0 is the IDF itself;
-edge/engine.py `idf_requests`, server/token_vectors.py `weighed_query`), and scales each
-query row by its IDF over the largest: the engine's MaxSim over scaled rows
-is then the IDF-weighted sum (a max over a memory's tokens commutes with a positive factor),
-and `Weighed.mass` (the scales' sum) turns that sum into the weighted mean. A wordpiece no
-memory holds weighs as the rarest asked. See docs/backends.md, "Reranking by token vectors".
+Each memory stores its wordpieces as a sparse vector with the engine's IDF modifier; a search
+scales each query row by its IDF. See docs/backends.md, "Weighing query tokens by rarity".
 """
 
 from __future__ import annotations

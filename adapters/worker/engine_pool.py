@@ -1,19 +1,7 @@
 """The engine workers behind one backend interface, each owning some namespaces.
 
-The server's side of a backend whose engine holds the GIL (the embedded store,
-adapters/qdrant/edge/): the backend runs in worker processes (engine_worker.py, each held
-by an `EngineProcess`, engine_process.py), and this class forwards the backend interface
-and its parts (adapters/parts.py) to them as plain values (frames.py). Its methods are
-derived from the declarations (adapters/crossings.py), and it is the one place that reads
-their routes: one call about a namespace to its worker (`route(name)`, a fixed function of
-the name); a search or listing over namespaces of several workers to each for its own, the
-answers merged as one store orders them (adapters/merge.py); store-wide calls to every
-worker; the background fills' walks from worker to worker. What is written here is its own:
-the workers' lifecycle, their condition, and the copy of the namespace records.
-
-A worker that stops takes only its namespaces away: their calls answer `BackendUnavailable`
-(503) until it is back, health says `degraded`, and the other workers' namespaces are served
-throughout. One worker is a pool of one: the server's shape whatever the count.
+Sends each call where its declaration says (adapters/crossings.py) and merges the answers; keeps
+the workers' lifecycle, their condition and the copy of the namespace records.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """One engine worker process, seen from the server: built, started, called, watched, restarted.
 
-A `WorkerSpec` names the backend the worker builds (adapters/registry.py), with plain-value
-options for its command line. The worker (engine_worker.py) is a fault domain: when it dies
-(kill -9, a panic in the engine, out of memory) or stops answering for `HANG_S`, every call in
-flight and every call until it is back fails at once with `BackendUnavailable` (503), its
-condition names the restart (health: `degraded`), and it is started again: the store reopens
-and its write-ahead log replays, so nothing acknowledged is lost. A worker that keeps dying is
-restarted less and less often, up to `MAX_BACKOFF_S`.
-
-The worker serialises its calls, so what it is sent runs in the order it arrived. `EngineQueue`
-keeps the reads declared `queued` (adapters/crossings.py) here, a queue per caller
-(adapters/callers.py: the request's tenant), and sends only a little engine time at once: the
-next read is the caller's that has had the least engine time (start-time fair queuing: a read
-starts at its caller's last finish, or now if later), so a tenant with one search waiting goes
-next however many another has queued. Each caller's reads are expected to cost what its last
-ones cost in the worker (a moving average); reads go while those in flight add up to at most
-`READ_BUDGET_S` (and `MOST_READS`), one at least. Writes do not wait: their engine work is
-short and batched. See docs/backends.md, "The engine worker process".
+`EngineQueue` sends it the queued reads tenant by tenant, a little engine time at once.
+See docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """The engine worker: a child process that builds a backend, owns it, and answers its calls.
 
-A backend whose engine holds the GIL for the whole of every call (the embedded
-store) lives here, in a process of its own, and the server's event loop never
-waits for it (engine_process.py starts and watches this process). The worker
-takes the lock of the backend's data directory, builds the backend it is named
-(engine_process.py, `WorkerSpec`; adapters/registry.py), starts it, says `ready`,
-then serves each message (frames.py) as a task of its own loop, so the backend's
-own batching and group commit see calls that arrive together. It closes the
-backend on `stop`, or when the server is gone (end of the socket).
-
-    python -m adapters.worker.engine_worker --fd N --server-pid P \
-        --backend qdrant-edge \
-        --options '{"dimension": 384, "data_dir": "/data"}' --data-dir /data
+It serves each message (frames.py) as a task of its own loop, so the backend's batching sees
+the calls that arrive together. See docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The messages between the server process and its engine worker, over a socket pair.
 
-A frame is a 4-byte big-endian length and a pickle of a tuple of plain values: `adapters.values`
-dataclasses, strings, numbers, lists, `adapters.errors` exceptions. Both ends are this package,
-so pickle is a private format here. See docs/backends.md, "The engine worker process".
-Server to worker (part: None for the backend, or a part's name):
-    ("call" or "open", id, part, method, args, kwargs)   open: an async generator, by id
-    ("next", id, generator_id): its next page (END when done); ("cancel", id): gave up
-    ("discard", generator_id): close one left unfinished; ("stop",): close the store and exit
-Worker to server: ("ready",) or ("failed", error) once, after the store opened (or did not);
-    ("reply", id, True, value, seconds) or ("reply", id, False, error); ("log", record)
+A frame is a length and a pickle of plain values: a private format of the two ends. The messages
+are listed in docs/development.md, "The request path".
 """
 
 from __future__ import annotations

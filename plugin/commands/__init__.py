@@ -1,9 +1,7 @@
 """The command-line tools behind `plugin/cli.py`, one module per command.
 
-`plugin/cli.py` parses the arguments, reads the settings (a bad one: one line on
-stderr, exit 2) and calls the command's function here; every command writes its
-lines through a `Print` (`print`, or a test's `list.append`) and returns its exit
-status.
+Each command writes its lines through a `Print` (`print`, or a test's `list.append`) and
+returns its exit status.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """`memory-plugin-vector check URL`: the swap-in runbook's first step as a command.
 
-It speaks only the v1 contract over HTTP, so it verifies any memory plugin
-(this one, the reference postgres plugin, another implementation): health and
-capabilities, then a round trip through a scratch namespace of its own
-(`workspace:check-<hex>`): commit, search, same-id update, forget, TTL expiry,
-namespace delete. One line per step; the first failure ends the run. The
-scratch namespace is deleted in any case, and is created with an expiry an
-hour ahead, so even a run cut short leaves nothing behind for long.
-
-Search right after a write must see it (plugins guarantee read-your-writes):
-the only wait is for the TTL probe to expire.
+It speaks only the v1 contract over HTTP, so it verifies any memory plugin, in a scratch
+namespace of its own; the steps: docs/observability.md, "`memory-plugin-vector check URL`".
 """
 
 from __future__ import annotations

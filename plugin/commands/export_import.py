@@ -1,12 +1,7 @@
 """The `export` and `import` commands, and what every transfer command shares.
 
-Shared: the backend from settings (with a longer per-call budget than the HTTP
-path: a bulk call is not racing the platform's 2 s timeout), the configured
-model's fingerprint and dimension without loading it (`configured_fingerprint`,
-`configured_dimension` in plugin/embedding/encoders.py: the model is loaded only to
-re-embed), and a progress bar on stderr when it is a terminal.
-Every command ends with one summary line on stdout; a failure prints one line
-on stderr and exits 1.
+Shared: the store from settings, with a bulk call's longer deadline; the configured model's
+fingerprint, without loading the model; a progress bar on stderr when it is a terminal.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""`memory-plugin-vector export-onnx`: export the configured model to ONNX, now.
+"""`memory-plugin-vector export-onnx`: export the configured model to ONNX, before serving.
 
-The onnx and onnx-int8 runtimes (MEMORY_PLUGIN_EMBEDDING_BACKEND) run the model's
-ONNX export (plugin/embedding/onnx_model.py). This writes it where the server looks
-for it (`onnx_dir`: MEMORY_PLUGIN_ONNX_DIR, else the model's own onnx/ directory),
-keeping the files already there; it needs torch and nothing from the network.
-scripts/install and the image's build run it, so the server does not export at its
-first start.
+It writes the files the onnx runtimes run where the server looks for them, so that the server
+need not export them at its first start (docs/embedding.md).
 """
 
 from __future__ import annotations

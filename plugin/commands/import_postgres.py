@@ -1,13 +1,7 @@
 """`memory-plugin-vector import-postgres DSN`: move the built-in postgres plugin's data here.
 
-The built-in plugin keeps its memories in its own tables, `memory_namespaces` and
-`memory_records` (columns in the contract's POSTGRES-PLUGIN-SCHEMA.md), which the platform's
-backfill does not read. This reads both in one read-only REPEATABLE READ snapshot, skips what
-has expired, keeps ids and `created_at`, embeds content (the tables' `embedding` column is
-ignored: another model's vectors are not comparable) and writes through the same `StoreWriter`
-as `import`, so a second run embeds and writes nothing. A parity check (`plugin.transfer.parity`,
-like the backfill's `-verify`) follows; a mismatch or an invalid row exits 1.
-Operator steps: docs/runbook.md, "From the built-in postgres plugin".
+It reads that plugin's tables (the platform's backfill does not), writes through `import`'s
+`StoreWriter`, then checks parity; docs/runbook.md, "From the built-in postgres plugin".
 """
 
 from __future__ import annotations

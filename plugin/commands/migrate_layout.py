@@ -1,12 +1,7 @@
 """`memory-plugin-vector migrate-layout`: per-namespace Qdrant collections to the shared layout.
 
-The shared layout refuses to start while per-namespace collections exist, and its one-line
-refusal names this command. It copies every live namespace record and memory with its stored
-vector through the same `StoreWriter` as `import` (plugin/transfer/bulk.py: nothing is
-re-embedded, and a second run writes nothing), then brings the shared store's keyword
-vectors up to date from content (plugin/upgrades/keyword_upgrade.py). The old collections
-are dropped only with `--drop-source`, and only once every namespace has been copied. Settings
-come from the environment, as for `serve`; see docs/backends.md, "Qdrant server".
+It copies every live namespace and memory, with its stored vector, through `import`'s
+`StoreWriter`; see docs/backends.md, "Qdrant server".
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """`memory-plugin-vector serve`: run the HTTP server until SIGTERM or SIGINT.
 
-A failure while starting (model, port, a store of another embedding space) prints
-one line and exits 1. SIGTERM or SIGINT stops it cleanly: the listener closes,
-in-flight requests finish (up to `SHUTDOWN_GRACE_S`), the store is flushed and
-closed, "stopped" is logged and the exit status is 0. A store of another embedding
-space found only once a late backend answers stops it the same way, with status 1.
+A failure while starting prints one line and exits 1; a signal stops it cleanly, as
+docs/observability.md, "Shutdown", describes.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """`memory-plugin-vector verify-store`: is every stored memory still findable?
 
-The embedded store keeps its namespace records and its memories in different
-files; this compares them (docs/repair.md). Against a running plugin
-(`--url`, through `GET /admin/verify`: the embedded store has one process per
-data directory, so a running pod is checked by the server that holds it), or,
-with the plugin stopped, straight from the store the settings name. Exit 0 when
-everything agrees, 1 when problems were found, 2 when the check could not run.
+It compares the embedded store's namespace records with its memories, through a running plugin
+(`--url`) or straight from a stopped store; exit statuses: docs/repair.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What the service reads of a request: the fields, not the wire models that carry them.
 
-The HTTP layer's strict pydantic models (plugin/http/wire.py) have these fields and
-so satisfy these protocols as they are; the service never imports them, and any
-object with the same read-only fields (a test's, a tool's) will do.
+The wire models (plugin/http/wire.py) satisfy these protocols as they are, so the service
+never imports them, and any object with the same read-only fields will do.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The store's embedding fingerprint: recorded once, checked at every start.
 
-A store's vectors compare only with query vectors of the same vector space, so the store
-records the fingerprint (`Encoder.fingerprint`, model/runtime) of what wrote it, and start-up
-refuses an encoder of another space rather than mix vectors silently. An empty store adopts
-the configured fingerprint; one with namespaces but no record gets `LEGACY_FINGERPRINT`.
-torch and onnx are one space (`_SAME_SPACE`); onnx-int8 and every other model are their own.
-A remote store that does not answer at start is checked once it does, by a task that ends
-with `FingerprintMismatch`; whoever runs the server decides what that means (plugin/http/app.py
-asks it to stop, and `serve` stops as on SIGTERM). The rules, and the ways out of a mismatch
-(set the encoder back, or re-embed by export/import): docs/embedding.md, "The fingerprint rule".
+A store's vectors compare only with query vectors of the same space, so start-up refuses an
+encoder of another space; the rules: docs/embedding.md, "The fingerprint rule".
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Searches: one backend read over every live namespace asked for, ranked as configured.
 
-`MemorySearch` answers searches for the handler; `MemoryService` (plugin/core/service.py)
-builds it with the backend, keyword encoder, model and deadline it holds itself.
-- With a query, the search computes what its ranking ranks by: the query's embedding,
-  its keyword vector, or both (docs/backends.md, "Hybrid search"); a keyword search costs
-  no model call. `Ranking.mode` says which, per search (the rerank dimmer's decision,
-  plugin/scheduling/dimmer.py). Without a query, newest first.
-- One damaged namespace does not fail a search over several: when the one read
-  reports damage, each namespace is read on its own and the unreadable ones are
-  left out (logged, counted, and named by health); only if all are unreadable
-  does the search fail (503).
+`MemorySearch` answers the handler's searches; a damaged namespace is left out of a search over
+several rather than failing it (docs/behaviour.md, "Faults").
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """How searches with a query rank: MEMORY_PLUGIN_SEARCH against what the store answers.
 
-Unset, a store that keeps token vectors (both Qdrant backends) reranks, dimmed: every search
-is reranked by token vectors while the plugin has room, and ranked by hybrid when reranking
-would make callers wait (plugin/scheduling/dimmer.py; docs/backends.md, "The rerank dimmer").
-Elsewhere, unset means the first of PREFERENCE that the backend answers: hybrid on a
-dotproduct Pinecone index, dense where keyword vectors cannot be kept. A value forces one
-ranking for every search: `rerank`, `feedback` (hybrid, then again with the keyword query
-widened by the first results' words; the embedded store only), `hybrid`, `dense` or
-`keyword`. A mode the backend cannot answer stops start-up with one line instead of silently
-ranking another way.
+Unset, the backend's best ranking; a value forces one, and one the backend cannot answer stops
+start-up with one line. The modes: docs/backends.md, "Hybrid search".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The contract's operations in terms of a `VectorBackend` and an embedder.
 
-No HTTP here: handlers parse and serialise, this module decides. Rules every backend shares:
-- An expired namespace or memory behaves as if the janitor had deleted it: not found, never
-  returned, and re-creating it starts afresh. Search order and `limit`: plugin/core/search.py.
-- Every operation finishes within `deadline_s` or fails as unavailable (503).
-- Writes to one namespace record (PUT, PATCH, DELETE) are serialised per name in this process
-  only (docs/behaviour.md, "Concurrency").
-- Every memory is stored with its keyword vector. An explicit-id commit of unchanged content
-  reuses the stored vector, read with that content, once `vectors_verified` holds
-  (docs/embedding.md, "An unchanged memory costs no model call").
+No HTTP here: handlers parse and serialise, this module decides, by the rules every backend
+shares (docs/behaviour.md: expiry, deadlines, concurrency).
 """
 
 from __future__ import annotations

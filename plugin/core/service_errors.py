@@ -1,9 +1,7 @@
 """The service's own failures, in domain terms; the HTTP layer maps them to statuses.
 
-`plugin/core/service.py` knows no HTTP: it raises these (and the adapters'
-`BackendError`s pass through it), and `plugin/http/middleware.py` turns each into
-the contract's envelope (`NotFound` 404, `InvalidRequest` 400, a
-`BackendUnavailable` 503).
+`plugin/core/service.py` raises these, and `plugin/http/middleware.py` turns each into the
+contract's envelope (`NotFound` 404, `InvalidRequest` 400, `BackendUnavailable` 503).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """One call in flight at a time; callers that arrive while it runs share its outcome.
 
-Health uses it so that a burst of checks makes one backend ping, not one each (on the
-embedded store a ping is an engine call that the request path's own calls would wait
-behind). The next caller after a call has finished starts a fresh one, so nothing is
-served stale; a call that has run `join_within_s` is not joined, so a check that never
-returns cannot keep health unavailable once the backend is back. A caller that gives up
-leaves the call running for the others. See docs/behaviour.md, the "Health" entry.
+Health uses it so that a burst of checks makes one backend ping, not one each; see
+docs/behaviour.md, the "Health" entry.
 """
 
 from __future__ import annotations

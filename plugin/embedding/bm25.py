@@ -1,15 +1,7 @@
 """Keyword vectors: BM25 term weights of a memory's content, computed by the plugin.
 
-They find the names, places, dates and identifiers a small sentence model blurs
-(docs/backends.md, "Hybrid search"). The encoder is Qdrant's own (`qdrant_edge.Bm25`: word
-tokenizer, English stop words, Snowball stemmer, token ids hashed to 32 bits), so the embedded
-store and a Qdrant server index the same tokens. A document gets term frequencies saturated by
-`K1` and normalised by length (`B`, `AVG_LEN`: Qdrant's defaults); a query gets weight 1 per
-distinct token; the store applies the inverse document frequency (a sparse vector with the IDF
-modifier), so nothing here needs corpus statistics.
-`identity` names everything that decides the vectors, the library version included: a store
-records it (plugin/upgrades/keyword_upgrade.py), so vectors of another configuration are never
-mixed in silently.
+They find the names, places, dates and identifiers a small sentence model blurs; the encoder is
+Qdrant's own, and the store applies the IDF (docs/backends.md, "Hybrid search").
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Text to vectors by the in-process model (plugin/embedding/encoders.py), requests batched.
 
-`BatchingEmbedder` keeps up to `Encoder.parallelism` encodes in flight on worker threads (one
-per ONNX Runtime session, one for torch); what arrives meanwhile joins the next batch, of at
-most `MAX_BATCH` texts, the model called once per group of about one length. Texts wait in
-fair queues (plugin/scheduling/fair_queue.py), one per priority: searches first, tenant by
-tenant, one place in `WRITE_SHARE` kept for waiting writes (a search flood slows writes, never
-stops them); a text waiting `overdue_s` goes first. When callers come one at a time, a lone
-text on an `Encoder.inline_lone_text` encoder (ONNX) is embedded on the event loop, sparing
-the thread hand-offs; a request arriving meanwhile waits for that one text. Under load, even
-one ebbing for a moment or one whose requests wait on the store, texts go to the threads
-(docs/embedding.md, "Sessions side by side").
+Texts wait in fair queues, searches first; a batch per session, or a lone text on the event
+loop (docs/embedding.md, "Sessions side by side"; docs/behaviour.md, "Fair sharing").
 """
 
 from __future__ import annotations

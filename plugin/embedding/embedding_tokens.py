@@ -1,13 +1,7 @@
 """A text's sentence vector and the token vectors the same model call computed.
 
-The model computes a vector for every token of a text and pooling throws them away;
-kept, normalised and without the special tokens ([CLS], [SEP], padding), they let the
-store rerank by late interaction (MaxSim, docs/backends.md "Reranking by token
-vectors") at no second model call, through the model's fixed projection where one
-ships (token_projection.py). An `Embedding` names both: `vector`, the sentence
-vector every search mode stores, and `tokens`, its token vectors as one float32 array
-(`PackedTokens`) or None (not asked for: `Encoder.embed`'s `tokens`). A model whose sentence
-vector is not a token vector's size (several pooling modes concatenated) keeps none.
+Kept, they let the store rerank by late interaction at no second model call; see
+docs/backends.md, "Reranking by token vectors".
 """
 
 from __future__ import annotations

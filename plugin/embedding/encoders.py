@@ -1,11 +1,7 @@
 """The embedding model: loading it offline, on the configured runtime.
 
-The model is a sentence-transformers directory (its files, name and dimension:
-plugin/embedding/model_files.py), loaded with the Hugging Face hub switched off,
-so nothing is fetched at run time. It runs on one of
-`EMBEDDING_BACKENDS` (MEMORY_PLUGIN_EMBEDDING_BACKEND): torch through
-sentence-transformers, or ONNX Runtime, fp32 or int8 (plugin/embedding/onnx_model.py;
-docs/embedding.md). Requests reach it through plugin/embedding/embedder.py, which batches.
+One of `EMBEDDING_BACKENDS` (MEMORY_PLUGIN_EMBEDDING_BACKEND): torch through
+sentence-transformers, or ONNX Runtime, fp32 or int8 (docs/embedding.md).
 """
 
 from __future__ import annotations
@@ -51,7 +47,8 @@ class Encoder(Protocol):
     fingerprint: str
     # How many `encode` calls may run at once, each on a thread of its own.
     parallelism: int
-    # Whether a lone text may be embedded on the event loop (module docstring).
+    # Whether a lone text may be embedded on the event loop (docs/embedding.md, "Sessions
+    # side by side").
     inline_lone_text: bool
     # The fixed map token vectors go through (token_projection.py): the model's own where
     # one ships; None keeps them whole.

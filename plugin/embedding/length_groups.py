@@ -1,12 +1,7 @@
 """Texts of one batch split into groups of about the same length, one model call each.
 
-The model pads every text of a call to the longest one: a batch of dialog turns,
-one long among short ones, paid for the long one eight times, and embedded fewer
-texts a second than the same texts one at a time (benchmarks/README.md, "Fair
-sharing"). Sorted by length and cut where padding would add more than `SLACK` of
-the texts' own length, a batch keeps what batching saves (one call for texts alike)
-without what padding costs. Characters stand in for tokens: the tokenizer runs
-inside the call, and for prose the two go together.
+The model pads every text of a call to its longest, so a batch is cut where padding would add
+more than `SLACK` of the texts' own length (characters standing in for tokens).
 """
 
 from __future__ import annotations

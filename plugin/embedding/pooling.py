@@ -1,8 +1,7 @@
 """Token vectors into one sentence vector, as sentence-transformers' Pooling module does.
 
-The ONNX backends run the model's Transformer only; its pooling is done here, in numpy,
-mode for mode as sentence-transformers 6 does it on torch, so the vectors are torch's
-(tests/embedding/test_own_model.py). Masks come from the tokenizer, padded on the right.
+The ONNX backends run the model's Transformer only; this pools in numpy, mode for mode, so
+the vectors are torch's (tests/embedding/test_own_model.py).
 """
 
 from __future__ import annotations

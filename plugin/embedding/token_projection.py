@@ -1,16 +1,7 @@
 """A fixed linear map of the model's token vectors to fewer dimensions, shipped per model.
 
-Token vectors are most of what a reranking store keeps on disk, a row per wordpiece. The
-model's 384 numbers a token carry more than MaxSim needs: the leading directions of the
-token vectors' second moment, fitted once on text unrelated to any store (docstrings of
-Python's standard library, `python -m benchmarks.projection_fit`), keep the rerank's recall
-at a third of the size. The map is a file beside this module named after the model
-(`projections/<model>.npy`, `dimension` rows); a model without one keeps its token vectors
-whole. A projected row is normalised again: MaxSim compares directions. The stored vectors
-depend on the map, so a store notices another size by itself (the token vectors' size) and
-refills them (docs/backends.md, "Reranking by token vectors"). The product runs on the
-calling thread: numpy's OpenBLAS would wake threads of its own that spin on the cores the
-model's sessions need, so loading a map keeps it to one thread (`one_blas_thread`).
+The map (`projections/<model>.npy`) keeps the rerank's recall at a fraction of the disk; a model
+without one keeps its token vectors whole. See docs/backends.md, "Reranking by token vectors".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""`GET /admin/export` (the whole store as JSON Lines, streamed by the running server)
-and `GET /admin/verify` (the store checked against itself now: verify-store).
+"""`GET /admin/export` and `GET /admin/verify`: export and verify-store through the server.
 
-Outside the v1 contract (like `/metrics`): the contract cannot list every
-namespace or page past 100 memories, and the embedded store has one process
-per data directory, so a backup of a running embedded pod must come from the
-server that holds it (`memory-plugin-vector export --from-url`). The body is
-the export format of `plugin/transfer/jsonl.py`; the status is sent before the data, so
-a failure half-way ends the body without its `end` line, which every reader
-treats as a failed export. It is reachable by whoever can reach the plugin,
-exactly like the contract's own search: the NetworkPolicy is the perimeter.
+Outside the v1 contract, like `/metrics`: the embedded store has one process per data
+directory, so a running pod's store is exported and checked by the server that holds it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The aiohttp application: routes, middleware, and resources in `cleanup_ctx`.
 
-Start-up order (each step's cleanup runs in reverse at shutdown): load the model,
-open the backend and check its embedding fingerprint, choose the ranking, start the
-batcher (keeping token vectors where the ranking reranks), the rerank dimmer where it
-dims, the janitor and the keyword indexer (plugin/upgrades/keyword_upgrade.py), and
-last freeze the heap built so far (`_frozen_heap`). The backend need not be reachable
-for start-up to finish: the server boots during an outage, answers 503, and recovers by
-itself.
-
-Metrics live in a registry of this app's own (`METRICS`); the service talks to
-the backend through `instrumented`, so every backend is timed alike.
+Resources start in order (model, backend and its fingerprint, ranking, batcher, background
+tasks) and stop in reverse; the server boots while the backend is down, answering 503.
 """
 
 from __future__ import annotations

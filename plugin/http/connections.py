@@ -1,15 +1,7 @@
 """Connections: read deadlines, a cap on open connections, and aiohttp's own errors.
 
 On top of aiohttp's connection protocol, which alone waits for a request forever and accepts
-connections until file descriptors run out (docs/behaviour.md, "Connections"):
-- a request head must arrive whole within `MEMORY_PLUGIN_HEADER_TIMEOUT` of the connection's
-  opening or of a later request's first byte; its body within `MEMORY_PLUGIN_BODY_TIMEOUT` of
-  the head, else the handler reading it gets `BodyTimeout` (408) and the connection is closed;
-- a kept-alive connection idles up to `MEMORY_PLUGIN_KEEPALIVE_TIMEOUT`, longer than the
-  platform's client keeps one, so that the client closes it, not the plugin;
-- at most `MEMORY_PLUGIN_MAX_CONNECTIONS` are open; one beyond is closed at once, unanswered.
-What aiohttp answers itself (a request it cannot parse, an unknown `Expect`) is the contract's
-envelope (`envelope.from_protocol`), echoing nothing; slow clients closed are logged, throttled.
+connections until file descriptors run out; see docs/behaviour.md, "Connections".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The contract's error envelope and the exceptions that produce it.
 
-Every non-2xx answer is `{"code", "message"}` (plus `details` for validation),
-with `code` from the contract's enum. The platform's breaker counts 5xx, so a
-caller's mistake must never become one.
+Every non-2xx answer is `{"code", "message"}` (plus `details` for validation); the platform's
+breaker counts 5xx, so a caller's mistake must never become one.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """One handler per contract operation: parse, call the service, serialise.
 
-Bodies are read in full (bounded by the app's `client_max_size`) and validated
-with the strict wire models; any failure is a 400 in the contract's envelope.
-Every operation but health is admitted for the namespace it works for
-(plugin/scheduling/): one whose namespace is in the path is admitted before its
-body is read, so a refusal costs as little as possible; a search or a forget
-once its body names the namespace.
+Bodies are validated with the strict wire models (any failure is a 400); every operation but
+health is admitted for the namespace it works for (plugin/scheduling/admission.py).
 """
 
 from __future__ import annotations

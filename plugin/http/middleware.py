@@ -1,15 +1,7 @@
 """Request ids, one log line and metrics per request, and the error envelope.
 
-Whatever goes wrong, the answer is the contract's `{"code","message"}`, aiohttp's own
-404/405/413 included (405 with its `Allow` header). The plugin's own trouble (a backend down,
-a full disk, damaged files) is a 503 `unavailable` naming no file path, the details logged with
-the request id; only a bug (an exception nobody expected) is a 500 `internal`.
-A namespace over its share of the requests in flight (plugin/scheduling/admission.py) gets 429
-`unavailable` with `Retry-After` at once: logged by a throttled logger, counted, no access line
-(docs/behaviour.md, "429: the plugin's extension of the contract"). Its connection is not read
-again for `REFUSED_PAUSE_S`, so callers that resend at once cannot keep the event loop busy
-refusing them. A client that hangs up mid-body is logged at info and counted as 499; one too
-slow to send its body (plugin/http/connections.py) gets 408.
+Whatever goes wrong, the answer is the contract's `{"code","message"}`: 503 for the plugin's
+own trouble, 429 for a tenant over its share, 500 only for a bug (docs/behaviour.md).
 """
 
 from __future__ import annotations

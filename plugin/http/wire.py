@@ -1,14 +1,7 @@
 """Request and response bodies of the v1 contract, validated strictly.
 
-Mirrors `components/schemas` of memory-plugin-v1.yaml and the client-side rules in NOTES.md.
-Validation is strict about types (no "2" for 2, no 1 for true) and ignores unknown fields,
-which the spec allows and a newer client may send. Times must carry an offset (the platform's
-Go client cannot decode one without) and go out as UTC with a `Z`; fractions finer than
-microseconds are truncated, and a valid time whose UTC form falls outside years 1..9999 is
-clamped to the first or last representable microsecond. Opaque JSON (`metadata`,
-`propagation`) must be JSON: `1e400` and `NaN`/`Infinity` are refused with a 400, as they
-could not be answered back; integers of any size are kept exactly as sent. See
-docs/behaviour.md, the "Times" and "Numbers in opaque JSON" entries.
+Mirrors `components/schemas` of memory-plugin-v1.yaml and the client-side rules in NOTES.md;
+see docs/behaviour.md, the "Validation", "Times" and "Numbers in opaque JSON" entries.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """How the store's writes reach its disk, read from its condition at scrape time.
 
-The embedded store counts its syncs and the writes its disk refused in the engine
-worker (adapters/qdrant/edge/log_sync.py, `SyncWatch`); the server holds the last
-condition the worker reported (at most a heartbeat old), so a scrape costs no call.
-The counts are the worker's since it started: a restart resets them, as a counter's
-reset. A backend without a disk of its own (`StoreCondition.disk` None) exports none.
+The server holds the last condition the engine worker reported, so a scrape costs no call;
+a backend without a disk of its own (`StoreCondition.disk` None) exports none.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """A `VectorBackend` that times every call of the one it wraps, and of its parts.
 
-The adapters stay free of metrics: the app wraps whichever backend it has
-(built from settings, or handed in by a test) in this proxy, which reports
-(operation, outcome, seconds) to an observer for every coroutine method it is
-asked for, named after the method, and for each page of an async generator
-(`iter_memories`). Why one proxy over names and not a method per operation: the
-interface and its parts (adapters/parts.py) grow without a wrapper to keep in
-step; a part asked for through the proxy is proxied alike.
+One proxy over method names, not a method per operation, so the interface and its parts
+(adapters/parts.py) grow without a wrapper to keep in step; the adapters stay free of metrics.
 """
 
 from __future__ import annotations

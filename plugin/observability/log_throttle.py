@@ -1,14 +1,7 @@
 """At most a few log lines per second of each kind, and a count of the ones left out.
 
-When file descriptors run out, asyncio's accept loop reports the same `EMFILE` for every
-pending connection on every turn of the loop, with a traceback each time, and a flood of slow
-or refused clients does the same through the connection log: lines that say nothing new
-fill disks and drown the log shipper exactly when the log is needed. `LogThrottle` is a
-`logging.Filter` put on the loggers that report connection trouble
-(plugin/observability/logs.py), never on the access log. A kind is the logger, the message's
-fixed part and the exception's type and errno. Within each window of a kind the first
-`burst` records pass; the rest are counted, and when the window ends one warning says how
-many were left out (docs/behaviour.md, "Connections", the "Log floods" item).
+A `logging.Filter` on the loggers that report connection trouble (never the access log), so a
+flood of one error cannot fill disks; see docs/behaviour.md, "Connections".
 """
 
 from __future__ import annotations

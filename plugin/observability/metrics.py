@@ -1,9 +1,7 @@
 """Prometheus metrics: one registry per app, served as text on `GET /metrics`.
 
-A registry per app (not prometheus_client's global one) lets tests build many
-apps side by side, each counting only its own traffic. Labels are bounded by
-construction: route templates, a fixed set of methods, status codes, backend
-method names and outcomes; never a namespace, an id or anything a caller chose.
+A registry of its own lets tests build apps side by side; labels come from fixed sets, never
+a namespace, an id or anything a caller chose.
 """
 
 from __future__ import annotations

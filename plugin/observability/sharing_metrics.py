@@ -1,8 +1,6 @@
-"""Metrics of fair sharing: work in flight and queued, the admission budget in use,
-refusals, time waited for the model.
+"""Metrics of fair sharing: work in flight and queued, admission, refusals, model waits.
 
-Labels stay bounded: a tenant's kind (workspace, team, org, other), a priority
-(search, write) and a refusal reason; never a namespace name.
+Labels stay bounded: a tenant's kind, a priority and a refusal reason; never a namespace name.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The store's size as gauges, refreshed on a timer (adapters/parts.py, `StoreSizes`).
 
-Why a timer and not the scrape: the bytes a store occupies take a walk of its
-files, and a scrape must cost nothing. A backend without the part exports none
-of these gauges; one without a volume of its own, no byte gauges.
+A timer, not the scrape: the bytes a store occupies take a walk of its files, and a scrape must
+cost nothing. A backend without the part exports none of these gauges.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Admission at the door: refuse only the work that would wait past the deadline.
 
-Every request in flight waits with every other (for the model, the engine, the event loop), so
-the queue is weighed in time: requests in flight times what one costs when the plugin is busy
-(`ServiceTime`) is the wait a newcomer would face. A tenant over its share of that wait is
-refused at once with `OverShare` (answered 429: the platform's breaker ignores a 4xx), never
-held until the deadline. The rules (docs/behaviour.md, "Fair sharing"):
-- a tenant with nothing in flight is always admitted: a sequential caller is never refused;
-- under `budget_s` of queued wait everyone is admitted; at or over it each tenant is held to an
-  equal part; `tenant_max`, when set, caps one tenant's requests in flight however idle.
-A request whose deadline passed while its work still waited behind others' (adapters/callers.py,
-`Waiting`) is refused too, reason `deadline`; otherwise a passed deadline stays a 503.
+The queue is weighed in time, and a tenant over its share of that wait is refused at once
+(429, `OverShare`); the rules: docs/behaviour.md, "Fair sharing".
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The rerank dimmer: the share of searches reranked, steered by the queue a search faces.
 
-A rerank is optional work: a search ranked by hybrid alone is still a good answer. So with the
-default ranking every search is reranked while the plugin has room, and the share reranked is
-turned down when reranking would make callers wait (the brownout pattern; docs/backends.md,
-"The rerank dimmer"). The signal is the queue a search finds on arrival: the requests in
-flight beyond the plugin's parallel places (`Admission.queued_ahead`); the setpoint,
-MEMORY_PLUGIN_RERANK_QUEUE. A decision reads two numbers and never waits; no search is
-refused by it.
+A rerank is optional work, so the share reranked is turned down when reranking would make
+callers wait; see docs/backends.md, "The rerank dimmer".
 """
 
 from __future__ import annotations

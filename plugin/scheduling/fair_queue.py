@@ -1,14 +1,7 @@
 """A queue per tenant, served in turn: one tenant's backlog never delays another's item.
 
-Deficit round robin with a quantum of one item (every item is one text for the model, clipped
-to what the model reads, so items cost about the same), and FQ-CoDel's rule for sparse flows
-(RFC 8290, section 4.1): a tenant that had nothing queued goes to the `_new` list, served
-before the tenants of the `_old` list, so a tenant with one item waiting is served next. After
-its turn a tenant goes to the back of the old list even when it has nothing left, and is
-forgotten only when its turn comes round with nothing queued: a tenant that sends again at
-once is not new again, so it cannot jump the queue forever.
-An item `overdue` says has waited too long goes first, oldest first, whatever the round, so
-the last of a tenant's several items does not run past its request's deadline.
+Deficit round robin, one item a turn, with FQ-CoDel's rule for sparse flows (RFC 8290, 4.1);
+an `overdue` item goes first. See docs/behaviour.md, "Fair sharing".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """How long the plugin takes per request when it is busy: what admission weighs a queue by.
 
-Two measurements, the larger wins. **Busy time per answer:** time with requests in flight,
-counted in full while `parallelism` or more are in flight and in proportion while fewer are,
-divided by the requests answered in it, whatever the bottleneck. A busy spell counts from its
-first answer (the time before it is one request's latency, not a cost per request); samples
-are windows of `WINDOW_REQUESTS` answers, or of `WINDOW_S` busy time once they hold
-`LEAST_WINDOW_REQUESTS`, smoothed. **The model's time per text** divided by its sessions, over
-`MODEL_WINDOW_TEXTS` texts at a time, so a slowed model shows before the answers do.
-Until either is measured, `INITIAL_S`; never less than `LEAST_S`. All times come from `clock`
-(monotonic seconds), so tests move it by hand. See docs/behaviour.md, "Fair sharing".
+The larger of two measurements: busy time per answer, and the model's time per text over its
+sessions (docs/behaviour.md, "Fair sharing"); times come from `clock`, so tests move it by hand.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The model's threads give way to the event loop and the engine when cores are short.
 
-With more runnable threads than cores, the kernel time-slices the event loop with the model's
-threads. The loop, and a qdrant-edge call on a worker thread, hold the GIL while they run;
-one preempted midway keeps it, and every request waits. The model's threads release the GIL
-for the whole model call, so they lose nothing by waiting for a free core: they run at a
-lower priority (nice raised by `MODEL_NICE_INCREMENT`) and still get every idle cycle.
-Linux only, and only ever lowered (raising needs a privilege the plugin lacks); elsewhere,
-or where the kernel refuses, threads keep the default scheduling.
-See docs/behaviour.md, "Fair sharing: one tenant's flood never fails another".
+A thread preempted while it holds the GIL stalls every request; the model's threads hold none
+while they compute, so they run at a lower priority (Linux only; docs/behaviour.md).
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Who a request works for (its tenant) and how urgent it is (its priority).
 
-The tenant is the unit of fairness: the encoder serves tenants in turn and admission
-gives each a share (docs/behaviour.md, "Fair sharing"). A write, a namespace
-operation or a forget works for the namespace it names. A search works for the
-caller's own `workspace:` namespace: the platform sends the caller's whole readable
-set, its workspace namespace plus the `team:` and `org:` namespaces it shares with
-others. Keyed on a shared namespace, every workspace of an org would be one tenant
-and compete with its neighbours for one share; keyed on the whole set, one
-workspace asking for subsets of it would count as several tenants and escape its
-share. A set with no `workspace:` namespace (another client) works for its first name.
+The tenant is the unit of fairness: the namespace a request names, or for a search the caller's
+own `workspace:` namespace; why: docs/behaviour.md, "Fair sharing".
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Export a store to JSON Lines and import one, on any backend (`export`, `import`).
 
-Export lists namespace records once at the start, then streams each namespace's memories page
-by page (the backend's `transfer` part). On a store taking writes it is no point-in-time
-snapshot: each memory line is one memory at one instant, and whatever is live for the whole
-export is in it exactly once (docs/export-format.md, "What an export of a live store guarantees").
-Import (and `import-postgres`) write through `StoreWriter`, under the HTTP API's rules: a
-namespace before its memories, expired ones skipped, ids and `created_at` kept, a memory already
-stored exactly so not written again (a second run writes nothing). Vectors are reused when the
-file's fingerprint is the configured model's (callers check the store's fingerprint first) or
-the store holds that very content under that id; else content is re-embedded (`clip_for_model`,
-as on the HTTP path). Keyword vectors are not in the file: they are computed on every write.
+Import (and `import-postgres`) writes through `StoreWriter`, under the HTTP API's rules; what
+both guarantee: docs/export-format.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The export file: JSON Lines; gzip written for a `.gz` name, read by its magic bytes.
 
-Layout (docs/export-format.md is the reference):
-
-    {"type": "header", "format": "memory-plugin-vector-export", "version": 1, ...}
-    {"type": "namespace", "name": ..., "kind": ..., "created_at": ..., ...}   one per namespace
-    {"type": "memory", "namespace": ..., "id": ..., ..., "vector": "<base64>"} one per memory
-    {"type": "end", "namespaces": N, "memories": M, "finished_at": ...}
-
-It streams (neither side holds the store in memory), and a file cut short lacks its `end` line.
-Vectors are the stored float32 values, little-endian, base64: exact, so an import that reuses
-them searches identically.
+A header, the namespaces, the memories with their exact vectors and an end line, read and
+written as a stream; docs/export-format.md is the reference.
 """
 
 from __future__ import annotations

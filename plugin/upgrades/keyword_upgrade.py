@@ -1,15 +1,7 @@
 """The store's keyword index: which encoder made it, and filling in what is missing.
 
-Every memory written by this plugin carries its keyword vector; one that does not (a copy of
-dense vectors only, a write by another plugin version during a rolling update) gets one from
-its stored content: no model call, the dense vector and payload untouched. The store records
-the encoder's identity (`KeywordEncoder.identity`) in store metadata, with a state: `building`
-(`fill` is (re)running), `complete`, or `resetting` (another encoder's vectors are dropped before
-the fill; the new identity is recorded first, so a `kill -9` repeats the drop, never mixes).
-A store recording no encoder adopts this one. `maintain_in_background` runs at every start
-beside the serving plugin, a page of at most `PAGE` memories per engine call; until it is done,
-a search ranks unindexed memories by cosine alone (hybrid) or not at all (keyword). The progress
-is the stored vectors themselves (docs/backends.md, "Hybrid search").
+A memory without a keyword vector gets one from its stored content, in the background at every
+start and with no model call; see docs/backends.md, "Hybrid search".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Token vectors for memories stored without them: the upgrade of an older store.
 
-Some memories carry no token vectors (an older store's, an import's, a layout migration's,
-a re-commit's that reused its stored sentence vector). Once the fingerprint check has verified
-the store's vector space, they are given theirs from their stored content, in the background:
-a `PAGE` at a time through the shared embedder, as writes of a tenant of their own (`TENANT`),
-so the platform's searches and commits go first. Sentence vector and payload stay as they are;
-until then a search ranks such a memory by its fused score alone (MaxSim counts 0). A memory
-whose token vectors were stored without their wordpieces (adapters/qdrant/wordpieces.py) is
-given both; once a pass leaves every memory with its wordpieces, the rerank weighs query tokens
-by their rarity (`weighed`), and until then all alike. The progress is the stored vectors
-themselves, so it survives `kill -9`. Each costs a model call, so only the store's own encoder
-makes them.
-See docs/backends.md, "Reranking by token vectors".
+Computed in the background once the store's vector space is verified, as a tenant of their own
+so the platform's requests go first; see docs/backends.md, "Reranking by token vectors".
 """
 
 from __future__ import annotations

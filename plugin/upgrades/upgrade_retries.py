@@ -1,10 +1,7 @@
 """Store upgrades that run beside the serving plugin, retried while the store does not answer.
 
-The keyword index (keyword_upgrade.py) and the token vectors (token_upgrade.py) of a
-store written before them are filled in at every start, in the background. A
-store that is unavailable is asked again every `retry_s`; one that cannot be
-upgraded (`BackendMisconfigured`: retrying cannot help) is left as it is, with
-one line in the log saying why. Neither ever stops the server.
+An unavailable store is asked again every `retry_s`; one that cannot be upgraded
+(`BackendMisconfigured`) is left as it is, with one log line. Neither stops the server.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """`CallBatcher`: the calls arriving while one runs joined into the next, one call for them all.
 
-Syncs (log_sync.py, the group commit) and engine calls (edge_writes.py's upserts,
-edge_reads.py's lookups) cost about the same for one item as for many, so concurrent
-callers share one; a lone call waits for nothing.
+A sync or an engine call costs about the same for one item as for many, so concurrent callers
+share one (log_sync.py, edge_writes.py, edge_reads.py); a lone call waits for nothing.
 """
 
 from __future__ import annotations

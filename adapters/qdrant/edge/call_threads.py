@@ -1,11 +1,7 @@
 """`EngineCalls`: where a qdrant-edge call runs, in the engine worker.
 
-The engine holds the GIL through its calls, so a short call runs on the worker's event loop
-(`here`), queued behind one in flight on a thread; what is long or waits on the disk runs on
-a thread (`worker`: opening, SQLite commits, purges, upkeep, bulk transfer), the group
-commit's syncs on a thread of their own (`syncing`), where a stalled disk holds up the writes
-waiting for it, never the loop. A failed call raises what the adapters' callers expect
-(engine.py, `translate`).
+The engine holds the GIL through its calls: a short one runs on the worker's event loop, a long
+one or one that waits on the disk on a thread, the group commit's syncs on a thread of their own.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The embedded store's memory counts in SQLite, mirrored in memory: `CountStore`.
 
-`counts.sqlite3`, apart from the namespace records (record_store.py), so either survives the
-other's loss: memories per incarnation, up after the engine writes (held for the group commit
-under `sync`, log_sync.py), down before it deletes, so only "fewer than counted" means loss;
-never on disk ahead of what it counts. Methods block: call them from worker threads.
+`counts.sqlite3`, apart from the namespace records (record_store.py) so that either survives the
+other's loss; integrity.py checks them. Methods block: call them from worker threads.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The embedded store: Qdrant's own engine (qdrant-edge) on disk, the zero-config default.
 
-`QdrantEdgeBackend` runs in an engine worker process (adapters/worker/); the server
-reaches it through edge_client.py. Under `data_dir/store/`: 16 shards (shards.py), each
-namespace a tenant partition of the shard its name hashes to, and the namespace records
-and memory counts in SQLite (record_store.py). Requests go to three parts over one
-`EdgeStore` (store.py): edge_namespaces.py, edge_reads.py and edge_writes.py, each request
-method its part's own (`Handed`); this class adds the lifecycle, health, the upkeep and
-integrity checks (upkeep.py), and hands out the optional parts (adapters/parts.py),
-`EdgeStoreMeta` among them. Why this layout, exact
-search and what a 201 means: docs/backends.md, "Embedded (default)" and "Durability".
+`QdrantEdgeBackend`, in an engine worker: lifecycle, health and upkeep, each request answered by
+one of its parts (store.py). Why this layout: docs/backends.md, "Embedded (default)".
 """
 
 from __future__ import annotations

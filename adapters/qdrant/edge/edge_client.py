@@ -1,11 +1,7 @@
 """The embedded store as the server holds it: its engine worker process, or several.
 
-`embedded_store`: a pool of W engine workers (adapters/worker/engine_pool.py), W dividing
-the shard count; where each worker's part lies is placement.py's. `engine_workers` decides W
-at start-up: the count asked for, else the store's own, else one from the cores; a store
-written with another count than the one asked for is moved to it first, in place
-(`placement.move`). `edge_worker` builds one worker. Why and what a worker's
-crash does: docs/backends.md, "The engine worker process".
+`embedded_store` pools the workers, `engine_workers` decides their count at start-up and
+`edge_worker` builds one. See docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations

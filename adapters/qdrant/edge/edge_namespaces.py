@@ -1,14 +1,7 @@
 """Namespaces of the embedded store: their records, and the purge of a deleted one's memories.
 
-A part of `QdrantEdgeBackend` (edge_backend.py), beside its reads (edge_reads.py) and
-writes (edge_writes.py), over the shared `EdgeStore` (store.py). Each namespace incarnation
-has an epoch, carried by its memories and required by every read, so a deleted namespace
-vanishes with its memories the moment its record is buried, and one re-created under the same
-name starts empty. The memories are then removed by a filtered delete in the background; the
-janitor (`purge_pending`) finishes any purge a crash interrupted. `LostRecords`: namespaces
-whose record was lost while their shard could not be opened, so it cannot say which names it
-holds: until it opens such a name answers 503 and health is `degraded` (not 404, nor served
-empty); then their records are rebuilt (docs/repair.md, "Records lost and a shard does not open").
+A part of `QdrantEdgeBackend` (edge_backend.py); `LostRecords`: names whose records are lost while
+their shard cannot open (docs/repair.md, "Records lost and a shard does not open").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Reads of the embedded store: lookups by id, searches and listings across shards.
 
-A part of `QdrantEdgeBackend` (edge_backend.py), over the shared `EdgeStore` (store.py).
-Every read names namespaces, and each namespace lives in one shard (shards.py): a read asks
-each shard concerned once, with the namespaces it holds, and merges the answers (pinned first,
-then by score or newest first, as one shard orders them). A read touching a damaged shard
-raises `StorageDamaged` naming the namespaces asked for; the service then reads around it.
+A part of `QdrantEdgeBackend` (edge_backend.py): a read asks each shard concerned once and merges
+the answers; one touching a damaged shard raises `StorageDamaged`, and the service reads around it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The embedded store's `transfer` part (adapters/parts.py): export and import.
 
-`EdgeTransfer`: a namespace read out page by page for export (one page per worker-thread
-call, so a long export never holds the engine for long), and an import's memories written
-in one update a batch, counted and made durable as every write is (store.py).
+`EdgeTransfer` reads a namespace out a page at a time, so a long export never holds the engine for
+long, and writes an import's memories in one update a batch, counted and synced as any write.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Writes of memories to the embedded store: upserts counted, deletes, the expiry sweep, and
-keyword and token vectors given in place.
+"""Writes to the embedded store: upserts, deletes, the expiry sweep, and vectors given in place.
 
-A part of `QdrantEdgeBackend` (edge_backend.py), over the shared `EdgeStore` (store.py); a
-delete finds its memory through the reads (edge_reads.py). Every write counts: a memory new to
-its incarnation is counted after the engine has it (`EdgeStore.counted_upsert`), one deleted is
-uncounted before the engine deletes it, so the integrity check (integrity.py) can tell a crash's
-drift from a loss. Concurrent upserts share one engine call per shard (`CallBatcher`,
-call_batcher.py); each write returns once it is on disk (the group commit, log_sync.py; a no-op
-under `async`).
-A write whose namespace is deleted meanwhile is purged and raises `NamespaceGone`. The
-`keyword_index` and `token_index` parts (adapters/parts.py) give memories stored without those
-vectors their vector, page by page (`MissingVectors`): the state is the stored vectors.
+A part of `QdrantEdgeBackend` (edge_backend.py): every write is counted (store.py) and answered
+once on disk (log_sync.py); concurrent upserts share one engine call per shard (call_batcher.py).
 """
 
 from __future__ import annotations

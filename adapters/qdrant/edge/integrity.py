@@ -1,15 +1,7 @@
 """The embedded store checks itself: records against the memories the engine holds.
 
-The two halves of the store live in different files (the engine's segments and WAL;
-`namespaces.sqlite3`), and damage to either would lose data silently. So the records keep a
-count of memories per namespace incarnation (record_store.py), and `check` compares them with
-what the engine finds, grouped by the `epoch` every memory carries (one facet query per shard):
-- fewer than counted: loss; health says `degraded` and names them, the log and a metric too;
-- more than counted: a crash between an engine write and its count (counts go up after the
-  engine, down before it); re-counted at start, ignored later (a write may be in flight);
-- memories of an incarnation no record names: the record was lost. When no live namespace has
-  that name, it is rebuilt from the memories' `ns` (kind from the name's prefix, created at its
-  oldest memory); otherwise they are reported, not touched. Repairs: docs/repair.md.
+`check` compares each incarnation's count with what the engine finds, reports a loss, and rebuilds
+lost records from the memories. What it reports and the repairs: docs/repair.md.
 """
 
 from __future__ import annotations

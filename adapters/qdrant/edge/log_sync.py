@@ -1,15 +1,7 @@
 """Group commit: a write is answered once what it changed is on disk, one sync for many.
 
-qdrant-edge appends each update to its memory-mapped write-ahead log without syncing it. Under
-`sync` durability every write path awaits `GroupCommit.durable()` before it answers; one sync,
-on a thread of its own (call_threads.py, `EngineCalls.syncing`), then (1) `fsync`s the log
-files each shard written since the last sync may have changed (`_written_files`), and a new
-shard's directories, and (2) writes the memory counts held back meanwhile (count_store.py) in one
-SQLite transaction: a count is never on disk ahead of the memories it counts (integrity.py).
-A sync takes what was written before it starts (`take`); later writes wait for the next. Under
-`async` no write waits, except where a record would run ahead of the engine (store.py, `purge`,
-`barrier`). The callers of one sync are batched (call_batcher.py). Health watches:
-sync_watch.py.
+Under `sync` durability each write awaits `GroupCommit.durable()`: one sync `fsync`s the logs
+written, then stores the counts held back. See docs/backends.md, "Durability".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Where the embedded store's shards lie for a count of engine workers, and the move between counts.
 
-With W workers, worker k holds the namespaces of the shards whose index is k modulo W
-(shards.py, `worker_of`), as a part of its own: `workers/k-of-W/store/` (one worker: `store/`),
-shard g there as its shard g // W (`local_index`), with the part's namespace records and counts
-beside them. `move` takes a store from one count to another in place, at start-up, before any
-worker opens it: the records split or joined by the same routing into a staging tree, each
-shard's directory renamed into it (the memories are not copied), then the trees swapped. A
-journal (`placement.json`, written first) says a move is under way; a start that finds one
-finishes it, so a cut at any moment leaves a store that the next start serves whole. See
-docs/backends.md, "The engine worker process".
+`move` takes a store to another count in place at start-up, and a start finishes any move cut
+short (`placement.json`). See docs/backends.md, "The engine worker process".
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The embedded store's namespace records in SQLite, mirrored in memory, with their counts.
 
-`RecordStore` (`namespaces.sqlite3`): `namespaces(name, epoch, record)`, the epoch naming the
-incarnation its memories carry; `purges(epoch, name)`: a delete moves the row here in one
-transaction, gone once the memories are, so a crash leaves a purge to finish; `lost_shards`
-(edge_namespaces.py); `rebuilt`: records rebuilt without counts, `degraded` until `verify-store
---accept`. An unparsable row goes to `damaged` (503 for it); a file that is not a database is
-moved aside and the records rebuilt from the memories (integrity.py). The memory counts are a
-store of their own (count_store.py), in a file apart. Methods block: call them from worker
-threads. Repairs: docs/repair.md.
+`RecordStore` (`namespaces.sqlite3`): records, pending purges and what repairs need. Methods
+block: call them from worker threads. Repairs: docs/repair.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """A search in the embedded store, per shard asked and in one engine turn (edge_reads.py).
 
-- `fused_search`: the fused plan (adapters/qdrant/ranking.py), per pin side; with no kinds
-  asked, `lean_search`: the unpinned side asked by incarnation alone (qdrant-edge checks all
-  but one filter condition point by point, slowly over a namespace just written), its answer
-  checked against the full filter and asked again with it if need be.
-- `widened`: keyword feedback's first pass (adapters/qdrant/feedback.py): the best
-  memories lend their words, weighted by the store's own IDF of each term.
-- `reranked_search`: MaxSim over the fused candidates, asked by id: per pin side the best
-  RERANK_DEPTH of all shards', scored by the token vectors of the shards holding them, the
-  query's rows weighed by their wordpieces' IDF where the query asks (wordpieces.py).
-See docs/backends.md, "Keyword feedback" and "Reranking by token vectors".
+The fused plan (`fused_search`, `lean_search`), keyword feedback's pass (`widened`), the rerank
+(`reranked_search`). See docs/backends.md, "Keyword feedback" and "Reranking by token vectors".
 """
 
 from __future__ import annotations

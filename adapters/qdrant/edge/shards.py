@@ -1,15 +1,7 @@
 """The embedded store's shards: each namespace lives in one of `SHARD_COUNT`, by a hash of its name.
 
-qdrant-edge refuses a whole shard when one of its files is damaged, at run time and at the next
-start; split by a stable hash of the name (`shard_index`), damage takes down one shard's
-namespaces and the rest serve (health counts those down, the log names them). The cost: each
-shard has sparse files, open files and a search thread, a search over several shards makes one
-engine call per shard, and keyword IDF is counted per shard. Every shard is created when the
-store opens, ahead of any request, under `store/shards/NN/`: copies of one empty shard the
-engine creates (`NN.new`, synced, then renamed), since creating one makes many small writes and
-syncs. Each shard's write-ahead log keeps segments of `WAL_SEGMENT_BYTES` (`open_shard`). A data
-directory of another layout stops start-up with one line (`refuse_other_layouts`). See
-docs/backends.md, "Embedded (default): qdrant-edge on disk".
+Split so that a damaged shard takes down its own namespaces only; all are made when the store
+opens. Why, and what it costs: docs/backends.md, "Embedded (default): qdrant-edge on disk".
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What the parts of the embedded backend share: its shards, records, disk guard and threads.
 
-`QdrantEdgeBackend` (edge_backend.py) is a facade over parts that each hold one concern
-(edge_namespaces.py, edge_reads.py, edge_writes.py); they are handed one `EdgeStore` rather
-than reaching into the backend. Every write to a shard goes through `update`: behind the disk
-guard, told to upkeep (upkeep.py, `ShardWrites`) and marked for the group commit (log_sync.py).
-Where each engine call runs: call_threads.py.
+The parts (edge_namespaces.py, edge_reads.py, edge_writes.py) are handed one `EdgeStore`; every
+write to a shard goes through `update`: the disk guard, upkeep and the group commit.
 """
 
 from __future__ import annotations

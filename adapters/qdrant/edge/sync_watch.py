@@ -1,10 +1,7 @@
 """What health and the metrics know of the group commit's syncs (log_sync.py).
 
-A disk that stops answering (a network volume that hangs) holds the sync under way, and
-every write waiting behind it; the engine and the reads go on. So how long the oldest
-pending sync has waited, and whether the last one failed, say whether writes can reach
-the disk at all: health names it past the writes' deadline (`problem`), and the metrics
-count each sync's time and the writes the disk refused (`state`).
+A stalled disk holds the writes behind its sync while reads go on: health names a sync waiting
+past the writes' deadline (`problem`); the metrics time syncs and count refused writes (`state`).
 """
 
 from __future__ import annotations

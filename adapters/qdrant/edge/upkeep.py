@@ -1,13 +1,7 @@
 """The embedded store's upkeep beside the requests: the janitor's work and the self-checks.
 
-`EdgeUpkeep`: flush what was written, vacuum what churned, reopen a shard written often (which
-compacts its payload indexes), from what `ShardWrites` keeps of the writes. The engine holds the
-GIL through `flush` and `optimize`, so each engine call does one shard written since it was last
-touched, and the work waits for a quiet moment (no request's engine call for `QUIET_S`) or
-`DEADLINE_S`. Nothing acknowledged depends on a flush: each update is in the synced write-ahead
-log. `EdgeChecks`: the last integrity report (integrity.py), the incarnations short of memories
-(their reads answer 503), what health says, and verify-store `--accept`. `EdgeStoreSize`: the
-store's size for the metrics, from the records and counts and a walk of its files.
+`EdgeUpkeep` flushes, vacuums and reopens shards at quiet moments (docs/behaviour.md); `EdgeChecks`
+keeps the last integrity report and what health says; `EdgeStoreSize` sizes the store.
 """
 
 from __future__ import annotations

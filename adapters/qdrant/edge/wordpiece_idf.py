@@ -1,11 +1,7 @@
 """Each shard's IDF of the wordpieces searches ask, kept until the shard is next written.
 
-A weighed rerank (adapters/qdrant/wordpieces.py) needs the IDF of each of its query's wordpieces
-in every shard it searches: a request each, in one engine call. Between two writes to a shard
-its answers cannot change, so they are kept per shard with the shard's write count (upkeep.py,
-`ShardWrites.generation`) and asked again only after a write: the weights are exactly those the
-engine would answer now, and a store that is searched more than written asks each wordpiece
-about once per write.
+A shard's answers cannot change between two writes, so the weights stay exactly the engine's.
+See docs/backends.md, "Weighing query tokens by rarity".
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The Qdrant server connection both layouts share: the client, its errors, collection setup.
 
-`QdrantConnection` builds qdrant-client's `AsyncQdrantClient` (a URL, or
-`location=":memory:"` for its in-process local mode in tests) without I/O, so
-the plugin boots while Qdrant is down. One connection can serve several
-backends: the layout migration reads the `collections` layout and writes the
-shared one over the same client, which local mode needs (each local client is
-a store of its own). Every SDK call goes through `QdrantConnection.call`, the
-only place SDK and httpx exceptions become `adapters.errors` types.
+`QdrantConnection` builds the client without I/O, so the plugin boots while Qdrant is down;
+`call` is the one place SDK and httpx errors become `adapters.errors` types.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """What both Qdrant server backends compose: a connection they own or share, and settings.
 
-The connection is the backend's own, or one it shares with another backend
-(migrate-layout reads one layout and writes the other over one client, which
-qdrant-client's local mode needs: each local client is a store of its own).
-`tokens` (MEMORY_PLUGIN_SEARCH=rerank) makes the set-up give a collection of an
-older version its token vectors' multivector in place (token_vectors.py); new
-collections have it whatever the mode. Also how both start (`start_step`) and how
-both write memories with their keyword and token vectors (`ServerTransfer`).
+A shared one lets migrate-layout read one layout and write the other over one client, as
+qdrant-client's local mode needs. Also how both start and write memories (`ServerTransfer`).
 """
 
 from __future__ import annotations

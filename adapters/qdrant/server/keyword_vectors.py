@@ -1,13 +1,7 @@
 """Keyword vectors on a Qdrant server, for both layouts: how they are spelt, created and filled.
 
-Each memory collection has a named sparse vector `keywords` with the IDF modifier (Qdrant
-1.10+), beside its unnamed dense vector; searches fuse both in one Query API request
-(`adapters.qdrant.ranking`; formula queries need 1.14+). A collection without it gains it in
-place (Qdrant 1.18+: nothing is copied, no point rewritten), and
-plugin/upgrades/keyword_upgrade.py fills it in with `update_vectors` under a "has no keyword
-vector" condition, so a memory rewritten meanwhile keeps its new content's vector. On an older
-server start-up names the way out (docs/backends.md, "Hybrid search"). The walk and the
-conditional fill (`missing_page`, `fill_page`) serve the token vectors too (token_vectors.py).
+The sparse vector `keywords` (IDF modifier), added in place to a collection without it and filled
+by plugin/upgrades/keyword_upgrade.py. See docs/backends.md, "Hybrid search".
 """
 
 from __future__ import annotations

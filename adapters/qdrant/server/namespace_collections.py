@@ -1,14 +1,7 @@
 """`VectorBackend` on a Qdrant server, one collection per namespace (`collections` layout).
 
-Qdrant advises against hundreds or thousands of collections and Qdrant Cloud caps a cluster at
-1000, so this layout is for operators who want hard isolation and have few namespaces; the default
-is the shared layout (`adapters.qdrant.server.tenants`), into which `migrate-layout` copies this
-one (docs/backends.md, "Qdrant server"). The namespace record lives in the collection's metadata
-(the `CollectionNamespaces` part, namespace_collections_records.py); the other parts are the
-keyword and token index (namespace_collections_keywords.py), transfer
-(namespace_collections_transfer.py) and `CollectionStoreMeta`. Reads over several namespaces ask
-each collection once (both pin sides in one `query_batch_points`), merged by `adapters.merge`; the
-expiry sweep visits every collection. The connection is connection_owner.py's.
+For operators who want hard isolation and have few namespaces; the default is the shared layout
+(tenants.py), into which `migrate-layout` copies this one. See docs/backends.md, "Qdrant server".
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The keyword and token index of the `collections` layout: every namespace collection.
 
-Parts of `QdrantCollectionsBackend` (namespace_collections.py), apart so that the
-adapter reads as namespace and memory semantics; they reach the collections through
-the `CollectionNamespaces` part (namespace_collections_records.py) they are built
-with. Each collection gains its keyword vector or token vectors in place
-(keyword_vectors.py, token_vectors.py); the walk for memories without one (`Walk`)
-goes collection by collection in name order, with cursors and keys that name the
-collection, and skips a collection deleted meanwhile.
+Parts of `QdrantCollectionsBackend` (namespace_collections.py); their walk for memories without a
+vector (`Walk`) goes collection by collection in name order.
 """
 
 from __future__ import annotations

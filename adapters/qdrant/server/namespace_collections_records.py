@@ -1,11 +1,7 @@
 """The `collections` layout's namespaces: a collection each, its record in its metadata.
 
-Finding a namespace's collection and reading or replacing the record kept in
-that collection's `metadata` under a single key (one atomic PATCH: Qdrant merges
-metadata keys, it never drops them). `CollectionNamespaces` is a part of
-`QdrantCollectionsBackend` (namespace_collections.py), which answers its namespace
-calls with it; its other parts (the keyword and token index, transfer,
-`CollectionStoreMeta`) reach every collection through it.
+`CollectionNamespaces`, a part of `QdrantCollectionsBackend` (namespace_collections.py): the
+record under one metadata key, replaced in one request; the other parts reach collections here.
 """
 
 from __future__ import annotations

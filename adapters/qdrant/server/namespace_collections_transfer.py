@@ -1,9 +1,7 @@
 """The `collections` layout's bulk transfer (adapters/parts.py): a collection per namespace.
 
-`QdrantCollectionsBackend` (namespace_collections.py) hands it out as `transfer`,
-and writes its own single memories through it too; it reaches the collections
-through the `CollectionNamespaces` part (namespace_collections_records.py). Also
-how a point of a namespace collection is read as a memory, for both.
+`QdrantCollectionsBackend` hands it out as `transfer` and writes its single memories through it;
+also how a point of a namespace collection is read as a memory, for both.
 """
 
 from __future__ import annotations

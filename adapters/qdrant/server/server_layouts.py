@@ -1,9 +1,7 @@
 """Both layouts of a Qdrant server as one type, for the code that builds either one.
 
-`QdrantServerBackend` (tenants.py, the shared layout) and `QdrantCollectionsBackend`
-(namespace_collections.py, a collection per namespace) take the same settings and
-compose the same connection part (connection_owner.py); `plugin/backends.py` builds
-either from the settings, migrate-layout both over one connection.
+`QdrantServerBackend` (tenants.py) and `QdrantCollectionsBackend` (namespace_collections.py) take
+the same settings and connection part; plugin/backends.py builds either, migrate-layout both.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The shared layout's two collections: how they are set up, and how a memory is a point.
 
-`<prefix>memories` holds every namespace's memories, keyed by the `ns` payload
-field (keyword index, `is_tenant=true`) with HNSW per tenant only
-(`m=0, payload_m=16`, Qdrant's multitenancy guide), and their keyword and token
-vectors (keyword_vectors.py, token_vectors.py); `<prefix>namespaces` holds
-the records (tenant_namespaces.py). Both are created on first use, and the
-per-namespace layout's collections are refused unless migrate-layout is
-copying them.
+`<prefix>memories` holds every namespace's memories, keyed by `ns`; `<prefix>namespaces` the
+records (tenant_namespaces.py). Both are made on first use. See docs/backends.md, "Qdrant server".
 """
 
 from __future__ import annotations

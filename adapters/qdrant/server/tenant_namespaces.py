@@ -1,15 +1,7 @@
 """The shared layout's namespace records, kept apart from its memories: a part of its own.
 
-`<prefix>namespaces` is a collection without vectors: one point per namespace
-(record and current epoch), one "purge" point per unfinished delete, and one
-"generation" point per name ever deleted (how many times). Point ids derive from
-names and epochs, so every replica finds them without a lookup.
-
-A new incarnation's epoch is UUIDv5 of (name, generation), not random: replicas
-racing to create one new namespace (the platform PUTs before every write) agree
-on it, so no memory is written under an epoch a concurrent PUT then replaces.
-A delete bumps the generation in the same request that buries the record, so a
-re-created namespace still gets a new epoch and never shows old memories.
+A new incarnation's epoch derives from its name and its count of deletes, so replicas racing to
+create one namespace agree on it. See docs/backends.md, "Qdrant server".
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The shared layout's optional parts (adapters/parts.py): transfer, keyword and token index.
 
-`QdrantServerBackend` (tenants.py) hands them out as `transfer`, `keyword_index`
-and `token_index`, and writes its single memories through `transfer` too. All work
-on the one memories collection through `TenantCollections`
-(tenant_collections.py); transfer sees only the current incarnation of a
-namespace, by its epoch in the `TenantNamespaces` part (tenant_namespaces.py).
+`QdrantServerBackend` (tenants.py) hands them out and writes single memories through `transfer`;
+all work on the one memories collection, transfer on a namespace's current incarnation only.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """`VectorBackend` on a Qdrant server in the shared (multitenant) layout.
 
-Qdrant advises one collection partitioned by a tenant key over thousands of collections, so
-every memory lives in `<prefix>memories`, keyed by the `ns` payload field (a tenant index;
-payload layout in `adapters.qdrant.layout`). Namespace records and pending purges live in
-`<prefix>namespaces` (`TenantNamespaces`, tenant_namespaces.py); both are set up on first use
-(tenant_collections.py), so the plugin boots while Qdrant is down. Reads see only memories of
-the namespaces' current epochs, so a delete (purge point written and record removed in one
-request) is immediate for every caller while the physical delete by epoch may finish later
-(`maintain`). Optional parts (adapters/parts.py): `transfer`, `keyword_index` and `token_index`
-from tenant_parts.py, `store_meta` the namespace records; the connection is connection_owner.py's.
-The one-collection-per-namespace layout is namespace_collections.py (docs/backends.md).
+Every memory lives in `<prefix>memories`, keyed by its namespace, as Qdrant advises for many
+tenants; records and purges in `<prefix>namespaces`. See docs/backends.md, "Qdrant server".
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """Token vectors on a Qdrant server, for both layouts: how they are configured, added, filled.
 
-Each memory collection keeps the model's token vectors in the multivector `tokens`
-(`ranking.TOKENS_VECTOR`), as the embedded store does (edge/engine.py, `token_params`): MaxSim
-over dot products, no graph of its own (`m=0, payload_m=0`, even where the collection builds a
-graph per tenant: it only rescores the fused top `ranking.RERANK_DEPTH`), float16 storage, an
-int8 copy for scoring, originals on disk; and their wordpieces in the sparse vector
-`wordpieces` (IDF modifier), which `weighed_query` asks to weigh a query's tokens
-(adapters/qdrant/wordpieces.py). Every collection created here has both, in every mode, so
-switching to `rerank` needs no upgrade. In `rerank` mode a collection without them gains them
-in place (`PUT /collections/{name}/vectors/...`, Qdrant 1.18+), then the placement the add
-cannot say (`PATCH /collections/{name}`); one whose `tokens` compare by cosine or are of another
-size gives them up first. plugin/upgrades/token_upgrade.py then fills both through
-`untokenized_page` and `index_page`. An older server stops start-up with one line naming the
-ways out (docs/backends.md, "Reranking by token vectors").
+The multivector `tokens` and the sparse `wordpieces`, in every collection created here and added
+in place where missing. See docs/backends.md, "Reranking by token vectors".
 """
 
 from __future__ import annotations
