@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+from aiohttp import ClientSession
 from aiohttp import web
 
 from adapters.base import VectorBackend
@@ -35,6 +36,7 @@ from tests.support.backends import TEST_POOL_WORKERS
 from tests.support.backends import copy_of
 from tests.support.backends import made_once
 from tests.support.records import DIM
+from tests.support.shared_server import SharedServer
 
 
 @pytest.fixture(scope="session")
@@ -129,15 +131,36 @@ def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
     that a test of something else must not race on a slow machine."""
     marker = request.node.get_closest_marker("settings")
     overrides: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    return test_settings(tmp_path / "data", **overrides)
+
+
+def test_settings(data_dir: Path, **overrides: Any) -> Settings:
     return Settings(
         **{
-            "data_dir": tmp_path / "data",
+            "data_dir": data_dir,
             "janitor_interval_s": 3600,
             "admission_budget_s": 60,
             "engine_workers": 1,  # whatever the machine's cores; the pool's tests ask for more
             **overrides,
         }
     )
+
+
+@pytest.fixture(scope="session")
+def shared_server(
+    tmp_path_factory: pytest.TempPathFactory,
+    encoder: SentenceTransformerEncoder,
+    empty_store: Path,
+) -> Iterator[SharedServer]:
+    """The app the `shares_server` modules' embedded `api` tests share, on the test
+    settings' defaults, started at its first use (tests/support/shared_server.py)."""
+    data = copy_of(empty_store, tmp_path_factory.mktemp("shared-server") / "data")
+    server = SharedServer(test_settings(data), encoder)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture
@@ -180,6 +203,16 @@ def backend_kind() -> str:
     return "embedded"
 
 
+def shares_server(request: pytest.FixtureRequest) -> bool:
+    """Whether the test's embedded `api` is the shared server: its module is marked
+    `shares_server`, and the test asks no settings of its own and is not marked `own_app`
+    (it awaits the app's objects, which live on the shared server's loop)."""
+    node = request.node
+    return node.get_closest_marker("shares_server") is not None and not any(
+        node.get_closest_marker(name) for name in ("settings", "own_app")
+    )
+
+
 @pytest.fixture
 async def api(
     make_app: AppFactory,
@@ -187,8 +220,15 @@ async def api(
     backend_kind: str,
     settings: Settings,
     from_empty_store: Callable[[], None],
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[ContractClient]:
     if backend_kind == "embedded":
+        if shares_server(request):
+            shared: SharedServer = request.getfixturevalue("shared_server")
+            shared.reset()
+            async with ClientSession(shared.url) as session:
+                yield ContractClient(session, shared.app, shared.clock)
+            return
         from_empty_store()
         async for client in served(make_app, clock):
             yield client

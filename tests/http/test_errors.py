@@ -15,7 +15,7 @@ from harness.clocks import WallClock
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
 
-pytestmark = pytest.mark.every_backend
+pytestmark = [pytest.mark.every_backend, pytest.mark.shares_server]
 
 
 async def test_health(api: ContractClient, backend_kind: str) -> None:

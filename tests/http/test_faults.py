@@ -23,10 +23,11 @@ from aiohttp import web
 from plugin.embedding.embedder import MAX_EMBEDDED_CHARS
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.keys import EMBEDDER
+from plugin.http.keys import SETTINGS
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
 
-pytestmark = pytest.mark.every_backend
+pytestmark = [pytest.mark.every_backend, pytest.mark.shares_server]
 
 FINITE = "numbers must be finite: 1e400 overflows a double, NaN is not JSON"
 
@@ -130,6 +131,7 @@ class _Recording:
         return self.inner.embed_lone(texts, **kwargs)
 
 
+@pytest.mark.own_app  # it records at the app's model
 async def test_large_content_is_cut_before_the_model_and_stored_whole(
     api: ContractClient, backend_kind: str
 ) -> None:
@@ -158,7 +160,7 @@ def test_cutting_the_text_does_not_change_its_vector(encoder: SentenceTransforme
 # -- 7 and 8: namespace races -----------------------------------------------------------
 
 
-async def test_put_racing_delete_is_never_5xx(api: ContractClient, settings: Any) -> None:
+async def test_put_racing_delete_is_never_5xx(api: ContractClient) -> None:
     async def one(i: int) -> tuple[int, Any]:
         if i % 2:
             reply = await api.put_ns("workspace:race")
@@ -170,7 +172,7 @@ async def test_put_racing_delete_is_never_5xx(api: ContractClient, settings: Any
     assert set(Counter(status for status, _ in results)) <= {200, 204, 404}
     for status, body in results:
         if status >= 400:
-            assert str(settings.data_dir) not in json.dumps(body)
+            assert str(api.app[SETTINGS].data_dir) not in json.dumps(body)
 
 
 async def test_concurrent_first_puts_answer_one_created_at(api: ContractClient) -> None:

@@ -12,7 +12,7 @@ import pytest
 from plugin.http.keys import EMBEDDER
 from tests.support.app import ContractClient
 
-pytestmark = pytest.mark.every_backend
+pytestmark = [pytest.mark.every_backend, pytest.mark.shares_server]
 
 NS = "workspace:abc"
 OTHER = "team:xyz"

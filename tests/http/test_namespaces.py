@@ -17,7 +17,7 @@ from harness.clocks import WallClock
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
 
-pytestmark = pytest.mark.every_backend
+pytestmark = [pytest.mark.every_backend, pytest.mark.shares_server]
 
 NS = "workspace:550e8400-e29b-41d4-a716-446655440000"
 

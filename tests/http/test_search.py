@@ -13,7 +13,7 @@ from plugin.http.keys import RANKING
 from plugin.http.keys import SERVICE
 from tests.support.app import ContractClient
 
-pytestmark = pytest.mark.every_backend
+pytestmark = [pytest.mark.every_backend, pytest.mark.shares_server]
 
 A = "workspace:alpha"
 B = "team:beta"
@@ -191,6 +191,7 @@ async def test_expired_memories_never_returned(api: ContractClient, two: tuple[s
     assert contents(await api.search(A, query="expires")) == ["never expires"]
 
 
+@pytest.mark.own_app  # awaits the service itself
 async def test_janitor_sweep_deletes_expired(api: ContractClient, two: tuple[str, str]) -> None:
     now = api.clock()
     soon = (now + timedelta(minutes=1)).isoformat()

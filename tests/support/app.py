@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from typing import TypeVar
 
+from aiohttp import ClientSession
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 from aiohttp.test_utils import TestServer
@@ -35,7 +36,12 @@ class Reply:
 class ContractClient:
     """Sends requests and asserts each reply conforms to the contract."""
 
-    def __init__(self, client: TestClient[Any, Any], app: web.Application, clock: WallClock):
+    def __init__(
+        self,
+        client: TestClient[Any, Any] | ClientSession,
+        app: web.Application,
+        clock: WallClock,
+    ):
         self.client = client
         self.app = app
         self.clock = clock
