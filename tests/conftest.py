@@ -131,10 +131,11 @@ def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
     that a test of something else must not race on a slow machine."""
     marker = request.node.get_closest_marker("settings")
     overrides: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
-    return test_settings(tmp_path / "data", **overrides)
+    return app_settings(tmp_path / "data", **overrides)
 
 
-def test_settings(data_dir: Path, **overrides: Any) -> Settings:
+def app_settings(data_dir: Path, **overrides: Any) -> Settings:
+    """The settings every test's app starts from, with `overrides`."""
     return Settings(
         **{
             "data_dir": data_dir,
@@ -152,10 +153,10 @@ def shared_server(
     encoder: SentenceTransformerEncoder,
     empty_store: Path,
 ) -> Iterator[SharedServer]:
-    """The app the `shares_server` modules' embedded `api` tests share, on the test
-    settings' defaults, started at its first use (tests/support/shared_server.py)."""
+    """The app the `shares_server` modules' embedded `api` tests share, on `app_settings`
+    alone, started at its first use (tests/support/shared_server.py)."""
     data = copy_of(empty_store, tmp_path_factory.mktemp("shared-server") / "data")
-    server = SharedServer(test_settings(data), encoder)
+    server = SharedServer(app_settings(data), encoder)
     try:
         server.start()
         yield server
