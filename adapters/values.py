@@ -256,8 +256,9 @@ class MemoryFilter:
 # Upper bounds, in seconds, of the buckets `DiskWrites` counts syncs in (and +Inf).
 SYNC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0)
 # Why the disk refused a write: the volume full (the disk guard), the write's deadline
-# passed while it waited for its sync, the sync it waited for failed.
-DISK_REFUSALS = ("volume_full", "sync_timeout", "sync_failed")
+# passed while it waited for its sync, the sync it waited for failed, a sync under way
+# had waited too long for the write to be let in (the disk stalled).
+DISK_REFUSALS = ("volume_full", "sync_timeout", "sync_failed", "disk_stalled")
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,8 @@ class DiskWriteCollector(Collector):
         refused = CounterMetricFamily(
             f"{PREFIX}_store_writes_refused",
             "Writes answered 503 because of the disk, by reason: volume_full, sync_timeout"
-            " (the deadline passed while the write waited for its sync), sync_failed.",
+            " (the deadline passed while the write waited for its sync), sync_failed,"
+            " disk_stalled (refused at once: the sync under way had stalled).",
             labels=["reason"],
         )
         for reason, count in zip(DISK_REFUSALS, disk.refused, strict=True):

@@ -65,7 +65,7 @@ async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) ->
         disk = store.condition().disk
         assert disk is not None
         assert disk.sync_buckets[-1] >= WORKERS  # each worker synced its write
-        assert (disk.sync_waiting_s, disk.refused) == (0, (0, 0, 0))
+        assert (disk.sync_waiting_s, disk.refused) == (0, (0, 0, 0, 0))
 
 
 async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) -> None:

@@ -74,6 +74,7 @@ class QdrantEdgeBackend(VectorBackend):
             durability,
             partitions,
             token_dimension,
+            write_deadline_s,
         )
         super().__init__(dimension, token_dimension)
         self.store = store  # what its parts share: shards, records, disk guard, threads

@@ -81,7 +81,7 @@ class EdgeNamespaces:
         await self._store.calls.worker(self._save, record)
 
     def _save(self, record: NamespaceRecord) -> None:
-        self._store.disk.admit()
+        self._store.admit()
         self._store.shards.of(record.name)  # raises as its first write would: damaged, full
         self._store.records.save(record)
 

@@ -88,7 +88,8 @@ class EdgeTransfer:
             points.append(memory_point(memory, epoch, point_vectors(vector, memory_keywords)))
         if not points:
             return 0
-        await self._store.calls.worker(self._store.counted_upsert, points)
+        async with self._store.writing():
+            await self._store.calls.worker(self._store.counted_upsert, points)
         await self._store.commit.durable()
         for name, epoch in epochs.items():
             await self._store.confirm_live(name, epoch)

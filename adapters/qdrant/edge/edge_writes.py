@@ -52,12 +52,14 @@ class EdgeWrites:
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
         epoch = self._store.live_epoch(memory.namespace)
+        self._store.unstalled()
         await self._upserts.submit((memory, vectors, epoch))
         await self._store.commit.durable()
         await self._store.confirm_live(memory.namespace, epoch)
 
     async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
-        await self._store.calls.here(self._upsert_points, items)
+        async with self._store.writing():
+            await self._store.calls.here(self._upsert_points, items)
         return [None] * len(items)
 
     def _upsert_points(self, items: list[PendingUpsert]) -> None:
@@ -86,13 +88,14 @@ class EdgeWrites:
         if found is None:
             return False
         # The count down on disk before the engine deletes (record_store.py).
-        await self._store.calls.worker(self._uncount, live.epoch)
-        await self._store.calls.here(delete, found)
+        async with self._store.writing():
+            await self._store.calls.worker(self._uncount, live.epoch)
+            await self._store.calls.here(delete, found)
         await self._store.commit.durable()
         return True
 
     def _uncount(self, epoch: str) -> None:
-        self._store.disk.admit()
+        self._store.admit()
         self._store.records.count_store.add({epoch: -1}, now=True)
 
     async def delete_expired_memories(self, now: datetime) -> int:
@@ -103,14 +106,15 @@ class EdgeWrites:
             for shard in self._store.shards.open_shards():
                 counts = engine_counts(shard, expired)
                 if counts:
-                    self._store.disk.admit()
+                    self._store.admit()
                     uncounted = {epoch: -n for epoch, n in counts.items()}
                     self._store.records.count_store.add(uncounted, now=True)
                     self._store.update(shard, qe.UpdateOperation.delete_points_by_filter(expired))
                     deleted += sum(counts.values())
             return deleted
 
-        return await self._store.calls.worker(sweep)
+        async with self._store.writing():
+            return await self._store.calls.worker(sweep)
 
 
 V = TypeVar("V")
@@ -165,7 +169,8 @@ class MissingVectors:
             shard_index, _, point = key.partition("/")
             by_shard.setdefault(int(shard_index), []).append((point, stored(vector)))
         for index, found in by_shard.items():
-            await self._store.calls.worker(self._fill, index, found)
+            async with self._store.writing():
+                await self._store.calls.worker(self._fill, index, found)
         return len(items)
 
     def _fill(self, index: int, items: list[tuple[str, dict[str, Any]]]) -> None:

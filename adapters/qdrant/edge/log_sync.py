@@ -11,6 +11,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,10 @@ WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment
 _OPEN_SEGMENT = "open-"  # the lowest-numbered is written; the others wait, empty
 _CLOSED_SEGMENT = "closed-"  # a segment the engine writes no more: synced once
 _FIRST_INDEX = "first-index"  # where replay starts: rewritten when the log is cut
+_MAKING = "tmp-"  # a segment the engine is making, on a thread of its own
+# After a roll, how long a sync waits for the engine's next segment made (a healthy disk
+# takes milliseconds), and how often it looks.
+SPARE_WAIT_S, SPARE_POLL_S = 1.0, 0.002
 
 
 @dataclass(slots=True)
@@ -83,7 +88,7 @@ class LogSync:
             self._records.count_store.write(pending.counts)
 
     def _sync_log(self, wal: Path) -> None:
-        names = set(os.listdir(wal))
+        names = self._spare_made(wal)
         files = self._files.setdefault(wal, {})
         for name in [name for name in files if name not in names]:
             os.close(files.pop(name))  # a segment renamed or removed by the engine
@@ -105,6 +110,20 @@ class LogSync:
             self._sync_dir(wal)
             self._listed[wal] = names
 
+    def _spare_made(self, wal: Path) -> set[str]:
+        """The log's files, once the engine has made the segment it writes next (or after
+        SPARE_WAIT_S): a roll makes it on a thread of the engine's, and the roll after waits
+        for that thread, holding the GIL. A sync done with it ready, a write let in after
+        the sync (`GroupCommit.writing`) does not meet the disk."""
+        deadline = time.monotonic() + SPARE_WAIT_S
+        while True:
+            names = set(os.listdir(wal))
+            spares = sum(name.startswith(_OPEN_SEGMENT) for name in names)
+            making = any(name.startswith(_MAKING) for name in names)
+            if (spares >= 2 and not making) or time.monotonic() > deadline:
+                return names
+            time.sleep(SPARE_POLL_S)
+
     def _sync_dir(self, path: Path) -> None:
         fsync_path(path, self.fsync)
 
@@ -123,7 +142,12 @@ class GroupCommit:
     sync at once, and those arriving while it runs share the next one. `sync` runs
     one sync (take, then write); a failure goes to every caller it covered, and the
     next caller starts a new one. A caller that gives up waiting (its deadline) leaves
-    the sync to run on: the disk has it, and the next callers need it done."""
+    the sync to run on: the disk has it, and the next callers need it done.
+
+    Under `sync`, writes go to the engine between syncs (`writing`), never while one runs:
+    the engine holds the GIL through a write, and a write that rolls its log over on a disk
+    that stopped answering would stop the whole worker, reads and all. A sync waits for the
+    writes in the engine; writes arriving meanwhile wait for it."""
 
     def __init__(
         self,
@@ -137,6 +161,35 @@ class GroupCommit:
         self.watch = SyncWatch(clock)
         self._callers: CallBatcher[float, None] = CallBatcher(self._sync_for)
         self._retry: asyncio.Task[None] | None = None
+        self._between = asyncio.Event()  # set while no sync runs or waits to run
+        self._between.set()
+        self._writing = 0  # writes in the engine (`writing`)
+        self._written = asyncio.Event()  # set while none is
+        self._written.set()
+
+    def admit(self, stalled_after_s: float) -> None:
+        """Under `sync`: refuse a write at once while the sync under way has stalled."""
+        if self.enabled and not self._between.is_set():
+            self.watch.admit(stalled_after_s)
+
+    @contextlib.asynccontextmanager
+    async def writing(self, stalled_after_s: float) -> AsyncIterator[None]:
+        """Under `sync`: the block (a write to the engine) runs between syncs; refused at
+        once (`admit`) while the sync under way has stalled."""
+        if not self.enabled:
+            yield
+            return
+        while not self._between.is_set():
+            self.admit(stalled_after_s)
+            await self._between.wait()
+        self._writing += 1
+        self._written.clear()
+        try:
+            yield
+        finally:
+            self._writing -= 1
+            if not self._writing:
+                self._written.set()
 
     async def durable(self, *, always: bool = False) -> None:
         """A no-op under `async` unless `always` (a purge, a store-wide fact)."""
@@ -169,7 +222,10 @@ class GroupCommit:
     async def _sync_for(self, asked: list[float]) -> list[None]:
         watch = self.watch
         watch.asked_at = min(asked)
+        await asyncio.sleep(0)  # the writes woken as the last sync ended go to the engine first
+        self._between.clear()
         try:
+            await self._written.wait()  # the writes in the engine first: this sync has them
             await self._sync()
         except Exception as error:
             watch.failure = str(error) or type(error).__name__
@@ -178,6 +234,7 @@ class GroupCommit:
             watch.failure = None
         finally:
             watch.asked_at = None
+            self._between.set()
         return [None] * len(asked)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 from typing import TypeVar
@@ -33,6 +34,9 @@ from adapters.values import MemoryRecord
 
 T = TypeVar("T")
 RECORDS_FILE = "namespaces.sqlite3"
+# A sync that has waited longer than this share of the writes' deadline means the disk has
+# stalled: a write let in then could not be answered in time, and might stop the engine.
+STALLED_SHARE = 1 / 3
 
 
 class EdgeStore:
@@ -47,8 +51,10 @@ class EdgeStore:
         durability: Durability = "sync",
         partitions: int = 1,
         token_dimension: int | None = None,
+        write_deadline_s: float = 1.5,
     ) -> None:
         self.root = root
+        self.stalled_after_s = write_deadline_s * STALLED_SHARE
         self.calls = EngineCalls(workers)
         synced = durability == "sync"
         self.records = RecordStore(root / RECORDS_FILE, synced=synced)
@@ -64,8 +70,27 @@ class EdgeStore:
         # partial list; writes go on, so that an import can restore them (integrity.py).
         self.short: frozenset[str] = frozenset()
 
-    def update(self, shard: Any, operation: Any) -> None:
+    def admit(self) -> None:
+        """Raise unless a write may go to the disk now: room on the volume (the disk guard),
+        and the disk answering its syncs (`SyncWatch.admit`)."""
         self.disk.admit()
+        self.commit.watch.admit(self.stalled_after_s)
+
+    def unstalled(self) -> None:
+        """Refuse a write at once while the sync under way has stalled (`GroupCommit.admit`),
+        before it queues behind the writes waiting for that sync."""
+        self.commit.admit(self.stalled_after_s)
+
+    def writing(self) -> AbstractAsyncContextManager[None]:
+        """Around a write to the engine: between syncs (`GroupCommit.writing`)."""
+        return self.commit.writing(self.stalled_after_s)
+
+    def stalled(self) -> bool:
+        """The disk has stopped answering its syncs: the janitor leaves the engine alone."""
+        return self.commit.watch.waiting_s() > self.stalled_after_s
+
+    def update(self, shard: Any, operation: Any) -> None:
+        self.admit()
         self.log_sync.mark(self.shards.path_of(shard))  # before: a sync under way takes it
         try:
             shard.update(operation)
@@ -83,8 +108,8 @@ class EdgeStore:
                 raise
 
     def guarded(self, func: Callable[..., T], *args: Any) -> T:
-        """`func(*args)` once the disk guard allows a write."""
-        self.disk.admit()
+        """`func(*args)` once a write may go to the disk (`admit`)."""
+        self.admit()
         return func(*args)
 
     async def purge(self, name: str, epoch: str) -> None:
@@ -95,7 +120,8 @@ class EdgeStore:
         back, rebuilt from its memories (integrity.py). By name and epoch together: an
         epoch alone, copied into another namespace's damaged record, would purge that
         namespace too."""
-        await self.calls.worker(self.delete_incarnation, name, epoch)
+        async with self.writing():
+            await self.calls.worker(self.delete_incarnation, name, epoch)
         await self.commit.durable(always=True)
         await self.calls.worker(self.records.purged, epoch)
 

@@ -1,7 +1,8 @@
-"""What health and the metrics know of the group commit's syncs (log_sync.py).
+"""What health, the metrics and the writes know of the group commit's syncs (log_sync.py).
 
-A stalled disk holds the writes behind its sync while reads go on: health names a sync waiting
-past the writes' deadline (`problem`); the metrics time syncs and count refused writes (`state`).
+A stalled disk holds the writes behind its sync while reads go on: new writes are refused before
+they reach the engine (`admit`), health names a sync waiting past the writes' deadline
+(`problem`), the metrics time syncs and count refused writes (`state`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from adapters.errors import BackendUnavailable
 from adapters.values import DISK_REFUSALS
 from adapters.values import SYNC_BUCKETS
 from adapters.values import DiskWrites
@@ -21,7 +23,7 @@ class SyncWatch:
     """The syncs as health and the metrics see them: the oldest pending, the last outcome,
     each one's time, and the writes the disk refused.
 
-    Set on the store's event loop (the group commit's), except `refuse`, from any thread."""
+    Set on the store's event loop (the group commit's); `admit` and `refuse` from any thread."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
@@ -34,7 +36,8 @@ class SyncWatch:
 
     def waiting_s(self) -> float:
         """How long the sync under way has waited since it was first asked for; 0: none."""
-        return 0.0 if self.asked_at is None else max(0.0, self.clock() - self.asked_at)
+        asked_at = self.asked_at  # once: a write's thread asks while the loop sets it
+        return 0.0 if asked_at is None else max(0.0, self.clock() - asked_at)
 
     @contextmanager
     def timed(self) -> Iterator[None]:
@@ -49,6 +52,21 @@ class SyncWatch:
             self._buckets[index] += seconds <= bound
         self._buckets[-1] += 1
         self._seconds += seconds
+
+    def admit(self, stalled_after_s: float) -> None:
+        """Refuse a write (`BackendUnavailable`, counted) while the sync under way has waited
+        more than `stalled_after_s`: the disk has stopped answering.
+
+        The engine holds the GIL through a write, and a write that fills its log's segment
+        waits for the last one's sync: on a stalled disk it would stop the engine's process,
+        reads and all, until the disk answered (docs/backends.md, "Durability")."""
+        waited = self.waiting_s()
+        if waited > stalled_after_s:
+            self.refuse("disk_stalled")
+            raise BackendUnavailable(
+                f"writes cannot reach the disk: a sync of the data volume has waited"
+                f" {waited:.1f} s; writes are refused until it completes (reads are served)"
+            )
 
     def refuse(self, reason: str) -> None:
         with self._lock:

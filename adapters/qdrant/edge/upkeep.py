@@ -118,10 +118,10 @@ class EdgeUpkeep:
                 log.warning("shard reopen failed (retried later): %s", error)
 
     def reopen_one(self) -> bool:
-        """Reopen the first shard due, here on the event loop, if nothing is in flight and
-        the engine has been quiet for QUIET_S; whether one was."""
+        """Reopen the first shard due, here on the event loop, if nothing is in flight, the
+        engine has been quiet for QUIET_S and the disk answers; whether one was."""
         store, calls = self._store, self._store.calls
-        if not calls.alone() or calls.idle_for() < QUIET_S:
+        if not calls.alone() or calls.idle_for() < QUIET_S or store.stalled():
             return False
         for index, shard in enumerate(store.shards.shards):
             writes = store.writes.since_open(shard)
@@ -159,7 +159,11 @@ class EdgeUpkeep:
         return new is not None  # None: damaged on loading again (logged, served as at start)
 
     async def run(self) -> None:
+        """Vacuum, flush and reopen what is due; nothing while the disk has stalled: the
+        engine holds the GIL through a flush, and would stop the worker until it answered."""
         calls = self._store.calls
+        if self._store.stalled():
+            return
         if self._store.writes.changes >= OPTIMIZE_AFTER_CHANGES:
             await calls.worker(self.vacuum_one, background=True)
         for index in range(len(self._store.shards.shards)):

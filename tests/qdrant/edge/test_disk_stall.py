@@ -5,8 +5,9 @@ for the middle of 10 s of writes and searches: every `fsync` waits, as on a netw
 volume that hangs. Health is asked throughout: `degraded`, naming the disk, within 3 s of
 the stall and until it ends, `ok` again within 3 s of its end. Every search answers 200;
 every commit answers within the platform's 2 s (201, or 503 `unavailable` while the disk
-is away, at the 1.5 s deadline). The metrics show the sync waiting and the writes it
-refused. Then the power is cut: every acknowledged memory is there after the restart.
+is away: at the 1.5 s deadline, or at once when it came after the sync had stalled). The
+metrics show the sync waiting and the writes it refused. Then the power is cut: every
+acknowledged memory is there after the restart.
 """
 
 from __future__ import annotations
@@ -71,6 +72,15 @@ def mount(tmp_path: Path, empty_store: Path) -> Iterator[PowerCutMount]:
     mount = PowerCutMount(tmp_path / "disk", tmp_path / "mnt", tmp_path / "fs.log")
     yield mount
     mount.cut()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[ServerProcess]]:
+    """The servers a test starts, killed at teardown whatever its outcome."""
+    started: list[ServerProcess] = []
+    yield started
+    for server in started:
+        server.close()
 
 
 def start(mount: PowerCutMount, log: Path) -> ServerProcess:
@@ -177,9 +187,10 @@ def sample(metrics: str, name: str) -> float:
 
 
 async def test_a_stalled_disk_is_health_degraded_while_reads_go_on_and_nothing_is_lost(
-    mount: PowerCutMount, tmp_path: Path
+    mount: PowerCutMount, tmp_path: Path, servers: list[ServerProcess]
 ) -> None:
     server = await asyncio.to_thread(start, mount, tmp_path / "server-1.log")
+    servers.append(server)
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         base = server.base_url
@@ -222,12 +233,15 @@ async def test_a_stalled_disk_is_health_degraded_while_reads_go_on_and_nothing_i
     assert sample(after, "memory_plugin_store_sync_waiting_seconds") < 1.5, after
     timeouts = 'memory_plugin_store_writes_refused_total{reason="sync_timeout"}'
     assert sample(after, timeouts) >= 1, after
+    kept_out = 'memory_plugin_store_writes_refused_total{reason="disk_stalled"}'
+    assert sample(after, kept_out) >= 1, after  # refused at once, kept out of the engine
     assert sample(after, "memory_plugin_store_sync_duration_seconds_count") > 0, after
 
     # The power goes: whatever was acknowledged was on disk.
     await asyncio.to_thread(mount.cut)
     server.close()
     server = await asyncio.to_thread(start, mount, tmp_path / "server-2.log")
+    servers.append(server)
     try:
         async with (
             aiohttp.ClientSession(timeout=timeout) as session,

@@ -5,8 +5,9 @@ acknowledged upsert has had its shard's write-ahead log synced after the engine
 wrote it, and its count written only after that (a count on disk ahead of its
 memories would read as a loss after a power cut); a forget writes its count
 before the engine deletes; concurrent writes share a sync; `async` syncs nothing.
-A sync that waits past the writes' deadline, or fails, is a problem health names
-until a sync completes, and the writes the disk refused are counted. The power cut
+A stalled sync keeps new writes out of the engine, then refuses them; a sync that waits
+past the writes' deadline, or fails, is a problem health names until a sync completes, and
+the writes the disk refused are counted. The power cut
 itself is tests/qdrant/edge/test_power_loss.py; a stalled disk under a real server,
 tests/qdrant/edge/test_disk_stall.py.
 """
@@ -38,7 +39,6 @@ from adapters.values import SYNC_BUCKETS
 from adapters.values import Durability
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
-from adapters.values import StoreCondition
 from tests.support.backends import started
 from tests.support.records import DIM
 from tests.support.records import T0
@@ -221,7 +221,7 @@ async def test_a_failed_sync_is_a_problem_until_a_sync_completes_without_a_write
         " store: Input/output error); writes answer 503 until a sync completes",
     )
     assert condition.disk is not None
-    assert condition.disk.refused == (0, 0, 1)  # volume_full, sync_timeout, sync_failed
+    assert condition.disk.refused == (0, 0, 1, 0)  # volume_full, sync_timeout, sync_failed, …
     await synced.ping()  # health asks: the sync is tried again, in the background
     for _ in range(200):
         if not synced.condition().problems:
@@ -231,56 +231,71 @@ async def test_a_failed_sync_is_a_problem_until_a_sync_completes_without_a_write
     assert counted_on_disk(tmp_path) == {epoch(synced): 1}  # what the failed sync left
 
 
-async def test_a_sync_waiting_past_the_deadline_is_a_problem_until_it_completes(
+async def test_a_stalled_sync_holds_the_writes_out_of_the_engine_then_refuses_them(
     tmp_path: Path,
 ) -> None:
-    backend = QdrantEdgeBackend(DIM, tmp_path, write_deadline_s=0.2)
-    answering = threading.Event()
+    """While a sync waits, a new write waits for it before it reaches the engine; once the
+    sync has waited past a third of the deadline, a new write is refused at once; past the
+    deadline, health names the sync. The engine meets no write while a sync is stalled."""
+    backend = QdrantEdgeBackend(DIM, tmp_path, write_deadline_s=0.6)  # stalled after 0.2 s
+    vectors = unit_vectors
+    answering, syncing = threading.Event(), threading.Event()
     async with started(backend) as store:
         await store.save_namespace(NamespaceRecord(NAME, "workspace", T0))
-        fsync = store.store.log_sync.fsync
+        fsync, update = store.store.log_sync.fsync, store.store.update
+        updates: list[float] = []
+        watch = store.store.commit.watch
 
         def stalling(fd: int) -> None:
+            syncing.set()
             answering.wait()  # the disk does not answer until set
             fsync(fd)
 
+        def counted(shard: Any, operation: Any) -> None:
+            update(shard, operation)
+            updates.append(watch.waiting_s())
+
         store.store.log_sync.fsync = stalling
+        store.store.update = counted  # type: ignore[method-assign]
         try:
-            condition, waiting = await stalled_condition(store)
+            first = asyncio.create_task(store.upsert_memory(memory(NAME, id="m1"), vectors(1)))
+            assert await asyncio.to_thread(syncing.wait, 10)  # m1 in the engine, its sync stalled
+            behind = asyncio.create_task(store.upsert_memory(memory(NAME, id="m2"), vectors(2)))
+            await asyncio.sleep(0.3)
+            assert updates == [0.0]  # m2 waits for the sync, out of the engine
+            assert not behind.done()
+            assert store.condition().problems == ()  # within the deadline: nothing to say yet
+
+            with pytest.raises(BackendUnavailable, match="writes are refused until it completes"):
+                await store.upsert_memory(memory(NAME, id="m3"), vectors(3))
+            assert updates == [0.0]
+            first.cancel()  # its deadline passed while it waited for its sync
+            with contextlib.suppress(asyncio.CancelledError):
+                await first
+            await asyncio.sleep(0.4)
+            condition = store.condition()
         finally:
             answering.set()  # whatever happened: else closing waits for ever
-        await waiting
+        await behind
+        assert updates == [0.0, 0.0]  # m2 went in once the sync was done, none running
         assert len(condition.problems) == 1
         assert condition.problems[0].startswith(
             "writes cannot reach the disk: a sync of the data volume has waited 0."
         ), condition.problems
         assert condition.disk is not None
-        assert condition.disk.sync_waiting_s > 0.3  # past the deadline: 0.2 s
+        assert condition.disk.sync_waiting_s > 0.6
+        # volume_full, sync_timeout (m1), sync_failed, disk_stalled (m3)
+        assert condition.disk.refused == (0, 1, 0, 1)
 
-        await store.upsert_memory(memory(NAME, id="m3"), unit_vectors(3))
+        await store.upsert_memory(memory(NAME, id="m4"), vectors(4))
         condition = store.condition()
         assert condition.problems == ()
         assert condition.disk is not None
         assert condition.disk.sync_waiting_s == 0
-        assert condition.disk.refused == (0, 1, 0)  # volume_full, sync_timeout, sync_failed
-        slow = SYNC_BUCKETS.index(0.25)  # the stalled sync took longer, the last one less
+        slow = SYNC_BUCKETS.index(0.5)  # the stalled sync took longer, the others less
         assert condition.disk.sync_buckets[-1] - condition.disk.sync_buckets[slow] == 1
-
-
-async def stalled_condition(
-    store: QdrantEdgeBackend,
-) -> tuple[StoreCondition, asyncio.Task[None]]:
-    """The condition while a write waits on the stalled disk and another gave up on it."""
-    waiting = asyncio.create_task(store.upsert_memory(memory(NAME, id="m1"), unit_vectors(1)))
-    await asyncio.sleep(0.1)
-    assert store.condition().problems == ()  # within the deadline: nothing to say yet
-    given_up = asyncio.create_task(store.upsert_memory(memory(NAME, id="m2"), unit_vectors(2)))
-    await asyncio.sleep(0.25)
-    given_up.cancel()  # its deadline passed while it waited for its sync
-    with contextlib.suppress(asyncio.CancelledError):
-        await given_up
-    assert not waiting.done()  # it waits on: answered once the disk is
-    return store.condition(), waiting
+        found = await store.get_memory(NAME, "m1")
+        assert found is not None  # acknowledged late, but written: its sync completed
 
 
 def unit_vectors(n: int) -> MemoryVectors:
