@@ -87,7 +87,7 @@ class EdgeStore:
 
     def stalled(self) -> bool:
         """The disk has stopped answering its syncs: the janitor leaves the engine alone."""
-        return self.commit.watch.waiting_s() > self.stalled_after_s
+        return self.commit.watch.stalled(self.stalled_after_s)
 
     def update(self, shard: Any, operation: Any) -> None:
         self.admit()

@@ -53,15 +53,19 @@ class SyncWatch:
         self._buckets[-1] += 1
         self._seconds += seconds
 
+    def stalled(self, after_s: float) -> bool:
+        """The sync under way has waited more than `after_s`: the disk has stopped answering."""
+        return self.waiting_s() > after_s
+
     def admit(self, stalled_after_s: float) -> None:
         """Refuse a write (`BackendUnavailable`, counted) while the sync under way has waited
         more than `stalled_after_s`: the disk has stopped answering.
 
         The engine holds the GIL through a write, and a write that fills its log's segment
-        waits for the last one's sync: on a stalled disk it would stop the engine's process,
-        reads and all, until the disk answered (docs/backends.md, "Durability")."""
-        waited = self.waiting_s()
-        if waited > stalled_after_s:
+        waits on the disk for the next one: on a stalled disk it would stop the engine's
+        process, reads and all, until the disk answered (docs/backends.md, "Durability")."""
+        if self.stalled(stalled_after_s):
+            waited = self.waiting_s()
             self.refuse("disk_stalled")
             raise BackendUnavailable(
                 f"writes cannot reach the disk: a sync of the data volume has waited"
