@@ -31,6 +31,7 @@ from plugin.http.app import create_app
 from plugin.settings import Settings
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
+from tests.support.app import app_settings
 from tests.support.app import served
 from tests.support.backends import TEST_POOL_WORKERS
 from tests.support.backends import copy_of
@@ -132,19 +133,6 @@ def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
     marker = request.node.get_closest_marker("settings")
     overrides: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     return app_settings(tmp_path / "data", **overrides)
-
-
-def app_settings(data_dir: Path, **overrides: Any) -> Settings:
-    """The settings every test's app starts from, with `overrides`."""
-    return Settings(
-        **{
-            "data_dir": data_dir,
-            "janitor_interval_s": 3600,
-            "admission_budget_s": 60,
-            "engine_workers": 1,  # whatever the machine's cores; the pool's tests ask for more
-            **overrides,
-        }
-    )
 
 
 @pytest.fixture(scope="session")

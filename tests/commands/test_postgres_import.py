@@ -196,18 +196,19 @@ def test_parity_mismatch_exits_non_zero(
 
 @pytest.mark.slow
 @pytest.mark.long
-def test_ten_thousand_rows_in_500_namespaces_with_parity_and_idempotence(
+def test_thousands_of_rows_in_a_hundred_namespaces_with_parity_and_idempotence(
     database: str, tmp_path: Path, no_model_load: None
 ) -> None:
-    """The bar: >= 10,000 rows across 500 namespaces, 0 mismatches, a re-run no-op."""
+    """2,000 live rows across 100 live namespaces (and 5 expired), several batches each way:
+    0 mismatches, a re-run a no-op. benchmarks.transfer runs 10,000 across 500 for its rate."""
     with psycopg.connect(database) as conn:
         conn.execute(
             "INSERT INTO memory_namespaces (name, kind, metadata, created_at, expires_at)"
             " SELECT (ARRAY['workspace','team','org','custom'])[1 + i %% 4] || ':ns-' || i,"
             "        (ARRAY['workspace','team','org','custom'])[1 + i %% 4],"
             "        jsonb_build_object('i', i), %(t0)s + i * interval '1 minute',"
-            "        CASE WHEN i >= 500 THEN %(past)s END"
-            " FROM generate_series(0, 504) AS i",
+            "        CASE WHEN i >= 100 THEN %(past)s END"
+            " FROM generate_series(0, 104) AS i",
             {"t0": T0, "past": NOW - timedelta(days=1)},
         )
         conn.execute(
@@ -232,23 +233,23 @@ def test_ten_thousand_rows_in_500_namespaces_with_parity_and_idempotence(
             " ON n.name = r.namespace WHERE n.expires_at IS NULL AND"
             " (r.expires_at IS NULL OR r.expires_at > now())"
         ).fetchone()
-    assert live == (10_000,)
+    assert live == (2_000,)
     settings = Settings(data_dir=tmp_path / "data")
     echoed: list[str] = []
 
     def run() -> int:
         echoed.clear()
         coroutine = import_postgres.run(
-            settings, database, sample=500, batch=256, seed=7, echo=echoed.append
+            settings, database, sample=100, batch=256, seed=7, echo=echoed.append
         )
         return asyncio.run(coroutine)
 
     assert run() == 0, echoed
-    assert "10000 written (10000 embedded)" in echoed[0], echoed
-    assert "(500 written, 0 unchanged, 5 expired)" in echoed[0], echoed
+    assert "2000 written (2000 embedded)" in echoed[0], echoed
+    assert "(100 written, 0 unchanged, 5 expired)" in echoed[0], echoed
     assert echoed[-1].endswith(
-        "500 of 500 namespaces sampled, 10000 memories compared, 0 mismatches: OK"
+        "100 of 100 namespaces sampled, 2000 memories compared, 0 mismatches: OK"
     )
     assert run() == 0, echoed
-    assert "0 written (0 embedded), 10000 unchanged" in echoed[0], echoed
+    assert "0 written (0 embedded), 2000 unchanged" in echoed[0], echoed
     assert echoed[-1].endswith("0 mismatches: OK")

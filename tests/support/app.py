@@ -10,6 +10,7 @@ import json
 from collections.abc import AsyncIterator
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from typing import TypeVar
 
@@ -20,10 +21,24 @@ from aiohttp.test_utils import TestServer
 
 from harness.clocks import WallClock
 from plugin.http.keys import BACKEND
+from plugin.settings import Settings
 from tests.support.contract import assert_conforms
 
 AppFactory = Callable[..., web.Application]
 Backend = TypeVar("Backend")
+
+
+def app_settings(data_dir: Path, **overrides: Any) -> Settings:
+    """The settings every test's app starts from, with `overrides`."""
+    return Settings(
+        **{
+            "data_dir": data_dir,
+            "janitor_interval_s": 3600,
+            "admission_budget_s": 60,
+            "engine_workers": 1,  # whatever the machine's cores; the pool's tests ask for more
+            **overrides,
+        }
+    )
 
 
 @dataclass

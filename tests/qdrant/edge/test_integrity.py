@@ -30,12 +30,17 @@ from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from harness.clocks import WallClock
 from plugin import cli
+from plugin.embedding.encoders import SentenceTransformerEncoder
+from plugin.http.app import create_app
 from plugin.http.keys import SERVICE
 from plugin.settings import Settings
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
+from tests.support.app import app_settings
 from tests.support.app import contract_health
 from tests.support.app import served
+from tests.support.backends import copy_of
+from tests.support.backends import in_own_loop
 from tests.support.records import DIM
 from tests.support.records import T0
 from tests.support.records import memory
@@ -45,17 +50,32 @@ GOOD, BAD = "workspace:good", "team:bad"
 CAPABILITIES = ["embedding", "ttl", "pin"]
 
 
+@pytest.fixture(scope="module")
+def seeded_template(
+    tmp_path_factory: pytest.TempPathFactory, encoder: SentenceTransformerEncoder
+) -> Path:
+    """A data dir with BAD's 3 memories written first, then GOOD's 20, written once through
+    the app: each test damages a copy of its own (`seeded`)."""
+    data = tmp_path_factory.mktemp("integrity") / "data"
+
+    async def write() -> None:
+        clock = WallClock()
+        app = create_app(app_settings(data), encoder=encoder, clock=clock)
+        async with TestClient(TestServer(app)) as client:
+            api = ContractClient(client, app, clock)
+            for name, count in ((BAD, 3), (GOOD, 20)):
+                assert (await api.put_ns(name, kind=kind_of(name))).status == 200
+                for i in range(count):
+                    assert (await api.commit(name, f"memory {i} of {name}")).status == 201
+
+    in_own_loop(write())
+    return data
+
+
 @pytest.fixture
-async def seeded(make_app: AppFactory, clock: WallClock, settings: Settings) -> Path:
-    """A data dir with BAD's 3 memories written first, then GOOD's 20."""
-    app = make_app()
-    async with TestClient(TestServer(app)) as client:
-        api = ContractClient(client, app, clock)
-        for name, count in ((BAD, 3), (GOOD, 20)):
-            assert (await api.put_ns(name, kind=kind_of(name))).status == 200
-            for i in range(count):
-                assert (await api.commit(name, f"memory {i} of {name}")).status == 201
-    return Path(settings.data_dir)
+def seeded(seeded_template: Path, settings: Settings) -> Path:
+    """The test's data dir, holding a copy of `seeded_template`."""
+    return copy_of(seeded_template, Path(settings.data_dir))
 
 
 def _shard_dir(data_dir: Path, name: str) -> Path:

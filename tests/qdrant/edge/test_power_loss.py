@@ -7,7 +7,7 @@ cut; the server is killed with it, started again on what was synced, and each
 writer's namespaces are read back: every acknowledged write is there, the one
 in flight is there whole or not at all, with its wordpieces (the rerank's document
 frequencies: the token fill finds nothing to give), and health is `ok` (the counts agree
-with the memories: a count ahead of its memories would read as a loss). Ten
+with the memories: a count ahead of its memories would read as a loss). Six
 cuts, then `verify-store` on the stopped store. Under `async`, the same cut
 loses acknowledged writes: the test can tell.
 """
@@ -38,7 +38,7 @@ pytestmark = [
 ]
 
 WRITERS = 8
-CUTS = 10
+CUTS = 6
 SEED = 43
 
 
@@ -129,7 +129,7 @@ async def run_and_cut(
 
 
 @pytest.mark.parametrize("node", ["sync"], indirect=True)
-async def test_every_acknowledged_write_survives_ten_power_cuts(node: Node) -> None:
+async def test_every_acknowledged_write_survives_every_power_cut(node: Node) -> None:
     rng = random.Random(SEED)
     writers = [Writer(n, names=2, seed=SEED * 100 + n) for n in range(WRITERS)]
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
