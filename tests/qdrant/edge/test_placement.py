@@ -173,7 +173,7 @@ async def test_a_move_cut_at_any_step_is_finished_by_the_next_start(
     assert total > 20
     # the first sync is the journal's, before it is in place: from the second on, a move
     # is under way; the last is the data directory's, after the journal went
-    cuts = sorted({1, *range(total // 8, total, total // 8), total - 1})
+    cuts = sorted({1, *range(total // 5, total, total // 5), total - 1})
     for syncs in cuts:
         data = tmp_path / f"cut-{syncs}"
         copy_of(source, data)
