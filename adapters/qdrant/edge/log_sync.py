@@ -154,11 +154,12 @@ class GroupCommit:
         sync: Callable[[], Awaitable[None]],
         *,
         enabled: bool,
+        stalled_after_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sync = sync
         self.enabled = enabled
-        self.watch = SyncWatch(clock)
+        self.watch = SyncWatch(stalled_after_s, clock)
         self._callers: CallBatcher[float, None] = CallBatcher(self._sync_for)
         self._retry: asyncio.Task[None] | None = None
         self._between = asyncio.Event()  # set while no sync runs or waits to run
@@ -167,20 +168,20 @@ class GroupCommit:
         self._written = asyncio.Event()  # set while none is
         self._written.set()
 
-    def admit(self, stalled_after_s: float) -> None:
+    def admit(self) -> None:
         """Under `sync`: refuse a write at once while the sync under way has stalled."""
         if self.enabled and not self._between.is_set():
-            self.watch.admit(stalled_after_s)
+            self.watch.admit()
 
     @contextlib.asynccontextmanager
-    async def writing(self, stalled_after_s: float) -> AsyncIterator[None]:
+    async def writing(self) -> AsyncIterator[None]:
         """Under `sync`: the block (a write to the engine) runs between syncs; refused at
         once (`admit`) while the sync under way has stalled."""
         if not self.enabled:
             yield
             return
         while not self._between.is_set():
-            self.admit(stalled_after_s)
+            self.admit()
             await self._between.wait()
         self._writing += 1
         self._written.clear()

@@ -54,14 +54,15 @@ class EdgeStore:
         write_deadline_s: float = 1.5,
     ) -> None:
         self.root = root
-        self.stalled_after_s = write_deadline_s * STALLED_SHARE
         self.calls = EngineCalls(workers)
         synced = durability == "sync"
         self.records = RecordStore(root / RECORDS_FILE, synced=synced)
         self.disk = DiskGuard(root, headroom_bytes)
         self.shards = ShardSet(root, dimension, self.disk, partitions, token_dimension)
         self.log_sync = LogSync(self.records)
-        self.commit = GroupCommit(self._sync, enabled=synced)
+        self.commit = GroupCommit(
+            self._sync, enabled=synced, stalled_after_s=write_deadline_s * STALLED_SHARE
+        )
         # What upkeep keeps of each shard's writes (upkeep.py), on `calls.clock`.
         self.writes = ShardWrites(lambda: self.calls.clock())
         # Each shard's wordpieces' IDF as searches asked it, until its next write.
@@ -74,20 +75,20 @@ class EdgeStore:
         """Raise unless a write may go to the disk now: room on the volume (the disk guard),
         and the disk answering its syncs (`SyncWatch.admit`)."""
         self.disk.admit()
-        self.commit.watch.admit(self.stalled_after_s)
+        self.commit.watch.admit()
 
     def unstalled(self) -> None:
         """Refuse a write at once while the sync under way has stalled (`GroupCommit.admit`),
         before it queues behind the writes waiting for that sync."""
-        self.commit.admit(self.stalled_after_s)
+        self.commit.admit()
 
     def writing(self) -> AbstractAsyncContextManager[None]:
         """Around a write to the engine: between syncs (`GroupCommit.writing`)."""
-        return self.commit.writing(self.stalled_after_s)
+        return self.commit.writing()
 
     def stalled(self) -> bool:
         """The disk has stopped answering its syncs: the janitor leaves the engine alone."""
-        return self.commit.watch.stalled(self.stalled_after_s)
+        return self.commit.watch.stalled()
 
     def update(self, shard: Any, operation: Any) -> None:
         self.admit()

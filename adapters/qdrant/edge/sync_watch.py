@@ -25,7 +25,8 @@ class SyncWatch:
 
     Set on the store's event loop (the group commit's); `admit` and `refuse` from any thread."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, stalled_after_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stalled_after_s = stalled_after_s  # a sync waiting longer: the disk has stalled
         self.clock = clock
         self.asked_at: float | None = None  # when the sync under way was first asked for
         self.failure: str | None = None  # why the last sync failed; None once one completed
@@ -53,18 +54,18 @@ class SyncWatch:
         self._buckets[-1] += 1
         self._seconds += seconds
 
-    def stalled(self, after_s: float) -> bool:
-        """The sync under way has waited more than `after_s`: the disk has stopped answering."""
-        return self.waiting_s() > after_s
+    def stalled(self) -> bool:
+        """The sync under way has waited more than `stalled_after_s`: the disk has stopped
+        answering."""
+        return self.waiting_s() > self.stalled_after_s
 
-    def admit(self, stalled_after_s: float) -> None:
-        """Refuse a write (`BackendUnavailable`, counted) while the sync under way has waited
-        more than `stalled_after_s`: the disk has stopped answering.
+    def admit(self) -> None:
+        """Refuse a write (`BackendUnavailable`, counted) while the disk has stalled.
 
         The engine holds the GIL through a write, and a write that fills its log's segment
         waits on the disk for the next one: on a stalled disk it would stop the engine's
         process, reads and all, until the disk answered (docs/backends.md, "Durability")."""
-        if self.stalled(stalled_after_s):
+        if self.stalled():
             waited = self.waiting_s()
             self.refuse("disk_stalled")
             raise BackendUnavailable(
