@@ -221,7 +221,7 @@ async def test_a_failed_sync_is_a_problem_until_a_sync_completes_without_a_write
         " store: Input/output error); writes answer 503 until a sync completes",
     )
     assert condition.disk is not None
-    assert condition.disk.refused == (0, 0, 1, 0)  # volume_full, sync_timeout, sync_failed, …
+    assert condition.disk.refused == (0, 0, 1, 0)  # volume_full, sync_timeout, sync_failed, stalled
     await synced.ping()  # health asks: the sync is tried again, in the background
     for _ in range(200):
         if not synced.condition().problems:

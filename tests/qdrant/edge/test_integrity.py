@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 import qdrant_edge as qe
-from aiohttp.test_utils import TestClient
-from aiohttp.test_utils import TestServer
 
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.edge.integrity import kind_of
@@ -51,18 +49,17 @@ CAPABILITIES = ["embedding", "ttl", "pin"]
 
 
 @pytest.fixture(scope="module")
-def seeded_template(
+def written_through_the_app(
     tmp_path_factory: pytest.TempPathFactory, encoder: SentenceTransformerEncoder
 ) -> Path:
     """A data dir with BAD's 3 memories written first, then GOOD's 20, written once through
     the app: each test damages a copy of its own (`seeded`)."""
     data = tmp_path_factory.mktemp("integrity") / "data"
+    clock = WallClock()
 
     async def write() -> None:
-        clock = WallClock()
-        app = create_app(app_settings(data), encoder=encoder, clock=clock)
-        async with TestClient(TestServer(app)) as client:
-            api = ContractClient(client, app, clock)
+        settings = app_settings(data)
+        async for api in served(lambda: create_app(settings, encoder=encoder, clock=clock), clock):
             for name, count in ((BAD, 3), (GOOD, 20)):
                 assert (await api.put_ns(name, kind=kind_of(name))).status == 200
                 for i in range(count):
@@ -73,9 +70,9 @@ def seeded_template(
 
 
 @pytest.fixture
-def seeded(seeded_template: Path, settings: Settings) -> Path:
-    """The test's data dir, holding a copy of `seeded_template`."""
-    return copy_of(seeded_template, Path(settings.data_dir))
+def seeded(written_through_the_app: Path, settings: Settings) -> Path:
+    """The test's data dir, holding a copy of `written_through_the_app`."""
+    return copy_of(written_through_the_app, Path(settings.data_dir))
 
 
 def _shard_dir(data_dir: Path, name: str) -> Path:
