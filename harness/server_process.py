@@ -6,6 +6,10 @@ from the caller), sends its stdout and stderr to a log file, and is always
 safe to `close()`: tests get it from a fixture whose finalizer closes every
 process it started, benchmarks use it as a context manager.
 
+A port is free when chosen, but another process may take it before the server binds it.
+So a health answer counts only from a listener the server's own process holds, and a
+server that could not bind its chosen port is started again on another.
+
 Only 127.0.0.1 is ever used. Every wait is bounded.
 """
 
@@ -32,6 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 HEALTH_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 30.0
+PORT_MOVES = 3  # new ports tried when another process took the one chosen
 
 
 # Shares no race or burst of a test or benchmark reaches: for the servers that measure
@@ -57,6 +62,30 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def listening_sockets(port: int) -> set[str]:
+    """The sockets listening on TCP `port` over IPv4, as /proc names them (`socket:[inode]`)."""
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return {
+        f"socket:[{row[9]}]"
+        for row in rows
+        if row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port  # 0A: LISTEN
+    }
+
+
+def holds_any(pid: int, sockets: set[str]) -> bool:
+    """Whether process `pid` has one of `sockets` open (False once it is gone)."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) in sockets:
+                return True
+    return False
+
+
 class ServerError(RuntimeError):
     """The server did not start, or died; the message carries its log's tail."""
 
@@ -79,6 +108,7 @@ class ServerProcess:
         self.command = list(command or [sys.executable, "-m", "plugin.cli", "serve"])
         self.log_path = Path(log_path)
         self.port = port or free_port()
+        self._port_chosen = port is None  # ours to change if another process takes it
         self.extra_env = dict(env or {})
         self.log_level = log_level
         self.proc: subprocess.Popen[bytes] | None = None
@@ -153,21 +183,44 @@ class ServerProcess:
         if self.proc is None or self.started_at is None:
             raise ServerError("not started")
         deadline = time.monotonic() + timeout_s
-        url = f"{self.base_url}/v1/health"
+        moves = 0
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                if self._lost_its_port() and moves < PORT_MOVES:
+                    moves += 1
+                    self.port = free_port()
+                    self.start()
+                    continue
                 raise ServerError(
                     f"server exited with {self.proc.returncode} before it was healthy:\n"
                     + self.log_tail()
                 )
             try:
-                with urllib.request.urlopen(url, timeout=2.0) as response:
-                    if response.status == 200 and ready(response.read()):
+                with urllib.request.urlopen(f"{self.base_url}/v1/health", timeout=2.0) as answer:
+                    if answer.status == 200 and self._answers() and ready(answer.read()):
                         return time.monotonic() - self.started_at
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             time.sleep(0.05)
         raise ServerError(f"{missed} within {timeout_s:g} s:\n" + self.log_tail())
+
+    def _answers(self) -> bool:
+        """Whether the listener on our port is this server's (or one of its children's), not
+        another process's that took the port between `free_port` and the server's bind."""
+        if self.proc is None:
+            return False
+        sockets = listening_sockets(self.port)
+        try:
+            pids = [self.proc.pid, *self.children()]
+        except OSError:  # it is gone
+            return False
+        return any(holds_any(pid, sockets) for pid in pids)
+
+    def _lost_its_port(self) -> bool:
+        """Whether the server exited because another process took the port it was given
+        (only a port this object chose is moved: a caller's stays the caller's)."""
+        this_start = self.log_text().rsplit("--- start ", 1)[-1]
+        return self._port_chosen and "address already in use" in this_start.lower()
 
     def kill(self) -> int:
         """SIGKILL, no chance to flush or clean up; return the exit status."""

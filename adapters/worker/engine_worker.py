@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import faulthandler
 import fcntl
 import json
 import logging
@@ -214,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options", type=json.loads, required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
     args = parser.parse_args(argv)
+    # A fatal signal in the engine (a SIGBUS from a mapped file, a segfault) leaves every
+    # thread's Python stack on stderr, which is the server's log, before the worker dies.
+    faulthandler.enable(all_threads=True)
     return asyncio.run(run(args.fd, args.server_pid, args.backend, args.options, args.data_dir))
 
 

@@ -4,8 +4,12 @@ acknowledged is lost; meanwhile its namespaces answer 503 `unavailable`, never a
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -161,6 +165,31 @@ def test_the_worker_dies_with_the_server(tmp_path: Path) -> None:
         while not gone(worker):
             assert time.monotonic() < deadline, "the worker outlived the server"
             time.sleep(0.01)
+
+
+def test_a_worker_killed_by_a_fatal_signal_leaves_every_threads_stack(tmp_path: Path) -> None:
+    """A SIGBUS from a mapped file or a segfault in the engine: the worker's last words are
+    its threads' Python stacks, on the stderr it shares with the server (the server's log)."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        worker = subprocess.Popen(
+            [
+                *(sys.executable, "-I", "-m", "adapters.worker.engine_worker"),
+                *("--fd", str(theirs.fileno()), "--server-pid", str(os.getpid())),
+                *("--backend", "qdrant-edge", "--data-dir", str(tmp_path)),
+                *("--options", json.dumps({"dimension": DIM, "data_dir": str(tmp_path)})),
+            ],
+            pass_fds=(theirs.fileno(),),
+            stderr=subprocess.PIPE,
+        )
+        ours.settimeout(60)
+        assert ours.recv(1)  # its first message: it is running, past its start
+        worker.send_signal(signal.SIGBUS)
+        _, stderr = worker.communicate(timeout=30)
+    assert worker.returncode == -signal.SIGBUS
+    text = stderr.decode()
+    assert "Fatal Python error: Bus error" in text
+    assert "adapters/worker/engine_worker.py" in text
 
 
 async def test_one_process_opens_a_store_at_a_time(tmp_path: Path) -> None:
