@@ -28,7 +28,7 @@ from aiohttp.test_utils import TestServer
 
 from harness.server_process import REPO_ROOT
 from harness.server_process import clean_env
-from harness.server_process import free_port
+from harness.server_process import refusing_port
 from plugin.commands.check import CheckOptions
 from plugin.commands.check import run_check
 from tests.support.app import ContractClient
@@ -288,8 +288,9 @@ async def test_capabilities_not_advertised_are_skipped_unless_required(
 
 
 async def test_unreachable_plugin_is_one_line() -> None:
-    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    code, lines, stderr = await run_cli(url)
+    with refusing_port() as port:
+        url = f"http://127.0.0.1:{port}"
+        code, lines, stderr = await run_cli(url)
     assert (code, stderr) == (1, "")
     [line] = lines
     assert line.startswith(f"FAIL health: cannot reach {url}: "), line

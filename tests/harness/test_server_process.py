@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from harness.server_process import ServerProcess
 from harness.server_process import free_port
 from harness.server_process import holds_any
 from harness.server_process import listening_sockets
+from harness.server_process import refusing_port
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +70,14 @@ def test_listening_sockets_name_the_listener_and_its_holder(taken_port: int) -> 
     assert holds_any(os.getpid(), sockets)
     assert not holds_any(os.getppid(), sockets)
     assert listening_sockets(free_port()) == set()
+
+
+def test_a_refusing_port_refuses_and_cannot_be_taken() -> None:
+    with refusing_port() as port:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((HOST, port), timeout=5)
+        with pytest.raises(OSError, match=r"(?i)address already in use"):
+            ThreadingHTTPServer((HOST, port), AlwaysHealthy)
 
 
 def test_a_given_port_that_another_process_answers_on_is_not_health(

@@ -26,7 +26,7 @@ from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
 from harness.clocks import WallClock
-from harness.server_process import free_port
+from harness.server_process import refusing_port
 from plugin.http.keys import EMBEDDER
 from plugin.observability.instrumented import instrumented
 from tests.support.app import AppFactory
@@ -154,12 +154,13 @@ async def test_a_commit_of_stored_content_is_counted_as_an_embedding_avoided(
 async def test_backend_outage_is_counted_as_unavailable(
     make_app: AppFactory, clock: WallClock
 ) -> None:
-    down = QdrantServerBackend(384, url=f"http://127.0.0.1:{free_port()}", timeout_s=1.0)
-    app = make_app(backend=down)
-    async with TestClient(TestServer(app)) as client:
-        api = ContractClient(client, app, clock)
-        assert (await api.call("GET", "/v1/health")).status == 503
-        samples = await scrape(api)
+    with refusing_port() as port:
+        down = QdrantServerBackend(384, url=f"http://127.0.0.1:{port}", timeout_s=1.0)
+        app = make_app(backend=down)
+        async with TestClient(TestServer(app)) as client:
+            api = ContractClient(client, app, clock)
+            assert (await api.call("GET", "/v1/health")).status == 503
+            samples = await scrape(api)
     operations = samples["memory_plugin_backend_operation_duration_seconds_count"]
     assert operations == {op_key("ping", "unavailable"): 1.0}
     requests = samples["memory_plugin_http_requests_total"]
