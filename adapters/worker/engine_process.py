@@ -217,10 +217,12 @@ class EngineProcess:
         self._outbox = frames.Outbox(self._writer)
         first = await self._next(reader)
         if first is None or first[0] != "ready":
-            await self._reap()
+            status = await self._reap()
             if first is not None and first[0] == "failed":
                 raise first[1]
-            raise BackendUnavailable(f"the {self.label} exited while opening the store")
+            raise BackendUnavailable(
+                f"the {self.label} exited while opening the store (exit status {status})"
+            )
         self.condition = StoreCondition()
         self._up.set()
         return reader
@@ -381,6 +383,7 @@ class EngineProcess:
     async def close(self) -> None:
         """Ask the worker to close its store (every shard synced), wait for it to exit."""
         self._closing = True
+        serving = self.up  # a worker that never opened its store was reported by `start`
         supervisor, heartbeat = self._tasks or (None, None)
         if heartbeat is not None:
             heartbeat.cancel()
@@ -395,5 +398,5 @@ class EngineProcess:
             supervisor.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         status = await self._reap()
-        if status:
+        if status and serving:
             log.error("the %s exited with status %s on closing", self.label, status)

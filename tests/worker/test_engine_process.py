@@ -105,6 +105,26 @@ async def test_a_worker_named_something_that_is_not_a_backend_fails_its_start(
     assert not worker.up
 
 
+async def test_a_worker_that_dies_while_opening_says_how_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its exit status (a signal: -7 a SIGBUS, -9 a kill) in the one error the start raises,
+    and no second line when the server then closes it."""
+    worker = edge_worker(DIM, tmp_path)
+    opening = asyncio.create_task(worker.start())
+    deadline = asyncio.get_running_loop().time() + 30
+    while worker.pid is None:  # spawned: still importing, far from its store
+        assert asyncio.get_running_loop().time() < deadline, "the worker was never spawned"
+        await asyncio.sleep(0.001)
+    os.kill(worker.pid, signal.SIGKILL)
+    with pytest.raises(BackendUnavailable) as failed:
+        await opening
+    assert str(failed.value) == "the engine worker exited while opening the store (exit status -9)"
+    caplog.clear()
+    await worker.close()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
 async def test_a_worker_hands_its_factory_the_options_as_given(tmp_path: Path) -> None:
     """The options travel as JSON on the worker's command line, and build the store."""
     worker = edge_worker(DIM, tmp_path / "elsewhere")
