@@ -21,6 +21,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ import yaml
 
 from harness.server_process import ServerProcess
 from harness.server_process import free_port
+from harness.server_process import holds_any
+from harness.server_process import listening_sockets
 from tests.deploy.test_alert_rules import SCRAPED
 from tests.deploy.test_grafana_dashboard import dashboard
 from tests.deploy.test_grafana_dashboard import panels
@@ -42,6 +45,7 @@ from tests.support.tools import require_tool
 pytestmark = pytest.mark.slow
 
 LOAD_S = 8.0
+PORT_TRIES = 3
 NS = "workspace:live-metrics"
 
 
@@ -65,25 +69,46 @@ def prometheus(plugin: ServerProcess, tmp_path: Path) -> Iterator[str]:
         "scrape_configs": [{"job_name": FULLNAME, "static_configs": [target]}],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    with open(tmp_path / "prometheus.log", "wb") as log:
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={tmp_path / 'prometheus.yml'}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
+    process, url = _started(binary, tmp_path)
     try:
-        _wait(lambda: _get(f"{url}/-/ready") is not None, "Prometheus ready")
         yield url
     finally:
         process.kill()
         process.wait()
+
+
+def _started(binary: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Prometheus on `tmp_path`'s configuration, ready, on a port that it holds: a port
+    chosen free may be taken before Prometheus binds it, and then another is tried."""
+    for _ in range(PORT_TRIES):
+        port = free_port()
+        log_path = tmp_path / f"prometheus-{port}.log"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [
+                    binary,
+                    f"--config.file={tmp_path / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        url = f"http://127.0.0.1:{port}"
+        _wait(partial(_ready_or_gone, process, port), "Prometheus ready")
+        if process.poll() is None:
+            return process, url
+        assert "address already in use" in log_path.read_text(), log_path.read_text()
+    raise AssertionError(f"no free port for Prometheus in {PORT_TRIES} tries")
+
+
+def _ready_or_gone(process: subprocess.Popen[bytes], port: int) -> bool:
+    """Whether Prometheus exited, or answers ready on a port that it holds (not another's)."""
+    if process.poll() is not None:
+        return True
+    if _get(f"http://127.0.0.1:{port}/-/ready") is None:
+        return False
+    return holds_any(process.pid, listening_sockets(port))
 
 
 def _get(url: str) -> Any:
