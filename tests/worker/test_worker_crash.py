@@ -4,7 +4,6 @@ acknowledged is lost; meanwhile its namespaces answer 503 `unavailable`, never a
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.qdrant.edge.edge_client import edge_worker
 from adapters.qdrant.edge.edge_client import embedded_store
 from adapters.values import NamespaceRecord
 from adapters.worker.engine_pool import EnginePool
@@ -176,8 +176,7 @@ def test_a_worker_killed_by_a_fatal_signal_leaves_every_threads_stack(tmp_path: 
             [
                 *(sys.executable, "-I", "-m", "adapters.worker.engine_worker"),
                 *("--fd", str(theirs.fileno()), "--server-pid", str(os.getpid())),
-                *("--backend", "qdrant-edge", "--data-dir", str(tmp_path)),
-                *("--options", json.dumps({"dimension": DIM, "data_dir": str(tmp_path)})),
+                *edge_worker(DIM, tmp_path).spec.argv(),  # the server's own arguments
             ],
             pass_fds=(theirs.fileno(),),
             stderr=subprocess.PIPE,
