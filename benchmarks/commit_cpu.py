@@ -8,12 +8,15 @@ its engine worker, each split into its main thread (the event loop) and the rest
 (the model's sessions, the sync and worker threads): CPU time per commit, time
 spent runnable but waiting for a core per commit, and how many times a commit
 woke each. The two processes' CPU against the machine's cores says whether the
-closed loop is short of CPU or waiting on something. Needs `wrk` and Linux.
-`python -m benchmarks.commit_cpu`
+closed loop is short of CPU or waiting on something. `--search hybrid` runs the server
+with that ranking forced, which keeps no token vectors: the default's figure against it is
+what the token vectors cost a commit. Needs `wrk` and Linux.
+`python -m benchmarks.commit_cpu [--search hybrid]`
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 import time
@@ -51,10 +54,14 @@ def usage(pid: int) -> Usage:
 
 
 def main() -> None:
-    print(f"commit_cpu ({machine()})")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--search", help="MEMORY_PLUGIN_SEARCH for the server (default: unset)")
+    args = parser.parse_args()
+    env = {**WIDE_SHARES, **({"MEMORY_PLUGIN_SEARCH": args.search} if args.search else {})}
+    print(f"commit_cpu, search {args.search or 'unset'} ({machine()})")
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
-        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log", env=WIDE_SHARES) as server,
+        ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log", env=env) as server,
     ):
         server.start()
         server.wait_healthy()

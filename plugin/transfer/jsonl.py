@@ -13,7 +13,6 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import IO
 from typing import cast
 
@@ -196,8 +195,3 @@ def open_in(path: str) -> IO[bytes]:
     if magic == b"\x1f\x8b":
         return cast(IO[bytes], gzip.open(path, "rb"))
     return open(path, "rb")
-
-
-def file_size(path: str) -> int | None:
-    """Bytes on disk (for a progress bar), None for stdin/stdout."""
-    return None if path == "-" else Path(path).stat().st_size
