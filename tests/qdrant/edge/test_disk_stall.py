@@ -5,9 +5,9 @@ for the middle of 10 s of writes and searches: every `fsync` waits, as on a netw
 volume that hangs. Health is asked throughout: `degraded`, naming the disk, within 3 s of
 the stall and until it ends, `ok` again within 3 s of its end. Every search answers 200;
 every commit answers within the platform's 2 s (201, or 503 `unavailable` while the disk
-is away: at the 1.5 s deadline, or at once when it came after the sync had stalled). The
-metrics show the sync waiting and the writes it refused. Then the power is cut: every
-acknowledged memory is there after the restart.
+is away, until the syncs that waited have gone through: at the 1.5 s deadline, or at once
+when it came after the sync had stalled). The metrics show the sync waiting and the writes
+it refused. Then the power is cut: every acknowledged memory is there after the restart.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ pytestmark = [
 STALL_FROM_S, STALL_S = 2.0, 4.0  # the stall begins 2 s in and lasts 4 s
 AFTER_S = 4.0  # the run goes on this long after the stall ends
 WITHIN_S = 3.0  # health follows the disk within this, either way
+# The syncs that waited go through within this of the disk's return (the filesystem notices it
+# by polling, then each sync completes): until then the plugin still sees the stall.
+RESUME_S = 1.0
 PLATFORM_TIMEOUT_S = 2.0  # no answer may take longer: the platform's client gives up
 WRITERS = SEARCHERS = 4
 PAUSE_S = 0.05  # between one caller's requests: leave the two cores some room
@@ -226,7 +229,8 @@ async def test_a_stalled_disk_is_health_degraded_while_reads_go_on_and_nothing_i
     refused = [a for a in commits if a.status != 201]
     assert refused, "no commit was refused in the stall"
     assert all(a.status == 503 and a.body["code"] == "unavailable" for a in refused), refused
-    assert all(when.asked - 1.5 < a.at < when.ended for a in refused), refused
+    outside = [a for a in refused if not when.asked - 1.5 < a.at < when.ended + RESUME_S]
+    assert not outside, (when, outside)  # every commit sent after that was acknowledged
     assert any(a.status == 201 and a.at > when.ended for a in commits)  # served again
 
     assert sample(metrics, "memory_plugin_store_sync_waiting_seconds") > 1.5, metrics
