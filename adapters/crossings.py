@@ -124,6 +124,7 @@ CROSSINGS: Mapping[str, Crossing] = {
     "transfer.upsert_memories": Crossing(
         Grouped("memories", _stored_namespace, aligned=("keywords",))
     ),
+    "transfer.place_memories": Crossing(Owner("namespace")),
     # in turn: the first worker holds a fact before the next is told it
     "store_meta.read_store_meta": Crossing(Every(merge.agreed)),
     "store_meta.write_store_meta": Crossing(Every(merge.nothing, in_turn=True)),

@@ -97,6 +97,11 @@ class BulkTransfer(Protocol):
         namespace has no storage (earlier items may already be written: retry is safe).
         """
 
+    async def place_memories(self, namespace: str, places: Sequence[tuple[str, int]]) -> int:
+        """Give each memory of the namespace's current incarnation, by id, its place in the
+        write order (`MemoryRecord.position`), changing nothing else; an id it no longer
+        holds is skipped. How many were asked for."""
+
 
 class StoreMeta(Protocol):
     """Store-wide facts: the embedding fingerprint, the keyword encoder and its state.

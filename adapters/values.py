@@ -162,6 +162,9 @@ class MemoryRecord:
     pin: bool = False
     expires_at: datetime | None = None
     propagation: JsonObject | None = None
+    # Its place in its namespace's write order (plugin/core/write_order.py); None where the
+    # store has not placed it yet.
+    position: int | None = None
 
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now

@@ -1,12 +1,14 @@
 """Retrieval quality on LoCoMo through the real server, per search mode, and search latency.
 
     python -m benchmarks.retrieval [--data ../shared/data/locomo/locomo-dev.json]
-                                   [--turns speaker|dated] [--plot DIR]
+                                   [--turns speaker|dated] [--order written|shuffled]
+                                   [--plot DIR]
 
 1. One server process (on defaults, which keep token vectors) writes every
    conversation over HTTP, as the platform's agents would: a namespace per
    conversation and memory mode (dialog turns, observations), every memory
-   committed with an explicit id, 8 requests in flight. A dialog turn
+   committed with an explicit id, 8 requests in flight, in each conversation's order
+   (with `--order shuffled`, each namespace's in a seeded random order). A dialog turn
    is "Speaker: text [shares <photo caption>]" (the `speaker` construction), or with
    `--turns dated` LoCoMo's own, which adds the session's date (benchmarks/locomo.py).
 2. The store is copied once per search mode (MEMORY_PLUGIN_SEARCH = dense, keyword,
@@ -57,6 +59,7 @@ from harness.server_process import ServerProcess
 SEARCH_MODES = ("dense", "keyword", "hybrid", "feedback", "rerank", "default")
 # The modes timed in alternating windows (keyword, with no model call, after them).
 TIMED = ("dense", "hybrid", "feedback", "rerank", "default")
+SHUFFLE_SEED = 7
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 IN_FLIGHT = 8
 CALLERS = 8
@@ -89,8 +92,13 @@ async def _bounded(calls: list[Any], limit: int) -> list[Any]:
     return await asyncio.gather(*(one(call) for call in calls))
 
 
-async def write_all(base: str, conversations: list[locomo.Conversation]) -> int:
-    """Commit every memory of every conversation; how many."""
+async def write_all(
+    base: str, conversations: list[locomo.Conversation], order: str = "written"
+) -> int:
+    """Commit every memory of every conversation; how many. `order` "shuffled" commits each
+    namespace's memories in a seeded random order (writers interleaving: the namespace's
+    write order means nothing)."""
+    rng = random.Random(SHUFFLE_SEED)
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         calls = []
         for conversation in conversations:
@@ -100,7 +108,10 @@ async def write_all(base: str, conversations: list[locomo.Conversation]) -> int:
                     session, "PUT", f"{base}/v1/namespaces/{namespace}", {"kind": "workspace"}, 200
                 )
                 url = f"{base}/v1/namespaces/{namespace}/memories"
-                for memory_id, _, content in conversation.memories[mode]:
+                memories = list(conversation.memories[mode])
+                if order == "shuffled":
+                    rng.shuffle(memories)
+                for memory_id, _, content in memories:
                     body = {"id": memory_id, "content": content, "kind": "fact", "source": "agent"}
                     calls.append(lambda url=url, body=body: _send(session, "POST", url, body, 201))
         started = time.perf_counter()
@@ -116,7 +127,10 @@ def ranking_env(mode: str) -> dict[str, str]:
 
 
 def servers_on_copies(
-    tmp: Path, conversations: list[locomo.Conversation], modes: Sequence[str]
+    tmp: Path,
+    conversations: list[locomo.Conversation],
+    modes: Sequence[str],
+    order: str = "written",
 ) -> dict[str, ServerProcess]:
     """Every conversation written once by a server on defaults (which keep token vectors;
     rankings that do not rerank ignore them), then a copy of that store per ranking in
@@ -124,7 +138,7 @@ def servers_on_copies(
     with ServerProcess(tmp / "written", tmp / "writer.log", env=PATIENT) as writer:
         writer.start()
         writer.wait_healthy()
-        asyncio.run(write_all(writer.base_url, conversations))
+        asyncio.run(write_all(writer.base_url, conversations, order))
         writer.terminate()
     servers = {}
     for mode in modes:
@@ -298,15 +312,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--turns", choices=locomo.TURN_FORMATS, default="speaker")
     parser.add_argument("--plot", type=Path, metavar="DIR", help="draw recall at k into DIR")
+    parser.add_argument(
+        "--order",
+        choices=("written", "shuffled"),
+        default="written",
+        help="commit each namespace's memories in their conversation's order, or shuffled",
+    )
     args = parser.parse_args()
     conversations = locomo.load(args.data, args.turns)
     print(
         f"retrieval on {args.data.name}: {len(conversations)} conversations,"
-        f" dialog turns as {args.turns!r} ({machine()})"
+        f" dialog turns as {args.turns!r}, committed {args.order} ({machine()})"
     )
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as tmp_name:
         tmp = Path(tmp_name)
-        servers = servers_on_copies(tmp, conversations, SEARCH_MODES)
+        servers = servers_on_copies(tmp, conversations, SEARCH_MODES, args.order)
         try:
             for server in servers.values():
                 server.wait_weighed()  # a rerank weighs its tokens from the first question

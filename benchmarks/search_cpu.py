@@ -1,6 +1,6 @@
 """Where a search's CPU goes, per ranking: the rerank's own cost against hybrid's.
 
-    python -m benchmarks.search_cpu [--data PATH] [--seconds 8] [--rounds 2]
+    python -m benchmarks.search_cpu [--data PATH] [--seconds 8] [--rounds 2] [--against DIR]
 
 One store of LoCoMo's development half (written by a server on defaults: every memory has
 its token vectors), copied; a server on each copy with MEMORY_PLUGIN_SEARCH forced to
@@ -9,20 +9,25 @@ Windows of 8 closed-loop callers asking LoCoMo's questions over 3 namespaces, li
 alternate the servers (each round reversed). From each thread's schedstat
 (benchmarks/commit_cpu.py): CPU per search in the server's event loop, in its other
 threads (the model's sessions) and in the engine workers (all of them), summed over the
-windows, per ranking, and the rerank's extra over hybrid's per process. The machine is
-shared by both servers and the callers: compare the rows, not figures of another run.
+windows, per ranking, and the rerank's extra over hybrid's per process. With `--against
+DIR` (a checkout of another commit: `git worktree add DIR <commit>`), a third server on a
+copy runs that checkout's code, `rerank` forced, as a yardstick in the same windows: the
+rerank's extra over it is what the commits between cost. The machine is shared by the
+servers and the callers: compare the rows, not figures of another run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from adapters.disk import sparse_copy
 from benchmarks import locomo
 from benchmarks.commit_cpu import Usage
 from benchmarks.commit_cpu import usage
@@ -31,10 +36,13 @@ from benchmarks.default_ranking import TIMEOUT
 from benchmarks.default_ranking import closed_loop
 from benchmarks.default_ranking import question_bodies
 from benchmarks.retrieval import DEFAULT_DATA
+from benchmarks.retrieval import ranking_env
 from benchmarks.retrieval import servers_on_copies
 from harness.server_process import ServerProcess
 
 RANKINGS = ("hybrid", "rerank")
+# The yardstick's column: `rerank` forced on another checkout's code.
+AGAINST = "then"
 # Per process and thread kind: (CPU seconds, searches answered), summed over windows.
 Spent = dict[str, list[float]]
 
@@ -77,21 +85,38 @@ async def window(
 
 
 def report(spent: dict[str, Spent]) -> None:
-    searches = {ranking: spent[ranking]["searches"][1] for ranking in RANKINGS}
+    """A column per server; the rerank's extra over hybrid, and over the yardstick if any."""
+    labels = list(spent)
+    searches = {label: spent[label]["searches"][1] for label in labels}
+    counts = ", ".join(f"{label}: {searches[label]:.0f} searches" for label in labels)
+    print(f"\nCPU per search, ms ({counts})")
+    extras = {"extra": "hybrid"} | ({"vs then": AGAINST} if AGAINST in spent else {})
     print(
-        f"\nCPU per search, ms ({', '.join(f'{r}: {searches[r]:.0f} searches' for r in RANKINGS)})"
+        f"  {'where':<30}"
+        + "".join(f"{label:>10}" for label in labels)
+        + "".join(f"{extra:>10}" for extra in extras)
     )
-    print(f"  {'where':<30}" + "".join(f"{r:>10}" for r in RANKINGS) + f"{'extra':>10}")
-    kinds = sorted({k for r in RANKINGS for k in spent[r] if k != "searches"})
-    totals = dict.fromkeys(RANKINGS, 0.0)
+    kinds = sorted({k for label in labels for k in spent[label] if k != "searches"})
+    totals = dict.fromkeys(labels, 0.0)
+    rows = []
     for kind in kinds:
-        per = {r: spent[r].get(kind, [0.0])[0] / searches[r] * 1000 for r in RANKINGS}
-        for r in RANKINGS:
-            totals[r] += per[r]
-        row = "".join(f"{per[r]:10.2f}" for r in RANKINGS)
-        print(f"  {kind:<30}{row}{per['rerank'] - per['hybrid']:+10.2f}")
-    row = "".join(f"{totals[r]:10.2f}" for r in RANKINGS)
-    print(f"  {'both processes':<30}{row}{totals['rerank'] - totals['hybrid']:+10.2f}")
+        per = {label: spent[label].get(kind, [0.0])[0] / searches[label] * 1000 for label in labels}
+        for label in labels:
+            totals[label] += per[label]
+        rows.append((kind, per))
+    rows.append(("both processes", totals))
+    for kind, per in rows:
+        row = "".join(f"{per[label]:10.2f}" for label in labels)
+        row += "".join(f"{per['rerank'] - per[base]:+10.2f}" for base in extras.values())
+        print(f"  {kind:<30}{row}")
+
+
+def yardstick(tmp: Path, checkout: Path) -> ServerProcess:
+    """A server on a copy of the written store running `checkout`'s code, `rerank` forced
+    (its modules first on the path, ahead of this checkout's install)."""
+    shutil.copytree(tmp / "written", tmp / AGAINST, copy_function=sparse_copy)
+    env = {**ranking_env("rerank"), "PYTHONPATH": str(checkout)}
+    return ServerProcess(tmp / AGAINST, tmp / f"{AGAINST}.log", env=env).start()
 
 
 def main() -> None:
@@ -99,23 +124,27 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--against", type=Path, metavar="DIR", help="a checkout to compare")
     args = parser.parse_args()
     conversations = locomo.load(args.data, "speaker")
     print(f"search CPU per ranking on {args.data.name} ({machine()})")
     with tempfile.TemporaryDirectory(prefix="bench-search-cpu-") as tmp:
         servers = servers_on_copies(Path(tmp), conversations, RANKINGS)
+        if args.against is not None:
+            servers[AGAINST] = yardstick(Path(tmp), args.against.resolve())
+        labels = tuple(servers)
         try:
             for server in servers.values():
                 server.wait_weighed()  # a rerank weighs its tokens from the first search
             bodies = question_bodies(conversations)
-            warm: dict[str, Spent] = {r: {} for r in RANKINGS}
-            for ranking in RANKINGS:
-                asyncio.run(window(servers[ranking], bodies, 2.0, warm[ranking]))
-            spent: dict[str, Spent] = {r: {} for r in RANKINGS}
+            warm: dict[str, Spent] = {label: {} for label in labels}
+            for label in labels:
+                asyncio.run(window(servers[label], bodies, 2.0, warm[label]))
+            spent: dict[str, Spent] = {label: {} for label in labels}
             for round_ in range(args.rounds):
-                order = RANKINGS if round_ % 2 == 0 else RANKINGS[::-1]
-                for ranking in order:
-                    asyncio.run(window(servers[ranking], bodies, args.seconds, spent[ranking]))
+                order = labels if round_ % 2 == 0 else labels[::-1]
+                for label in order:
+                    asyncio.run(window(servers[label], bodies, args.seconds, spent[label]))
             report(spent)
         finally:
             for server in servers.values():

@@ -92,8 +92,12 @@ async def seeded(
                 for start in range(0, len(rows), BATCH):
                     chunk = rows[start : start + BATCH]
                     embedded = encoder.embed([content for _, _, content in chunk], tokens=True)
-                    for (memory_id, _, content), found in zip(chunk, embedded, strict=True):
-                        memory = MemoryRecord(memory_id, name, content, "fact", "agent", now)
+                    for place, ((memory_id, _, content), found) in enumerate(
+                        zip(chunk, embedded, strict=True), start
+                    ):
+                        memory = MemoryRecord(
+                            memory_id, name, content, "fact", "agent", now, position=place
+                        )
                         document = keywords.document(content)
                         await store.upsert_memory(
                             memory, MemoryVectors(found.vector, document, found.tokens)

@@ -74,7 +74,7 @@ class FakePinecone(IndexData):
     key, `bodies` keeps each one's parsed JSON (None when bodiless), `requests` keeps the
     httpx.Request objects (headers), `committed_lsn`/`reconciled_lsn` track the write log.
     Route keys: "GET /indexes/{name}", "POST /vectors/upsert", "POST /query",
-    "GET /vectors/fetch", "POST /vectors/delete", "GET /vectors/list",
+    "GET /vectors/fetch", "POST /vectors/delete", "POST /vectors/update", "GET /vectors/list",
     "POST /describe_index_stats", "DELETE /namespaces/{namespace}".
     Scores: cosine, dotproduct, or squared euclidean distance (ascending); ties go by id.
     Sparse values are refused unless the metric is dotproduct; there a query's score is
@@ -239,6 +239,7 @@ class FakePinecone(IndexData):
             "POST /query": self._query,
             "GET /vectors/fetch": self._fetch,
             "POST /vectors/delete": self._delete,
+            "POST /vectors/update": self._update,
             "GET /vectors/list": self._list,
             "POST /describe_index_stats": self._stats,
             "DELETE /namespaces/{namespace}": self._delete_namespace,

@@ -150,6 +150,21 @@ class IndexData(RequestRules):
         }
         return reply, {}
 
+    def _update(self, request: httpx.Request) -> tuple[Any, dict[str, str]]:
+        """By id, `setMetadata` only (what the plugin sends): its fields merged into the
+        record's; an id the namespace does not hold changes nothing and answers 200."""
+        body = self._json_object(request)
+        ns, vid = self._namespace(body.get("namespace")), ascii_name(body.get("id"), "Vector ID")
+        changes = self._metadata(body.get("setMetadata"), vid) or {}
+
+        def apply(state: Namespaces) -> None:
+            records = state.get(ns, {})
+            if vid in records:
+                values, meta, sparse = records[vid]
+                records[vid] = (values, {**(meta or {}), **changes}, sparse)
+
+        return {}, self._commit(apply)
+
     def _delete(self, request: httpx.Request) -> tuple[Any, dict[str, str]]:
         body = self._json_object(request)
         ns, delete_all = self._namespace(body.get("namespace")), flag(body, "deleteAll")

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -84,6 +85,13 @@ class FreshnessOverlay:
         array = np.asarray(vector, dtype=np.float32)
         entry = MemoryEntry(memory, array, epoch, self.clock(), keywords)
         self._put((memory.namespace, memory.id), entry)
+
+    def memory_placed(self, namespace: str, memory_id: str, position: int, epoch: str) -> None:
+        """A recent upsert's memory given its place in the write order (nothing else)."""
+        entry = self._memories.get((namespace, memory_id))
+        if entry is not None and entry.memory is not None and entry.epoch == epoch:
+            placed = replace(entry.memory, position=position)
+            self._memories[(namespace, memory_id)] = replace(entry, memory=placed)
 
     def memory_deleted(self, namespace: str, memory_id: str, epoch: str) -> None:
         self._put((namespace, memory_id), MemoryEntry(None, None, epoch, self.clock()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from pinecone import AsyncIndex
 
@@ -95,6 +96,26 @@ class PineconeTransfer:
         )
         async for page in pages:
             yield page
+
+    async def place_memories(self, namespace: str, places: Sequence[tuple[str, int]]) -> int:
+        """One metadata update per memory: Pinecone updates a record by id, one at a time
+        (an id it does not hold changes nothing); the overlay's recent writes follow."""
+        state = await self._records.state(namespace)
+        if state is None:
+            return len(places)
+        index = await self._connection.index()
+        target = self._shared.pinecone_namespace(namespace)
+        for memory_id, place in places:
+
+            def update(timeout_s: float, memory_id: str = memory_id, place: int = place) -> Any:
+                metadata = {vector_metadata.F_POSITION: place}
+                return index.update(
+                    id=memory_id, set_metadata=metadata, namespace=target, timeout=timeout_s
+                )
+
+            await call("place memories", update, self._shared.budget_s)
+            self._shared.overlay.memory_placed(namespace, memory_id, place, state[1])
+        return len(places)
 
     async def _upsert_chunk(
         self, index: AsyncIndex, namespace: str, chunk: list[bulk_requests.Item]

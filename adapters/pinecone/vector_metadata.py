@@ -27,6 +27,7 @@ F_SOURCE = "source"
 F_PINNED = "pinned"
 F_CREATED_AT = "created_at"
 F_CREATED_US = "created_us"
+F_POSITION = "pos"
 F_EXPIRES_AT = "expires_at"
 F_EXPIRES_US = "expires_us"
 F_PROPAGATION = "propagation"
@@ -77,6 +78,8 @@ def memory_to_metadata(memory: MemoryRecord, epoch: str) -> JsonObject:
         metadata[F_EXPIRES_US] = to_micros(memory.expires_at)
     if memory.propagation is not None:
         metadata[F_PROPAGATION] = _compact(memory.propagation)
+    if memory.position is not None:
+        metadata[F_POSITION] = memory.position
     require_within_limit(metadata, "the memory")
     return metadata
 
@@ -94,7 +97,13 @@ def memory_from_metadata(memory_id: str, namespace: str, metadata: JsonObject) -
         pin=bool(metadata.get(F_PINNED, False)),
         expires_at=parse_time(expires_at) if isinstance(expires_at, str) else None,
         propagation=json.loads(propagation) if isinstance(propagation, str) else None,
+        position=_position(metadata.get(F_POSITION)),
     )
+
+
+def _position(value: Any) -> int | None:
+    """A stored place in the write order: Pinecone answers every number as a float."""
+    return None if value is None else int(value)
 
 
 def namespace_to_metadata(record: NamespaceRecord, epoch: str) -> JsonObject:

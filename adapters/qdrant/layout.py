@@ -28,6 +28,7 @@ FIELD_EXPIRES_US = "expires_us"
 FIELD_PROPAGATION_JSON = "propagation_json"
 FIELD_PINNED = "pinned"
 FIELD_KIND = "kind"
+FIELD_POSITION = "pos"
 
 # The UUIDv5 namespace of point ids in the shared layout. Never change it: every
 # stored point id depends on it.
@@ -99,6 +100,8 @@ def memory_to_payload(memory: MemoryRecord, epoch: str | None = None) -> JsonObj
     if memory.expires_at is not None:
         payload["expires_at"] = format_time(memory.expires_at)
         payload[FIELD_EXPIRES_US] = to_micros(memory.expires_at)
+    if memory.position is not None:
+        payload[FIELD_POSITION] = memory.position
     if epoch is not None:
         payload[FIELD_NAMESPACE] = memory.namespace
         payload[FIELD_EPOCH] = epoch
@@ -117,6 +120,7 @@ def memory_from_payload(memory_id: str, namespace: str, payload: JsonObject) -> 
         pin=bool(payload.get(FIELD_PINNED, 0)),
         expires_at=parse_optional_time(payload.get("expires_at")),
         propagation=_propagation(payload),
+        position=payload.get(FIELD_POSITION),
     )
 
 

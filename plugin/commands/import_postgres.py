@@ -126,7 +126,7 @@ async def copy(
         async for row in cursor:
             await writer.memory(memory_of(row), [])
             read += 1
-    await writer.flush()
+    await writer.place()
     return len(rows), read
 
 

@@ -25,6 +25,7 @@ from adapters.values import MemoryFilter
 from adapters.values import ScoredMemory
 from adapters.values import SearchMode
 from adapters.values import SearchQuery
+from plugin.core import neighbours
 from plugin.core.fields import SearchFields
 from plugin.core.search_mode import Ranking
 from plugin.core.service_errors import within
@@ -114,12 +115,17 @@ class MemorySearch:
             memory_filter = MemoryFilter(now=now, kinds=kinds)
             work = Work(search_tenant(names), Priority.SEARCH, caller.waiting)
             query = None if text is None or mode is None else await self._query(text, mode, work)
-            read = Read(self.backend, query, memory_filter, limit, caller)
+            # A ranked search reads the pool its memories' neighbours are found in.
+            pool = limit if query is None else max(limit, neighbours.POOL)
+            read = Read(self.backend, query, memory_filter, pool, caller)
             try:
                 hits = await read(live)
             except StorageDamaged:
                 hits = await self._read_around_damage(read, live)
-            return Found([hit for hit in hits if not hit.memory.is_expired(now)][:limit], mode)
+            hits = [hit for hit in hits if not hit.memory.is_expired(now)]
+            if query is not None:
+                hits = neighbours.lift(hits)
+            return Found(hits[:limit], mode)
 
     async def _query(self, text: str, mode: SearchMode, work: Work) -> SearchQuery:
         """What `mode` ranks by; a keyword search costs no model call, a rerank no second one

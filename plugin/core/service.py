@@ -33,6 +33,7 @@ from plugin.core.service_errors import InvalidRequest
 from plugin.core.service_errors import NotFound
 from plugin.core.service_errors import within
 from plugin.core.single_flight import SingleFlight
+from plugin.core.write_order import WriteOrder
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.scheduling.work import Priority
 from plugin.scheduling.work import Work
@@ -97,6 +98,7 @@ class MemoryService:
         self._vectors_verified = vectors_verified
         self._on_reused = on_reused
         self._namespace_writes = KeyedLock()
+        self.write_order = WriteOrder(backend)
         # Searches are answered there (plugin/core/search.py); the handler calls it.
         self.searches = MemorySearch(
             backend, keywords, ranking, clock=clock, deadline_s=deadline_s, embedder=embedder
@@ -136,6 +138,8 @@ class MemoryService:
             )
             if record != existing:  # the hot path: the platform PUTs before every write
                 await self.backend.save_namespace(record)
+            if existing is None:
+                self.write_order.started(name)
             return record
 
     async def patch_namespace(
@@ -162,11 +166,13 @@ class MemoryService:
                 existing = await self.backend.get_namespace(name)
             except StorageDamaged:
                 await self.backend.delete_namespace(name)
+                self.write_order.forget(name)
                 self.searches.unreadable.discard(name)
                 return
             if existing is None:
                 raise NotFound(f"namespace {name} not found")
             await self.backend.delete_namespace(name)
+            self.write_order.forget(name)
             self.searches.unreadable.discard(name)
             if existing.is_expired(self.clock()):
                 raise NotFound(f"namespace {name} not found (it had expired)")
@@ -187,6 +193,11 @@ class MemoryService:
             if body.id is not None:
                 existing, vector = await self._stored(namespace, body.id, body.content, caller)
             reused = vector is not None
+            # Its place in the write order, taken as it arrives; a stored id keeps its own.
+            if existing is not None and not existing.is_expired(self.clock()):
+                position = existing.position
+            else:
+                position = await self.write_order.take(namespace)
             # The model computes token vectors with the sentence vector; a reused vector
             # comes without them (the token index fills them in).
             tokens = None
@@ -210,6 +221,7 @@ class MemoryService:
                 pin=body.pin,
                 expires_at=_utc(body.expires_at),
                 propagation=body.propagation,
+                position=position,
             )
             if reused and memory == existing:
                 return memory  # stored exactly so, vector included: nothing to write

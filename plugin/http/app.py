@@ -61,6 +61,7 @@ from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings
 from plugin.sizing import engine_workers_of
 from plugin.sizing import plugin_cpus
+from plugin.upgrades import place_upgrade
 from plugin.upgrades import token_upgrade
 from plugin.upgrades.keyword_upgrade import maintain_in_background
 
@@ -172,6 +173,9 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
                     app[BACKEND], app[KEYWORDS], metrics.observe_keywords_indexed
                 ),
                 name="keyword index",
+            ),
+            asyncio.create_task(
+                place_upgrade.maintain_in_background(app[BACKEND], clock), name="write order"
             ),
         ]
         if backend.store_size is not None:

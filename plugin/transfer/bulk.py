@@ -25,6 +25,7 @@ from plugin.core.service import unexpired_namespace
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import clip_for_model
 from plugin.transfer import jsonl
+from plugin.upgrades.place_upgrade import place_namespace
 
 # Texts in, vectors out (the model on a worker thread); None when vectors are reused.
 EmbedMany = Callable[[list[str]], Awaitable[list[list[float]]]]
@@ -133,6 +134,7 @@ class StoreWriter:
         self._stored_ns: str | None = None
         self._stored: dict[str, MemoryRecord] = {}
         self._pending: list[tuple[MemoryRecord, list[float]]] = []
+        self._unplaced: set[str] = set()  # namespaces given memories without a place
 
     async def namespace(self, record: NamespaceRecord) -> None:
         """Create or replace the record (keeping the file's `created_at`); skip an expired one."""
@@ -170,6 +172,8 @@ class StoreWriter:
             self._progress(1)
             return
         stored = (await self._stored_in(memory.namespace)).get(memory.id)
+        if memory.position is None and stored is not None:  # a file without places
+            memory = replace(memory, position=stored.position)
         if stored == memory:
             self.report.unchanged += 1
             self._progress(1)
@@ -179,6 +183,8 @@ class StoreWriter:
             if found is not None and found[0].content == memory.content and found[1]:
                 vector = found[1]
                 self.report.reused += 1
+        if memory.position is None:
+            self._unplaced.add(memory.namespace)
         self._pending.append((memory, vector))
         if len(self._pending) >= self._batch:
             await self.flush()
@@ -216,6 +222,14 @@ class StoreWriter:
         self.report.written += len(pending)
         self._progress(len(pending))
 
+    async def place(self) -> None:
+        """Write what is queued, then place the memories written without a place (a file
+        from before places, or from the postgres plugin) by their `created_at`."""
+        await self.flush()
+        for namespace in sorted(self._unplaced):
+            await place_namespace(self._transfer, namespace, self.now)
+        self._unplaced.clear()
+
 
 def _checked(memory: MemoryRecord) -> MemoryRecord:
     """The wire's rules for what a memory may hold; the id in canonical form."""
@@ -241,4 +255,4 @@ async def import_lines(
         elif isinstance(line, tuple):
             memory, vector = line
             await writer.memory(memory, vector if reuse_vectors else [])
-    await writer.flush()
+    await writer.place()

@@ -100,6 +100,7 @@ def memory_line(memory: MemoryRecord, vector: list[float]) -> JsonObject:
         "pin": memory.pin,
         "expires_at": format_optional_time(memory.expires_at),
         "propagation": memory.propagation,
+        "position": memory.position,
         "vector": encode_vector(vector),
     }
 
@@ -123,6 +124,7 @@ def _parse(data: JsonObject) -> Line:
             pin=bool(data.get("pin", False)),
             expires_at=parse_optional_time(data.get("expires_at")),
             propagation=data.get("propagation"),
+            position=_position(data.get("position")),
         )
         vector = data.get("vector")
         return memory, decode_vector(vector) if isinstance(vector, str) else []
@@ -142,6 +144,13 @@ def _parse(data: JsonObject) -> Line:
             source=str(data.get("source", "")),
         )
     raise FormatError(f"unknown line type {kind!r}")
+
+
+def _position(value: object) -> int | None:
+    """A memory's place in its namespace's write order: a whole number, or absent."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise FormatError(f"position {value!r} is not a whole number")
 
 
 def parse_lines(raw: Iterator[bytes]) -> Iterator[Line]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import pytest
 from adapters.pinecone import PineconeBackend
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
+from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
@@ -135,7 +138,9 @@ def test_other_fingerprint_is_reembedded_from_content(
     async def source_side() -> tuple[list[Any], bytes]:
         async with started(QdrantEdgeBackend(384, tmp_path / "source")) as source:
             await seed(source, encoder)
-            return await searches(source, encoder), await export_bytes(source, encoder.fingerprint)
+            # Dense: what re-embedding decides (keyword statistics differ after the sweep).
+            dense = await searches(source, encoder, SearchMode.DENSE)
+            return dense, await export_bytes(source, encoder.fingerprint)
 
     expected, data = asyncio.run(source_side())
     foreign = [json.loads(line) for line in data.splitlines()]
@@ -155,7 +160,7 @@ def test_other_fingerprint_is_reembedded_from_content(
 
     async def target_side() -> list[Any]:
         async with started(QdrantEdgeBackend(384, tmp_path / "target")) as target:
-            return await searches(target, encoder)
+            return await searches(target, encoder, SearchMode.DENSE)
 
     assert asyncio.run(target_side()) == expected
 
@@ -196,6 +201,69 @@ async def test_import_keeps_service_rules(tmp_path: Path) -> None:
         stored = await target.get_memory("team:x", memory.id.lower())
         assert stored is not None
         assert stored.created_at == T0
+
+
+async def test_an_import_keeps_places_and_places_memories_without_one(tmp_path: Path) -> None:
+    """A file's places are kept; memories without one (an older export, the postgres
+    plugin) take places below the namespace's lowest, by `created_at`; a stored memory's
+    place outlives a file without places."""
+    base = MemoryRecord(
+        id="00000000-0000-4000-8000-000000000000",
+        namespace="team:x",
+        content="c",
+        kind="fact",
+        source="agent",
+        created_at=T0,
+    )
+
+    def made(n: int, minutes: int, position: int | None) -> MemoryRecord:
+        fields = {**_fields(base), "id": f"{base.id[:-1]}{n}", "content": f"memory {n}"}
+        fields.update(created_at=T0 + timedelta(minutes=minutes), position=position)
+        return MemoryRecord(**fields)
+
+    memories = [made(1, 2, None), made(2, 0, None), made(3, 5, 4), made(4, 1, None)]
+
+    def file_of(written: list[MemoryRecord]) -> bytes:
+        lines = [
+            jsonl.Header("all-MiniLM-L6-v2/torch", 4, NOW, "test").to_json(),
+            jsonl.namespace_line(NamespaceRecord(name="team:x", kind="team", created_at=T0)),
+            *(jsonl.memory_line(memory, [1.0, 0, 0, 0]) for memory in written),
+            jsonl.Trailer(1, len(written), NOW).to_json(),
+        ]
+        return b"".join(jsonl.dumps(line) for line in lines)
+
+    async with started(QdrantEdgeBackend(4, tmp_path)) as target:
+        await import_bytes(file_of(memories), target)
+        placed = {m.id[-1]: m.position for m in await target.list_memories(["team:x"], _all(), 9)}
+        assert placed == {"3": 4, "1": 3, "4": 2, "2": 1}
+        unplaced = [replace(memory, position=None) for memory in memories]
+        again = await import_bytes(file_of(unplaced), target)
+        assert (again.report.written, again.report.unchanged) == (0, 4)
+        stored = await target.list_memories(["team:x"], _all(), 9)
+        assert {m.id[-1]: m.position for m in stored} == placed
+
+
+def test_a_position_that_is_not_a_whole_number_is_refused() -> None:
+    memory = MemoryRecord(
+        id="00000000-0000-4000-8000-000000000001",
+        namespace="org:a",
+        content="c",
+        kind="fact",
+        source="agent",
+        created_at=T0,
+    )
+    lines = [
+        jsonl.Header("m/torch", 4, NOW, "test").to_json(),
+        jsonl.namespace_line(NamespaceRecord(name="org:a", kind="org", created_at=T0)),
+        {**jsonl.memory_line(memory, [1.0, 0, 0, 0]), "position": 1.5},
+        jsonl.Trailer(1, 1, NOW).to_json(),
+    ]
+    with pytest.raises(jsonl.FormatError, match=r"line 3: position 1\.5 is not a whole number"):
+        list(jsonl.parse_lines(iter([jsonl.dumps(line) for line in lines])))
+
+
+def _all() -> MemoryFilter:
+    return MemoryFilter(now=NOW)
 
 
 def _fields(memory: MemoryRecord) -> dict[str, Any]:

@@ -222,7 +222,8 @@ OPERATIONS = {
     *("list_namespaces", "expired_namespaces"),
     *("get_memory", "get_stored_memory", "upsert_memory", "query_memories", "list_memories"),
     *("delete_memory", "delete_expired_memories"),
-    *("iter_memories", "upsert_memories", "read_store_meta", "write_store_meta"),
+    *("iter_memories", "upsert_memories", "place_memories"),
+    *("read_store_meta", "write_store_meta"),
     *("prepare_keywords", "unindexed_memories", "index_keywords"),
     *("prepare_tokens", "untokenized_memories", "index_tokens"),  # token vectors
 }
@@ -269,6 +270,7 @@ async def test_instrumented_backend_times_every_operation(tmp_path: Path) -> Non
         await backend.list_memories([ns], everything(), 5)
         assert [page async for page in transfer.iter_memories(ns, T0)]
         await transfer.upsert_memories([])
+        await transfer.place_memories(ns, [(MEMORY_ID, 0)])
         await meta.write_store_meta("timed", "yes")
         await meta.read_store_meta()
         await index.prepare_keywords()

@@ -51,8 +51,9 @@ QUERIES = ["when do we deploy", "code formatting preference", "database backups"
 
 
 def corpus() -> tuple[list[NamespaceRecord], list[MemoryRecord]]:
-    """Three live namespaces of 40 memories each (pins, kinds, TTLs, propagation), plus
-    what an export must leave out: an expired memory and an expired namespace."""
+    """Three live namespaces of 40 memories each (pins, kinds, TTLs, propagation, places in
+    write order), plus what an export must leave out: an expired memory and an expired
+    namespace."""
     records = [
         NamespaceRecord(name=name, kind=name.split(":")[0], created_at=T0, metadata={"i": i})
         for i, name in enumerate(NAMES)
@@ -72,6 +73,7 @@ def corpus() -> tuple[list[NamespaceRecord], list[MemoryRecord]]:
                     pin=i % 9 == 0,
                     expires_at=NOW + timedelta(days=30) if i % 4 == 0 else None,
                     propagation={"to": [name], "depth": i} if i % 5 == 0 else None,
+                    position=i,
                 )
             )
     memories.append(

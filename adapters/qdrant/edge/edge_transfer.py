@@ -21,7 +21,9 @@ from adapters.qdrant.edge.engine import parsed_memory
 from adapters.qdrant.edge.engine import point_vectors
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.store import memory_point
+from adapters.qdrant.layout import FIELD_POSITION
 from adapters.qdrant.layout import Scope
+from adapters.qdrant.layout import point_id
 from adapters.values import MemoryFilter
 from adapters.values import SparseVector
 from adapters.values import StoredMemory
@@ -94,3 +96,21 @@ class EdgeTransfer:
         for name, epoch in epochs.items():
             await self._store.confirm_live(name, epoch)
         return len(points)
+
+    async def place_memories(self, namespace: str, places: Sequence[tuple[str, int]]) -> int:
+        """One engine update per memory, all in one worker call, synced as any write."""
+        if not places or namespace not in self._store.records.live:
+            return len(places)
+        async with self._store.writing():
+            await self._store.calls.worker(self._place, namespace, places)
+        await self._store.commit.durable()
+        return len(places)
+
+    def _place(self, namespace: str, places: Sequence[tuple[str, int]]) -> None:
+        shard = self._store.shards.of(namespace)
+        ids = {point_id(namespace, memory_id): place for memory_id, place in places}
+        held = shard.retrieve(list(ids), with_payload=False, with_vector=False)
+        for point in held:  # setting a payload on a missing point fails the update
+            found = str(point.id)
+            operation = qe.UpdateOperation.set_payload([found], {FIELD_POSITION: ids[found]})
+            self._store.update(shard, operation)

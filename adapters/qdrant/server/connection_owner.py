@@ -11,11 +11,16 @@ import logging
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
+from typing import Any
 from typing import TypedDict
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client.http import models
 
 from adapters.base import DEFAULT_PREFIX
 from adapters.errors import BackendError
 from adapters.errors import BackendMisconfigured
+from adapters.qdrant import layout
 from adapters.qdrant import names
 from adapters.qdrant import ranking
 from adapters.qdrant.server.connection import QdrantConnection
@@ -113,6 +118,26 @@ class ServerTransfer(abc.ABC):
     @abc.abstractmethod
     async def write_points(self, points: Sequence[tuple[MemoryRecord, PointVectors]]) -> int:
         """Write each memory as a point with these vectors; how many were written."""
+
+
+async def set_places(
+    call: Callable[[Callable[[AsyncQdrantClient], Awaitable[Any]]], Awaitable[Any]],
+    collection: str,
+    places: Sequence[tuple[str, int]],
+) -> None:
+    """Each point's place in the write order (`layout.FIELD_POSITION`), in one request; a
+    point that is gone is skipped (each is named by a filter, which matches nothing then)."""
+    operations: list[models.UpdateOperation] = [
+        models.SetPayloadOperation(
+            set_payload=models.SetPayload(
+                payload={layout.FIELD_POSITION: place},
+                filter=models.Filter(must=[models.HasIdCondition(has_id=[point])]),
+            )
+        )
+        for point, place in places
+    ]
+    if operations:
+        await call(lambda c: c.batch_update_points(collection, operations, wait=True))
 
 
 async def start_step(step: Callable[[], Awaitable[None]], log: logging.Logger, outage: str) -> None:

@@ -6,6 +6,7 @@ also how a point of a namespace collection is read as a memory, for both.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.server.connection_owner import ServerTransfer
+from adapters.qdrant.server.connection_owner import set_places
 from adapters.qdrant.server.keyword_vectors import PointVectors
 from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
 from adapters.values import MemoryFilter
@@ -79,6 +81,18 @@ class CollectionsTransfer(ServerTransfer):
                     yield found
         except CollectionMissing:  # deleted meanwhile: its memories vanish, as for reads
             return
+
+    async def place_memories(self, namespace: str, places: Sequence[tuple[str, int]]) -> int:
+        """One request to the namespace's collection; nothing where it is gone."""
+        points = [
+            (point, place)
+            for memory_id, place in places
+            if (point := point_id_of(memory_id)) is not None
+        ]
+        collection = self._collections.collection(namespace)
+        with contextlib.suppress(CollectionMissing):  # deleted meanwhile: nothing to place
+            await set_places(self._collections.call, collection, points)
+        return len(places)
 
     async def write_points(self, points: Sequence[tuple[MemoryRecord, PointVectors]]) -> int:
         """One upsert request per namespace (collection) in the batch."""

@@ -20,6 +20,7 @@ from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.connection_owner import ServerTransfer
+from adapters.qdrant.server.connection_owner import set_places
 from adapters.qdrant.server.keyword_vectors import Page
 from adapters.qdrant.server.keyword_vectors import PointVectors
 from adapters.qdrant.server.tenant_collections import TenantCollections
@@ -68,6 +69,12 @@ class TenantTransfer(ServerTransfer):
             ]
             if found:
                 yield found
+
+    async def place_memories(self, namespace: str, places: Sequence[tuple[str, int]]) -> int:
+        """One request: each point of the namespace (its id holds the name) given its place."""
+        points = [(layout.point_id(namespace, memory_id), place) for memory_id, place in places]
+        await set_places(self.collections.call, self.collections.memories, points)
+        return len(places)
 
     async def write_points(self, points: Sequence[tuple[MemoryRecord, PointVectors]]) -> int:
         """Every memory of the current epochs in one request."""

@@ -11,6 +11,7 @@ group, each a class of its own:
 - export.py: `iter_memories`
 - hybrid.py: hybrid and keyword search, and the keyword index (backends that have them)
 - rerank.py: the rerank stage and the token index (backends that keep token vectors)
+- write_order.py: each memory's place in its namespace's write order
 
 Records and vectors come from tests/support/records.py.
 """
@@ -22,9 +23,12 @@ from tests.backends.suite.export import ExportSuite
 from tests.backends.suite.forget import ForgetSuite
 from tests.backends.suite.namespaces import NamespaceSuite
 from tests.backends.suite.search import SearchSuite
+from tests.backends.suite.write_order import WriteOrderSuite
 
 
-class BackendSuite(NamespaceSuite, CommitSuite, SearchSuite, ForgetSuite, ExportSuite):
+class BackendSuite(
+    NamespaceSuite, CommitSuite, SearchSuite, ForgetSuite, ExportSuite, WriteOrderSuite
+):
     """Behaviour every backend must share. Subclasses provide `backend`."""
 
 

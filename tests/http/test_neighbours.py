@@ -1,0 +1,58 @@
+"""The neighbours' lift through the whole app with the real model (docs/backends.md,
+"Neighbours in the write order"): the answer written just after what names the question
+is found among the first few; the same memories written with the answer apart are not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.clocks import WallClock
+from tests.support.app import AppFactory
+from tests.support.app import served
+
+NS = "workspace:helpdesk"
+QUESTION = "status of ticket XJ-4471"
+NAMED = [
+    "ticket XJ-4471: the Zorbel Nighthawk router firmware crashed",
+    "XJ-4471 is waiting on Zorbel for a Nighthawk firmware patch",
+    "ticket XJ-4471 reopened: Zorbel firmware on the Nighthawk crashed again",
+]
+# The answer: not one word of the question.
+ANSWER = "Zorbel shipped a Nighthawk firmware patch for the crashed routers"
+OTHERS = [
+    "the user's internet connection keeps dropping in the evening",
+    "support said the issue would be fixed this week",
+    "the user opened a request with the internet provider",
+    "a support request usually takes three days to resolve",
+    "the user asked support to send a technician",
+    "the provider's support line is busy in the evenings",
+    "the user prefers chat support over phone calls",
+    "the helpdesk status page lists every open incident",
+]
+
+
+async def _first_five(make_app: AppFactory, clock: WallClock, written: list[str]) -> list[Any]:
+    async for api in served(make_app, clock, search="hybrid"):
+        assert (await api.put_ns(NS)).status == 200
+        for content in written:
+            assert (await api.commit(NS, content)).status == 201
+        reply = await api.search(NS, query=QUESTION, limit=5)
+        assert reply.status == 200
+        assert set(reply.body) == {"memories"}
+        return [memory["content"] for memory in reply.body["memories"]]
+    raise AssertionError("not served")
+
+
+async def test_the_answer_written_after_the_question_is_lifted_into_the_first_five(
+    make_app: AppFactory, clock: WallClock
+) -> None:
+    after = await _first_five(make_app, clock, [*NAMED, ANSWER, *OTHERS])
+    assert set(after[:3]) == set(NAMED)  # the best stay first
+    assert ANSWER in after
+
+
+async def test_the_same_answer_written_apart_is_not(make_app: AppFactory, clock: WallClock) -> None:
+    apart = await _first_five(make_app, clock, [ANSWER, *OTHERS, *NAMED])
+    assert set(apart[:3]) == set(NAMED)
+    assert ANSWER not in apart
