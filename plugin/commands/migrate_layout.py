@@ -53,7 +53,7 @@ async def copy_collections_to_shared(
             for memory, vector in page:
                 await writer.memory(memory, vector)
             copied += len(page)
-        await writer.place()
+        await writer.flush()
         memories += copied
         if progress is not None:
             progress(record.name, copied)

@@ -12,6 +12,7 @@ from datetime import UTC
 from datetime import datetime
 
 from adapters.base import VectorBackend
+from adapters.errors import StorageDamaged
 from adapters.values import MemoryFilter
 
 # Before every expiry: the read-back sees expired memories too (their places stay taken).
@@ -35,10 +36,14 @@ class WriteOrder:
         """`namespace` was deleted."""
         self._next.pop(namespace, None)
 
-    async def take(self, namespace: str) -> int:
-        """The next place in `namespace`'s write order, never given before in this process."""
+    async def take(self, namespace: str) -> int | None:
+        """The next place in `namespace`'s write order, never given before in this process;
+        None while the namespace cannot be read (damaged: writes go on, without a place)."""
         if namespace not in self._next:
-            first = await asyncio.shield(self._read_back(namespace))
+            try:
+                first = await asyncio.shield(self._read_back(namespace))
+            except StorageDamaged:
+                return None
             self._next.setdefault(namespace, first)
         place = self._next[namespace]
         self._next[namespace] = place + 1
