@@ -92,7 +92,7 @@ class Settings(BaseModel):
     )
     onnx_dir: Path | None = Field(None, alias="MEMORY_PLUGIN_ONNX_DIR")
     # ONNX Runtime sessions side by side (plugin/embedding/onnx_model.py); unset: one per
-    # usable core.
+    # CPU the plugin sizes itself for (plugin/sizing.py), at most 4.
     embedding_sessions: int | None = Field(
         None, ge=1, le=64, alias="MEMORY_PLUGIN_EMBEDDING_SESSIONS"
     )

@@ -43,6 +43,8 @@ RANKING_KEY = web.RequestKey("ranking", str)
 MAX_REQUEST_ID = 128
 MAX_LOGGED_NAMESPACES = 50
 CLIENT_CLOSED = 499
+# The kubelet's probes say so (kube-probe/<version>): counted apart from the callers' requests.
+PROBE_AGENT = "kube-probe/"
 # Set on a request refused for its namespace's share: counted, but no access line.
 REFUSED_KEY = web.RequestKey("refused", bool)
 # The message of a 5xx answer, for its access line: the plugin's own words, never the
@@ -200,7 +202,10 @@ def _log_fields(request: web.Request, status: int | None, seconds: float) -> dic
 
 def _finish(request: web.Request, status: int, started: float) -> None:
     seconds = time.perf_counter() - started
-    request.app[METRICS].observe_request(_route(request), request.method, status, seconds)
+    if request.headers.get("User-Agent", "").startswith(PROBE_AGENT):
+        request.app[METRICS].observe_probe(_route(request), status)
+    else:
+        request.app[METRICS].observe_request(_route(request), request.method, status, seconds)
     if request.get(REFUSED_KEY):
         return
     log.info("request", extra=_log_fields(request, status, seconds))

@@ -46,6 +46,12 @@ class Metrics:
             "HTTP requests answered, by route template, method and status.",
             ["route", "method", "status"],
         )
+        self.probe_requests = self._counter(
+            "probe_requests",
+            "Requests of the kubelet's probes (User-Agent kube-probe/), by route template and"
+            " status; not counted in http_requests.",
+            ["route", "status"],
+        )
         self.request_seconds = self._histogram(
             "http_request_duration_seconds",
             "Time from receiving a request to having its response, by route and method.",
@@ -143,6 +149,9 @@ class Metrics:
 
     def observe_search(self, ranking: str) -> None:
         self.searches.labels(ranking).inc()
+
+    def observe_probe(self, route: str | None, status: int) -> None:
+        self.probe_requests.labels(route or UNMATCHED_ROUTE, str(status)).inc()
 
     def observe_request(self, route: str | None, method: str, status: int, seconds: float) -> None:
         route_label = route or UNMATCHED_ROUTE

@@ -3,13 +3,15 @@
 The rendered `PrometheusRule`'s groups pass `promtool check rules`, and a unit
 test per alert (`promtool test rules`) feeds it series that must fire it and
 series that must not: `MemoryPluginDown` only for a scrape target the chart
-configured, the 5xx and latency alerts blind to probes, /metrics and exports.
+configured, the 5xx and latency alerts (and the dashboard's 5xx share) firing for
+each of the platform's seven operations and blind to probes, /metrics and exports.
 Every alert has a case here and a section in docs/runbook.md. promtool comes
 from Debian's `prometheus` package (scripts/test).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -45,15 +47,31 @@ def flat(value: float) -> str:
     return f"{value:g}x{STEPS}"
 
 
-def buckets(per_minute: dict[str, int], route: str = "/v1/search") -> list[dict[str, str]]:
+def buckets(
+    per_minute: dict[str, int], route: str = "/v1/search", method: str = "POST"
+) -> list[dict[str, str]]:
     name = "memory_plugin_http_request_duration_seconds_bucket"
-    labels = {"route": route, "method": "POST"}
+    labels = {"route": route, "method": method}
     return [series(name, counter(n), le=le, **labels) for le, n in per_minute.items()]
 
 
-def requests(status: str, per_minute: int, route: str = "/v1/search") -> dict[str, str]:
+def requests(
+    status: str, per_minute: int, route: str = "/v1/search", method: str = "POST"
+) -> dict[str, str]:
     name = "memory_plugin_http_requests_total"
-    return series(name, counter(per_minute), route=route, method="POST", status=status)
+    return series(name, counter(per_minute), route=route, method=method, status=status)
+
+
+# The platform's seven operations, as the plugin labels them (plugin/http/handlers.py).
+PLATFORM_CALLS = [
+    ("GET", "/v1/health"),
+    ("PUT", "/v1/namespaces/{name}"),
+    ("PATCH", "/v1/namespaces/{name}"),
+    ("DELETE", "/v1/namespaces/{name}"),
+    ("POST", "/v1/namespaces/{name}/memories"),
+    ("POST", "/v1/search"),
+    ("DELETE", "/v1/memories/{id}"),
+]
 
 
 # Per alert: series that fire it, the value its description shows (or None), the
@@ -247,17 +265,85 @@ def test_down_fires_for_a_scrape_job_of_the_operators_own(promtool: str, tmp_pat
     run_unit(promtool, tmp_path, rule_file(tmp_path, *sets), [test])
 
 
+def probe(status: str, route: str) -> dict[str, str]:
+    """The kubelet's probes, which the plugin counts apart (memory_plugin_probe_requests_total)."""
+    name = "memory_plugin_probe_requests_total"
+    return series(name, counter(60), route=route, status=status)
+
+
 def test_errors_and_latency_are_blind_to_probes_metrics_and_exports(
     promtool: str, tmp_path: Path
 ) -> None:
-    """Health during an outage, a failing scrape, a slow export: none is the platform's call."""
+    """Readiness during an outage, a failing scrape, a slow export: none is the platform's
+    call."""
     served = requests("200", 60)
-    probes = [requests("503", 60, "/v1/health"), requests("500", 60, "/metrics"), served]
-    slow = buckets({"0.5": 0, "2.0": 10, "+Inf": 10}, "/admin/export")
-    slow += buckets({"0.5": 0, "2.0": 10, "+Inf": 10}, "/v1/health")
+    others = [probe("503", "/v1/health"), requests("500", 60, "/metrics", "GET")]
+    others += [requests("500", 60, "/admin/export", "GET"), served]
+    slow = buckets({"0.5": 0, "2.0": 10, "+Inf": 10}, "/admin/export", "GET")
+    slow += buckets({"0.5": 0, "2.0": 10, "+Inf": 10}, "/metrics", "GET")
     fast = buckets({"0.5": 60, "2.0": 60, "+Inf": 60})
-    tests = [silent("MemoryPluginServerErrors", probes), silent("MemoryPluginSlow", slow + fast)]
+    tests = [silent("MemoryPluginServerErrors", others), silent("MemoryPluginSlow", slow + fast)]
     run_unit(promtool, tmp_path, rule_file(tmp_path), tests)
+
+
+@pytest.mark.parametrize(("method", "route"), PLATFORM_CALLS)
+def test_errors_and_latency_count_every_platform_call(
+    method: str, route: str, promtool: str, rules: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    errors = next(r for r in rules if r["alert"] == "MemoryPluginServerErrors")
+    slow = next(r for r in rules if r["alert"] == "MemoryPluginSlow")
+    failing = [requests("503", 60, route, method), requests("200", 60, route, method)]
+    late = buckets({"0.5": 0, "2.0": 10, "+Inf": 10}, route, method)
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": failing + late,
+            "alert_rule_test": [
+                {
+                    "eval_time": EVAL_AT,
+                    "alertname": "MemoryPluginServerErrors",
+                    "exp_alerts": [expected_alert(errors, "50%", {})],
+                },
+                {
+                    "eval_time": EVAL_AT,
+                    "alertname": "MemoryPluginSlow",
+                    "exp_alerts": [expected_alert(slow, "1.985s", {})],
+                },
+            ],
+        }
+    ]
+    run_unit(promtool, tmp_path, rule_file(tmp_path), tests)
+
+
+def dashboard_5xx_rule(tmp_path: Path) -> Path:
+    """The dashboard's 5xx share panel as an alert over 1% (its job variable this job's)."""
+    objects = render(None, "grafanaDashboard.enabled=true")
+    board_map = next(o for o in objects if o["metadata"]["name"] == f"{FULLNAME}-dashboard")
+    board = json.loads(board_map["data"]["memory-plugin-vector.json"])
+    [panel] = [p for p in board["panels"] if p["title"] == "5xx share"]
+    [target] = panel["targets"]
+    expr = target["expr"].replace("$job", FULLNAME).replace("$__rate_interval", "5m")
+    group = {"name": "dashboard", "rules": [{"alert": "Dashboard5xx", "expr": f"{expr} > 0.01"}]}
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [group]}))
+    return path
+
+
+def test_the_dashboards_5xx_share_counts_the_platforms_calls_only(
+    promtool: str, tmp_path: Path
+) -> None:
+    rules = dashboard_5xx_rule(tmp_path)
+    tests = []
+    for method, route in PLATFORM_CALLS:
+        failing = [requests("503", 60, route, method), requests("200", 60, route, method)]
+        test = silent("Dashboard5xx", failing)
+        test["alert_rule_test"][0]["exp_alerts"] = [{"exp_labels": {}}]
+        tests.append(test)
+    served = requests("200", 60)
+    others = [probe("503", "/v1/health"), requests("500", 60, "/metrics", "GET")]
+    tests.append(silent("Dashboard5xx", [*others, requests("500", 60, "/admin/export", "GET")]))
+    tests.append(silent("Dashboard5xx", [*others, served]))
+    run_unit(promtool, tmp_path, rules, tests)
 
 
 def test_the_rule_takes_its_labels_thresholds_and_runbook_base_from_values() -> None:

@@ -141,8 +141,10 @@ def test_pdb_selects_the_server_pods(scenario: str) -> None:
     objects = render(scenario)
     pdb = one(objects, "PodDisruptionBudget")
     assert selects(pdb["spec"]["selector"], pod_labels(objects))
-    expected = chart_values(scenario)["podDisruptionBudget"]["maxUnavailable"]
-    assert pdb["spec"]["maxUnavailable"] == expected
+    values = chart_values(scenario)["podDisruptionBudget"]
+    budget = {k: pdb["spec"].get(k) for k in ("maxUnavailable", "minAvailable")}
+    assert budget == {k: values[k] for k in budget}
+    assert pdb["spec"].get("unhealthyPodEvictionPolicy", "") == values["unhealthyPodEvictionPolicy"]
 
 
 def test_service_monitor_scrapes_metrics_on_the_service_port() -> None:
@@ -189,3 +191,5 @@ def test_all_optional_pod_settings_reach_the_pod() -> None:
     assert pod["metadata"]["annotations"]["example.com/team"] == "platform"
     image = values["image"]
     assert spec["containers"][0]["image"] == f"{image['repository']}@{image['digest']}"
+    assert spec["volumes"][1:] == values["extraVolumes"]
+    assert spec["containers"][0]["volumeMounts"][1:] == values["extraVolumeMounts"]

@@ -111,6 +111,23 @@ async def test_requests_by_route_method_and_status(api: ContractClient) -> None:
     assert again["memory_plugin_http_requests_total"][request_key("/metrics", "GET", 200)] == 1.0
 
 
+async def test_the_kubelets_probes_are_counted_apart(api: ContractClient) -> None:
+    """Probes (User-Agent kube-probe/...) are not the callers' traffic: their own counter."""
+    probe = {"User-Agent": "kube-probe/1.33"}
+    assert (await api.call("GET", "/v1/health", headers=probe)).status == 200
+    async with api.client.get("/metrics", headers=probe) as response:
+        assert response.status == 200
+    assert (await api.call("GET", "/v1/health")).status == 200
+    samples = await scrape(api)
+    assert samples["memory_plugin_probe_requests_total"] == {
+        (("route", "/v1/health"), ("status", "200")): 1.0,
+        (("route", "/metrics"), ("status", "200")): 1.0,
+    }
+    assert samples["memory_plugin_http_requests_total"] == {
+        request_key("/v1/health", "GET", 200): 1.0,
+    }
+
+
 async def test_embedding_batches_and_backend_operations(api: ContractClient) -> None:
     assert (await api.put_ns(NS)).status == 200
     assert (await api.commit(NS, "one memory on its own")).status == 201

@@ -7,6 +7,7 @@ each scenario renders.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -34,6 +35,7 @@ SCENARIOS = ["qdrant-server", "embedded", "pinecone", "all-optional"]
 RUNTIME_ENV = {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HOME", "OMP_NUM_THREADS"}
 
 Manifest = dict[str, Any]
+JSON_SET = "json:"  # a `render` argument passed as --set-json (set_json)
 
 
 def find_helm() -> str | None:
@@ -64,8 +66,16 @@ def template_args(scenario: str | None, *sets: str) -> list[str]:
     if scenario is not None:
         args += ["--values", values_file(scenario)]
     for item in sets:
-        args += ["--set", item]
+        if item.startswith(JSON_SET):
+            args += ["--set-json", item.removeprefix(JSON_SET)]
+        else:
+            args += ["--set", item]
     return args
+
+
+def set_json(key: str, value: Any) -> str:
+    """A `render` argument setting `key` to `value` (lists and maps too) by `--set-json`."""
+    return f"{JSON_SET}{key}={json.dumps(value)}"
 
 
 @cache

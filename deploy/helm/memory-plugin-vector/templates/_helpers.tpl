@@ -66,23 +66,11 @@ app.kubernetes.io/component: helm-test
 
 {{/* Pod-level security settings shared by the server and the test pod. */}}
 {{- define "mpv.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 10001
-runAsGroup: 10001
-fsGroup: 10001
-fsGroupChangePolicy: OnRootMismatch
-seccompProfile:
-  type: RuntimeDefault
+{{- toYaml .Values.podSecurityContext }}
 {{- end }}
 
 {{- define "mpv.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-privileged: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-capabilities:
-  drop:
-    - ALL
+{{- toYaml .Values.containerSecurityContext }}
 {{- end }}
 
 {{/*
@@ -120,5 +108,29 @@ is applied.
 {{- end }}
 {{- if lt (int $v.terminationGracePeriodSeconds) (add (int $v.preStopSleepSeconds) 10) }}
 {{- fail "terminationGracePeriodSeconds must leave preStopSleepSeconds plus the server's 10 s drain" }}
+{{- end }}
+{{- $pdb := $v.podDisruptionBudget }}
+{{- if and $pdb.enabled (eq (kindOf $pdb.maxUnavailable) "invalid") (eq (kindOf $pdb.minAvailable) "invalid") }}
+{{- fail "podDisruptionBudget needs maxUnavailable or minAvailable" }}
+{{- end }}
+{{- if and $pdb.enabled (ne (kindOf $pdb.maxUnavailable) "invalid") (ne (kindOf $pdb.minAvailable) "invalid") }}
+{{- fail "podDisruptionBudget takes maxUnavailable or minAvailable, not both: set the other to null" }}
+{{- end }}
+{{- $envNames := dict }}
+{{- range $v.extraEnv }}
+{{- if hasKey $envNames .name }}
+{{- fail (printf "extraEnv names %s twice" .name) }}
+{{- end }}
+{{- $_ := set $envNames .name true }}
+{{- end }}
+{{- range $v.extraVolumes }}
+{{- if has .name (list "tmp" "data") }}
+{{- fail (printf "extraVolumes: %q is the chart's own volume; give yours another name" .name) }}
+{{- end }}
+{{- end }}
+{{- range $v.extraVolumeMounts }}
+{{- if has (trimSuffix "/" .mountPath) (list "/tmp" "/data") }}
+{{- fail (printf "extraVolumeMounts: %s is the chart's own mount; mount yours elsewhere" .mountPath) }}
+{{- end }}
 {{- end }}
 {{- end }}
