@@ -87,6 +87,9 @@ class Crossing:
     route: Route
     queued: bool = False
     pages: bool = False
+    # The same call twice does the same (a read, an upsert by id): in flight when its worker
+    # dies, it is sent again to the replacement (adapters/worker/engine_process.py).
+    again: bool = False
 
 
 def _stored_namespace(item: Any) -> str:
@@ -98,37 +101,37 @@ CROSSINGS: Mapping[str, Crossing] = {
     "start": Crossing(Own()),
     "close": Crossing(Own()),
     "maintain": Crossing(Every(merge.nothing)),
-    "ping": Crossing(Every(merge.serving)),
-    "verify": Crossing(Every(merge.lines), queued=True),
+    "ping": Crossing(Every(merge.serving), again=True),
+    "verify": Crossing(Every(merge.lines), queued=True, again=True),
     "accept": Crossing(Every(merge.sorted_names)),
-    "get_namespace": Crossing(Owner("name")),
-    "get_namespaces": Crossing(Spread("names", merge.namespaces)),
-    "save_namespace": Crossing(Owner("record", "name")),
+    "get_namespace": Crossing(Owner("name"), again=True),
+    "get_namespaces": Crossing(Spread("names", merge.namespaces), again=True),
+    "save_namespace": Crossing(Owner("record", "name"), again=True),
     "delete_namespace": Crossing(Owner("name")),
-    "list_namespaces": Crossing(Every(merge.concatenated)),
-    "expired_namespaces": Crossing(Every(merge.concatenated)),
-    "get_stored_memory": Crossing(Owner("namespace"), queued=True),
-    "get_memory": Crossing(Owner("namespace"), queued=True),
-    "upsert_memory": Crossing(Owner("memory", "namespace")),
-    "query_memories": Crossing(Spread("namespaces", merge.scored), queued=True),
-    "list_memories": Crossing(Spread("namespaces", merge.listed), queued=True),
+    "list_namespaces": Crossing(Every(merge.concatenated), again=True),
+    "expired_namespaces": Crossing(Every(merge.concatenated), again=True),
+    "get_stored_memory": Crossing(Owner("namespace"), queued=True, again=True),
+    "get_memory": Crossing(Owner("namespace"), queued=True, again=True),
+    "upsert_memory": Crossing(Owner("memory", "namespace"), again=True),
+    "query_memories": Crossing(Spread("namespaces", merge.scored), queued=True, again=True),
+    "list_memories": Crossing(Spread("namespaces", merge.listed), queued=True, again=True),
     "delete_memory": Crossing(Owner("namespace")),
     "delete_expired_memories": Crossing(Every(merge.summed)),
     "keyword_index.prepare_keywords": Crossing(Every(merge.nothing, in_turn=True)),
-    "keyword_index.unindexed_memories": Crossing(Walk(), queued=True),
-    "keyword_index.index_keywords": Crossing(Keyed()),
+    "keyword_index.unindexed_memories": Crossing(Walk(), queued=True, again=True),
+    "keyword_index.index_keywords": Crossing(Keyed(), again=True),
     "token_index.prepare_tokens": Crossing(Every(merge.nothing, in_turn=True)),
-    "token_index.untokenized_memories": Crossing(Walk(), queued=True),
-    "token_index.index_tokens": Crossing(Keyed()),
+    "token_index.untokenized_memories": Crossing(Walk(), queued=True, again=True),
+    "token_index.index_tokens": Crossing(Keyed(), again=True),
     "transfer.iter_memories": Crossing(Owner("namespace"), queued=True, pages=True),
     "transfer.upsert_memories": Crossing(
-        Grouped("memories", _stored_namespace, aligned=("keywords",))
+        Grouped("memories", _stored_namespace, aligned=("keywords",)), again=True
     ),
-    "transfer.place_memories": Crossing(Owner("namespace")),
+    "transfer.place_memories": Crossing(Owner("namespace"), again=True),
     # in turn: the first worker holds a fact before the next is told it
-    "store_meta.read_store_meta": Crossing(Every(merge.agreed)),
-    "store_meta.write_store_meta": Crossing(Every(merge.nothing, in_turn=True)),
-    "store_size.measure": Crossing(Every(merge.sizes)),
+    "store_meta.read_store_meta": Crossing(Every(merge.agreed), again=True),
+    "store_meta.write_store_meta": Crossing(Every(merge.nothing, in_turn=True), again=True),
+    "store_size.measure": Crossing(Every(merge.sizes), again=True),
 }
 
 
@@ -176,6 +179,17 @@ class Call:
         names = PARAMETERS[self.key]
         positional = {name: value for name, value in zip(names, self.args, strict=False)}
         return Call(self.key, (), {**positional, **self.kwargs, **values})
+
+    def about(self) -> str:
+        """The call and the namespaces it names, for a log line."""
+        route = self.crossing.route
+        named: Any = None
+        if isinstance(route, Owner):
+            named = self.arg(route.arg)
+            named = named if route.field is None else getattr(named, route.field, None)
+        elif isinstance(route, Spread):
+            named = ", ".join(map(str, self.arg(route.arg) or ()))
+        return self.key if named is None else f"{self.key} of {named}"
 
     def caller(self) -> Caller:
         found = self.kwargs.get("caller")

@@ -1,12 +1,14 @@
 """The backends by name, and the one way each is built: `build(name, options)`.
 
 Each name maps to a "module:callable" imported only when asked for, so a deployment loads only
-its own backend's SDK (docs/development.md, "Adding a backend").
+its own backend's SDK (docs/development.md, "Adding a backend"); an engine worker may also be
+given a "module:callable" itself (a test's fault hook, harness/crashing_store.py).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,15 +29,27 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def build(name: str, options: Mapping[str, Any]) -> VectorBackend:
-    """The backend registered as `name`, built with `options` as keyword arguments."""
-    try:
-        target = BACKENDS[name]
-    except KeyError:
+def target_of(name: str) -> str:
+    """The `module:callable` that builds the backend registered as `name`, or `name` itself
+    where it is one (a backend of one's own, or a test's)."""
+    target = name if ":" in name else BACKENDS.get(name)
+    if target is None:
         known = ", ".join(BACKENDS)
-        raise BackendMisconfigured(f"no backend is named {name!r} (known: {known})") from None
-    module, _, attribute = target.partition(":")
-    backend = getattr(importlib.import_module(module), attribute)(**options)
+        raise BackendMisconfigured(f"no backend is named {name!r} (known: {known})")
+    return target
+
+
+def load(name: str) -> Callable[..., VectorBackend]:
+    """What builds the backend `name` (see `target_of`), its module imported."""
+    module, _, attribute = target_of(name).partition(":")
+    factory: Callable[..., VectorBackend] = getattr(importlib.import_module(module), attribute)
+    return factory
+
+
+def build(name: str, options: Mapping[str, Any]) -> VectorBackend:
+    """The backend `name` (see `target_of`), built with `options` as keyword arguments."""
+    backend = load(name)(**options)
     if not isinstance(backend, VectorBackend):
+        target = target_of(name)
         raise TypeError(f"{target} built {type(backend).__name__}, not a VectorBackend")
     return backend

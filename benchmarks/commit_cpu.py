@@ -74,7 +74,7 @@ def main() -> None:
         urllib.request.urlopen(put, timeout=10).read()
         assert server.proc is not None
         pids = {"server": server.proc.pid}
-        for child in server.children()[:1]:  # the engine worker, when the store has one
+        for child in server.workers()[:1]:  # the engine worker, when the store has one
             pids["engine worker"] = child
         url = f"{server.base_url}/v1/namespaces/{NAMESPACE}/memories"
         texts = sentences(4000)

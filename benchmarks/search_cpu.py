@@ -51,7 +51,7 @@ def processes(server: ServerProcess) -> dict[str, int]:
     """The server and its engine workers (one or several), by name."""
     assert server.proc is not None
     found = {"server": server.proc.pid}
-    for k, child in enumerate(server.children()):
+    for k, child in enumerate(server.workers()):
         found[f"engine worker {k}"] = child
     return found
 

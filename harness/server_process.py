@@ -133,9 +133,14 @@ class ServerProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def workers(self) -> list[int]:
+        """The engine workers serving: the children holding their store's lock file (a
+        spare standing by holds none until it replaces one)."""
+        return [pid for pid in self.children() if _holds_store(pid)]
+
     def children(self) -> list[int]:
-        """The server's child processes (its engine workers), from /proc; none before
-        `start`. Raises OSError once the server is gone."""
+        """The server's child processes (its engine workers and their spares), from /proc;
+        none before `start`. Raises OSError once the server is gone."""
         if self.proc is None:
             return []
         pid = self.proc.pid
@@ -290,3 +295,18 @@ class ServerProcess:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def _holds_store(pid: int) -> bool:
+    """Whether process `pid` has an engine worker's lock file open; False once it is gone."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd).endswith("/engine.lock"):
+                return True
+        except OSError:
+            continue
+    return False

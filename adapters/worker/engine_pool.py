@@ -108,10 +108,11 @@ class EnginePool(VectorBackend):
     # away is refused at its first step, before the model works for it), and not after
     # its worker restarted (it may have rebuilt records).
 
-    def _copy(self, name: str) -> NamespaceRecord | None:
-        """The kept record of `name`, if any; `BackendUnavailable` while its worker is down."""
+    async def _copy(self, name: str) -> NamespaceRecord | None:
+        """The kept record of `name`, if any; `BackendUnavailable` while its worker is down
+        (after waiting for its replacement a moment: `EngineProcess.ready`)."""
         worker = self.owner(name)
-        worker.require_up()
+        await worker.ready()
         kept = self._known.get(name)
         if kept is None:
             return None
@@ -127,7 +128,7 @@ class EnginePool(VectorBackend):
                 self._known[name] = (record, self.owner(name).restarts)
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        if (known := self._copy(name)) is not None:
+        if (known := await self._copy(name)) is not None:
             return known
         changes = self._changes
         found: NamespaceRecord | None = await self.cross(Call("get_namespace", (name,), {}))
@@ -138,7 +139,7 @@ class EnginePool(VectorBackend):
     async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
         known: dict[str, NamespaceRecord] = {}
         for name in names:
-            if (record := self._copy(name)) is not None:
+            if (record := await self._copy(name)) is not None:
                 known[name] = record
         missing = [name for name in names if name not in known]
         if not missing:
@@ -171,8 +172,12 @@ class EnginePool(VectorBackend):
     async def _ask(self, index: int, call: Call) -> Any:
         """`call`, answered by worker `index`; a queued read waits its turn for its caller."""
         args, kwargs = call.sent()
-        caller = call.caller() if call.crossing.queued else None
-        return await self.workers[index].call(call.part, call.method, args, kwargs, caller)
+        crossing = call.crossing
+        caller = call.caller() if crossing.queued else None
+        worker = self.workers[index]
+        return await worker.call(
+            call.part, call.method, args, kwargs, caller, crossing.again, call.about
+        )
 
     async def _all(self, asked: Iterable[tuple[int, Call]]) -> list[Any]:
         """Each worker's answer to its call, all at once; a failure as its exception."""

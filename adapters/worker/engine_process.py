@@ -1,5 +1,8 @@
 """One engine worker process, seen from the server: built, started, called, watched, restarted.
 
+A spare stands by to replace it (imported, its store not opened); calls made meanwhile wait
+for the replacement a moment, and calls in flight that may be sent twice are sent again.
+
 `EngineQueue` sends it the queued reads tenant by tenant, a little engine time at once.
 See docs/backends.md, "The engine worker process".
 """
@@ -15,6 +18,7 @@ import os
 import socket
 import sys
 from collections import deque
+from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +39,10 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 1.0
 HANG_S = 30.0
 MAX_BACKOFF_S = 30.0
+# A call made while its worker is being replaced waits this long after the loss for the
+# replacement (a spare opens the store in a fraction of it); past it, or while the worker
+# keeps failing to start, it is refused at once.
+RESTART_WAIT_S = 1.2
 # Engine time sent to the worker at once (`EngineQueue`): a few small reads keep it
 # busy while an answer travels back; a read over a big namespace goes alone.
 READ_BUDGET_S = 0.004
@@ -55,6 +63,8 @@ class WorkerSpec:
     data_dir: Path  # what the backend owns: one process holds it at a time (a lock file)
     search_modes: frozenset[SearchMode]
     name: str  # the backend's, as the server names it
+    # Directories searched first for `backend`'s module (a backend of one's own, a test's)
+    path: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
         return [
@@ -64,7 +74,29 @@ class WorkerSpec:
             json.dumps(dict(self.options)),
             "--data-dir",
             str(self.data_dir.absolute()),
+            *(f"--path={directory}" for directory in self.path),
         ]
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A call sent and not answered: sent again to a replacement after a crash where
+    `again` (the same call twice does the same), once; `about` names it in the log."""
+
+    future: asyncio.Future[tuple[Any, float]]
+    message: tuple[Any, ...]
+    again: bool
+    about: Callable[[], str]
+    crashes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Launched:
+    """A worker process started, with its end of the socket pair."""
+
+    process: asyncio.subprocess.Process
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
 
 
 class EngineQueue:
@@ -170,11 +202,16 @@ class EngineProcess:
         self._process: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._outbox: frames.Outbox | None = None  # the frames for `_writer`
-        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._pending: dict[int, InFlight] = {}
+        self._again: dict[int, InFlight] = {}  # in flight at the crash: for the replacement
         self._ids = itertools.count(1)
         self._up = asyncio.Event()
+        self._lost_at: float | None = None  # when it was last lost (loop time)
+        self._failing = False  # a replacement failed to start: refuse at once
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._spare: Launched | None = None  # the replacement standing by
+        self._standing_by: asyncio.Task[None] | None = None
         self.restarts = 0
         self.queue = EngineQueue(READ_BUDGET_S, MOST_READS)
         self.hang_s = HANG_S
@@ -188,6 +225,11 @@ class EngineProcess:
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
 
+    @property
+    def spare_pid(self) -> int | None:
+        """The spare standing by to replace the worker, if one does."""
+        return None if self._spare is None else self._spare.process.pid
+
     async def start(self) -> None:
         """Start the worker and wait until its store is open; raise what opening raised."""
         reader = await self._spawn()
@@ -196,10 +238,11 @@ class EngineProcess:
             asyncio.create_task(self._heartbeat(), name=f"{self.label} heartbeat"),
         ]
 
-    async def _spawn(self) -> asyncio.StreamReader:
+    async def _launch(self, standby: bool) -> Launched:
+        """A worker process; a spare (`standby`) opens nothing until it is sent `go`."""
         ours, theirs = socket.socketpair()
         try:
-            self._process = await asyncio.create_subprocess_exec(
+            process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-I",  # isolated: the working directory (the data volume) is not on the path
                 "-m",
@@ -209,13 +252,24 @@ class EngineProcess:
                 "--server-pid",
                 str(os.getpid()),
                 *self._argv,
+                *(["--standby"] if standby else []),
                 pass_fds=(theirs.fileno(),),
             )
         finally:
             theirs.close()
-        reader, self._writer = await asyncio.open_connection(sock=ours)
+        reader, writer = await asyncio.open_connection(sock=ours)
+        return Launched(process, reader, writer)
+
+    async def _spawn(self) -> asyncio.StreamReader:
+        """The store opened by the spare standing by, or else by a worker started now."""
+        launched = self._take_spare()
+        if launched is None:
+            launched = await self._launch(standby=False)
+        else:
+            launched.writer.write(frames.encode(("go",)))
+        self._process, self._writer = launched.process, launched.writer
         self._outbox = frames.Outbox(self._writer)
-        first = await self._next(reader)
+        first = await self._next(launched.reader)
         if first is None or first[0] != "ready":
             status = await self._reap()
             if first is not None and first[0] == "failed":
@@ -225,7 +279,45 @@ class EngineProcess:
             )
         self.condition = StoreCondition()
         self._up.set()
-        return reader
+        self._stand_by()
+        return launched.reader
+
+    def _take_spare(self) -> Launched | None:
+        """The spare standing by, if it is alive; it stands by no more."""
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.process.returncode is not None:
+            spare.writer.close()
+            return None
+        return spare
+
+    def _stand_by(self) -> None:
+        """Start a spare in the background, unless one stands by or is starting."""
+        if self._closing or self._spare is not None:
+            return
+        if self._standing_by is not None and not self._standing_by.done():
+            return
+        self._standing_by = asyncio.create_task(self._start_spare(), name=f"{self.label} spare")
+
+    async def _start_spare(self) -> None:
+        try:
+            spare = await self._launch(standby=True)
+        except OSError as error:  # no spare: a replacement is started when needed
+            log.warning("the %s's spare did not start: %s", self.label, error)
+            return
+        if self._closing:
+            await self._dismiss(spare)
+        else:
+            self._spare = spare
+
+    async def _dismiss(self, spare: Launched) -> None:
+        """Let a spare go: it exits when its socket closes."""
+        spare.writer.close()
+        try:
+            await asyncio.wait_for(spare.process.wait(), 5.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                spare.process.kill()
+            await spare.process.wait()
 
     async def _next(self, reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
         """The next message that is not a log record (those are logged here)."""
@@ -241,13 +333,13 @@ class EngineProcess:
         while True:
             while (message := await self._next(reader)) is not None:
                 backoff = 0.0
-                future = self._pending.pop(message[1], None)
-                if future is None or future.done():
+                flight = self._pending.pop(message[1], None)
+                if flight is None or flight.future.done():
                     continue
                 if message[2]:
-                    future.set_result((message[3], message[4]))
+                    flight.future.set_result((message[3], message[4]))
                 else:
-                    future.set_exception(message[3])
+                    flight.future.set_exception(message[3])
             status = await self._lost()
             if self._closing:
                 return
@@ -261,21 +353,74 @@ class EngineProcess:
                     break
                 except Exception as error:
                     log.error("the %s did not start again: %s", self.label, error)
+                    self._give_up()
+            self._failing = False
+            self._send_again()
             log.info("the %s is serving again", self.label)
 
     async def _lost(self) -> int | None:
-        """Fail what was in flight, say so, and collect the dead process."""
+        """Keep what was in flight for the replacement where that is safe, fail the rest,
+        say so, and collect the dead process."""
         self._up.clear()
+        self._lost_at = asyncio.get_running_loop().time()
         self.condition = StoreCondition(
             problems=(f"the embedded store's {self.label} stopped and is being restarted",)
         )
-        gone = BackendUnavailable(f"the embedded store's {self.label} stopped; it is restarting")
-        self.queue.fail(gone)
         pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(gone)
+        asyncio.get_running_loop().call_later(RESTART_WAIT_S, self._overdue, self._lost_at)
+        for call_id, flight in pending.items():
+            if flight.future.done():
+                continue
+            flight.crashes += 1
+            if flight.again and flight.crashes == 1 and not self._closing:
+                self._again[call_id] = flight
+            elif flight.crashes > 1:
+                log.error(
+                    "a call was in flight at two crashes of the %s in a row; refused: %s",
+                    self.label,
+                    flight.about(),
+                )
+                flight.future.set_exception(
+                    BackendUnavailable(
+                        f"the embedded store's {self.label} stopped twice during this call"
+                        f" ({flight.about()}); it was not tried again"
+                    )
+                )
+            else:
+                flight.future.set_exception(self._gone())
         return await self._reap()
+
+    def _gone(self) -> BackendUnavailable:
+        return BackendUnavailable(f"the embedded store's {self.label} stopped; it is restarting")
+
+    def _give_up(self) -> None:
+        """A replacement failed to start: what waits for one is refused, and what comes
+        is refused at once until one starts."""
+        self._failing = True
+        gone = self._gone()
+        self.queue.fail(gone)
+        again, self._again = self._again, {}
+        for flight in again.values():
+            if not flight.future.done():
+                flight.future.set_exception(gone)
+
+    def _overdue(self, lost_at: float) -> None:
+        """No replacement within the wait since the loss at `lost_at`: what waits to be
+        sent again is refused."""
+        if self.up or lost_at != self._lost_at:
+            return
+        again, self._again = self._again, {}
+        for flight in again.values():
+            if not flight.future.done():
+                flight.future.set_exception(self._gone())
+
+    def _send_again(self) -> None:
+        """What was in flight at the crash, sent to the replacement."""
+        again, self._again = self._again, {}
+        for call_id, flight in again.items():
+            if not flight.future.done():
+                self._pending[call_id] = flight
+                self._send(flight.message)
 
     async def _reap(self) -> int | None:
         if self._writer is not None:
@@ -320,32 +465,58 @@ class EngineProcess:
                 f"the embedded store's {self.label} is restarting; try again shortly"
             )
 
+    async def ready(self) -> None:
+        """Once the worker is up: at once, or after waiting for its replacement while one
+        is expected (within `RESTART_WAIT_S` of the loss, none having failed to start);
+        else `BackendUnavailable` at once."""
+        if self.up and self._outbox is not None:
+            return
+        if self._lost_at is not None and not (self._closing or self._failing):
+            left = self._lost_at + RESTART_WAIT_S - asyncio.get_running_loop().time()
+            if left > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):
+                        await self._up.wait()
+        self.require_up()
+
     def _send(self, message: tuple[Any, ...]) -> None:
         self.require_up()
         assert self._outbox is not None  # require_up checked it
         self._outbox.send(message)
 
-    async def _ask(self, message: tuple[Any, ...], caller: Caller | None = None) -> Any:
-        """The answer to `message`; a read made for `caller` waits its turn first."""
+    async def _ask(
+        self,
+        message: tuple[Any, ...],
+        caller: Caller | None = None,
+        again: bool = False,
+        about: Callable[[], str] | None = None,
+    ) -> Any:
+        """The answer to `message`; a read made for `caller` waits its turn first. `again`:
+        sent again to a replacement if the worker dies meanwhile (once)."""
         if caller is None:
-            return (await self._exchange(message))[0]
+            return (await self._exchange(message, again, about))[0]
         expected = await self.queue.turn(caller)
         took_s = None
         try:
-            value, took_s = await self._exchange(message)
+            value, took_s = await self._exchange(message, again, about)
             return value
         finally:
             self.queue.done(caller.tenant, expected, took_s)
 
-    async def _exchange(self, message: tuple[Any, ...]) -> tuple[Any, float]:
+    async def _exchange(
+        self, message: tuple[Any, ...], again: bool, about: Callable[[], str] | None
+    ) -> tuple[Any, float]:
         """The answer to `message`, and the seconds the worker spent on it."""
+        await self.ready()
         call_id = message[1]
         future: asyncio.Future[tuple[Any, float]] = asyncio.get_running_loop().create_future()
         self._send(message)
-        self._pending[call_id] = future
+        named = about or (lambda: str(message[3] if message[0] == "call" else message[0]))
+        self._pending[call_id] = InFlight(future, message, again, named)
         try:
             return await future
         except asyncio.CancelledError:
+            self._again.pop(call_id, None)
             if self._pending.pop(call_id, None) is not None and self.up:
                 self._send(("cancel", call_id))
             raise
@@ -357,12 +528,16 @@ class EngineProcess:
         args: tuple[Any, ...] = (),
         kwargs: Mapping[str, Any] | None = None,
         caller: Caller | None = None,
+        again: bool = False,
+        about: Callable[[], str] | None = None,
     ) -> Any:
         """`method` of the backend (or of its `part`) in the worker. With a `caller`
         (adapters/callers.py), a read that waits its turn in the queue first (only the
-        server's: the worker answers what it is sent, in order)."""
+        server's: the worker answers what it is sent, in order). `again`: the same call
+        twice does the same, so a call in flight when the worker dies is sent once more to
+        its replacement; `about` names the call in the log if that dies too."""
         message = ("call", next(self._ids), part, method, args, dict(kwargs or {}))
-        return await self._ask(message, caller)
+        return await self._ask(message, caller, again, about)
 
     async def open(
         self, part: str | None, method: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
@@ -383,6 +558,11 @@ class EngineProcess:
     async def close(self) -> None:
         """Ask the worker to close its store (every shard synced), wait for it to exit."""
         self._closing = True
+        if self._standing_by is not None:
+            await asyncio.gather(self._standing_by, return_exceptions=True)
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            await self._dismiss(spare)
         serving = self.up  # a worker that never opened its store was reported by `start`
         supervisor, heartbeat = self._tasks or (None, None)
         if heartbeat is not None:

@@ -1,5 +1,8 @@
 """The engine worker: a child process that builds a backend, owns it, and answers its calls.
 
+A spare (`--standby`) imports what it will run and waits for the server's `go` before it
+takes the store's lock and opens it: a worker's replacement, ready ahead of need.
+
 It serves each message (frames.py) as a task of its own loop, so the backend's batching sees
 the calls that arrive together. See docs/backends.md, "The engine worker process".
 """
@@ -28,6 +31,7 @@ from typing import TextIO
 from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable
 from adapters.registry import build
+from adapters.registry import load
 from adapters.worker import frames
 
 log = logging.getLogger(__name__)
@@ -172,14 +176,29 @@ async def hold_the_store(data_dir: Path) -> TextIO:
             await asyncio.sleep(0.05)
 
 
+async def called_on(reader: asyncio.StreamReader, backend: str) -> bool:
+    """A spare's wait: its backend's modules imported, nothing opened, until the server
+    sends `go` (True: the worker it stands by for is gone) or lets it go (False)."""
+    load(backend)
+    message = await frames.read(reader)
+    return message is not None and message[0] == "go"
+
+
 async def run(
-    fd: int, server_pid: int, backend: str, options: dict[str, Any], data_dir: Path
+    fd: int,
+    server_pid: int,
+    backend: str,
+    options: dict[str, Any],
+    data_dir: Path,
+    standby: bool = False,
 ) -> int:
     die_with_the_server(server_pid)
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     root = logging.getLogger()
     root.handlers[:] = [ForwardedLogs(asyncio.get_running_loop(), writer)]
     root.setLevel(logging.INFO)
+    if standby and not await called_on(reader, backend):
+        return 0
     try:
         lock = await hold_the_store(data_dir)
     except BackendUnavailable as error:
@@ -214,11 +233,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", required=True)
     parser.add_argument("--options", type=json.loads, required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--standby", action="store_true", help="a spare: open on `go`")
+    parser.add_argument("--path", action="append", default=[], help="searched first")
     args = parser.parse_args(argv)
+    sys.path[:0] = args.path
     # A fatal signal in the engine (a SIGBUS from a mapped file, a segfault) leaves every
     # thread's Python stack on stderr, which is the server's log, before the worker dies.
     faulthandler.enable(all_threads=True)
-    return asyncio.run(run(args.fd, args.server_pid, args.backend, args.options, args.data_dir))
+    return asyncio.run(
+        run(args.fd, args.server_pid, args.backend, args.options, args.data_dir, args.standby)
+    )
 
 
 if __name__ == "__main__":

@@ -76,7 +76,11 @@ async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) ->
         before = memory(lost, content="before the crash")
         await store.upsert_memory(before, MemoryVectors(unit(1)))
         worker = store.workers[0]
+        await until(lambda: worker.spare_pid is not None, 30)
+        spare = worker.spare_pid
         assert worker.pid is not None
+        assert spare is not None
+        os.kill(spare, signal.SIGSTOP)  # no replacement ready: down past the wait for one
         os.kill(worker.pid, signal.SIGKILL)
         await until(lambda: not worker.up, 5)
         with pytest.raises(BackendUnavailable):
@@ -87,6 +91,7 @@ async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) ->
         during = memory(kept, content="while the other restarts")
         await store.upsert_memory(during, MemoryVectors(unit(1)))
         assert await store.list_memories([kept], everything(), 5) == [during]
+        os.kill(spare, signal.SIGCONT)
         await until(lambda: worker.up, 30)
         assert await store.list_memories([lost], everything(), 5) == [before]
         assert not store.condition().degraded

@@ -33,6 +33,13 @@ def test_a_name_builds_its_backend_with_the_options_as_given(tmp_path: Path) -> 
     assert backend.dimension == DIM
 
 
+def test_a_module_and_callable_builds_a_backend_of_ones_own(tmp_path: Path) -> None:
+    options = {"dimension": DIM, "data_dir": str(tmp_path / "data")}
+    backend = registry.build("harness.crashing_store:CrashingStore", options)
+    assert type(backend).__name__ == "CrashingStore"
+    assert isinstance(backend, QdrantEdgeBackend)
+
+
 def test_an_unknown_name_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(BackendMisconfigured) as refused:
         registry.build("postgres", {})

@@ -57,13 +57,18 @@ async def test_a_known_namespace_answers_unavailable_while_the_worker_is_down(
         record = NamespaceRecord(name="org:a", kind="org", created_at=T0)
         await store.save_namespace(record)
         (worker,) = store.workers
+        await until(lambda: worker.spare_pid is not None, 30)
+        spare = worker.spare_pid
         assert worker.pid is not None
+        assert spare is not None
+        os.kill(spare, signal.SIGSTOP)  # no replacement ready: down past the wait
         os.kill(worker.pid, signal.SIGKILL)
         await until(lambda: not worker.up, 5)
         with pytest.raises(BackendUnavailable):
             await store.get_namespace("org:a")
         with pytest.raises(BackendUnavailable):
             await store.get_namespaces(["org:a"])
+        os.kill(spare, signal.SIGCONT)
         await until(lambda: worker.up, 30)  # restarted: the record is read again
         assert await store.get_namespace("org:a") == record
 
