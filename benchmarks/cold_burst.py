@@ -11,12 +11,13 @@ request on its own kept-alive connection opened beforehand, all sent at the same
 moment, each given the platform's 2 s:
 
 1. 200 PUTs of new namespaces (`workspace:cold-N`, spread over every shard);
-2. one commit into each of them.
+2. `--commits` commits (1 unless told) into each of them, each namespace's one after
+   another on its connection, the namespaces all at once.
 
 Checks: no 503 and no timeout in either burst (a 429 is the plugin saying it is
 over capacity, which the platform's client survives). Prints the server's cold
 start and each burst's statuses and latencies. About a minute.
-`python -m benchmarks.cold_burst [--namespaces 200 --spinners 2]`
+`python -m benchmarks.cold_burst [--namespaces 200 --spinners 2 --commits 1]`
 """
 
 from __future__ import annotations
@@ -47,11 +48,29 @@ SPIN = "while True: pass"
 
 async def at_once(base: str, requests: Sequence[Request]) -> list[tuple[int, float]]:
     """Each request on a connection of its own, all sent at the same moment."""
-    connections = [Connection(base, CLIENT_TIMEOUT_S) for _ in requests]
+    series = await in_series(base, [[request] for request in requests])
+    return [answer for answers in series for answer in answers]
+
+
+async def in_series(
+    base: str, series: Sequence[Sequence[Request]]
+) -> list[list[tuple[int, float]]]:
+    """Each series on a connection of its own, one request after another (a timeout ends
+    it: the connection may still hold its answer), the series all started at once."""
+    connections = [Connection(base, CLIENT_TIMEOUT_S) for _ in series]
     await warm(connections)
-    sends = (c.send(r) for c, r in zip(connections, requests, strict=True))
-    answers = await gather_then_close(connections, *sends)
-    return [(status, took) for status, took, _ in answers]
+
+    async def one(connection: Connection, requests: Sequence[Request]) -> list[tuple[int, float]]:
+        answers = []
+        for request in requests:
+            status, took, _ = await connection.send(request)
+            answers.append((status, took))
+            if status == 0:
+                break
+        return answers
+
+    runs = (one(c, requests) for c, requests in zip(connections, series, strict=True))
+    return await gather_then_close(connections, *runs)
 
 
 def failed(outcomes: Sequence[tuple[int, float]]) -> int:
@@ -60,12 +79,15 @@ def failed(outcomes: Sequence[tuple[int, float]]) -> int:
 
 
 def main() -> None:
-    args = command_line(__doc__, namespaces=200, spinners=2).parse_args()
+    args = command_line(__doc__, namespaces=200, spinners=2, commits=1).parse_args()
     texts = Texts(args.data)
     rng = random.Random(7)
     names = [f"workspace:cold-{n}" for n in range(args.namespaces)]
     puts: list[Request] = [("PUT", f"/v1/namespaces/{n}", {"kind": "workspace"}) for n in names]
-    commits = [commit_request(n, rng.choice(texts.turns), rng) for n in names]
+    commits = [
+        [commit_request(n, rng.choice(texts.turns), rng) for _ in range(args.commits)]
+        for n in names
+    ]
     print(f"cold_burst ({machine()}); {args.spinners} spinning processes")
     spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.spinners)]
     results = []
@@ -76,15 +98,24 @@ def main() -> None:
         ):
             server.start()
             print(f"cold start (spawn -> first 200 on /v1/health): {server.wait_healthy():.2f} s")
-            for label, burst in (("namespace PUTs", puts), ("commits, one each", commits)):
-                outcomes = asyncio.run(at_once(server.base_url, burst))
-                results.append(
-                    check(
-                        f"{len(burst)} {label} at once: no 503, no timeout",
-                        failed(outcomes) == 0,
-                        shown(outcomes),
-                    )
+            outcomes = asyncio.run(at_once(server.base_url, puts))
+            results.append(
+                check(
+                    f"{len(puts)} namespace PUTs at once: no 503, no timeout",
+                    failed(outcomes) == 0,
+                    shown(outcomes),
                 )
+            )
+            series = asyncio.run(in_series(server.base_url, commits))
+            outcomes = [answer for answers in series for answer in answers]
+            results.append(
+                check(
+                    f"then {args.commits} commit(s) into each, one after another, the"
+                    " namespaces at once: no 503, no timeout",
+                    failed(outcomes) == 0,
+                    shown(outcomes),
+                )
+            )
             server.terminate()
     finally:
         for spinner in spinners:
