@@ -180,16 +180,19 @@ class Call:
         positional = {name: value for name, value in zip(names, self.args, strict=False)}
         return Call(self.key, (), {**positional, **self.kwargs, **values})
 
+    def owner(self, route: Owner) -> str:
+        """The namespace whose worker answers the call, as `route` names it."""
+        named = self.arg(route.arg)
+        return str(named if route.field is None else getattr(named, route.field))
+
     def about(self) -> str:
         """The call and the namespaces it names, for a log line."""
         route = self.crossing.route
-        named: Any = None
         if isinstance(route, Owner):
-            named = self.arg(route.arg)
-            named = named if route.field is None else getattr(named, route.field, None)
-        elif isinstance(route, Spread):
-            named = ", ".join(map(str, self.arg(route.arg) or ()))
-        return self.key if named is None else f"{self.key} of {named}"
+            return f"{self.key} of {self.owner(route)}"
+        if isinstance(route, Spread):
+            return f"{self.key} of {', '.join(map(str, self.arg(route.arg) or ()))}"
+        return self.key
 
     def caller(self) -> Caller:
         found = self.kwargs.get("caller")

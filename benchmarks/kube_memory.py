@@ -33,7 +33,6 @@ import asyncio
 import glob
 import json
 import os
-import random
 import subprocess
 import tempfile
 import threading
@@ -43,7 +42,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import aiohttp
 import yaml
 
 from benchmarks import load
@@ -51,6 +49,7 @@ from benchmarks.common import machine
 from benchmarks.namespaces_store import DISTINCT
 from benchmarks.namespaces_store import build_store
 from benchmarks.namespaces_store import measure_model
+from benchmarks.namespaces_store import mixed_load
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "deploy" / "helm" / "memory-plugin-vector"
@@ -194,23 +193,6 @@ def wait_healthy(url: str, limit_s: float = 300) -> float:
             pass
         time.sleep(0.2)
     raise SystemExit(f"no healthy answer from {url} within {limit_s:.0f} s")
-
-
-async def mixed_load(url: str, names: list[str], duration: float) -> list[load.Phase]:
-    traffic = load.Traffic(url, seed=77)
-    commit = load.Phase("commit, random of all", 201)
-    search = load.Phase(f"search {load.SEARCH_NAMESPACES} random ns", 200)
-
-    def make(rng: random.Random) -> tuple[load.Phase, load.Request]:
-        if rng.random() < 0.5:
-            return commit, traffic.commit(rng.choice(names), rng)
-        return search, traffic.search(names, rng)
-
-    connector = aiohttp.TCPConnector(limit=load.CALLERS * 2)
-    async with aiohttp.ClientSession(timeout=load.TIMEOUT, connector=connector) as session:
-        await traffic.warm_up(session, names)
-        await load.closed_loop(session, [commit, search], duration, make, seed=78)
-    return [commit, search]
 
 
 def share(value: int, limit: int | None) -> str:

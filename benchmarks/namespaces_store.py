@@ -174,8 +174,10 @@ async def store_start(data: Path, dimension: int) -> tuple[float, int]:
         await backend.close()
 
 
-async def mixed_load(server: ServerProcess, names: list[str], duration: float) -> list[load.Phase]:
-    traffic = load.Traffic(server.base_url, seed=77)
+async def mixed_load(url: str, names: list[str], duration: float) -> list[load.Phase]:
+    """`duration` s of closed-loop callers on the server at `url`: half commits into a random
+    namespace of `names`, half searches over some of them."""
+    traffic = load.Traffic(url, seed=77)
     commit = load.Phase("commit, random of all", 201)
     search = load.Phase(
         f"search {load.SEARCH_NAMESPACES} random ns, limit {load.SEARCH_LIMIT}", 200
@@ -234,7 +236,7 @@ def run_store_scale(args: argparse.Namespace, model: Model, empty_cold: list[flo
             )
             print(f"  server RSS after start: {load.server_rss(server)}")
             try:
-                phases = asyncio.run(mixed_load(server, names, args.mixed))
+                phases = asyncio.run(mixed_load(server.base_url, names, args.mixed))
             except BaseException:
                 print("server log tail:\n" + server.log_tail())
                 raise

@@ -220,8 +220,7 @@ class EnginePool(VectorBackend):
             worker.discard(pages)
 
     def _owner_of(self, call: Call, route: Owner) -> int:
-        named = call.arg(route.arg)
-        return self.route(named if route.field is None else getattr(named, route.field))
+        return self.route(call.owner(route))
 
     async def _walk(self, call: Call) -> tuple[list[tuple[str, Any]], str | None]:
         """One page of the walk over every worker in turn, from the call's `cursor`: a

@@ -397,18 +397,17 @@ class EngineProcess:
         """A replacement failed to start: what waits for one is refused, and what comes
         is refused at once until one starts."""
         self._failing = True
-        gone = self._gone()
-        self.queue.fail(gone)
-        again, self._again = self._again, {}
-        for flight in again.values():
-            if not flight.future.done():
-                flight.future.set_exception(gone)
+        self.queue.fail(self._gone())
+        self._refuse_again()
 
     def _overdue(self, lost_at: float) -> None:
         """No replacement within the wait since the loss at `lost_at`: what waits to be
         sent again is refused."""
-        if self.up or lost_at != self._lost_at:
-            return
+        if not self.up and lost_at == self._lost_at:
+            self._refuse_again()
+
+    def _refuse_again(self) -> None:
+        """What waits to be sent again to a replacement is refused."""
         again, self._again = self._again, {}
         for flight in again.values():
             if not flight.future.done():

@@ -4,7 +4,7 @@ The evidence for a question often stands beside what its words match: the turn b
 the topic, the turn after answers it. A ranked memory whose neighbour (the memories one and
 two places before and after its own, plugin/core/write_order.py) is in the same answer's
 pool and scores higher rises by a share of the gap between them, the share by distance; see
-docs/backends.md, "Neighbours".
+docs/backends.md, "Neighbours in the write order".
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Each namespace's write order: the place a new memory takes (docs/backends.md, "Neighbours").
+"""Each namespace's write order: the place a new memory takes (docs/backends.md,
+"Neighbours in the write order").
 
 A namespace's places count up from its newest stored memory's, one per commit, in the order
 commits arrive; a namespace created anew starts at 0. The count lives in this process and is

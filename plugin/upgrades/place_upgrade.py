@@ -2,7 +2,7 @@
 
 Per namespace, its memories without a place take places just below its lowest, newest first,
 so their `created_at` order is their write order; in the background at start until a store
-fact records the store placed; see docs/backends.md, "Neighbours".
+fact records the store placed; see docs/backends.md, "Neighbours in the write order".
 """
 
 from __future__ import annotations

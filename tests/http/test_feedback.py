@@ -12,28 +12,11 @@ from plugin.core import neighbours
 from tests.support.app import AppFactory
 from tests.support.app import ContractClient
 from tests.support.app import served
-
-NS = "workspace:helpdesk"
-QUESTION = "status of ticket XJ-4471"
-# What matches the question: the ticket, and the words of its story.
-NAMED = [
-    "ticket XJ-4471: the Zorbel Nighthawk router firmware crashed",
-    "XJ-4471 is waiting on Zorbel for a Nighthawk firmware patch",
-    "ticket XJ-4471 reopened: Zorbel firmware on the Nighthawk crashed again",
-]
-# The answer: the story's words, and not one word of the question.
-TARGET = "Zorbel shipped a Nighthawk firmware patch for the crashed routers"
-# Closer to the question for the sentence model, and no word of the story.
-OTHERS = [
-    "the user's internet connection keeps dropping in the evening",
-    "support said the issue would be fixed this week",
-    "the user opened a request with the internet provider",
-    "a support request usually takes three days to resolve",
-    "the user asked support to send a technician",
-    "the provider's support line is busy in the evenings",
-    "the user prefers chat support over phone calls",
-    "the helpdesk status page lists every open incident",
-]
+from tests.support.helpdesk import ANSWER
+from tests.support.helpdesk import NAMED
+from tests.support.helpdesk import NS
+from tests.support.helpdesk import OTHERS
+from tests.support.helpdesk import QUESTION
 
 
 async def _found(make_app: AppFactory, clock: WallClock, mode: str, seed: bool) -> list[str]:
@@ -50,7 +33,7 @@ async def _found(make_app: AppFactory, clock: WallClock, mode: str, seed: bool) 
 
 async def _seeded(api: ContractClient) -> None:
     assert (await api.put_ns(NS)).status == 200
-    for content in [*NAMED, TARGET, *OTHERS]:
+    for content in [*NAMED, ANSWER, *OTHERS]:
         assert (await api.commit(NS, content)).status == 201
 
 
@@ -66,6 +49,6 @@ async def test_feedback_finds_the_answer_in_the_top_results_words(
     assert set(by_hybrid[:3]) == set(NAMED) == set(by_feedback[:3])
     # The platform's agents read the first few: with feedback the answer is among the
     # top 5, past two "support" memories the model prefers; hybrid ranks it 7th.
-    assert TARGET in by_feedback[:5]
-    assert TARGET not in by_hybrid[:5]
-    assert by_feedback.index(TARGET) < by_hybrid.index(TARGET)
+    assert ANSWER in by_feedback[:5]
+    assert ANSWER not in by_hybrid[:5]
+    assert by_feedback.index(ANSWER) < by_hybrid.index(ANSWER)

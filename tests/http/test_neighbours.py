@@ -10,26 +10,11 @@ from typing import Any
 from harness.clocks import WallClock
 from tests.support.app import AppFactory
 from tests.support.app import served
-
-NS = "workspace:helpdesk"
-QUESTION = "status of ticket XJ-4471"
-NAMED = [
-    "ticket XJ-4471: the Zorbel Nighthawk router firmware crashed",
-    "XJ-4471 is waiting on Zorbel for a Nighthawk firmware patch",
-    "ticket XJ-4471 reopened: Zorbel firmware on the Nighthawk crashed again",
-]
-# The answer: not one word of the question.
-ANSWER = "Zorbel shipped a Nighthawk firmware patch for the crashed routers"
-OTHERS = [
-    "the user's internet connection keeps dropping in the evening",
-    "support said the issue would be fixed this week",
-    "the user opened a request with the internet provider",
-    "a support request usually takes three days to resolve",
-    "the user asked support to send a technician",
-    "the provider's support line is busy in the evenings",
-    "the user prefers chat support over phone calls",
-    "the helpdesk status page lists every open incident",
-]
+from tests.support.helpdesk import ANSWER
+from tests.support.helpdesk import NAMED
+from tests.support.helpdesk import NS
+from tests.support.helpdesk import OTHERS
+from tests.support.helpdesk import QUESTION
 
 
 async def _first_five(make_app: AppFactory, clock: WallClock, written: list[str]) -> list[Any]:

@@ -106,8 +106,9 @@ async def test_a_call_waits_for_a_replacement_a_moment_only(
 
 
 async def test_a_call_that_kills_its_worker_twice_is_refused_and_the_worker_serves_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(engine_process, "RESTART_WAIT_S", 30.0)  # the machine may be slow
     worker = crashing_worker(DIM, tmp_path)
     pool = EnginePool(DIM, [worker], lambda _: 0)  # type: ignore[abstract]
     async with started(pool):
