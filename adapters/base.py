@@ -15,6 +15,7 @@ from typing import Any
 
 from adapters.callers import NOBODY
 from adapters.callers import Caller
+from adapters.errors import BackendError
 from adapters.parts import OptionalParts
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
@@ -35,6 +36,9 @@ class VectorBackend(OptionalParts, abc.ABC):
     `start` must not need the backend reachable (the server boots during an outage)."""
 
     name: str  # in messages and export headers: "qdrant-edge", "qdrant", "pinecone"
+    # Whether this process is the store's one writer (a lock on the embedded store's data
+    # directory); a server's or Pinecone's store may have other writers (other replicas).
+    sole_writer: bool = False
 
     def __init__(self, dimension: int, token_dimension: int | None = None) -> None:
         self.dimension = dimension
@@ -121,6 +125,19 @@ class VectorBackend(OptionalParts, abc.ABC):
         dense = [float(x) for x in vectors.dense]
         await self.transfer.upsert_memories([(memory, dense)], keyed)
 
+    async def upsert_batch(
+        self, batch: Sequence[tuple[MemoryRecord, MemoryVectors]]
+    ) -> list[BackendError | None]:
+        """Each of `batch` upserted as `upsert_memory` would, together where the backend can
+        (the embedded store: one engine update, one sync): for each, None once it is durable,
+        else the `BackendError` `upsert_memory` would have raised for it. Default: one
+        `upsert_memory` each, side by side."""
+        done = await asyncio.gather(
+            *(self.upsert_memory(memory, vectors) for memory, vectors in batch),
+            return_exceptions=True,
+        )
+        return [failed_write(outcome) for outcome in done]
+
     @abc.abstractmethod
     async def query_memories(
         self,
@@ -154,6 +171,14 @@ class VectorBackend(OptionalParts, abc.ABC):
     async def delete_expired_memories(self, now: datetime) -> int:
         """Delete every memory with `expires_at <= now`, in every namespace; how many went.
         The janitor's hot loop: its cost should not grow with idle namespaces."""
+
+
+def failed_write(outcome: BaseException | None) -> BackendError | None:
+    """A write's outcome in a batch: None, or its `BackendError`; anything else is raised
+    (a bug, or a cancellation, is not one memory's answer)."""
+    if outcome is None or isinstance(outcome, BackendError):
+        return outcome
+    raise outcome
 
 
 class Handed:

@@ -112,7 +112,9 @@ CROSSINGS: Mapping[str, Crossing] = {
     "expired_namespaces": Crossing(Every(merge.concatenated), again=True),
     "get_stored_memory": Crossing(Owner("namespace"), queued=True, again=True),
     "get_memory": Crossing(Owner("namespace"), queued=True, again=True),
-    "upsert_memory": Crossing(Owner("memory", "namespace"), again=True),
+    # the pool's own: the upserts of one turn cross to each worker as one `upsert_batch`
+    "upsert_memory": Crossing(Own()),
+    "upsert_batch": Crossing(Own(), again=True),
     "query_memories": Crossing(Spread("namespaces", merge.scored), queued=True, again=True),
     "list_memories": Crossing(Spread("namespaces", merge.listed), queued=True, again=True),
     "delete_memory": Crossing(Owner("namespace")),

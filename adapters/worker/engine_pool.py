@@ -12,9 +12,12 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from adapters.base import VectorBackend
+from adapters.base import failed_write
+from adapters.crossings import CROSSINGS
 from adapters.crossings import Call
 from adapters.crossings import Every
 from adapters.crossings import Grouped
@@ -23,15 +26,22 @@ from adapters.crossings import Owner
 from adapters.crossings import Spread
 from adapters.crossings import Walk
 from adapters.crossings import derived
+from adapters.errors import BackendError
 from adapters.errors import StorageDamaged
 from adapters.merge import answered
 from adapters.merge import merge_namespaces
 from adapters.values import DiskWrites
+from adapters.values import MemoryRecord
+from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
 from adapters.worker import frames
 from adapters.worker.engine_process import EngineProcess
+from adapters.worker.same_turn import SameTurn
+
+# A memory and its vectors on their way to be upserted.
+Upsert = tuple[MemoryRecord, MemoryVectors]
 
 
 @derived
@@ -48,11 +58,17 @@ class EnginePool(VectorBackend):
         super().__init__(dimension, token_dimension)
         self.workers = list(workers)
         self.name = self.workers[0].spec.name
+        self.sole_writer = True  # each worker holds its part of the store's lock
         self.route = route
         # The namespace records this server has read or written, by name, each with its
         # worker's restarts when it was kept (`_records`).
         self._known: dict[str, tuple[NamespaceRecord, int]] = {}
         self._changes = 0  # namespace saves and deletes begun
+        # Each worker's upserts of one turn, in one call (same_turn.py).
+        self._upserts = [
+            SameTurn[Upsert, BackendError | None](partial(self._upsert_batch, k))
+            for k in range(len(self.workers))
+        ]
 
     def owner(self, name: str) -> EngineProcess:
         return self.workers[self.route(name)]
@@ -78,6 +94,7 @@ class EnginePool(VectorBackend):
             raise
 
     async def close(self) -> None:
+        await asyncio.gather(*(upserts.drain() for upserts in self._upserts))
         answered(await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True))
 
     async def ping(self) -> None:
@@ -166,6 +183,32 @@ class EnginePool(VectorBackend):
         self._known.pop(name, None)
         deleted: bool = await self.cross(Call("delete_namespace", (name,), {}))
         return deleted
+
+    # -- upserts: those of one turn cross to their worker together -------------------
+
+    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
+        failed = await self._upserts[self.route(memory.namespace)].submit((memory, vectors))
+        if failed is not None:
+            raise failed
+
+    async def upsert_batch(self, batch: Sequence[Upsert]) -> list[BackendError | None]:
+        done = await asyncio.gather(
+            *(self._upserts[self.route(item[0].namespace)].submit(item) for item in batch),
+            return_exceptions=True,
+        )
+        return [failed_write(outcome) for outcome in done]
+
+    async def _upsert_batch(self, index: int, batch: Sequence[Upsert]) -> list[BackendError | None]:
+        def about() -> str:
+            names = dict.fromkeys(memory.namespace for memory, _ in batch)
+            return f"upsert_batch of {', '.join(names)}"
+
+        again = CROSSINGS["upsert_batch"].again
+        worker = self.workers[index]
+        failed: list[BackendError | None] = await worker.call(
+            None, "upsert_batch", (list(batch),), None, None, again, about
+        )
+        return failed
 
     # -- the router -------------------------------------------------------------------
 

@@ -117,7 +117,10 @@ class Worker:
         except Exception as error:
             self._send(("reply", call_id, False, frames.portable(error)))
             return
-        self._send(("reply", call_id, True, value, time.perf_counter() - started))
+        try:
+            self._send(("reply", call_id, True, value, time.perf_counter() - started))
+        except Exception as error:  # an answer that does not pickle: its caller still hears
+            self._send(("reply", call_id, False, frames.portable(error)))
 
     async def _run(self, kind: str, message: tuple[Any, ...]) -> Any:
         if kind == "next":

@@ -26,6 +26,7 @@ from plugin.core.fields import MemoryFields
 from plugin.core.fields import NamespaceChanges
 from plugin.core.fields import NamespaceFields
 from plugin.core.keyed_lock import KeyedLock
+from plugin.core.new_ids import NewIds
 from plugin.core.search import Embedder
 from plugin.core.search import MemorySearch
 from plugin.core.search_mode import Ranking
@@ -99,6 +100,7 @@ class MemoryService:
         self._on_reused = on_reused
         self._namespace_writes = KeyedLock()
         self.write_order = WriteOrder(backend)
+        self.new_ids = NewIds(enabled=backend.sole_writer)
         # Searches are answered there (plugin/core/search.py); the handler calls it.
         self.searches = MemorySearch(
             backend, keywords, ranking, clock=clock, deadline_s=deadline_s, embedder=embedder
@@ -140,6 +142,7 @@ class MemoryService:
                 await self.backend.save_namespace(record)
             if existing is None:
                 self.write_order.started(name)
+                self.new_ids.started(name)
             return record
 
     async def patch_namespace(
@@ -166,16 +169,20 @@ class MemoryService:
                 existing = await self.backend.get_namespace(name)
             except StorageDamaged:
                 await self.backend.delete_namespace(name)
-                self.write_order.forget(name)
-                self.searches.unreadable.discard(name)
+                self._forget(name)
                 return
             if existing is None:
                 raise NotFound(f"namespace {name} not found")
             await self.backend.delete_namespace(name)
-            self.write_order.forget(name)
-            self.searches.unreadable.discard(name)
+            self._forget(name)
             if existing.is_expired(self.clock()):
                 raise NotFound(f"namespace {name} not found (it had expired)")
+
+    def _forget(self, name: str) -> None:
+        """What this process kept of a namespace just deleted."""
+        self.write_order.forget(name)
+        self.new_ids.forget(name)
+        self.searches.unreadable.discard(name)
 
     # -- memories --------------------------------------------------------------------
 
@@ -190,7 +197,7 @@ class MemoryService:
             # not asked. Run side by side, a lone text reaches the model before even the
             # embedded store's lookup answers, and a backfill re-run pays for every row.
             existing, vector = None, None
-            if body.id is not None:
+            if body.id is not None and not self.new_ids.never_held(namespace, body.id):
                 existing, vector = await self._stored(namespace, body.id, body.content, caller)
             reused = vector is not None
             # Its place in the write order, taken as it arrives; a stored id keeps its own.
@@ -226,6 +233,7 @@ class MemoryService:
             if reused and memory == existing:
                 return memory  # stored exactly so, vector included: nothing to write
             keywords = self.keywords.document(body.content)
+            self.new_ids.sending(namespace, memory.id)
             await self.backend.upsert_memory(memory, MemoryVectors(vector, keywords, tokens))
             return memory
 

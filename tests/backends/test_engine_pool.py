@@ -4,10 +4,12 @@ workers' conditions as one."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,6 +68,37 @@ async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) ->
         assert disk is not None
         assert disk.sync_buckets[-1] >= WORKERS  # each worker synced its write
         assert (disk.sync_waiting_s, disk.refused) == (0, (0, 0, 0, 0))
+
+
+async def test_the_upserts_of_one_turn_cross_to_each_worker_as_one_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with started(embedded_store(DIM, tmp_path, WORKERS)) as store:
+        (a, b), (c, _) = names_of_each_worker(store, 2)
+        for name in (a, b, c):
+            await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
+        sent: list[tuple[int, str, list[str]]] = []
+        for index, worker in enumerate(store.workers):
+            call = worker.call
+
+            async def recorded(
+                part: Any,
+                method: str,
+                args: Any = (),
+                *rest: Any,
+                _i: int = index,
+                _call: Any = call,
+            ) -> Any:
+                if method == "upsert_batch":
+                    sent.append((_i, method, [m.namespace for m, _ in args[0]]))
+                return await _call(part, method, args, *rest)
+
+            monkeypatch.setattr(worker, "call", recorded)
+        written = [memory(name, content=name) for name in (a, b, c)]
+        await asyncio.gather(*(store.upsert_memory(m, MemoryVectors(unit(1))) for m in written))
+        assert sorted(sent) == [(0, "upsert_batch", [a, b]), (1, "upsert_batch", [c])]
+        for m in written:
+            assert await store.get_memory(m.namespace, m.id) == m
 
 
 async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def mismatched(backend: VectorBackend) -> list[str]:
 
 @pytest.mark.parametrize(
     ("kind", "count"),
-    [(QdrantEdgeBackend, 12), (QdrantServerBackend, 5), (QdrantCollectionsBackend, 4)],
+    [(QdrantEdgeBackend, 13), (QdrantServerBackend, 5), (QdrantCollectionsBackend, 4)],
 )
 def test_each_call_handed_to_a_part_takes_the_interface_s_arguments(
     kind: type[VectorBackend], count: int, tmp_path: Path

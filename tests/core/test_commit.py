@@ -14,6 +14,7 @@ import threading
 from collections.abc import AsyncIterator
 from datetime import UTC
 from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,13 @@ from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
+from plugin.core.new_ids import NewIds
 from plugin.core.service import MemoryService
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.http.wire import MemoryWrite
+from plugin.http.wire import NamespaceUpsert
 from tests.support.encoders import GatedEncoder
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -205,3 +208,86 @@ async def test_a_content_change_racing_its_own_retry_keeps_each_content_with_its
     await service.commit("workspace:w", write("alpha"))  # and back: alpha is embedded again
     assert encoder.texts == ["alpha", "beta", "alpha"]
     assert await stored_vector(service) == ("alpha", pytest.approx(vector_of("alpha"), abs=1e-6))
+
+
+# -- ids a namespace created by this process never held: no lookup ----------------------
+
+
+def lookups_of(service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids the store is asked for from now on."""
+    asked: list[str] = []
+    backend = service.backend
+    get_stored, get_memory = backend.get_stored_memory, backend.get_memory
+
+    async def stored(namespace: str, memory_id: str, **kwargs: Any) -> Any:
+        asked.append(memory_id)
+        return await get_stored(namespace, memory_id, **kwargs)
+
+    async def memory(namespace: str, memory_id: str, **kwargs: Any) -> Any:
+        asked.append(memory_id)
+        return await get_memory(namespace, memory_id, **kwargs)
+
+    monkeypatch.setattr(backend, "get_stored_memory", stored)
+    monkeypatch.setattr(backend, "get_memory", memory)
+    return asked
+
+
+async def test_an_id_new_to_a_namespace_created_here_is_not_looked_up(
+    words: tuple[MemoryService, WordsEncoder, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, encoder, reused = words
+    await service.upsert_namespace("workspace:new", NamespaceUpsert(kind="workspace"))
+    asked = lookups_of(service, monkeypatch)
+    first = await service.commit("workspace:new", write("alpha"))
+    assert asked == []
+    later = NOW + timedelta(minutes=5)
+    service.clock = lambda: later
+    again = await service.commit("workspace:new", write("alpha", pin=True))
+    assert asked == [MEMORY_ID]  # sent once: it may be held, so it is looked up
+    assert (again.created_at, again.position, first.position) == (NOW, 0, 0)
+    assert encoder.texts == ["alpha"]
+    assert reused == [1]
+    await service.commit("workspace:w", write("beta"))  # created before: looked up
+    assert asked == [MEMORY_ID, MEMORY_ID]
+
+
+async def test_a_namespace_deleted_and_created_again_is_new_again(
+    words: tuple[MemoryService, WordsEncoder, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, _, _ = words
+    await service.upsert_namespace("workspace:new", NamespaceUpsert(kind="workspace"))
+    await service.commit("workspace:new", write("alpha"))
+    await service.delete_namespace("workspace:new")
+    asked = lookups_of(service, monkeypatch)
+    await service.upsert_namespace("workspace:new", NamespaceUpsert(kind="workspace"))
+    other = "99999999-2222-4333-8444-555555555555"
+    stored = await service.commit("workspace:new", write("beta", id=other))
+    await service.commit("workspace:new", write("gamma"))  # sent to the old one: looked up
+    assert asked == [MEMORY_ID]
+    assert await service.backend.get_memory("workspace:new", other) == stored
+
+
+async def test_a_store_with_other_writers_is_always_looked_up(
+    words: tuple[MemoryService, WordsEncoder, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, _, _ = words
+    service.new_ids = NewIds(enabled=False)  # as for a Qdrant server or Pinecone
+    await service.upsert_namespace("workspace:new", NamespaceUpsert(kind="workspace"))
+    asked = lookups_of(service, monkeypatch)
+    await service.commit("workspace:new", write("alpha"))
+    assert asked == [MEMORY_ID]
+
+
+def test_new_ids_forget_only_what_they_are_told() -> None:
+    ids = NewIds(enabled=True, bits=1 << 10)
+    assert not ids.never_held("workspace:a", "m1")  # not created here
+    ids.started("workspace:a")
+    assert ids.never_held("workspace:a", "m1")
+    ids.sending("workspace:a", "m1")
+    assert not ids.never_held("workspace:a", "m1")
+    assert ids.never_held("workspace:a", "m2")
+    ids.sending("workspace:b", "m2")  # not created here: nothing kept
+    assert ids.never_held("workspace:a", "m2")
+    ids.forget("workspace:a")
+    assert not ids.never_held("workspace:a", "m2")
+    assert not NewIds(enabled=False).never_held("workspace:a", "m1")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Generic
 from typing import TypeVar
 
@@ -35,6 +36,15 @@ class CallBatcher(Generic[Item, Result]):
         if self._flushing is None:
             self._flushing = asyncio.create_task(self._flush(), name="edge calls")
         return await future
+
+    async def submit_all(self, items: Sequence[Item]) -> list[Result]:
+        """The results for `items`, in order, each once its batch is done (`submit`)."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Result]] = [loop.create_future() for _ in items]
+        self._pending.extend(zip(items, futures, strict=True))
+        if self._flushing is None:
+            self._flushing = asyncio.create_task(self._flush(), name="edge calls")
+        return list(await asyncio.gather(*futures))
 
     async def drain(self) -> None:
         """Wait until every submitted call is done (at close)."""

@@ -88,6 +88,17 @@ class EngineCalls:
             self._in_flight -= 1
             self._last_active = self.clock()
 
+    def behind_sync(self, func: Callable[..., object], *args: Any) -> None:
+        """`func(*args)` on the sync thread after what it holds, unawaited (it handles its
+        own failures); the next sync, and `synced_behind`, run after it."""
+        if self._syncer is None:
+            raise BackendUnavailable("embedded store is not open")
+        self._syncer.submit(func, *args)
+
+    async def synced_behind(self) -> None:
+        """Once what `behind_sync` handed the sync thread has run."""
+        await self.syncing(_nothing)
+
     async def here(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` on the event loop when no thread's call is in flight, else `worker`."""
         if self._executor is None:
@@ -102,6 +113,10 @@ class EngineCalls:
         finally:
             self._in_flight -= 1
             self._last_active = self.clock()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _raise_translated(error: BaseException) -> NoReturn:

@@ -51,6 +51,7 @@ class QdrantEdgeBackend(VectorBackend):
     """Every namespace as a tenant partition of one of a few qdrant-edge shards."""
 
     name = "qdrant-edge"
+    sole_writer = True  # one process opens a store at a time (engine_worker.py, its lock)
 
     def __init__(
         self,
@@ -147,6 +148,7 @@ class QdrantEdgeBackend(VectorBackend):
         for part in (self._writes, self._reads, self._namespaces):  # what it started, first
             await part.drain()
         await self.store.commit.drain()
+        await calls.synced_behind()  # the counts written behind the last sync
         await calls.worker(self._close)
         calls.stop()
 
@@ -203,6 +205,7 @@ class QdrantEdgeBackend(VectorBackend):
     query_memories = Handed("_reads")
     list_memories = Handed("_reads")
     upsert_memory = Handed("_writes")
+    upsert_batch = Handed("_writes")
     delete_memory = Handed("_writes")
     delete_expired_memories = Handed("_writes")
 

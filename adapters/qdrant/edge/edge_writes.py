@@ -15,6 +15,8 @@ from typing import TypeVar
 
 import qdrant_edge as qe
 
+from adapters.errors import BackendError
+from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
 from adapters.qdrant.edge.call_batcher import CallBatcher
 from adapters.qdrant.edge.edge_reads import EdgeReads
@@ -40,7 +42,7 @@ PendingUpsert = tuple[MemoryRecord, MemoryVectors, str]
 
 
 class EdgeWrites:
-    """`upsert_memory`, `delete_memory` and `delete_expired_memories`."""
+    """`upsert_memory`, `upsert_batch`, `delete_memory` and `delete_expired_memories`."""
 
     def __init__(self, store: EdgeStore, reads: EdgeReads) -> None:
         self._store = store
@@ -51,11 +53,38 @@ class EdgeWrites:
         await self._upserts.drain()
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        epoch = self._store.live_epoch(memory.namespace)
+        (failed,) = await self.upsert_batch([(memory, vectors)])
+        if failed is not None:
+            raise failed
+
+    async def upsert_batch(
+        self, batch: Sequence[tuple[MemoryRecord, MemoryVectors]]
+    ) -> list[BackendError | None]:
+        """The batch in one engine update with the upserts of the calls meanwhile, one sync
+        (call_batcher.py); a namespace gone before or during the write fails its own only."""
+        failed: list[BackendError | None] = [None] * len(batch)
+        pending: list[PendingUpsert] = []
+        written: dict[tuple[str, str], list[int]] = {}
+        for n, (memory, vectors) in enumerate(batch):
+            try:
+                epoch = self._store.live_epoch(memory.namespace)
+            except NamespaceGone as gone:
+                failed[n] = gone
+                continue
+            pending.append((memory, vectors, epoch))
+            written.setdefault((memory.namespace, epoch), []).append(n)
+        if not pending:
+            return failed
         self._store.unstalled()
-        await self._upserts.submit((memory, vectors, epoch))
+        await self._upserts.submit_all(pending)
         await self._store.commit.durable()
-        await self._store.confirm_live(memory.namespace, epoch)
+        for (name, epoch), positions in written.items():
+            try:
+                await self._store.confirm_live(name, epoch)
+            except NamespaceGone as gone:
+                for n in positions:
+                    failed[n] = gone
+        return failed
 
     async def _write_upserts(self, items: list[PendingUpsert]) -> list[None]:
         async with self._store.writing():

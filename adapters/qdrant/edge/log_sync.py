@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ from adapters.qdrant.edge.call_batcher import CallBatcher
 from adapters.qdrant.edge.record_store import RecordStore
 from adapters.qdrant.edge.sync_watch import SyncWatch
 
+log = logging.getLogger(__name__)
 WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment
 _OPEN_SEGMENT = "open-"  # the lowest-numbered is written; the others wait, empty
 _CLOSED_SEGMENT = "closed-"  # a segment the engine writes no more: synced once
@@ -43,7 +45,7 @@ class Pending:
 
 
 class LogSync:
-    """The blocking half: which shards were written, and syncing them (`write`)."""
+    """The blocking half: which shards were written, and syncing them (`write_logs`)."""
 
     def __init__(self, records: RecordStore, fsync: Callable[[int], None] = os.fsync) -> None:
         self._records = records
@@ -76,16 +78,24 @@ class LogSync:
             self._written |= pending.shards
         self._records.count_store.hold(pending.counts)
 
-    def write(self, pending: Pending) -> None:
-        """Sync the logs of `pending.shards`, then write its counts."""
+    def write_logs(self, pending: Pending) -> None:
+        """Sync the logs of `pending.shards`: what the writes are answered for."""
         for shard_dir in sorted(pending.shards):
             self._sync_log(shard_dir / WAL_DIR)
             if shard_dir not in self._dirs_synced:  # a new shard's entries up to the store
                 self._sync_dir(shard_dir)
                 self._sync_dir(shard_dir.parent)
                 self._dirs_synced.add(shard_dir)
-        if pending.counts:
-            self._records.count_store.write(pending.counts)
+
+    def write_counts(self, counts: dict[str, int]) -> None:
+        """The counts of writes whose logs are synced, written after their answers: a count
+        is never on disk ahead of its memories, and one lost to a crash here is behind them,
+        which the next check recounts (integrity.py). Failed, they are held for the next."""
+        try:
+            self._records.count_store.write(counts)
+        except Exception as error:
+            log.warning("memory counts not written (%s); the next sync writes them", error)
+            self._records.count_store.hold(counts)
 
     def _sync_log(self, wal: Path) -> None:
         names = self._spare_made(wal)

@@ -103,10 +103,12 @@ class EdgeStore:
         if pending.shards or pending.counts:
             try:
                 with self.commit.watch.timed():
-                    await self.calls.syncing(self.log_sync.write, pending)
+                    await self.calls.syncing(self.log_sync.write_logs, pending)
             except BaseException:
                 self.log_sync.give_back(pending)  # the next sync tries it again
                 raise
+            if pending.counts:  # on the sync thread, once the writes are answered
+                self.calls.behind_sync(self.log_sync.write_counts, pending.counts)
 
     def guarded(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` once a write may go to the disk (`admit`)."""

@@ -65,6 +65,29 @@ class CommitSuite(BackendCase):
         hits = await backend.query_memories([ns], dense(0, 1), everything(), 10)
         assert [(h.memory, round(h.score, 4)) for h in hits] == [(second, 1.0)]
 
+    async def test_a_batch_writes_each_memory_and_fails_only_those_of_a_missing_namespace(
+        self, backend: VectorBackend, ns: str
+    ) -> None:
+        other = "team:batch"
+        await backend.save_namespace(NamespaceRecord(name=other, kind="team", created_at=T0))
+        mine, theirs = memory(ns, content="mine"), memory(other, content="theirs")
+        lost = memory("org:never-created", content="lost")
+        replaced = memory(ns, id=mine.id, content="mine again", pin=True)
+        failed = await backend.upsert_batch(
+            [
+                (mine, MemoryVectors(unit(1))),
+                (lost, MemoryVectors(unit(1))),
+                (theirs, MemoryVectors(unit(0, 1))),
+            ]
+        )
+        assert [type(error) for error in failed] == [type(None), NamespaceGone, type(None)]
+        assert await backend.get_memory(ns, mine.id) == mine
+        assert await backend.get_memory(other, theirs.id) == theirs
+        assert await backend.get_memory("org:never-created", lost.id) is None
+        assert await backend.upsert_batch([(replaced, MemoryVectors(unit(0, 1)))]) == [None]
+        assert await backend.list_memories([ns], everything(), 10) == [replaced]
+        assert await backend.upsert_batch([]) == []
+
     async def test_same_id_in_two_namespaces_is_two_memories(
         self, backend: VectorBackend, ns: str
     ) -> None:

@@ -123,6 +123,7 @@ async def test_an_acknowledged_upsert_has_its_log_synced_then_its_count(
 
     await synced.upsert_memory(memory(NAME, id="m1"), MemoryVectors(unit(1)))
 
+    await synced.store.calls.synced_behind()  # the count is written behind the answer
     update = recorder.first("update")
     syncs = recorder.wal_syncs(shard_dir(tmp_path))
     counts = recorder.first("counts", {epoch(synced): 1})
@@ -130,7 +131,28 @@ async def test_an_acknowledged_upsert_has_its_log_synced_then_its_count(
     assert update < min(syncs)
     assert max(syncs) < counts
     assert recorder.counts_synced == [False]  # behind its memories at worst: re-counted
-    assert counted_on_disk(tmp_path) == {epoch(synced): 1}  # before the next write
+    assert counted_on_disk(tmp_path) == {epoch(synced): 1}
+
+
+async def test_a_count_whose_write_fails_is_written_by_the_next_sync(
+    synced: QdrantEdgeBackend, tmp_path: Path
+) -> None:
+    counts = synced.store.records.count_store
+    write = counts.write
+    failures = [sqlite3.OperationalError("database is locked")]
+
+    def failing_once(changes: Mapping[str, int], *, synced: bool = False) -> None:
+        if failures:
+            raise failures.pop()
+        write(changes, synced=synced)
+
+    counts.write = failing_once  # type: ignore[method-assign]
+    await synced.upsert_memory(memory(NAME, id="m1"), MemoryVectors(unit(1)))
+    await synced.store.calls.synced_behind()
+    assert counted_on_disk(tmp_path) == {epoch(synced): 0}  # the write that failed
+    await synced.upsert_memory(memory(NAME, id="m2"), MemoryVectors(unit(1)))
+    await synced.store.calls.synced_behind()
+    assert counted_on_disk(tmp_path) == {epoch(synced): 2}
 
 
 async def test_a_new_shard_has_its_directory_entries_synced(
@@ -158,6 +180,7 @@ async def test_concurrent_writes_share_one_sync(synced: QdrantEdgeBackend, tmp_p
         )
     )
 
+    await synced.store.calls.synced_behind()
     count_writes = [v for k, v in recorder.events if k == "counts"]
     assert len(count_writes) <= 2, count_writes
     assert sum(sum(v.values()) for v in count_writes) == 16
@@ -332,13 +355,13 @@ def test_only_the_segments_the_engine_may_have_written_are_synced(tmp_path: Path
     log_sync.fsync = lambda fd: synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
     pending = Pending({wal.parent})
 
-    log_sync.write(pending)
+    log_sync.write_logs(pending)
     assert synced == ["open-2", "closed-0", "first-index", "wal", "shard", tmp_path.name]
     synced.clear()
-    log_sync.write(pending)
+    log_sync.write_logs(pending)
     assert synced == ["open-2"]
     synced.clear()
     (wal / "open-2").rename(wal / "closed-7")  # the active segment filled up
-    log_sync.write(pending)
+    log_sync.write_logs(pending)
     assert synced == ["open-3", "closed-7", "wal"]
     log_sync.close()
