@@ -46,8 +46,11 @@ class Embedder(Protocol):
     dimension: int
 
     # An awaitable: BatchingEmbedder's future, queued for the model when this returns;
-    # `work` is its place in the fair queues (plugin/scheduling/work.py).
-    def embed(self, text: str, work: Work = ...) -> Awaitable[Embedding]: ...
+    # `work` is its place in the fair queues (plugin/scheduling/work.py); `tokens`, whether
+    # the text's token vectors are wanted (None: as the embedder keeps them).
+    def embed(
+        self, text: str, work: Work = ..., *, tokens: bool | None = None
+    ) -> Awaitable[Embedding]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +137,10 @@ class MemorySearch:
         keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
         dense, tokens = None, None
         if mode is not SearchMode.KEYWORD:
-            embedded = await self.embedder.embed(text, work)
+            reranks = mode is SearchMode.RERANK  # no other ranking reads the token vectors
+            embedded = await self.embedder.embed(text, work, tokens=reranks)
             dense = embedded.vector
-            tokens = embedded.tokens if mode is SearchMode.RERANK else None
+            tokens = embedded.tokens if reranks else None
         # a backend without keyword feedback reranks the hybrid candidates (a Qdrant server)
         feedback = mode in _FEEDBACK and SearchMode.FEEDBACK in self.backend.search_modes
         weigh = tokens is not None and self.ranking.weighs_tokens()

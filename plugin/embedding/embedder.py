@@ -38,8 +38,9 @@ def clip_for_model(text: str) -> str:
     return text[:MAX_EMBEDDED_CHARS]
 
 
-# A text waiting for the model: (text, its future, when it was queued, its priority).
-Pending = tuple[str, "asyncio.Future[Embedding]", float, Priority]
+# A text waiting for the model: (text, its future, when it was queued, its priority,
+# whether its token vectors are wanted).
+Pending = tuple[str, "asyncio.Future[Embedding]", float, Priority, bool]
 # Under load, wait for expected callers at most this share of the last batch's time.
 LINGER_SHARE = 0.5
 MAX_BATCH = 4
@@ -130,7 +131,7 @@ class BatchingEmbedder:
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
         for queue in self._queues.values():
-            for _, future, _, _ in queue.drain():
+            for _, future, _, _, _ in queue.drain():
                 if not future.done():
                     future.set_exception(RuntimeError("embedder is shutting down"))
         if self._executor is not None:
@@ -145,11 +146,15 @@ class BatchingEmbedder:
     def queued_by_priority(self) -> dict[Priority, int]:
         return {priority: len(queue) for priority, queue in self._queues.items()}
 
-    def embed(self, text: str, work: Work = UNATTRIBUTED) -> asyncio.Future[Embedding]:
+    def embed(
+        self, text: str, work: Work = UNATTRIBUTED, *, tokens: bool | None = None
+    ) -> asyncio.Future[Embedding]:
         """`text`'s embedding (`Encoder.embed`; of what the model reads of it, `clip_for_model`),
         to await; queued for the next batch before this returns.
 
         `work` says for which tenant and how urgently: its place in the fair queues.
+        `tokens`: whether its token vectors are computed too (None: `keep_tokens`); a search
+        that does not rerank needs none.
 
         A future rather than a coroutine: the caller can do other work (the existence
         check of an explicit id) while the model runs, without a task of its own.
@@ -159,7 +164,8 @@ class BatchingEmbedder:
             raise RuntimeError("embedder is not started")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Embedding] = loop.create_future()
-        queued = (clip_for_model(text), future, loop.time(), work.priority)
+        wanted = self.keep_tokens if tokens is None else tokens and self.keep_tokens
+        queued = (clip_for_model(text), future, loop.time(), work.priority, wanted)
         self._queues[work.priority].push(work.tenant, queued)
         if (waiting := work.waiting) is not None:  # for the request's deadline
             waiting.joined(self)
@@ -228,22 +234,21 @@ class BatchingEmbedder:
                 if not batch:
                     continue
                 self._idle -= 1  # before the next worker gathers: it shares among fewer
-            texts = [text for text, _, _, _ in batch]
+            texts = [item[0] for item in batch]
             self._observe_waits(batch, loop.time())
             started = time.perf_counter()
             try:
-                tokens = self.keep_tokens
-                if self._alone(len(texts)):
-                    embedded = encode_by_length(
-                        partial(self.encoder.embed_lone, tokens=tokens), texts
-                    )
+                lone = self._alone(len(texts))
+                embed = self.encoder.embed_lone if lone else self.encoder.embed
+                group = partial(_embed_group, embed, texts, [item[4] for item in batch])
+                if lone:
+                    embedded = encode_by_length(group, texts)
                 else:
-                    embed = partial(self.encoder.embed, tokens=tokens)
                     embedded = await loop.run_in_executor(
-                        self._executor, encode_by_length, embed, texts
+                        self._executor, encode_by_length, group, texts
                     )
             except Exception as error:  # a model failure fails this batch, not the worker
-                for _, future, _, _ in batch:
+                for _, future, _, _, _ in batch:
                     if not future.done():
                         future.set_exception(error)
                 continue
@@ -255,7 +260,7 @@ class BatchingEmbedder:
             self.served += len(batch)
             if self._observer is not None:
                 self._observer(len(batch), self._last_s)
-            for (_, future, _, _), embedding in zip(batch, embedded, strict=True):
+            for (_, future, _, _, _), embedding in zip(batch, embedded, strict=True):
                 if not future.done():
                     future.set_result(embedding)
 
@@ -271,8 +276,16 @@ class BatchingEmbedder:
 
     def _observe_waits(self, batch: list[Pending], now: float) -> None:
         if self._wait_observer is not None:
-            for _, _, queued_at, priority in batch:
+            for _, _, queued_at, priority, _ in batch:
                 self._wait_observer(priority, now - queued_at)
+
+
+def _embed_group(
+    embed: Callable[..., list[Embedding]], texts: list[str], wanted: list[bool], group: list[int]
+) -> list[Embedding]:
+    """One model call for the texts of `group` (their indices), token vectors where wanted."""
+    chosen = [wanted[i] for i in group]
+    return embed([texts[i] for i in group], tokens=chosen if any(chosen) else False)
 
 
 def _embedded(waiting: Waiting, future: asyncio.Future[Embedding]) -> None:

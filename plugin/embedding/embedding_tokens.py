@@ -6,6 +6,7 @@ docs/backends.md, "Reranking by token vectors".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,15 @@ from adapters.values import TokenVectors
 # What one memory keeps: the model truncates there anyway (all-MiniLM-L6-v2's
 # max_seq_length), so the bound is the model's and costs no recall.
 MAX_TOKENS = 256
+
+
+# Whose token vectors to compute: every text's (True), none (False), or each text's own.
+Wanted = bool | Sequence[bool]
+
+
+def wanted_tokens(tokens: Wanted, count: int) -> list[bool]:
+    """`tokens` for each of `count` texts."""
+    return [tokens] * count if isinstance(tokens, bool) else list(tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,9 @@ from typing import Protocol
 import numpy as np
 
 from plugin.embedding.embedding_tokens import Embedding
+from plugin.embedding.embedding_tokens import Wanted
 from plugin.embedding.embedding_tokens import token_rows
+from plugin.embedding.embedding_tokens import wanted_tokens
 from plugin.embedding.model_files import DEFAULT_MODEL
 from plugin.embedding.model_files import check_onnx_modules
 from plugin.embedding.model_files import model_dimension
@@ -63,13 +65,14 @@ class Encoder(Protocol):
         """Each text's sentence vector, never its token vectors (none are computed)."""
         ...
 
-    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+    def embed(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
         """Each text's sentence vector, with its token vectors where `tokens` asks for them
-        and the model's shape allows (embedding_tokens.py). Only a rerank reads them, and
-        computing them costs every batch time under the GIL that no other ranking uses."""
+        (all, or each text's own) and the model's shape allows (embedding_tokens.py). Only a
+        rerank reads them, and computing them costs time under the GIL that no other ranking
+        uses."""
         ...
 
-    def embed_lone(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+    def embed_lone(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
         """`embed` for a text embedded on the event loop with nothing else running
         (`inline_lone_text`): it may use every core, where `embed` uses its share."""
         ...
@@ -116,13 +119,14 @@ class SentenceTransformerEncoder:
         )
         return [row.tolist() for row in vectors]
 
-    def embed_lone(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+    def embed_lone(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
         # never inline (`inline_lone_text`); torch's own threads
         return self.embed(texts, tokens=tokens)
 
-    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
-        """`Encoder.embed`: with `tokens`, the token vectors from the same call."""
-        if not tokens:
+    def embed(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
+        """`Encoder.embed`: where `tokens` asks, the token vectors from the same call."""
+        wanted = wanted_tokens(tokens, len(texts))
+        if not any(wanted):
             return [Embedding(vector) for vector in self.encode(texts)]
         rows = self._model.encode(
             texts,
@@ -134,13 +138,13 @@ class SentenceTransformerEncoder:
         tokenizer = self._model.tokenizer  # [UNK] stands for text: kept, as on ONNX
         special = [i for i in tokenizer.all_special_ids if i != tokenizer.unk_token_id]
         found: list[Embedding] = []
-        for row in rows:
+        for row, want in zip(rows, wanted, strict=True):
             ids = row["input_ids"].cpu().numpy()
             keep = row["attention_mask"].cpu().numpy() * ~np.isin(ids, special)
             hidden = row["token_embeddings"].float().cpu().numpy()
             vector = row["sentence_embedding"].float().cpu().numpy()
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)  # not done for dicts
-            same = hidden.shape[1] == self.dimension  # not when pooled in several modes
+            same = want and hidden.shape[1] == self.dimension  # not when pooled in several modes
             kept = (
                 token_rows(hidden[None], keep[None], ids[None], self.projection)[0]
                 if same

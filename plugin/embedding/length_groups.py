@@ -34,11 +34,12 @@ def length_groups(texts: Sequence[str], slack: float = SLACK) -> list[list[int]]
 
 
 def encode_by_length(
-    encode: Callable[[list[str]], list[Found]], texts: Sequence[str]
+    encode: Callable[[list[int]], list[Found]], texts: Sequence[str]
 ) -> list[Found]:
-    """`encode(texts)`, one call per length group, the results in `texts`' order."""
+    """`encode(group)` for each length group of `texts`' indices, one call each, the results
+    in `texts`' order."""
     found: list[Found | None] = [None] * len(texts)
     for group in length_groups(texts):
-        for index, result in zip(group, encode([texts[i] for i in group]), strict=True):
+        for index, result in zip(group, encode(group), strict=True):
             found[index] = result
     return [result for result in found if result is not None]

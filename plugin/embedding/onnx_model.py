@@ -18,7 +18,9 @@ import numpy as np
 
 from adapters.values import TokenVectors
 from plugin.embedding.embedding_tokens import Embedding
+from plugin.embedding.embedding_tokens import Wanted
 from plugin.embedding.embedding_tokens import token_rows
+from plugin.embedding.embedding_tokens import wanted_tokens
 from plugin.embedding.model_files import Pooling
 from plugin.embedding.model_files import check_onnx_modules
 from plugin.embedding.model_files import default_prompt
@@ -211,24 +213,25 @@ class OnnxEncoder:
     def encode(self, texts: list[str]) -> list[list[float]]:
         return self._run(texts, lone=False, tokens=False)[0]
 
-    def embed(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+    def embed(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
         return self._embed(texts, lone=False, tokens=tokens)
 
-    def embed_lone(self, texts: list[str], *, tokens: bool = False) -> list[Embedding]:
+    def embed_lone(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
         """`embed` on the session with every core's threads, when nothing else runs."""
         return self._embed(texts, lone=True, tokens=tokens)
 
-    def _embed(self, texts: list[str], *, lone: bool, tokens: bool) -> list[Embedding]:
+    def _embed(self, texts: list[str], *, lone: bool, tokens: Wanted) -> list[Embedding]:
         vectors, found = self._run(texts, lone=lone, tokens=tokens)
         if found is None:
             return [Embedding(vector) for vector in vectors]
         return [Embedding(vector, rows) for vector, rows in zip(vectors, found, strict=True)]
 
     def _run(
-        self, texts: list[str], *, lone: bool, tokens: bool
-    ) -> tuple[list[list[float]], list[TokenVectors] | None]:
-        """The sentence vectors; with `tokens`, each text's token vectors from the same run
-        (None when pooled in several modes: they are not the sentence vector's size)."""
+        self, texts: list[str], *, lone: bool, tokens: Wanted
+    ) -> tuple[list[list[float]], list[TokenVectors | None] | None]:
+        """The sentence vectors; where `tokens` asks, each text's token vectors from the same
+        run, computed for those texts only (none when pooled in several modes: they are not
+        the sentence vector's size)."""
         if self.prompt:
             texts = [self.prompt + text for text in texts]
         encoded = self._tokenizer.encode_batch(texts)
@@ -245,10 +248,19 @@ class OnnxEncoder:
         pooled = pool(hidden, mask, self._modes)
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         vectors: list[list[float]] = (pooled / norms).tolist()
-        if not tokens or hidden.shape[2] != self.dimension:
+        wanted = wanted_tokens(tokens, len(texts))
+        if not any(wanted) or hidden.shape[2] != self.dimension:
             return vectors, None
         special = np.array([e.special_tokens_mask for e in encoded], dtype=np.int64)
-        return vectors, token_rows(hidden, mask * (1 - special), ids, self.projection)
+        keep = mask * (1 - special)
+        if all(wanted):
+            return vectors, list(token_rows(hidden, keep, ids, self.projection))
+        chosen = [n for n, want in enumerate(wanted) if want]
+        rows = token_rows(hidden[chosen], keep[chosen], ids[chosen], self.projection)
+        found: list[TokenVectors | None] = [None] * len(texts)
+        for n, kept in zip(chosen, rows, strict=True):
+            found[n] = kept
+        return vectors, found
 
     def _take(self, lone: bool) -> Any:
         with self._lock:

@@ -115,6 +115,46 @@ def test_token_vectors_come_with_the_sentence_vector_alike_on_onnx_and_torch(
     assert np.allclose(np.linalg.norm(np.array(reference[0]), axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+def test_token_vectors_are_computed_only_for_the_texts_that_want_them(
+    encoder: SentenceTransformerEncoder, onnx_encoder: Encoder, runtime: str
+) -> None:
+    model = encoder if runtime == "torch" else onnx_encoder
+    wanted = [n % 2 == 0 for n in range(len(TEXTS))]
+    every = model.embed(TEXTS, tokens=True)
+    some = model.embed(TEXTS, tokens=wanted)
+    assert [e.tokens is not None for e in some] == wanted
+    for want, all_of_them, chosen in zip(wanted, every, some, strict=True):
+        assert cosines([chosen.vector], [all_of_them.vector]).min() > 0.99999
+        if want:
+            assert all_of_them.tokens is not None
+            assert chosen.tokens is not None
+            assert cosines(chosen.tokens, all_of_them.tokens).min() > 0.9999
+    assert all(e.tokens is None for e in model.embed(TEXTS, tokens=[False] * len(TEXTS)))
+
+
+async def test_the_batching_embedder_computes_token_vectors_for_those_who_read_them(
+    onnx_encoder: Encoder,
+) -> None:
+    """A commit's text keeps its token vectors; a search's that does not rerank has none."""
+    embedder = BatchingEmbedder(onnx_encoder, keep_tokens=True)
+    await embedder.start()
+    try:
+        kept, searched, reranked = await asyncio.gather(
+            embedder.embed(TEXTS[0]),
+            embedder.embed(TEXTS[1], tokens=False),
+            embedder.embed(TEXTS[3], tokens=True),
+        )
+    finally:
+        await embedder.close()
+    assert (kept.tokens is not None, searched.tokens, reranked.tokens is not None) == (
+        True,
+        None,
+        True,
+    )
+    assert embedder.stats.batches < 3  # they shared batches
+
+
 def test_a_pool_of_sessions_gives_torchs_vectors_side_by_side(
     encoder: SentenceTransformerEncoder, tmp_path: Path
 ) -> None:

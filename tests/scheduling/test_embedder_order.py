@@ -91,12 +91,12 @@ async def test_tenants_of_a_search_flood_share_it() -> None:
 def test_texts_of_a_batch_are_grouped_by_length_and_returned_in_order() -> None:
     texts = ["a" * 300, "bb", "c" * 280, "dd", "e" * 40]
     assert length_groups(texts) == [[1, 3], [4], [2, 0]]
-    calls: list[list[str]] = []
+    calls: list[list[int]] = []
 
-    def encode(batch: list[str]) -> list[list[float]]:
-        calls.append(batch)
-        return [[float(len(text))] for text in batch]
+    def encode(group: list[int]) -> list[list[float]]:
+        calls.append(group)
+        return [[float(len(texts[n]))] for n in group]
 
     vectors = encode_by_length(encode, texts)
     assert vectors == [[300.0], [2.0], [280.0], [2.0], [40.0]]
-    assert len(calls) == 3
+    assert calls == [[1, 3], [4], [2, 0]]
