@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Protocol
 
+from adapters.errors import BackendUnavailable
+
 
 class Queue(Protocol):
     """A queue of the plugin's own where work waits for its turn."""
@@ -30,10 +32,15 @@ class Waiting:
     plugin can tell a request that was still waiting behind others' work, served as
     it waited (the plugin is full: answered 429, which the platform's breaker ignores),
     from one whose work was under way or whose queue stood still (something is stuck:
-    503)."""
+    503).
+
+    `deadline`: when the request's time runs out, on the event loop's clock (set by the
+    request's deadline, plugin/core/service_errors.py, `within`); None: no deadline. A
+    queue refuses work whose turn comes too late to finish by then (`TooLate`)."""
 
     queue: Queue | None = None
     served_before: int = 0
+    deadline: float | None = None
 
     def joined(self, queue: Queue) -> None:
         self.queue, self.served_before = queue, queue.served
@@ -44,6 +51,12 @@ class Waiting:
     def behind_others(self) -> bool:
         """Still waiting in a queue that has served others since it joined."""
         return self.queue is not None and self.queue.served > self.served_before
+
+
+class TooLate(BackendUnavailable):
+    """Work refused when its turn came: too little of its request's time was left to
+    finish it. The queue was serving others meanwhile, so the plugin is full, not broken:
+    admission answers 429 (plugin/scheduling/admission.py)."""
 
 
 @dataclass(frozen=True, slots=True)

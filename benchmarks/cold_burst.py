@@ -16,7 +16,8 @@ moment, each given the platform's 2 s:
 
 Checks: no 503 and no timeout in either burst (a 429 is the plugin saying it is
 over capacity, which the platform's client survives). Prints the server's cold
-start and each burst's statuses and latencies. About a minute.
+start, each burst's statuses and latencies, and the server log's 5xx answers and errors
+counted by message. About a minute.
 `python -m benchmarks.cold_burst [--namespaces 200 --spinners 2 --commits 1]`
 """
 
@@ -36,10 +37,12 @@ from benchmarks.fairness_load import Texts
 from benchmarks.fairness_load import check
 from benchmarks.fairness_load import command_line
 from benchmarks.fairness_load import commit_request
+from benchmarks.fairness_load import server_failures
 from benchmarks.fairness_load import warm
 from benchmarks.http_caller import Connection
 from benchmarks.http_caller import Request
 from benchmarks.http_caller import gather_then_close
+from harness.raw_http import log_lines
 from harness.server_process import ServerProcess
 
 CLIENT_TIMEOUT_S = 2.0
@@ -94,7 +97,7 @@ def main() -> None:
     try:
         with (
             tempfile.TemporaryDirectory(prefix="bench-") as tmp,
-            ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log") as server,
+            ServerProcess(Path(tmp) / "data", Path(tmp) / "server.log", log_level="INFO") as server,
         ):
             server.start()
             print(f"cold start (spawn -> first 200 on /v1/health): {server.wait_healthy():.2f} s")
@@ -117,6 +120,7 @@ def main() -> None:
                 )
             )
             server.terminate()
+            print(server_failures(log_lines(server)))
     finally:
         for spinner in spinners:
             spinner.kill()

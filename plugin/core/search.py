@@ -106,7 +106,7 @@ class MemorySearch:
         """One backend read over every live namespace asked for; pinned first, `limit` in all."""
         limit = request.effective_limit
         kinds = frozenset(request.kinds) if request.kinds else None
-        async with within(self.deadline_s):
+        async with within(self.deadline_s, caller.waiting):
             names = list(dict.fromkeys(request.namespaces))
             records = await self.backend.get_namespaces(names)
             now = self.clock()

@@ -189,7 +189,7 @@ class MemoryService:
     async def commit(
         self, namespace: str, body: MemoryFields, caller: Caller = NOBODY
     ) -> MemoryRecord:
-        async with within(self.deadline_s):
+        async with within(self.deadline_s, caller.waiting):
             if await self._live_namespace(namespace) is None:
                 raise NotFound(f"namespace {namespace} not found")
             # The existence check of an explicit id (a backfill's every write) comes before

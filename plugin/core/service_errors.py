@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from adapters.callers import Waiting
 from adapters.errors import BackendUnavailable
 
 
@@ -31,8 +32,11 @@ class DeadlinePassed(BackendUnavailable):
 
 
 @asynccontextmanager
-async def within(seconds: float) -> AsyncIterator[None]:
-    """What runs inside finishes within `seconds`, or fails as `DeadlinePassed`."""
+async def within(seconds: float, waiting: Waiting | None = None) -> AsyncIterator[None]:
+    """What runs inside finishes within `seconds`, or fails as `DeadlinePassed`. `waiting`,
+    the request's place in the plugin's queues, is told when that is (`Waiting.deadline`)."""
+    if waiting is not None:
+        waiting.deadline = asyncio.get_running_loop().time() + seconds
     try:
         async with asyncio.timeout(seconds):
             yield

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from functools import partial
 
+from adapters.callers import TooLate
 from adapters.callers import Waiting
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import Encoder
@@ -38,9 +39,10 @@ def clip_for_model(text: str) -> str:
     return text[:MAX_EMBEDDED_CHARS]
 
 
-# A text waiting for the model: (text, its future, when it was queued, its priority,
-# whether its token vectors are wanted).
-Pending = tuple[str, "asyncio.Future[Embedding]", float, Priority, bool]
+# A text waiting for the model: (text, its future, when it was queued (the event loop's
+# clock), its priority, where its request waits or None, whether its token vectors are
+# wanted).
+Pending = tuple[str, "asyncio.Future[Embedding]", float, Priority, Waiting | None, bool]
 # Under load, wait for expected callers at most this share of the last batch's time.
 LINGER_SHARE = 0.5
 MAX_BATCH = 4
@@ -49,10 +51,10 @@ WRITE_SHARE = 4
 # A text waiting this long goes first, oldest first (fair_queue.py): the app passes two
 # thirds of the request deadline, leaving the rest for the model and the store.
 OVERDUE_S = 1.0
-
-
-def _live(item: Pending) -> bool:
-    return not item[1].cancelled()
+# What a text's request needs after the model, at least (the store's write or read, the
+# answer): a text taken with less of its time left, beyond the batch's, is refused. The app
+# passes a sixth of the request deadline.
+AFTER_MODEL_S = 0.25
 
 
 @dataclass
@@ -85,6 +87,7 @@ class BatchingEmbedder:
         overdue_s: float = OVERDUE_S,
         requests_in_flight: Callable[[], int] | None = None,
         keep_tokens: bool = False,
+        after_model_s: float = AFTER_MODEL_S,
     ) -> None:
         self.encoder = encoder
         # Whether each text's token vectors come with it: only where searches rerank
@@ -96,6 +99,8 @@ class BatchingEmbedder:
         self.max_linger_s = max_linger_s
         self.stats = BatchStats()
         self.served = 0  # texts embedded (adapters/callers.py, `Waiting`)
+        self.after_model_s = after_model_s
+        self.refused = 0  # texts refused at their turn, too late to be of use (`_in_time`)
         self._observer = observer
         self._wait_observer = wait_observer
         # The server's requests in flight: more than one, and a lone text is not sequential.
@@ -131,7 +136,7 @@ class BatchingEmbedder:
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
         for queue in self._queues.values():
-            for _, future, _, _, _ in queue.drain():
+            for _, future, *_ in queue.drain():
                 if not future.done():
                     future.set_exception(RuntimeError("embedder is shutting down"))
         if self._executor is not None:
@@ -164,10 +169,11 @@ class BatchingEmbedder:
             raise RuntimeError("embedder is not started")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Embedding] = loop.create_future()
+        waiting = work.waiting
         wanted = self.keep_tokens if tokens is None else tokens and self.keep_tokens
-        queued = (clip_for_model(text), future, loop.time(), work.priority, wanted)
+        queued = (clip_for_model(text), future, loop.time(), work.priority, waiting, wanted)
         self._queues[work.priority].push(work.tenant, queued)
-        if (waiting := work.waiting) is not None:  # for the request's deadline
+        if waiting is not None:  # for the request's deadline
             waiting.joined(self)
             future.add_done_callback(partial(_embedded, waiting))
         if self._wake is not None and self.queued >= self._wake_at:
@@ -218,13 +224,36 @@ class BatchingEmbedder:
         `WRITE_SHARE - 1` of them; writes alone when no search waits. A search never
         waits for writes that fill its batch: a lone search is a batch of one."""
         searches, writes = self._queues[Priority.SEARCH], self._queues[Priority.WRITE]
+        live = self._in_time
         if not searches:
-            return writes.take(size, _live)
-        taken = searches.take(size - min(len(writes), size // WRITE_SHARE), _live)
-        if not taken:  # every search waiting was cancelled
-            return writes.take(size, _live)
+            return writes.take(size, live)
+        taken = searches.take(size - min(len(writes), size // WRITE_SHARE), live)
+        if not taken:  # every search waiting was cancelled or refused
+            return writes.take(size, live)
         owed = min(size - len(taken), len(taken) // (WRITE_SHARE - 1))
-        return taken + writes.take(owed, _live)
+        return taken + writes.take(owed, live)
+
+    def _in_time(self, item: Pending) -> bool:
+        """Whether a text taken for a batch is embedded: its request still waits for it,
+        and has time left for the batch (as long as the last one took) and what follows
+        the model (`after_model_s`). A text whose request would run out of time first,
+        having waited behind others' texts (`Waiting.behind_others`), is refused now, at
+        its turn (`TooLate`): embedded, it would be a late failure in the store instead,
+        and its place in the batch is another's in time. One that waited behind nobody
+        is embedded: its request was slow elsewhere, and its deadline decides."""
+        _, future, _, _, waiting, _ = item
+        if future.cancelled():
+            return False
+        if waiting is None or waiting.deadline is None or not waiting.behind_others():
+            return True
+        left = waiting.deadline - asyncio.get_running_loop().time()
+        if left >= self._last_s + self.after_model_s:
+            return True
+        self.refused += 1
+        future.set_exception(
+            TooLate(f"{left:.2f} s left when the model's turn came, too little to finish")
+        )
+        return False
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -240,7 +269,7 @@ class BatchingEmbedder:
             try:
                 lone = self._alone(len(texts))
                 embed = self.encoder.embed_lone if lone else self.encoder.embed
-                group = partial(_embed_group, embed, texts, [item[4] for item in batch])
+                group = partial(_embed_group, embed, texts, [item[5] for item in batch])
                 if lone:
                     embedded = encode_by_length(group, texts)
                 else:
@@ -248,7 +277,7 @@ class BatchingEmbedder:
                         self._executor, encode_by_length, group, texts
                     )
             except Exception as error:  # a model failure fails this batch, not the worker
-                for _, future, _, _, _ in batch:
+                for _, future, *_ in batch:
                     if not future.done():
                         future.set_exception(error)
                 continue
@@ -260,7 +289,7 @@ class BatchingEmbedder:
             self.served += len(batch)
             if self._observer is not None:
                 self._observer(len(batch), self._last_s)
-            for (_, future, _, _, _), embedding in zip(batch, embedded, strict=True):
+            for (_, future, *_), embedding in zip(batch, embedded, strict=True):
                 if not future.done():
                     future.set_result(embedding)
 
@@ -276,7 +305,7 @@ class BatchingEmbedder:
 
     def _observe_waits(self, batch: list[Pending], now: float) -> None:
         if self._wait_observer is not None:
-            for _, _, queued_at, priority, _ in batch:
+            for _, _, queued_at, priority, *_ in batch:
                 self._wait_observer(priority, now - queued_at)
 
 

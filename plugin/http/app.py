@@ -92,6 +92,7 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
         observer=observe_batch,
         wait_observer=metrics.sharing.observe_wait,
         overdue_s=settings.backend_timeout_s * 2 / 3,
+        after_model_s=settings.backend_timeout_s / 6,
         requests_in_flight=lambda: admission.in_flight,
         keep_tokens=app[RANKING].reranks,  # only a rerank reads them
     )

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from adapters.callers import Caller
+from adapters.callers import TooLate
 from adapters.callers import Waiting
 from plugin.core.service_errors import DeadlinePassed
 from plugin.scheduling.service_time import ServiceTime
@@ -37,8 +38,8 @@ class OverShare(Exception):
     ) -> None:
         if reason == DEADLINE:
             message = (
-                f"the plugin is over capacity: this request of namespace {tenant} was still "
-                "waiting its turn behind other requests when its time ran out; retry shortly"
+                f"the plugin is over capacity: this request of namespace {tenant} waited its "
+                "turn behind other requests until too little of its time was left; retry shortly"
             )
         else:
             why = (
@@ -142,8 +143,9 @@ class Admission:
         waiting = Waiting()
         try:
             yield Caller(tenant, waiting)
-        except DeadlinePassed as error:
-            if not waiting.behind_others():
+        except (DeadlinePassed, TooLate) as error:
+            # TooLate: refused by a queue that served others while it waited
+            if isinstance(error, DeadlinePassed) and not waiting.behind_others():
                 raise
             mine = self._in_flight[tenant] - 1
             refusal = OverShare(tenant, DEADLINE, mine, self.fair_share(tenant, self.capacity()))

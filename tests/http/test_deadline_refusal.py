@@ -25,8 +25,8 @@ from tests.support.encoders import PacedEncoder
 TENANTS = [f"workspace:w{n}" for n in range(16)]
 REFUSED = {
     "code": "unavailable",
-    "message": "the plugin is over capacity: this request of namespace {} was still "
-    "waiting its turn behind other requests when its time ran out; retry shortly",
+    "message": "the plugin is over capacity: this request of namespace {} waited its "
+    "turn behind other requests until too little of its time was left; retry shortly",
 }
 
 

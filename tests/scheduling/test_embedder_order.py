@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from adapters.callers import TooLate
+from adapters.callers import Waiting
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.length_groups import encode_by_length
 from plugin.embedding.length_groups import length_groups
@@ -100,3 +104,47 @@ def test_texts_of_a_batch_are_grouped_by_length_and_returned_in_order() -> None:
     vectors = encode_by_length(encode, texts)
     assert vectors == [[300.0], [2.0], [280.0], [2.0], [40.0]]
     assert calls == [[1, 3], [4], [2, 0]]
+
+
+def with_time_left(seconds: float) -> Waiting:
+    """The place of a request whose deadline is `seconds` from now."""
+    return Waiting(deadline=asyncio.get_running_loop().time() + seconds)
+
+
+async def test_a_text_whose_time_ran_short_behind_others_is_refused_at_its_turn() -> None:
+    """Its turn comes with less time left than a batch and the store need: refused, not
+    embedded, and the batch is the texts still in time."""
+    encoder = GatedEncoder()
+    embedder = BatchingEmbedder(encoder, max_batch=4, after_model_s=0.5)
+    await embedder.start()
+    try:
+        first = embedder.embed("w00", write("workspace:first"))
+        await asyncio.to_thread(encoder.entered.wait, 5)
+        short = Waiting()
+        late = embedder.embed("late", Work("workspace:a", Priority.WRITE, short))
+        short.deadline = asyncio.get_running_loop().time() + 0.1  # set as `within` does
+        in_time = embedder.embed("t00", Work("workspace:b", Priority.WRITE, with_time_left(60)))
+        encoder.gate.set()
+        await asyncio.gather(first, in_time)
+        with pytest.raises(TooLate):
+            await late
+    finally:
+        await embedder.close()
+    assert encoder.batches == [["w00"], ["t00"]]
+    assert embedder.refused == 1
+
+
+async def test_a_text_that_waited_behind_nobody_is_embedded_however_late() -> None:
+    """Its request was slow elsewhere: the queue has nothing to make room for, and the
+    request's deadline decides."""
+    encoder = GatedEncoder()
+    encoder.gate.set()
+    embedder = BatchingEmbedder(encoder, max_batch=4, after_model_s=0.5)
+    await embedder.start()
+    try:
+        work = Work("workspace:a", Priority.WRITE, with_time_left(0.1))
+        await embedder.embed("late", work)
+    finally:
+        await embedder.close()
+    assert encoder.batches == [["late"]]
+    assert embedder.refused == 0
