@@ -1,7 +1,8 @@
 """`SameTurn`: the calls made in one turn of the event loop, sent on as one.
 
 The commits a batch of the model releases resume in one turn: their upserts cross to the engine
-worker in one frame (engine_pool.py). A lone call waits only for the end of its own turn.
+worker in one frame (engine_pool.py). A lone call waits only for the end of its own turn; a
+call whose callers all gave up is cancelled, as each was.
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ class SameTurn(Generic[Item, Result]):
         task = asyncio.create_task(self._answer(items, futures), name="same turn")
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
+
+        def given_up(_: asyncio.Future[Result]) -> None:
+            """Once every caller of the turn gave up (its deadline), so does the call."""
+            if all(future.cancelled() for future in futures):
+                task.cancel()
+
+        for future in futures:
+            future.add_done_callback(given_up)
 
     async def _answer(self, items: list[Item], futures: list[asyncio.Future[Result]]) -> None:
         try:

@@ -58,3 +58,24 @@ async def test_a_caller_that_gives_up_leaves_the_others_answered() -> None:
     with pytest.raises(asyncio.CancelledError):
         await leaving
     assert call.calls == [[1, 2]]
+
+
+async def test_a_call_whose_callers_all_give_up_is_cancelled() -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def call(items: Sequence[int]) -> list[int]:
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return list(items)
+
+    same = SameTurn(call)
+    callers = [asyncio.ensure_future(same.submit(n)) for n in (1, 2)]
+    await started.wait()
+    for caller in callers:
+        caller.cancel()
+    await asyncio.wait_for(cancelled.wait(), 1)
+    await same.drain()

@@ -171,6 +171,7 @@ async def test_a_new_shard_has_its_directory_entries_synced(
 
 async def test_concurrent_writes_share_one_sync(synced: QdrantEdgeBackend, tmp_path: Path) -> None:
     await synced.upsert_memory(memory(NAME, id="first"), MemoryVectors(unit(1)))
+    await synced.store.calls.synced_behind()  # its count, written behind the answer
     recorder = Recorder(synced)
 
     await asyncio.gather(
@@ -191,6 +192,7 @@ async def test_a_forget_writes_its_count_before_the_engine_deletes(
     synced: QdrantEdgeBackend, tmp_path: Path
 ) -> None:
     await synced.upsert_memory(memory(NAME, id="m1"), MemoryVectors(unit(1)))
+    await synced.store.calls.synced_behind()  # its count, written behind the answer
     recorder = Recorder(synced)
 
     assert await synced.delete_memory(NAME, "m1")
@@ -207,6 +209,7 @@ async def test_the_expiry_sweep_writes_its_counts_before_the_engine_deletes(
 ) -> None:
     expiring = memory(NAME, id="m1", expires_at=T0 + timedelta(seconds=1))
     await synced.upsert_memory(expiring, MemoryVectors(unit(1)))
+    await synced.store.calls.synced_behind()  # its count, written behind the answer
     recorder = Recorder(synced)
 
     assert await synced.delete_expired_memories(T0 + timedelta(seconds=2)) == 1
