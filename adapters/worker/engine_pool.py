@@ -184,10 +184,12 @@ class EnginePool(VectorBackend):
         deleted: bool = await self.cross(Call("delete_namespace", (name,), {}))
         return deleted
 
-    # -- upserts: those of one turn cross to their worker together -------------------
+    # -- upserts: a batch crosses to each worker as one call ---------------------------
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        failed = await self._upserts[self.route(memory.namespace)].submit((memory, vectors))
+        # a commit's own call: joined with others of its turn, a worker's crash under load
+        # answered hundreds of 503s (benchmarks.worker_kill) where alone it answers none
+        (failed,) = await self._upsert_batch(self.route(memory.namespace), [(memory, vectors)])
         if failed is not None:
             raise failed
 

@@ -4,7 +4,6 @@ workers' conditions as one."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -70,7 +69,7 @@ async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) ->
         assert (disk.sync_waiting_s, disk.refused) == (0, (0, 0, 0, 0))
 
 
-async def test_the_upserts_of_one_turn_cross_to_each_worker_as_one_call(
+async def test_a_batch_crosses_to_each_worker_as_one_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with started(embedded_store(DIM, tmp_path, WORKERS)) as store:
@@ -95,7 +94,8 @@ async def test_the_upserts_of_one_turn_cross_to_each_worker_as_one_call(
 
             monkeypatch.setattr(worker, "call", recorded)
         written = [memory(name, content=name) for name in (a, b, c)]
-        await asyncio.gather(*(store.upsert_memory(m, MemoryVectors(unit(1))) for m in written))
+        batch = [(m, MemoryVectors(unit(1))) for m in written]
+        assert await store.upsert_batch(batch) == [None] * 3
         assert sorted(sent) == [(0, "upsert_batch", [a, b]), (1, "upsert_batch", [c])]
         for m in written:
             assert await store.get_memory(m.namespace, m.id) == m
