@@ -23,16 +23,14 @@ from adapters.base import VectorBackend
 from adapters.callers import NOBODY
 from adapters.callers import Caller
 from adapters.parts import BulkTransfer
-from adapters.parts import KeywordIndex
 from adapters.parts import StoreMeta
 from adapters.parts import StoreSizes
-from adapters.parts import TokenIndex
+from adapters.parts import VectorFill
 
 # Where each call's signature is read: the backend (None) and each part, by its name.
 INTERFACES: Mapping[str | None, type] = {
     None: VectorBackend,
-    "keyword_index": KeywordIndex,
-    "token_index": TokenIndex,
+    "vector_fill": VectorFill,
     "transfer": BulkTransfer,
     "store_meta": StoreMeta,
     "store_size": StoreSizes,
@@ -119,12 +117,9 @@ CROSSINGS: Mapping[str, Crossing] = {
     "list_memories": Crossing(Spread("namespaces", merge.listed), queued=True, again=True),
     "delete_memory": Crossing(Owner("namespace")),
     "delete_expired_memories": Crossing(Every(merge.summed)),
-    "keyword_index.prepare_keywords": Crossing(Every(merge.nothing, in_turn=True)),
-    "keyword_index.unindexed_memories": Crossing(Walk(), queued=True, again=True),
-    "keyword_index.index_keywords": Crossing(Keyed(), again=True),
-    "token_index.prepare_tokens": Crossing(Every(merge.nothing, in_turn=True)),
-    "token_index.untokenized_memories": Crossing(Walk(), queued=True, again=True),
-    "token_index.index_tokens": Crossing(Keyed(), again=True),
+    "vector_fill.prepare": Crossing(Every(merge.nothing, in_turn=True)),
+    "vector_fill.missing": Crossing(Walk(), queued=True, again=True),
+    "vector_fill.fill": Crossing(Keyed(), again=True),
     "transfer.iter_memories": Crossing(Owner("namespace"), queued=True, pages=True),
     "transfer.upsert_memories": Crossing(
         Grouped("memories", _stored_namespace, aligned=("keywords",)), again=True

@@ -12,64 +12,47 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from adapters.values import FillVector
 from adapters.values import SparseVector
 from adapters.values import StoredMemory
 from adapters.values import StoreSize
-from adapters.values import TokenVectors
+from adapters.values import VectorKind
 
 # The attributes of `VectorBackend` that hand out a part (or None): `OptionalParts`.
-PARTS = ("keyword_index", "token_index", "transfer", "store_meta", "store_size")
+PARTS = ("vector_fill", "transfer", "store_meta", "store_size")
 
 
-class KeywordIndex(Protocol):
-    """Keyword vectors for memories stored without one, filled in place in the background."""
+class VectorFill(Protocol):
+    """Vectors of each kind for memories stored without them, filled in place in the background.
 
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        """Make every memory able to hold a keyword vector, in place; idempotent.
+    Why in place: a store written before a kind of vector existed gains it without copying or
+    re-embedding anything. Keys are opaque to the plugin.
+    """
 
-        With `reset`, first drop every stored keyword vector (another encoder made
-        them): `unindexed_memories` then lists every memory again. Why here and not
-        at every start: a store written before keyword vectors existed gains them
-        without copying or re-embedding anything. Raises `NotImplementedError` where
-        the store turns out to keep none (a cosine Pinecone index).
+    async def prepare(self, kind: VectorKind, *, reset: bool = False) -> None:
+        """Make every memory able to hold vectors of `kind`, in place; idempotent.
+
+        With `reset`, first drop every stored keyword vector (another encoder made them):
+        `missing` then lists every memory again; token vectors of another shape are dropped
+        here unasked. Raises `NotImplementedError` where the store turns out to keep none of
+        `kind` (token vectors on Pinecone, keyword vectors on a cosine Pinecone index).
         """
 
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
+    async def missing(
+        self, kind: VectorKind, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
-        """A page of memories with no keyword vector, as (key, content), and the next cursor.
+        """A page of memories without vectors of `kind`, as (key, content), and the next cursor.
 
-        Walks the whole store once from `cursor=None` until the returned cursor is
-        None, in any order, whatever is indexed meanwhile. Keys are opaque to the plugin.
+        Walks the whole store once from `cursor=None` until the returned cursor is None, in
+        any order, whatever is filled meanwhile (adapters/walk.py).
         """
 
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        """Give each keyed memory its keyword vector, unless it has one by now; how many.
+    async def fill(self, kind: VectorKind, items: Sequence[tuple[str, FillVector]]) -> int:
+        """Give each keyed memory its vectors of `kind`, unless it has some by now; how many.
 
-        "Unless it has one by now": a memory rewritten since it was listed carries the
-        keyword vector of its new content, which must not be replaced by the old one's.
+        "Unless it has some by now": a memory rewritten since it was listed carries the
+        vectors of its new content, which must not be replaced by the old one's.
         """
-
-
-class TokenIndex(Protocol):
-    """Filling in token vectors, in place."""
-
-    async def prepare_tokens(self) -> None:
-        """Make every memory able to hold token vectors (a store written before them
-        gains the multivector); idempotent."""
-        ...
-
-    async def untokenized_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        """A page of memories with no token vectors, as (key, content), and the next
-        cursor: walks the whole store once from None until the cursor returned is None."""
-        ...
-
-    async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
-        """Give each keyed memory its token vectors, unless it has some by now (a memory
-        rewritten since it was listed carries its new content's); how many."""
-        ...
 
 
 class BulkTransfer(Protocol):
@@ -131,11 +114,7 @@ class OptionalParts:
     where the part is built on first use)."""
 
     @property
-    def keyword_index(self) -> KeywordIndex | None:
-        return None
-
-    @property
-    def token_index(self) -> TokenIndex | None:
+    def vector_fill(self) -> VectorFill | None:
         return None
 
     @property

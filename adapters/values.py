@@ -216,6 +216,18 @@ class SearchMode(enum.StrEnum):
     KEYWORD = "keyword"  # BM25 over the keyword vectors only
 
 
+class VectorKind(enum.StrEnum):
+    """The vectors a store fills in place for memories written without them
+    (adapters/parts.py, `VectorFill`)."""
+
+    KEYWORDS = "keywords"  # BM25 term weights: a `SparseVector`
+    TOKENS = "tokens"  # the model's token vectors (`TokenVectors`), their wordpieces beside
+
+
+# What the fill gives a memory: its keyword vector, or its token vectors.
+FillVector = SparseVector | TokenVectors
+
+
 @dataclass(frozen=True, slots=True)
 class SearchQuery:
     """What a search with a query sends the store: a dense vector, a keyword vector, or both.

@@ -26,7 +26,7 @@ from adapters.pinecone.calls import PineconeMissing
 from adapters.pinecone.calls import call
 from adapters.pinecone.expiry import ExpirySweep
 from adapters.pinecone.index_connection import PineconeConnection
-from adapters.pinecone.keywords import PineconeKeywordIndex
+from adapters.pinecone.keywords import PineconeVectorFill
 from adapters.pinecone.keywords import stored_sparse
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.pinecone_transfer import PineconeTransfer
@@ -80,7 +80,7 @@ class PineconeBackend(VectorBackend):
         self._meta = PineconeStoreMeta(shared)
         self._reads = MemoryReads(shared)
         self._expiry = ExpirySweep(shared, self._records, self._reads)
-        self._keywords = PineconeKeywordIndex(self._connection)
+        self._fill = PineconeVectorFill(self._connection)
         self._transfer = PineconeTransfer(shared, self._connection, self._records)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -111,8 +111,8 @@ class PineconeBackend(VectorBackend):
         return self._meta
 
     @property
-    def keyword_index(self) -> PineconeKeywordIndex:
-        return self._keywords
+    def vector_fill(self) -> PineconeVectorFill:
+        return self._fill
 
     async def _ready(self) -> AsyncIndex:
         return await self._connection.index()

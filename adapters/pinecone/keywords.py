@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from adapters.errors import BackendMisconfigured
+from adapters.values import FillVector
 from adapters.values import SparseVector
+from adapters.values import VectorKind
 
 if TYPE_CHECKING:
     from adapters.pinecone.index_connection import PineconeConnection
@@ -41,18 +43,18 @@ def keyword_score(query: SparseVector | None, stored: SparseVector | None) -> fl
     )
 
 
-class PineconeKeywordIndex:
-    """The adapter side of plugin/upgrades/keyword_upgrade.py, as far as Pinecone allows it."""
+class PineconeVectorFill:
+    """`VectorFill` as far as Pinecone allows: keyword vectors only, on a dotproduct index,
+    as memories are written; Pinecone can neither list the records without one nor drop
+    them in place."""
 
     def __init__(self, connection: PineconeConnection) -> None:
         self._connection = connection
 
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        """A dotproduct index takes keyword vectors as memories are written; Pinecone can
-        neither list the records without one nor drop them in place."""
+    async def prepare(self, kind: VectorKind, *, reset: bool = False) -> None:
         await self._connection.index()
-        if self._connection.metric != "dotproduct":
-            raise NotImplementedError("a cosine Pinecone index keeps no keyword vectors")
+        if kind is not VectorKind.KEYWORDS or self._connection.metric != "dotproduct":
+            raise NotImplementedError(f"this Pinecone index keeps no {kind} vectors")
         if reset:
             raise BackendMisconfigured(
                 "the Pinecone index holds keyword vectors of another encoder configuration and"
@@ -60,11 +62,11 @@ class PineconeKeywordIndex:
                 " `memory-plugin-vector export` and `import`"
             )
 
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
+    async def missing(
+        self, kind: VectorKind, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, str]], str | None]:
-        return [], None  # not findable on Pinecone (module docstring)
+        return [], None  # not findable on Pinecone
 
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        """Never asked: `unindexed_memories` finds nothing to index."""
-        raise NotImplementedError("the pinecone backend indexes keyword vectors as it writes")
+    async def fill(self, kind: VectorKind, items: Sequence[tuple[str, FillVector]]) -> int:
+        """Never asked: `missing` finds nothing to fill."""
+        raise NotImplementedError("the pinecone backend writes keyword vectors as it writes")

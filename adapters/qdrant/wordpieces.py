@@ -12,12 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.values import PackedTokens
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
+from adapters.values import VectorKind
 from adapters.values import wordpiece_ids
 
 WORDPIECES_VECTOR = "wordpieces"
+# The vector a memory without vectors of each kind lacks, for the fill to find it by. The
+# wordpieces are written with the token vectors: a store whose token vectors predate
+# wordpieces gains both.
+FOUND_BY = {VectorKind.KEYWORDS: KEYWORDS_VECTOR, VectorKind.TOKENS: WORDPIECES_VECTOR}
 
 
 def document(tokens: TokenVectors) -> SparseVector | None:

@@ -36,6 +36,9 @@ from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
+from adapters.walk import Page
+from adapters.walk import by_place
+from adapters.walk import walk
 from adapters.worker import frames
 from adapters.worker.engine_process import EngineProcess
 from adapters.worker.same_turn import SameTurn
@@ -267,26 +270,21 @@ class EnginePool(VectorBackend):
     def _owner_of(self, call: Call, route: Owner) -> int:
         return self.route(call.owner(route))
 
-    async def _walk(self, call: Call) -> tuple[list[tuple[str, Any]], str | None]:
-        """One page of the walk over every worker in turn, from the call's `cursor`: a
-        cursor, and each key, is the worker's index, a slash, and what the worker gave."""
-        index, _, inner = (call.arg("cursor") or "0/").partition("/")
-        worker = int(index)
-        items, after = await self._ask(worker, call.with_args(cursor=inner or None))
-        keyed = [(f"{worker}/{key}", value) for key, value in items]
-        if after is not None:
-            return keyed, f"{worker}/{after}"
-        return keyed, (f"{worker + 1}/" if worker + 1 < len(self.workers) else None)
+    async def _walk(self, call: Call) -> Page[Any]:
+        """One page of the walk over every worker in turn, from the call's `cursor`: its
+        places are the workers' indexes (adapters/walk.py)."""
+
+        async def page(worker: str, inner: str | None) -> Page[Any]:
+            found: Page[Any] = await self._ask(int(worker), call.with_args(cursor=inner))
+            return found
+
+        return await walk([str(n) for n in range(len(self.workers))], call.arg("cursor"), page)
 
     async def _keyed(self, call: Call, route: Keyed) -> int:
         """Items keyed by a walk's keys, each worker's in one call; how many, summed."""
-        by_worker: dict[int, list[tuple[str, Any]]] = {}
-        for key, value in call.arg(route.arg):
-            index, _, inner = key.partition("/")
-            by_worker.setdefault(int(index), []).append((inner, value))
         done = 0
-        for index, items in by_worker.items():
-            done += await self._ask(index, call.with_args(**{route.arg: items}))
+        for worker, items in by_place(call.arg(route.arg)).items():
+            done += await self._ask(int(worker), call.with_args(**{route.arg: items}))
         return done
 
     async def _grouped(self, call: Call, route: Grouped) -> int:

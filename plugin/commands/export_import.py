@@ -35,7 +35,7 @@ from plugin.transfer.bulk import EmbedMany
 from plugin.transfer.bulk import StoreWriter
 from plugin.transfer.bulk import import_lines
 from plugin.transfer.bulk import stream_export
-from plugin.upgrades.keyword_upgrade import index_store
+from plugin.upgrades import vector_fill
 
 BULK_TIMEOUT_S = 10.0  # per backend call, retries included (the setting's maximum)
 EMBED_CHUNK = 128
@@ -186,7 +186,8 @@ async def _import(
         await check_store(backend, target)  # never mix vector spaces in the target
         writer = StoreWriter(backend, utc_now(), embed, keywords, progress=bar.update)
         await import_lines(lines, writer, reuse_vectors=reuse)
-        await index_store(backend, keywords)  # and what the store held without one
+        # and what the store held without one
+        await vector_fill.fill_store(backend, vector_fill.keywords(keywords))
     report = writer.report
     echo(
         f"import: namespaces {report.namespaces_written} written,"

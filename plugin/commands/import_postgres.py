@@ -29,7 +29,7 @@ from plugin.embedding.bm25 import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer.bulk import StoreWriter
 from plugin.transfer.parity import verify
-from plugin.upgrades.keyword_upgrade import index_store
+from plugin.upgrades import vector_fill
 
 ROWS_PER_FETCH = 2000
 NAMESPACES = (
@@ -146,7 +146,8 @@ async def run(
                     backend, now, embedder(encoder), keywords, batch=batch, progress=bar.update
                 )
                 namespaces, rows = await copy(conn, writer, now)
-            await index_store(backend, keywords)  # and what the store held without one
+            # and what the store held without one
+            await vector_fill.fill_store(backend, vector_fill.keywords(keywords))
         finally:
             bar.close()
         seconds = time.perf_counter() - started

@@ -19,7 +19,7 @@ from plugin.embedding.bm25 import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer.bulk import WRITE_BATCH
 from plugin.transfer.bulk import StoreWriter
-from plugin.upgrades.keyword_upgrade import index_store
+from plugin.upgrades import vector_fill
 
 # Called once per namespace copied: (namespace name, memories copied for it).
 Progress = Callable[[str, int], None]
@@ -82,7 +82,7 @@ async def migrate(
             drop_source=drop_source,
             progress=lambda name, count: out(f"copied {name}: {count} memories"),
         )
-        await index_store(target, KeywordEncoder())
+        await vector_fill.fill_store(target, vector_fill.keywords(KeywordEncoder()))
     except BackendError as error:
         out(f"migrate-layout failed (run it again: it resumes without duplicates): {error}")
         return 1

@@ -42,7 +42,7 @@ class Ranking:
     dimmed: SearchMode | None = None  # None: always `best`
     best_now: Callable[[], bool] = field(default=never_dimmed, compare=False, repr=False)
     # Whether a rerank weighs the query's tokens by rarity: once the store holds every
-    # memory's wordpieces (plugin/upgrades/token_upgrade.py); until then all alike.
+    # memory's wordpieces (plugin/upgrades/vector_fill.py); until then all alike.
     weighs_tokens: Callable[[], bool] = field(default=never_weighed, compare=False, repr=False)
 
     @property

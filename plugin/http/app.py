@@ -62,8 +62,7 @@ from plugin.settings import Settings
 from plugin.sizing import engine_workers_of
 from plugin.sizing import plugin_cpus
 from plugin.upgrades import place_upgrade
-from plugin.upgrades import token_upgrade
-from plugin.upgrades.keyword_upgrade import maintain_in_background
+from plugin.upgrades import vector_fill
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +169,10 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
                 name="janitor",
             ),
             asyncio.create_task(
-                maintain_in_background(  # as the fingerprint check: not request traffic
-                    app[BACKEND], app[KEYWORDS], metrics.observe_keywords_indexed
+                vector_fill.maintain_in_background(  # as the fingerprint check: not requests
+                    app[BACKEND],
+                    vector_fill.keywords(app[KEYWORDS]),
+                    metrics.observe_keywords_indexed,
                 ),
                 name="keyword index",
             ),
@@ -185,12 +186,12 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
         if ranking.reranks:  # no other ranking reads token vectors
             tasks.append(
                 asyncio.create_task(
-                    token_upgrade.maintain_in_background(
+                    vector_fill.maintain_in_background(
                         app[BACKEND],
-                        app[SERVICE].embedder.embed,
-                        app[VECTORS_VERIFIED].is_set,
+                        vector_fill.tokens(app[SERVICE].embedder.embed),
                         metrics.observe_tokens_indexed,
-                        app[TOKENS_WEIGHED],
+                        ready=app[VECTORS_VERIFIED].is_set,
+                        complete=app[TOKENS_WEIGHED],
                     ),
                     name="token index",
                 )

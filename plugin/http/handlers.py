@@ -76,7 +76,7 @@ async def _admitted_body(
 def health_body(request: web.Request, status: str) -> dict[str, object]:
     """The contract's fields; the sizes start-up chose (CPUs, sessions, engine workers); and
     where searches rerank, how they weigh query tokens: `idf` once every memory has its
-    wordpieces, `uniform` until then (plugin/upgrades/token_upgrade.py)."""
+    wordpieces, `uniform` until then (plugin/upgrades/vector_fill.py)."""
     body: dict[str, object] = {
         "status": status,
         "version": CONTRACT_VERSION,

@@ -90,12 +90,12 @@ class Metrics:
         self.keywords_indexed = self._counter(
             "keyword_vectors_indexed",
             "Stored memories given their keyword vector after the fact"
-            " (plugin/upgrades/keyword_upgrade.py).",
+            " (plugin/upgrades/vector_fill.py).",
         )
         self.tokens_indexed = Counter(
             f"{PREFIX}_token_vectors_indexed",
             "Stored memories given their token vectors after the fact"
-            " (plugin/upgrades/token_upgrade.py).",
+            " (plugin/upgrades/vector_fill.py).",
             registry=self.registry,
         )
         self.searches = self._counter(

@@ -13,6 +13,7 @@ from adapters.crossings import INTERFACES
 from adapters.crossings import Call
 from adapters.crossings import Crossing
 from adapters.parts import PARTS
+from adapters.values import VectorKind
 from adapters.worker.engine_pool import EnginePool
 
 
@@ -89,10 +90,11 @@ def test_a_call_reads_its_arguments_by_name_however_given() -> None:
         (),
         {"namespaces": ["org:b"], "query": "q", "memory_filter": "f", "limit": 5},
     )
-    walk = Call("keyword_index.unindexed_memories", (None, 10), {})
-    assert (walk.part, walk.method, walk.arg("cursor"), walk.caller()) == (
-        "keyword_index",
-        "unindexed_memories",
+    walk = Call("vector_fill.missing", (VectorKind.TOKENS, None, 10), {})
+    assert (walk.part, walk.method, walk.arg("kind"), walk.arg("cursor"), walk.caller()) == (
+        "vector_fill",
+        "missing",
+        VectorKind.TOKENS,
         None,
         NOBODY,
     )

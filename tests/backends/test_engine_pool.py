@@ -23,7 +23,7 @@ from adapters.values import SearchQuery
 from adapters.worker.engine_pool import EnginePool
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
-from tests.backends.suite.hybrid import KeywordIndexSuite
+from tests.backends.suite.hybrid import KeywordFillSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import TEST_POOL_WORKERS
 from tests.support.backends import copy_of
@@ -39,7 +39,7 @@ from tests.worker.test_engine_process import until
 WORKERS = TEST_POOL_WORKERS
 
 
-class TestEnginePool(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
+class TestEnginePool(BackendSuite, HybridSuite, KeywordFillSuite, RerankSuite):
     @pytest.fixture
     async def backend(self, tmp_path: Path, empty_test_pool: Path) -> AsyncIterator[EnginePool]:
         data_dir = copy_of(empty_test_pool, tmp_path / "data")

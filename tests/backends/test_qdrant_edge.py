@@ -22,7 +22,7 @@ from adapters.values import NamespaceRecord
 from harness.clocks import ManualClock
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
-from tests.backends.suite.hybrid import KeywordIndexSuite
+from tests.backends.suite.hybrid import KeywordFillSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import copy_of
 from tests.support.backends import point_count
@@ -35,7 +35,7 @@ from tests.support.records import memory
 from tests.support.records import unit
 
 
-class TestQdrantEdge(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
+class TestQdrantEdge(BackendSuite, HybridSuite, KeywordFillSuite, RerankSuite):
     @pytest.fixture
     async def backend(
         self, tmp_path: Path, empty_test_store: Path

@@ -26,7 +26,7 @@ from adapters.qdrant.server.namespace_collections import QdrantCollectionsBacken
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
-from tests.backends.suite.hybrid import KeywordIndexSuite
+from tests.backends.suite.hybrid import KeywordFillSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.records import DIM
 
@@ -92,7 +92,7 @@ async def _live_backend(
         await _delete_collections(url, api_key, prefix)
 
 
-class TestQdrantServerLive(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
+class TestQdrantServerLive(BackendSuite, HybridSuite, KeywordFillSuite, RerankSuite):
     """The shared layout: one memories collection, namespaces as tenants."""
 
     @pytest.fixture
@@ -101,7 +101,7 @@ class TestQdrantServerLive(BackendSuite, HybridSuite, KeywordIndexSuite, RerankS
             yield backend
 
 
-class TestQdrantCollectionsLive(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
+class TestQdrantCollectionsLive(BackendSuite, HybridSuite, KeywordFillSuite, RerankSuite):
     """The `collections` layout: one collection per namespace."""
 
     @pytest.fixture

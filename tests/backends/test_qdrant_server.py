@@ -20,20 +20,20 @@ from plugin.core.search_mode import Ranking
 from plugin.core.search_mode import choose_ranking
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
-from tests.backends.suite.hybrid import KeywordIndexSuite
+from tests.backends.suite.hybrid import KeywordFillSuite
 from tests.backends.suite.rerank import RerankSuite
 from tests.support.backends import started
 from tests.support.records import DIM
 
 
-class TestQdrantServerInMemory(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
+class TestQdrantServerInMemory(BackendSuite, HybridSuite, KeywordFillSuite, RerankSuite):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[QdrantServerBackend]:
         async with started(QdrantServerBackend(DIM, location=":memory:")) as backend:
             yield backend
 
 
-class TestQdrantCollectionsInMemory(BackendSuite, HybridSuite, KeywordIndexSuite, RerankSuite):
+class TestQdrantCollectionsInMemory(BackendSuite, HybridSuite, KeywordFillSuite, RerankSuite):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[QdrantCollectionsBackend]:
         async with started(QdrantCollectionsBackend(DIM, location=":memory:")) as backend:

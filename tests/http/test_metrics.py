@@ -17,14 +17,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import VectorBackend
 from adapters.parts import BulkTransfer
-from adapters.parts import KeywordIndex
 from adapters.parts import StoreMeta
-from adapters.parts import TokenIndex
+from adapters.parts import VectorFill
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
+from adapters.values import VectorKind
 from harness.clocks import WallClock
 from harness.server_process import refusing_port
 from plugin.http.keys import EMBEDDER
@@ -243,15 +243,14 @@ OPERATIONS = {
     *("delete_memory", "delete_expired_memories"),
     *("iter_memories", "upsert_memories", "place_memories"),
     *("read_store_meta", "write_store_meta"),
-    *("prepare_keywords", "unindexed_memories", "index_keywords"),
-    *("prepare_tokens", "untokenized_memories", "index_tokens"),  # token vectors
+    *("prepare", "missing", "fill"),  # vectors filled in place, of either kind
 }
 
 
 def interface_operations() -> set[str]:
     """The coroutines of `VectorBackend` and of its parts: what a backend can be asked."""
     found = set()
-    for kind in (VectorBackend, KeywordIndex, TokenIndex, BulkTransfer, StoreMeta):
+    for kind in (VectorBackend, VectorFill, BulkTransfer, StoreMeta):
         for name, member in inspect.getmembers(kind, inspect.isfunction):
             returns = str(inspect.signature(member).return_annotation)
             if not name.startswith("_") and (
@@ -269,12 +268,10 @@ async def test_instrumented_backend_times_every_operation(tmp_path: Path) -> Non
         QdrantEdgeBackend(DIM, tmp_path), lambda operation, _, __: seen.add(operation)
     )
     ns, query = "workspace:timed", SearchQuery(unit(1))
-    transfer, meta, index = backend.transfer, backend.store_meta, backend.keyword_index
-    tokens = backend.token_index
+    transfer, meta, fill = backend.transfer, backend.store_meta, backend.vector_fill
     assert transfer is not None
     assert meta is not None
-    assert index is not None
-    assert tokens is not None
+    assert fill is not None
     await backend.start()
     try:
         await backend.save_namespace(NamespaceRecord(name=ns, kind="workspace", created_at=T0))
@@ -293,12 +290,10 @@ async def test_instrumented_backend_times_every_operation(tmp_path: Path) -> Non
         await transfer.place_memories(ns, [(MEMORY_ID, 0)])
         await meta.write_store_meta("timed", "yes")
         await meta.read_store_meta()
-        await index.prepare_keywords()
-        await index.unindexed_memories(None, 5)
-        await index.index_keywords([])
-        await tokens.prepare_tokens()
-        await tokens.untokenized_memories(None, 5)
-        await tokens.index_tokens([])
+        for kind in VectorKind:
+            await fill.prepare(kind)
+            await fill.missing(kind, None, 5)
+            await fill.fill(kind, [])
         await backend.delete_memory(ns, MEMORY_ID)
         await backend.delete_expired_memories(T0)
         await backend.delete_namespace(ns)

@@ -29,7 +29,7 @@ from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.scheduling.work import Work
-from plugin.upgrades import token_upgrade
+from plugin.upgrades import vector_fill
 from tests.support.keyword_store import stored_vectors
 from tests.support.records import T0
 from tests.support.records import everything
@@ -149,14 +149,10 @@ async def test_token_vectors_without_wordpieces_are_given_both_by_the_fill(
             assert isinstance(found.tokens, PackedTokens)
             return Embedding(found.vector, PackedTokens(found.tokens.array()))
 
-        part = store.token_index
-        assert part is not None
+        fill, tokens, done = vector_fill.fill_store, vector_fill.tokens, vector_fill.Filled
         # an encoder that says no ids leaves the frequencies incomplete: no weights
-        assert await token_upgrade.fill(part, bare_embed) == token_upgrade.Filled(
-            len(CONTENTS), complete=False
-        )
-        filled = await token_upgrade.fill(part, embed)
-        assert filled == token_upgrade.Filled(len(CONTENTS), complete=True)
+        assert await fill(store, tokens(bare_embed)) == done(len(CONTENTS), complete=False)
+        assert await fill(store, tokens(embed)) == done(len(CONTENTS), complete=True)
         pieces = stored_vectors(store, WORDPIECES_VECTOR)
         for content, rows in pieces.values():
             embedded = encoder.embed([content], tokens=True)[0]
@@ -164,7 +160,7 @@ async def test_token_vectors_without_wordpieces_are_given_both_by_the_fill(
             assert embedded.tokens.ids is not None
             assert rows is not None
             assert sorted(rows.indices) == sorted(set(embedded.tokens.ids.tolist()))
-        assert await token_upgrade.fill(part, embed) == token_upgrade.Filled(0, complete=True)
+        assert await fill(store, tokens(embed)) == done(0, complete=True)
     finally:
         await store.close()
 

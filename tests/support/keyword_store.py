@@ -24,9 +24,9 @@ from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.values import NamespaceRecord
 from plugin.core.fingerprint import META_KEY
-from plugin.upgrades.keyword_upgrade import COMPLETE
-from plugin.upgrades.keyword_upgrade import META_ENCODER
-from plugin.upgrades.keyword_upgrade import META_STATE
+from plugin.upgrades.vector_fill import COMPLETE
+from plugin.upgrades.vector_fill import META_ENCODER
+from plugin.upgrades.vector_fill import META_STATE
 from tests.support.records import DIM
 from tests.support.records import T0
 from tests.support.records import memory

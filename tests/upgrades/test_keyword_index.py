@@ -1,4 +1,4 @@
-"""The keyword index across versions (plugin/upgrades/keyword_upgrade.py).
+"""The keyword index across versions (plugin/upgrades/vector_fill.py).
 
 A store written by the previous version (no keyword vectors, no record of an
 encoder) is upgraded in place: its memories get keyword vectors from their
@@ -26,10 +26,10 @@ from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.fingerprint import META_KEY
 from plugin.embedding.bm25 import KeywordEncoder
-from plugin.upgrades import keyword_upgrade
-from plugin.upgrades.keyword_upgrade import COMPLETE
-from plugin.upgrades.keyword_upgrade import META_ENCODER
-from plugin.upgrades.keyword_upgrade import META_STATE
+from plugin.upgrades import vector_fill
+from plugin.upgrades.vector_fill import COMPLETE
+from plugin.upgrades.vector_fill import META_ENCODER
+from plugin.upgrades.vector_fill import META_STATE
 from tests.support.keyword_store import NAMES
 from tests.support.keyword_store import PER_NAMESPACE
 from tests.support.keyword_store import RARE
@@ -42,6 +42,8 @@ from tests.support.records import everything
 from tests.support.records import memory
 from tests.support.records import unit
 
+KEYWORDS = vector_fill.keywords(KeywordEncoder())
+
 
 async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> None:
     store = QdrantEdgeBackend(DIM, old_store)
@@ -50,7 +52,7 @@ async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> 
         before = await store.query_memories(NAMES, SearchQuery(unit(1)), everything(), 100)
         assert all(v is None for _, v in stored_keywords(store).values())
         encoder = KeywordEncoder()
-        report = await keyword_upgrade.index_store(store, encoder)
+        report = await vector_fill.fill_store(store, vector_fill.keywords(encoder))
         assert report is not None
         assert report.indexed == len(NAMES) * PER_NAMESPACE
         meta = await store.store_meta.read_store_meta()
@@ -64,7 +66,7 @@ async def test_a_previous_version_store_is_indexed_in_place(old_store: Path) -> 
         hybrid = SearchQuery(unit(1), encoder.query("XJ-4471"))
         found = await store.query_memories(NAMES, hybrid, everything(), 2)
         assert [h.memory.content for h in found] == [RARE, RARE]
-        again = await keyword_upgrade.index_store(store, encoder)  # the next start
+        again = await vector_fill.fill_store(store, vector_fill.keywords(encoder))  # the next start
         assert again is not None
         assert again.indexed == 0
     finally:
@@ -77,13 +79,13 @@ async def test_another_encoder_configuration_is_reindexed_never_mixed(tmp_path: 
     try:
         first, second = KeywordEncoder(), KeywordEncoder(k1=2.0, b=0.5)
         assert first.identity != second.identity
-        assert await keyword_upgrade.index_store(store, first) is not None
+        assert await vector_fill.fill_store(store, vector_fill.keywords(first)) is not None
         await store.save_namespace(NamespaceRecord(name=NAMES[0], kind="org", created_at=T0))
         for text in contents(NAMES[0])[:50]:
             await store.upsert_memory(
                 memory(NAMES[0], content=text), MemoryVectors(unit(1), first.document(text))
             )
-        report = await keyword_upgrade.index_store(store, second)
+        report = await vector_fill.fill_store(store, vector_fill.keywords(second))
         assert report is not None
         assert report.indexed == 50
         meta = await store.store_meta.read_store_meta()
@@ -106,9 +108,9 @@ async def test_a_reset_cut_short_is_repeated(tmp_path: Path) -> None:
             await store.upsert_memory(
                 memory(NAMES[0], content=text), MemoryVectors(unit(1), old.document(text))
             )
-        await store.store_meta.write_store_meta(META_STATE, keyword_upgrade.RESETTING)
+        await store.store_meta.write_store_meta(META_STATE, vector_fill.RESETTING)
         await store.store_meta.write_store_meta(META_ENCODER, new.identity)
-        await keyword_upgrade.index_store(store, new)
+        await vector_fill.fill_store(store, vector_fill.keywords(new))
         for content, vector in stored_keywords(store).values():
             assert matches(vector, new.document(content)), content
     finally:
@@ -138,13 +140,13 @@ class FlakyStore(QdrantEdgeBackend):
 async def test_the_background_indexer_waits_for_the_store(
     old_store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(keyword_upgrade, "RETRY_S", 0.01)
+    monkeypatch.setattr(vector_fill, "RETRY_S", 0.01)
     store = FlakyStore(DIM, old_store)
     await store.start()
     counted: list[int] = []
     try:
         await asyncio.wait_for(
-            keyword_upgrade.maintain_in_background(store, KeywordEncoder(), counted.append), 30
+            vector_fill.maintain_in_background(store, KEYWORDS, counted.append), 30
         )
         assert sum(counted) == len(NAMES) * PER_NAMESPACE
         assert (await store.store_meta.read_store_meta())[META_STATE] == COMPLETE
@@ -157,7 +159,7 @@ async def test_a_backend_without_keyword_vectors_is_left_alone() -> None:
         backend = pinecone_backend(fake)
         await backend.start()
         try:
-            assert await keyword_upgrade.index_store(backend, KeywordEncoder()) is None
+            assert await vector_fill.fill_store(backend, KEYWORDS) is None
             assert META_ENCODER not in await backend.store_meta.read_store_meta()
         finally:
             await backend.close()

@@ -1,7 +1,7 @@
 """The keyword-index upgrade of a previous-version store killed midway: in a child, in the server.
 
 A `kill -9` in the middle of the upgrade loses nothing: the next start finishes it
-(plugin/upgrades/keyword_upgrade.py), in the adapter and in the real server over HTTP.
+(plugin/upgrades/vector_fill.py), in the adapter and in the real server over HTTP.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from harness.server_process import REPO_ROOT
 from harness.server_process import ServerProcess
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
-from plugin.upgrades import keyword_upgrade
-from plugin.upgrades.keyword_upgrade import BUILDING
-from plugin.upgrades.keyword_upgrade import COMPLETE
-from plugin.upgrades.keyword_upgrade import META_ENCODER
-from plugin.upgrades.keyword_upgrade import META_STATE
+from plugin.upgrades import vector_fill
+from plugin.upgrades.vector_fill import BUILDING
+from plugin.upgrades.vector_fill import COMPLETE
+from plugin.upgrades.vector_fill import META_ENCODER
+from plugin.upgrades.vector_fill import META_STATE
 from tests.support.keyword_store import NAMES
 from tests.support.keyword_store import RARE
 from tests.support.keyword_store import matches
@@ -37,7 +37,7 @@ from tests.support.records import everything
 _KILLED_MID_FILL = """
 import asyncio, os, signal
 from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from plugin.upgrades import keyword_upgrade
+from plugin.upgrades import vector_fill
 from plugin.embedding.bm25 import KeywordEncoder
 
 pages = []
@@ -51,8 +51,7 @@ async def main():
     store = QdrantEdgeBackend({dimension}, {data!r})
     await store.start()
     encoder = KeywordEncoder()
-    assert await keyword_upgrade.prepare(store, encoder)
-    await keyword_upgrade.fill(store, encoder, page=50, progress=progress)
+    await vector_fill.fill_store(store, vector_fill.keywords(encoder, page=50), progress)
 
 asyncio.run(main())
 """
@@ -83,7 +82,7 @@ async def test_kill_9_in_the_middle_of_the_upgrade(old_store: Path) -> None:
         # Meanwhile everything is served; indexed memories are found by their words.
         listed = await store.list_memories(NAMES, everything(), 100)
         assert len(listed) == 100
-        report = await keyword_upgrade.index_store(store, encoder)
+        report = await vector_fill.fill_store(store, vector_fill.keywords(encoder))
         assert report is not None
         assert report.indexed == len(stored) - len(done)
         assert (await store.store_meta.read_store_meta())[META_STATE] == COMPLETE

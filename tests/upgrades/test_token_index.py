@@ -1,4 +1,4 @@
-"""Token vectors across versions (plugin/upgrades/token_upgrade.py).
+"""Token vectors across versions (plugin/upgrades/vector_fill.py).
 
 A store written by the version before token vectors (every memory with its dense and
 keyword vectors, the keyword index complete) is upgraded in place: its memories get
@@ -26,7 +26,7 @@ from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.scheduling.work import Work
-from plugin.upgrades import token_upgrade
+from plugin.upgrades import vector_fill
 from tests.support.keyword_store import NAMES
 from tests.support.keyword_store import PER_NAMESPACE
 from tests.support.keyword_store import RARE
@@ -44,8 +44,14 @@ def stored_tokens(store: QdrantEdgeBackend) -> dict[str, tuple[str, Any]]:
     return stored_vectors(store, TOKEN_CODES_VECTOR)
 
 
+async def fill(store: QdrantEdgeBackend, embed: vector_fill.Embed) -> vector_fill.Filled:
+    filled = await vector_fill.fill_store(store, vector_fill.tokens(embed))
+    assert filled is not None
+    return filled
+
+
 @pytest.fixture
-def embed(encoder: SentenceTransformerEncoder) -> token_upgrade.Embed:
+def embed(encoder: SentenceTransformerEncoder) -> vector_fill.Embed:
     async def one(text: str, work: Work) -> Embedding:
         return encoder.embed([text], tokens=True)[0]
 
@@ -54,7 +60,7 @@ def embed(encoder: SentenceTransformerEncoder) -> token_upgrade.Embed:
 
 @pytest.mark.long
 async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
-    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: vector_fill.Embed
 ) -> None:
     keywords = KeywordEncoder()
     write_previous_version(tmp_path, encoder, keywords)
@@ -69,8 +75,7 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         meanwhile = await store.query_memories(NAMES, rerank, everything(), 20)
         assert meanwhile == before  # searches are right while the fill has not run
 
-        part = store.token_index
-        assert (await token_upgrade.fill(part, embed)).indexed == len(NAMES) * PER_NAMESPACE
+        assert (await fill(store, embed)).indexed == len(NAMES) * PER_NAMESPACE
         for content, rows in stored_tokens(store).values():
             expected = encoder.embed([content], tokens=True)[0].tokens
             assert expected is not None
@@ -81,14 +86,14 @@ async def test_a_store_of_the_version_before_gets_token_vectors_in_place(
         reranked = await store.query_memories(NAMES, rerank, everything(), 20)
         assert [hit.memory.content for hit in reranked[:2]] == [RARE, RARE]
         assert [hit.score for hit in reranked] != [hit.score for hit in before]
-        assert (await token_upgrade.fill(part, embed)).indexed == 0  # the next start: nothing to do
+        assert (await fill(store, embed)).indexed == 0  # the next start: nothing to do
     finally:
         await store.close()
 
 
 @pytest.mark.long
 async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes(
-    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: vector_fill.Embed
 ) -> None:
     keywords = KeywordEncoder()
     write_previous_version(tmp_path, encoder, keywords, float_tokens=True)
@@ -102,7 +107,7 @@ async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes
             assert TOKENS_VECTOR not in vectors
             assert vectors[TOKEN_CODES_VECTOR]["datatype"] == "uint8"
         assert all(rows is None for _, rows in stored_tokens(store).values())
-        filled = await token_upgrade.fill(store.token_index, embed)
+        filled = await fill(store, embed)
         assert filled.indexed == len(NAMES) * PER_NAMESPACE
         query = encoder.embed([QUESTION], tokens=True)[0]
         rerank = SearchQuery(query.vector, keywords.query(QUESTION), query.tokens)
@@ -113,7 +118,7 @@ async def test_a_development_builds_float16_token_vectors_give_way_to_byte_codes
 
 
 async def test_token_codes_of_another_size_give_way_to_the_projections(
-    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: vector_fill.Embed
 ) -> None:
     """A store written with token vectors whole (the model's own size) opened with the
     encoder's projected size: the old codes go, and the fill writes codes of the
@@ -140,7 +145,7 @@ async def test_token_codes_of_another_size_give_way_to_the_projections(
     await store.start()
     try:
         assert all(rows is None for _, rows in stored_tokens(store).values())
-        assert (await token_upgrade.fill(store.token_index, embed)).indexed == len(contents)
+        assert (await fill(store, embed)).indexed == len(contents)
         for content, rows in stored_tokens(store).values():
             expected = encoder.embed([content], tokens=True)[0].tokens
             assert expected is not None
@@ -155,7 +160,7 @@ async def test_token_codes_of_another_size_give_way_to_the_projections(
 
 
 async def test_a_store_reopened_keeps_its_token_vectors(
-    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: token_upgrade.Embed
+    tmp_path: Path, encoder: SentenceTransformerEncoder, embed: vector_fill.Embed
 ) -> None:
     store = QdrantEdgeBackend(encoder.dimension, tmp_path, token_dimension=encoder.token_dimension)
     await store.start()
@@ -174,7 +179,7 @@ async def test_a_store_reopened_keeps_its_token_vectors(
         held = {content: rows for content, rows in stored_tokens(store).values()}
         assert held[RARE] is not None
         assert held["an imported note"] is None
-        assert (await token_upgrade.fill(store.token_index, embed)).indexed == 1  # the import's
+        assert (await fill(store, embed)).indexed == 1  # the import's
         assert all(rows is not None for _, rows in stored_tokens(store).values())
     finally:
         await store.close()

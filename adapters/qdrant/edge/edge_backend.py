@@ -22,8 +22,7 @@ from adapters.qdrant import ranking
 from adapters.qdrant.edge.edge_namespaces import EdgeNamespaces
 from adapters.qdrant.edge.edge_reads import EdgeReads
 from adapters.qdrant.edge.edge_transfer import EdgeTransfer
-from adapters.qdrant.edge.edge_writes import EdgeKeywordIndex
-from adapters.qdrant.edge.edge_writes import EdgeTokenIndex
+from adapters.qdrant.edge.edge_writes import EdgeVectorFill
 from adapters.qdrant.edge.edge_writes import EdgeWrites
 from adapters.qdrant.edge.engine import EDGE
 from adapters.qdrant.edge.engine import edge_config
@@ -105,12 +104,8 @@ class QdrantEdgeBackend(VectorBackend):
         return EdgeStoreSize(self.store)
 
     @cached_property
-    def keyword_index(self) -> EdgeKeywordIndex:
-        return EdgeKeywordIndex(self.store)
-
-    @cached_property
-    def token_index(self) -> EdgeTokenIndex:
-        return EdgeTokenIndex(self.store, self.token_dimension)
+    def vector_fill(self) -> EdgeVectorFill:
+        return EdgeVectorFill(self.store, self.token_dimension)
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -7,11 +7,9 @@ once on disk (log_sync.py); concurrent upserts share one engine call per shard (
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-from typing import TypeVar
 
 import qdrant_edge as qe
 
@@ -21,21 +19,20 @@ from adapters.qdrant import filters
 from adapters.qdrant.edge.call_batcher import CallBatcher
 from adapters.qdrant.edge.edge_reads import EdgeReads
 from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import add_keyword_vector
-from adapters.qdrant.edge.engine import add_token_vector
-from adapters.qdrant.edge.engine import drop_keyword_vector
+from adapters.qdrant.edge.engine import add_vectors
+from adapters.qdrant.edge.engine import fill_vectors
 from adapters.qdrant.edge.engine import point_vectors
-from adapters.qdrant.edge.engine import sparse
-from adapters.qdrant.edge.engine import token_vectors
 from adapters.qdrant.edge.integrity import engine_counts
 from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.edge.store import memory_point
-from adapters.qdrant.ranking import KEYWORDS_VECTOR
-from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
+from adapters.qdrant.wordpieces import FOUND_BY
+from adapters.values import FillVector
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
-from adapters.values import SparseVector
-from adapters.values import TokenVectors
+from adapters.values import VectorKind
+from adapters.walk import Page
+from adapters.walk import by_place
+from adapters.walk import walk
 
 # One memory on its way into a shard: its vectors and its namespace's epoch.
 PendingUpsert = tuple[MemoryRecord, MemoryVectors, str]
@@ -146,74 +143,62 @@ class EdgeWrites:
             return await self._store.calls.worker(sweep)
 
 
-V = TypeVar("V")
+class EdgeVectorFill:
+    """`VectorFill` of the embedded store: a walk over its shards (adapters/walk.py) for the
+    memories lacking the vector their kind is found by (`wordpieces.FOUND_BY`), and a write
+    of what is still missing."""
 
-
-class MissingVectors:
-    """The memories of the store without the vector `name`."""
-
-    def __init__(self, store: EdgeStore, name: str) -> None:
+    def __init__(self, store: EdgeStore, dimension: int) -> None:
         self._store = store
-        self._name = name
-        self._missing = qe.Filter(must_not=[qe.HasVectorCondition(name)])
+        self._dimension = dimension  # the token vectors'
 
-    async def page(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        """Up to `limit` of them as (key, content), and the cursor of the next page."""
-        index, _, after = (cursor or "0:").partition(":")
-        return await self._store.calls.worker(self._page, int(index), after or None, limit)
+    async def prepare(self, kind: VectorKind, *, reset: bool = False) -> None:
+        def prepare() -> None:
+            for shard in self._store.shards.open_shards():
+                add_vectors(shard, kind, self._dimension, reset=reset)
 
-    def _page(
-        self, index: int, after: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        shards = self._store.shards.shards
-        while index < len(shards) and shards[index] is None:
-            index, after = index + 1, None  # not open (absent, damaged): nothing to fill
-        if index >= len(shards):
+        await self._store.calls.worker(prepare)
+
+    async def missing(self, kind: VectorKind, cursor: str | None, limit: int) -> Page[str]:
+        async def page(place: str, after: str | None) -> Page[str]:
+            return await self._store.calls.worker(self._page, kind, int(place), after, limit)
+
+        return await walk([str(n) for n in range(len(self._store.shards.shards))], cursor, page)
+
+    def _page(self, kind: VectorKind, index: int, after: str | None, limit: int) -> Page[str]:
+        shard = self._store.shards.shards[index]
+        if shard is None:  # not open (absent, damaged): nothing to fill
             return [], None
         offset = None if after is None else uuid.UUID(after)
         request = qe.ScrollRequest(
-            offset=offset, limit=limit, filter=self._missing, with_payload=["content"]
+            offset=offset, limit=limit, filter=_lacking(kind), with_payload=["content"]
         )
-        shard = shards[index]
-        assert shard is not None  # skipped above
         page, following = shard.scroll(request)
         found = [
-            (f"{index}/{point.id}", content)
+            (str(point.id), content)
             for point in page
             if isinstance(content := (point.payload or {}).get("content"), str)
         ]
-        if following is not None:
-            return found, f"{index}:{following}"
-        return found, f"{index + 1}:" if index + 1 < len(shards) else None
+        return found, None if following is None else str(following)
 
-    async def fill(
-        self, items: Sequence[tuple[str, V]], stored: Callable[[V], dict[str, Any]]
-    ) -> int:
-        """Give each keyed memory its vector (`stored` spells it, and any stored beside it,
-        for the engine), unless it has one by now; how many were asked for."""
-        by_shard: dict[int, list[tuple[str, Any]]] = {}
-        for key, vector in items:
-            shard_index, _, point = key.partition("/")
-            by_shard.setdefault(int(shard_index), []).append((point, stored(vector)))
-        for index, found in by_shard.items():
+    async def fill(self, kind: VectorKind, items: Sequence[tuple[str, FillVector]]) -> int:
+        for place, found in by_place(items).items():
+            named = [(point, fill_vectors(vector)) for point, vector in found]
             async with self._store.writing():
-                await self._store.calls.worker(self._fill, index, found)
+                await self._store.calls.worker(self._fill, kind, int(place), named)
         return len(items)
 
-    def _fill(self, index: int, items: list[tuple[str, dict[str, Any]]]) -> None:
+    def _fill(self, kind: VectorKind, index: int, items: list[tuple[str, dict[str, Any]]]) -> None:
         """One update for the page. A point deleted since it was listed makes the engine
         refuse the whole update: then once more without the gone (as a server's, in
-        server/keyword_vectors.index_page)."""
+        server/vector_fill.fill_page)."""
         shard = self._store.shards.shards[index]
         if shard is None:
             return
+        unset = _lacking(kind)
         vectors = [qe.PointVectors(key, named) for key, named in items]
         try:
-            self._store.update(
-                shard, qe.UpdateOperation.update_vectors(vectors, condition=self._missing)
-            )
+            self._store.update(shard, qe.UpdateOperation.update_vectors(vectors, condition=unset))
         except Exception:
             ids = [key for key, _ in items]
             found = shard.retrieve(ids, with_payload=False, with_vector=False)
@@ -222,60 +207,9 @@ class MissingVectors:
             if len(remaining) == len(vectors):
                 raise
             if remaining:
-                self._store.update(
-                    shard, qe.UpdateOperation.update_vectors(remaining, condition=self._missing)
-                )
+                update = qe.UpdateOperation.update_vectors(remaining, condition=unset)
+                self._store.update(shard, update)
 
 
-class EdgeKeywordIndex:
-    """`prepare_keywords`, `unindexed_memories` and `index_keywords` for the embedded store
-    (the walk and the conditional write: `MissingVectors`)."""
-
-    def __init__(self, store: EdgeStore) -> None:
-        self._store = store
-        self._missing = MissingVectors(store, KEYWORDS_VECTOR)
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        await self._store.calls.worker(self._prepare_keywords, reset)
-
-    def _prepare_keywords(self, reset: bool) -> None:
-        for shard in self._store.shards.open_shards():
-            if reset:
-                drop_keyword_vector(shard)
-            else:
-                add_keyword_vector(shard)
-
-    async def unindexed_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return await self._missing.page(cursor, limit)
-
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        return await self._missing.fill(items, lambda vector: {KEYWORDS_VECTOR: sparse(vector)})
-
-
-class EdgeTokenIndex:
-    """`prepare_tokens`, `untokenized_memories` and `index_tokens` for the embedded store
-    (the walk and the conditional write: `MissingVectors`). A memory is found by its missing
-    wordpieces, which are written with its token codes, so a store whose codes predate
-    wordpieces gains both (adapters/qdrant/wordpieces.py)."""
-
-    def __init__(self, store: EdgeStore, dimension: int) -> None:
-        self._store = store
-        self._dimension = dimension
-        self._missing = MissingVectors(store, WORDPIECES_VECTOR)
-
-    async def prepare_tokens(self) -> None:
-        def prepare() -> None:
-            for shard in self._store.shards.open_shards():
-                add_token_vector(shard, self._dimension)
-
-        await self._store.calls.worker(prepare)
-
-    async def untokenized_memories(
-        self, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return await self._missing.page(cursor, limit)
-
-    async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
-        return await self._missing.fill(items, token_vectors)
+def _lacking(kind: VectorKind) -> Any:
+    return qe.Filter(must_not=[qe.HasVectorCondition(FOUND_BY[kind])])

@@ -28,9 +28,11 @@ from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.ranking import TOKENS_VECTOR as FLOAT_TOKENS
 from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
+from adapters.values import FillVector
 from adapters.values import MemoryRecord
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
+from adapters.values import VectorKind
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +181,13 @@ def token_vectors(tokens: TokenVectors) -> dict[str, Any]:
     return vectors
 
 
+def fill_vectors(vector: FillVector) -> dict[str, Any]:
+    """What the fill writes for `vector`: a keyword vector, or token vectors (`token_vectors`)."""
+    if isinstance(vector, SparseVector):
+        return {KEYWORDS_VECTOR: sparse(vector)}
+    return token_vectors(vector)
+
+
 def idf_requests(ids: Sequence[int]) -> list[Any]:
     """One request per wordpiece id: its best holder's score, which is the id's IDF in the
     shard (a stored 1.0 times IDF); no answer where no memory holds it."""
@@ -210,15 +219,6 @@ def edge_config(dimension: int, token_dimension: int | None = None) -> Any:
 _KEYWORD_PARAMS = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
 
 
-def add_keyword_vector(shard: Any) -> None:
-    """Give the shard its keyword vector; a no-op when it has one with these parameters.
-
-    Why: a store written before keyword vectors existed gains them in place, without
-    copying a point (plugin/upgrades/keyword_upgrade.py then fills them in).
-    """
-    add_idf_vector(shard, KEYWORDS_VECTOR)
-
-
 def add_idf_vector(shard: Any, name: str) -> None:
     """Give the shard the sparse vector `name` with the engine's IDF (`_KEYWORD_PARAMS`);
     a no-op when it has it."""
@@ -243,12 +243,19 @@ def token_params(dimension: int) -> Any:
     )
 
 
-def add_token_vector(shard: Any, dimension: int) -> None:
-    """Give the shard its coded token vectors and wordpieces; a no-op when it has them.
+def add_vectors(shard: Any, kind: VectorKind, dimension: int, *, reset: bool = False) -> None:
+    """Give the shard its vectors of `kind` (keyword vectors; token codes of `dimension` and
+    their wordpieces); a no-op when it has them. `reset`: every keyword vector dropped first
+    (another encoder made them).
 
-    Why: a store written without them gains them in place (plugin/upgrades/token_upgrade.py
+    Why: a store written without them gains them in place (plugin/upgrades/vector_fill.py
     then fills them in).
     """
+    if kind is VectorKind.KEYWORDS:
+        if reset:
+            shard.update(qe.UpdateOperation.delete_vector_name(KEYWORDS_VECTOR))
+        add_idf_vector(shard, KEYWORDS_VECTOR)
+        return
     add_idf_vector(shard, WORDPIECES_VECTOR)
     try:
         shard.update(
@@ -268,8 +275,8 @@ def add_token_vector(shard: Any, dimension: int) -> None:
 def drop_other_tokens(shard: Any, vectors: dict[str, Any], dimension: int) -> None:
     """Drop token vectors of another kind than `token_params(dimension)`'s, by the shard's
     configured `vectors`: a development build's float16 ones, or codes of another size (the
-    embedder's projection changed). `add_token_vector` then adds the codes this store keeps,
-    and the fill (plugin/upgrades/token_upgrade.py) gives every memory its own."""
+    embedder's projection changed). `add_vectors` then adds the codes this store keeps,
+    and the fill (plugin/upgrades/vector_fill.py) gives every memory its own."""
     if FLOAT_TOKENS in vectors:
         shard.update(qe.UpdateOperation.delete_vector_name(FLOAT_TOKENS))
     codes = vectors.get(TOKEN_CODES_VECTOR)
@@ -278,12 +285,6 @@ def drop_other_tokens(shard: Any, vectors: dict[str, Any], dimension: int) -> No
         # the fill finds a memory by its missing wordpieces: they go with the codes
         with contextlib.suppress(Exception):  # a store written before wordpieces had none
             shard.update(qe.UpdateOperation.delete_vector_name(WORDPIECES_VECTOR))
-
-
-def drop_keyword_vector(shard: Any) -> None:
-    """Drop every stored keyword vector (they came from another encoder) and make room again."""
-    shard.update(qe.UpdateOperation.delete_vector_name(KEYWORDS_VECTOR))
-    add_keyword_vector(shard)
 
 
 def translate(error: BaseException) -> BackendError:

@@ -30,13 +30,13 @@ from adapters.errors import BackendUnavailable
 from adapters.errors import StorageDamaged
 from adapters.errors import StorageFull
 from adapters.qdrant.edge.engine import INDEX_SCHEMAS
-from adapters.qdrant.edge.engine import add_keyword_vector
-from adapters.qdrant.edge.engine import add_token_vector
+from adapters.qdrant.edge.engine import add_vectors
 from adapters.qdrant.edge.engine import drop_other_tokens
 from adapters.qdrant.edge.engine import edge_config
 from adapters.qdrant.edge.engine import fatal
 from adapters.qdrant.layout import MEMORY_INDEXES
 from adapters.qdrant.layout import TENANT_INDEXES
+from adapters.values import VectorKind
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,8 @@ def open_shard(path: Path, dimension: int, token_dimension: int | None = None) -
     shard = qe.EdgeShard.load(str(path))
     if existing:
         drop_other_tokens(shard, (config or {}).get("vectors", {}), token_dimension)
-        add_keyword_vector(shard)
-        add_token_vector(shard, token_dimension)
+        for vectors in VectorKind:
+            add_vectors(shard, vectors, token_dimension)
     present = set(shard.info().payload_schema)
     for field_name, kind in {**TENANT_INDEXES, **MEMORY_INDEXES}.items():
         if field_name not in present:  # also heals a create cut short by a crash

@@ -1,17 +1,15 @@
 """Keyword vectors on a Qdrant server, for both layouts: how they are spelt, created and filled.
 
 The sparse vector `keywords` (IDF modifier), added in place to a collection without it and filled
-by plugin/upgrades/keyword_upgrade.py. See docs/backends.md, "Hybrid search".
+by plugin/upgrades/vector_fill.py; a point's vectors by name. See docs/backends.md, "Hybrid search".
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from qdrant_client.http import models
 
-from adapters.errors import BackendError
 from adapters.errors import BackendMisconfigured
 from adapters.qdrant import wordpieces
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
@@ -20,6 +18,7 @@ from adapters.qdrant.server.client_ranking import sparse
 from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
+from adapters.values import FillVector
 from adapters.values import SparseVector
 from adapters.values import TokenVectors
 from adapters.values import float_rows
@@ -28,15 +27,6 @@ from adapters.values import float_rows
 IDF_SPARSE = models.SparseVectorParams(modifier=models.Modifier.IDF)
 KEYWORD_VECTORS = {KEYWORDS_VECTOR: IDF_SPARSE}
 PointVectors = dict[str, models.Vector]  # a point's vectors by name
-# (key, content) of memories lacking a vector, and where the next page starts (None: no more)
-Page = tuple[list[tuple[str, str]], str | None]
-
-
-def lacking(name: str) -> models.Filter:
-    """The points without a vector named `name`."""
-    return models.Filter(must_not=[models.HasVectorCondition(has_vector=name)])
-
-
 NEW_IDF_SPARSE = models.SparseVectorNameConfig(
     sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF)
 )
@@ -63,6 +53,13 @@ def token_vectors(tokens: TokenVectors) -> PointVectors:
     if (pieces := wordpieces.document(tokens)) is not None:
         vectors[WORDPIECES_VECTOR] = sparse(pieces)
     return vectors
+
+
+def fill_vectors(vector: FillVector) -> PointVectors:
+    """What the fill writes for `vector`: a keyword vector, or token vectors (`token_vectors`)."""
+    if isinstance(vector, SparseVector):
+        return {KEYWORDS_VECTOR: sparse(vector)}
+    return token_vectors(vector)
 
 
 def dense_of(point: models.Record) -> list[float] | None:
@@ -96,77 +93,3 @@ async def drop_keyword_vector(call: Call, collection: str) -> None:
     """Drop every keyword vector of the collection and add the (empty) vector again."""
     await call(lambda c: c.delete_vector_name(collection, KEYWORDS_VECTOR))
     await add_keyword_vector(call, collection)
-
-
-async def unindexed_page(
-    call: Call,
-    collection: str,
-    offset: str | None,
-    limit: int,
-) -> Page:
-    """(point id, content) of points without a keyword vector, and the next page's offset."""
-    return await missing_page(call, collection, KEYWORDS_VECTOR, offset, limit)
-
-
-async def missing_page(
-    call: Call, collection: str, name: str, offset: str | None, limit: int
-) -> Page:
-    """(point id, content) of points without the vector `name`, and the next page's offset."""
-    wanted = lacking(name)
-    points, after = await call(
-        lambda c: c.scroll(collection, wanted, limit, offset=offset, with_payload=["content"])
-    )
-    found = [
-        (str(point.id), content)
-        for point in points
-        if isinstance(content := (point.payload or {}).get("content"), str)
-    ]
-    return found, None if after is None else str(after)
-
-
-async def index_page(
-    call: Call, collection: str, items: Sequence[tuple[str, SparseVector]]
-) -> None:
-    """Set the keyword vectors still missing, in one request (`fill_page`)."""
-    vectors: list[tuple[str, PointVectors]] = [
-        (point_id, {KEYWORDS_VECTOR: sparse(keywords)}) for point_id, keywords in items
-    ]
-    await fill_page(call, collection, KEYWORDS_VECTOR, vectors)
-
-
-async def fill_page(
-    call: Call, collection: str, name: str, items: Sequence[tuple[str, PointVectors]]
-) -> None:
-    """Set the vectors of the points still without one named `name` (it, and any written
-    beside it), in one request: a point rewritten since it was listed keeps its new
-    content's. A point deleted since makes the server refuse the whole request: then once
-    more without the gone."""
-    vectors = [models.PointVectors(id=point_id, vector=named) for point_id, named in items]
-    unset = lacking(name)
-    try:
-        await _update(call, collection, vectors, unset)
-    except BackendError:
-        ids: list[models.ExtendedPointId] = [vector.id for vector in vectors]
-        found = await call(lambda c: c.retrieve(collection, ids, with_payload=False))
-        present = {str(point.id) for point in found}
-        remaining = [vector for vector in vectors if str(vector.id) in present]
-        if len(remaining) == len(vectors):
-            raise
-        if remaining:
-            await _update(call, collection, remaining, unset)
-
-
-async def _update(
-    call: Call, collection: str, vectors: list[models.PointVectors], unset: models.Filter
-) -> None:
-    await call(lambda c: c.update_vectors(collection, vectors, update_filter=unset))
-
-
-def cursor(collection: str, offset: str | None) -> str:
-    """An opaque cursor for layouts that walk several collections."""
-    return json.dumps([collection, offset])
-
-
-def parse_cursor(text: str) -> tuple[str, str | None]:
-    collection, offset = json.loads(text)
-    return str(collection), None if offset is None else str(offset)

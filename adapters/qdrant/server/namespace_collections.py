@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
+from functools import partial
 from typing import Unpack
 
 from qdrant_client.http import models
@@ -35,14 +36,13 @@ from adapters.qdrant.server.connection_owner import ServerConnectionOwner
 from adapters.qdrant.server.connection_owner import ServerOptions
 from adapters.qdrant.server.connection_owner import start_step
 from adapters.qdrant.server.connection_owner import upsert_one
-from adapters.qdrant.server.namespace_collections_keywords import CollectionsKeywordIndex
-from adapters.qdrant.server.namespace_collections_keywords import CollectionsTokenIndex
 from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
 from adapters.qdrant.server.namespace_collections_records import CollectionStoreMeta
 from adapters.qdrant.server.namespace_collections_transfer import CollectionsTransfer
 from adapters.qdrant.server.namespace_collections_transfer import memory_of
 from adapters.qdrant.server.namespace_collections_transfer import point_id_of
 from adapters.qdrant.server.namespace_collections_transfer import stored_of
+from adapters.qdrant.server.vector_fill import ServerVectorFill
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -50,6 +50,7 @@ from adapters.values import ScoredMemory
 from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
+from adapters.values import VectorKind
 
 log = logging.getLogger(__name__)
 _NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
@@ -82,12 +83,9 @@ class QdrantCollectionsBackend(VectorBackend):
         return CollectionStoreMeta(self.records)
 
     @cached_property
-    def keyword_index(self) -> CollectionsKeywordIndex:
-        return CollectionsKeywordIndex(self.records)
-
-    @cached_property
-    def token_index(self) -> CollectionsTokenIndex:
-        return CollectionsTokenIndex(self.records)
+    def vector_fill(self) -> ServerVectorFill:
+        found = self.records
+        return ServerVectorFill(found.call, found.namespace_collections, found.token_dimension)
 
     @cached_property
     def transfer(self) -> CollectionsTransfer:
@@ -104,7 +102,7 @@ class QdrantCollectionsBackend(VectorBackend):
             return
         # Qdrant down: the fill prepares them again once Qdrant answers
         outage = "qdrant not ready at start, token vectors added later: %s"
-        await start_step(self.token_index.prepare_tokens, log, outage)
+        await start_step(partial(self.vector_fill.prepare, VectorKind.TOKENS), log, outage)
 
     async def ping(self) -> None:
         await self.connection.ping()

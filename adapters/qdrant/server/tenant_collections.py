@@ -11,8 +11,6 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
-from typing import Concatenate
-from typing import ParamSpec
 from typing import TypeVar
 
 from qdrant_client import AsyncQdrantClient
@@ -28,12 +26,10 @@ from adapters.qdrant.layout import FIELD_EXPIRES_US
 from adapters.qdrant.layout import IndexKind
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
-from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.server.connection_owner import ServerConnectionOwner
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 MEMORY_STORE_INDEXES = {**layout.TENANT_INDEXES, **layout.MEMORY_INDEXES}
 # The records collection's points have a `type` (tenant_namespaces.py); records expire.
@@ -92,23 +88,13 @@ class TenantCollections:
         if info is not None and not keyword_vectors.has_keyword_vector(info):
             await keyword_vectors.add_keyword_vector(connection.call, self.memories)
         if info is not None and self._tokens:
-            await self.ensure_token_vector(info)
+            dimension = self.token_dimension
+            await token_vectors.ensure_token_vector(connection.call, self.memories, dimension, info)
         await connection.ensure_collection(self.records, present, {}, RECORD_INDEXES)
 
-    async def ensure_token_vector(self, info: models.CollectionInfo) -> None:
-        """Give the memories collection its token vectors, placed (token_vectors.py)."""
-        call, memories = self.connection.call, self.memories
-        await token_vectors.ensure_token_vector(call, memories, self.token_dimension, info)
-
-    async def on_memories(
-        self,
-        step: Callable[Concatenate[Call, str, P], Awaitable[T]],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """`step(call, <prefix>memories, ...)`: a keyword_vectors.py or token_vectors.py
-        step on the memories collection, through `call`."""
-        return await step(self.call, self.memories, *args, **kwargs)
+    async def listed(self) -> list[str]:
+        """The memory collections, as the `collections` layout lists its namespace ones."""
+        return [self.memories]
 
     async def ready(self) -> None:
         if not self._ready:

@@ -1,7 +1,7 @@
-"""The shared layout's optional parts (adapters/parts.py): transfer, keyword and token index.
+"""The shared layout's transfer (adapters/parts.py `BulkTransfer`).
 
-`QdrantServerBackend` (tenants.py) hands them out and writes single memories through `transfer`;
-all work on the one memories collection, transfer on a namespace's current incarnation only.
+`QdrantServerBackend` (tenants.py) hands it out and writes single memories through it, on the one
+memories collection, for a namespace's current incarnation only.
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ from qdrant_client.http import models
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
 from adapters.qdrant import layout
-from adapters.qdrant.server import keyword_vectors
-from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.connection_owner import ServerTransfer
 from adapters.qdrant.server.connection_owner import set_places
-from adapters.qdrant.server.keyword_vectors import Page
 from adapters.qdrant.server.keyword_vectors import PointVectors
 from adapters.qdrant.server.tenant_collections import TenantCollections
 from adapters.qdrant.server.tenant_collections import stored_vector
@@ -29,9 +26,7 @@ from adapters.qdrant.server.tenant_namespaces import TenantNamespaces
 from adapters.qdrant.server.tenant_namespaces import epoch_of
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
-from adapters.values import SparseVector
 from adapters.values import StoredMemory
-from adapters.values import TokenVectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,42 +86,3 @@ class TenantTransfer(ServerTransfer):
             writes, collection = list(written.values()), self.collections.memories
             await self.collections.call(lambda c: c.upsert(collection, writes, wait=True))
         return len(written)
-
-
-@dataclass(frozen=True, slots=True)
-class TenantKeywordIndex:
-    """The keyword index of the one memories collection (keyword_vectors.py)."""
-
-    collections: TenantCollections
-
-    async def prepare_keywords(self, *, reset: bool = False) -> None:
-        """Set-up gives the collection its keyword vector; `reset` drops and re-adds it."""
-        await self.collections.ready()
-        if reset:
-            await self.collections.on_memories(keyword_vectors.drop_keyword_vector)
-
-    async def unindexed_memories(self, cursor: str | None, limit: int) -> Page:
-        return await self.collections.on_memories(keyword_vectors.unindexed_page, cursor, limit)
-
-    async def index_keywords(self, items: Sequence[tuple[str, SparseVector]]) -> int:
-        await self.collections.on_memories(keyword_vectors.index_page, items)
-        return len(items)
-
-
-@dataclass(frozen=True, slots=True)
-class TenantTokenIndex:
-    """The token vectors of the one memories collection (token_vectors.py)."""
-
-    collections: TenantCollections
-
-    async def prepare_tokens(self) -> None:
-        """The memories collection gets its token vectors' multivector, in place."""
-        info = await self.collections.call(lambda c: c.get_collection(self.collections.memories))
-        await self.collections.ensure_token_vector(info)
-
-    async def untokenized_memories(self, cursor: str | None, limit: int) -> Page:
-        return await self.collections.on_memories(token_vectors.untokenized_page, cursor, limit)
-
-    async def index_tokens(self, items: Sequence[tuple[str, TokenVectors]]) -> int:
-        await self.collections.on_memories(token_vectors.index_page, items)
-        return len(items)

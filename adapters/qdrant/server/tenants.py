@@ -46,9 +46,8 @@ from adapters.qdrant.server.tenant_namespaces import TenantStoreMeta
 from adapters.qdrant.server.tenant_namespaces import epoch_of
 from adapters.qdrant.server.tenant_namespaces import purge_id
 from adapters.qdrant.server.tenant_namespaces import record_id
-from adapters.qdrant.server.tenant_parts import TenantKeywordIndex
-from adapters.qdrant.server.tenant_parts import TenantTokenIndex
 from adapters.qdrant.server.tenant_parts import TenantTransfer
+from adapters.qdrant.server.vector_fill import ServerVectorFill
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -101,12 +100,9 @@ class QdrantServerBackend(VectorBackend):
         return TenantTransfer(self._collections, self.records)
 
     @cached_property
-    def keyword_index(self) -> TenantKeywordIndex:
-        return TenantKeywordIndex(self._collections)
-
-    @cached_property
-    def token_index(self) -> TenantTokenIndex:
-        return TenantTokenIndex(self._collections)
+    def vector_fill(self) -> ServerVectorFill:
+        collections = self._collections
+        return ServerVectorFill(collections.call, collections.listed, collections.token_dimension)
 
     # -- lifecycle -------------------------------------------------------------------
 

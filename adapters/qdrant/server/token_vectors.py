@@ -6,7 +6,6 @@ in place where missing. See docs/backends.md, "Reranking by token vectors".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 from qdrant_client.http import models
@@ -20,7 +19,6 @@ from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
 from adapters.values import SearchQuery
-from adapters.values import TokenVectors
 
 DENSE = ""  # the unnamed dense vector's name, as a server spells it among named ones
 _MAX_SIM = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
@@ -83,7 +81,7 @@ async def ensure_token_vector(
     """Add `tokens` and `wordpieces` where `info` lacks them, place `tokens` where it is
     misplaced. Token vectors of another size (the embedder's projection changed) or compared
     by cosine (made before the rerank weighed query tokens) are dropped first, with the
-    wordpieces the fill (plugin/upgrades/token_upgrade.py) finds memories by: it gives
+    wordpieces the fill (plugin/upgrades/vector_fill.py) finds memories by: it gives
     every memory its own again."""
     found, pieces = _tokens_of(info), has_wordpieces(info)
     if found is not None and (found.size != dimension or found.distance != models.Distance.DOT):
@@ -145,23 +143,6 @@ async def add_token_vector(call: Call, collection: str, dimension: int) -> None:
 async def _place(call: Call, collection: str) -> None:
     placement = {TOKENS_VECTOR: _PLACEMENT}
     await call(lambda c: c.update_collection(collection, vectors_config=placement))
-
-
-async def untokenized_page(
-    call: Call, collection: str, offset: str | None, limit: int
-) -> keyword_vectors.Page:
-    """(point id, content) of points without wordpieces (so without token vectors, or with
-    ones written before wordpieces), and the next page's offset."""
-    return await keyword_vectors.missing_page(call, collection, WORDPIECES_VECTOR, offset, limit)
-
-
-async def index_page(
-    call: Call, collection: str, items: Sequence[tuple[str, TokenVectors]]
-) -> None:
-    """Set the token vectors and wordpieces still missing, in one request
-    (keyword_vectors.fill_page)."""
-    vectors = [(point_id, keyword_vectors.token_vectors(tokens)) for point_id, tokens in items]
-    await keyword_vectors.fill_page(call, collection, WORDPIECES_VECTOR, vectors)
 
 
 async def weighed_query(

@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from adapters.base import VectorBackend
+from adapters.parts import VectorFill
 from adapters.qdrant.ranking import KEYWORD_WEIGHT
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
@@ -20,6 +21,7 @@ from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
 from adapters.values import SearchQuery
+from adapters.values import VectorKind
 from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.records import T0
 from tests.support.records import cosine
@@ -49,6 +51,15 @@ def hybrid(text: str, vector: list[float] = QUERY_VECTOR) -> SearchQuery:
 
 def keyword(text: str) -> SearchQuery:
     return SearchQuery(keywords=KEYWORDS.query(text))
+
+
+async def missing(part: VectorFill, kind: VectorKind, page: int) -> list[tuple[str, str]]:
+    """Every memory `part` finds without vectors of `kind`, walked a `page` at a time."""
+    found, cursor = await part.missing(kind, None, page)
+    while cursor is not None:
+        more, cursor = await part.missing(kind, cursor, page)
+        found += more
+    return found
 
 
 async def write(
@@ -174,21 +185,21 @@ class HybridSuite:
             assert [h.memory for h in found] == [again]
 
 
-class KeywordIndexSuite:
-    """The adapter side of plugin/upgrades/keyword_upgrade.py: find memories without a keyword
-    vector, give them one, and never overwrite the vector of a memory rewritten meanwhile."""
+class KeywordFillSuite:
+    """The adapter side of plugin/upgrades/vector_fill.py for keyword vectors: find memories
+    without one, give them one, and never overwrite the vector of a memory rewritten meanwhile."""
+
+    def part(self, backend: VectorBackend) -> VectorFill:
+        assert backend.vector_fill is not None
+        return backend.vector_fill
 
     async def unindexed(self, backend: VectorBackend, page: int = 3) -> list[tuple[str, str]]:
-        found, cursor = await backend.keyword_index.unindexed_memories(None, page)
-        while cursor is not None:
-            more, cursor = await backend.keyword_index.unindexed_memories(cursor, page)
-            found += more
-        return found
+        return await missing(self.part(backend), VectorKind.KEYWORDS, page)
 
     async def test_memories_written_without_keywords_are_found_and_indexed(
         self, backend: VectorBackend
     ) -> None:
-        await backend.keyword_index.prepare_keywords()
+        await self.part(backend).prepare(VectorKind.KEYWORDS)
         names = ["team:a", "team:b"]
         contents = {}
         for name in names:
@@ -204,7 +215,7 @@ class KeywordIndexSuite:
         assert sorted(content for _, content in pending) == sorted(contents)
         assert await backend.query_memories(names, keyword("charlie"), everything(), 10) == []
         items = [(key, KEYWORDS.document(content)) for key, content in pending]
-        assert await backend.keyword_index.index_keywords(items) == len(items)
+        assert await self.part(backend).fill(VectorKind.KEYWORDS, items) == len(items)
         assert await self.unindexed(backend) == []
         found = await backend.query_memories(names, keyword("charlie"), everything(), 10)
         assert {h.memory.content for h in found} == {"team:a order charlie", "team:b order charlie"}
@@ -212,7 +223,7 @@ class KeywordIndexSuite:
     async def test_a_memory_rewritten_meanwhile_keeps_its_new_keywords(
         self, backend: VectorBackend
     ) -> None:
-        await backend.keyword_index.prepare_keywords()
+        await self.part(backend).prepare(VectorKind.KEYWORDS)
         name = "team:race"
         await backend.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
         old = memory(name, content="ticket alpha")
@@ -225,26 +236,26 @@ class KeywordIndexSuite:
             rewritten, MemoryVectors(NEAR, KEYWORDS.document(rewritten.content))
         )
         assert await backend.delete_memory(name, gone.id) is True
-        await backend.keyword_index.index_keywords(
-            [(key, KEYWORDS.document(text)) for key, text in listed]
+        await self.part(backend).fill(
+            VectorKind.KEYWORDS, [(key, KEYWORDS.document(text)) for key, text in listed]
         )
         assert await backend.query_memories([name], keyword("alpha"), everything(), 10) == []
         found = await backend.query_memories([name], keyword("charlie"), everything(), 10)
         assert [h.memory for h in found] == [rewritten]
 
     async def test_reset_drops_every_keyword_vector(self, backend: VectorBackend) -> None:
-        await backend.keyword_index.prepare_keywords()
+        await self.part(backend).prepare(VectorKind.KEYWORDS)
         name = "team:reset"
         await backend.save_namespace(NamespaceRecord(name=name, kind="team", created_at=T0))
         written = await write(backend, name, "ticket XJ-4471", NEAR)
-        await backend.keyword_index.prepare_keywords(reset=True)
+        await self.part(backend).prepare(VectorKind.KEYWORDS, reset=True)
         assert await backend.query_memories([name], keyword("XJ-4471"), everything(), 10) == []
         pending = await self.unindexed(backend)
         assert [content for _, content in pending] == ["ticket XJ-4471"]
-        await backend.keyword_index.prepare_keywords()  # idempotent: drops nothing
+        await self.part(backend).prepare(VectorKind.KEYWORDS)  # idempotent: drops nothing
         assert await self.unindexed(backend) == pending
-        await backend.keyword_index.index_keywords(
-            [(key, KEYWORDS.document(text)) for key, text in pending]
+        await self.part(backend).fill(
+            VectorKind.KEYWORDS, [(key, KEYWORDS.document(text)) for key, text in pending]
         )
         found = await backend.query_memories([name], keyword("XJ-4471"), everything(), 10)
         assert [h.memory for h in found] == [written]

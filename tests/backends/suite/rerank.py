@@ -19,9 +19,11 @@ from adapters.values import PackedTokens
 from adapters.values import ScoredMemory
 from adapters.values import SearchQuery
 from adapters.values import TokenVectors
+from adapters.values import VectorKind
 from tests.backends.suite.hybrid import KEYWORDS
 from tests.backends.suite.hybrid import NEAR
 from tests.backends.suite.hybrid import QUERY_VECTOR
+from tests.backends.suite.hybrid import missing
 from tests.backends.suite.hybrid import write
 from tests.support.records import T0
 from tests.support.records import everything
@@ -81,21 +83,16 @@ class RerankSuite:
         return await backend.query_memories([team], asked, everything(), 10)
 
     async def untokenized(self, backend: VectorBackend, page: int = 2) -> list[tuple[str, str]]:
-        part = backend.token_index
-        assert part is not None
-        found, cursor = await part.untokenized_memories(None, page)
-        while cursor is not None:
-            more, cursor = await part.untokenized_memories(cursor, page)
-            found += more
-        return found
+        assert backend.vector_fill is not None
+        return await missing(backend.vector_fill, VectorKind.TOKENS, page)
 
     async def test_the_token_index_fills_memories_without_and_spares_rewritten_ones(
         self, backend: VectorBackend, rerank_team: str
     ) -> None:
         team = rerank_team
-        part = backend.token_index
+        part = backend.vector_fill
         assert part is not None
-        await part.prepare_tokens()
+        await part.prepare(VectorKind.TOKENS)
         older = [await write(backend, team, f"router ticket {n}", NEAR) for n in range(3)]
         await backend.upsert_memory(
             memory(team, content="kept"),
@@ -108,7 +105,8 @@ class RerankSuite:
         await backend.upsert_memory(rewritten, MemoryVectors(NEAR, document, QUERY_TOKENS))
         # what the listed content would have given
         stale = PackedTokens(np.array([unit(0, 0, 1)], dtype=np.float32), np.array([9]))
-        assert await part.index_tokens([(key, stale) for key, _ in listed]) == len(listed)
+        items = [(key, stale) for key, _ in listed]
+        assert await part.fill(VectorKind.TOKENS, items) == len(listed)
         assert await self.untokenized(backend) == []
         hits = {h.memory.id: h.score for h in await self.ask(backend, team, query(QUERY_TOKENS))}
         fused = {h.memory.id: h.score for h in await self.ask(backend, team, query())}

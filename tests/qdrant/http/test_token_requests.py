@@ -18,6 +18,7 @@ from adapters.values import MemoryVectors
 from adapters.values import PackedTokens
 from adapters.values import SearchQuery
 from adapters.values import SparseVector
+from adapters.values import VectorKind
 from tests.support.qdrant_rest import completed
 from tests.support.qdrant_rest import error
 from tests.support.qdrant_rest import mock_shared_ready
@@ -149,19 +150,20 @@ async def test_the_fill_walks_memories_without_token_vectors_and_sets_them_if_st
         return_value=ok(models.ScrollResult(points=[record], next_page_offset=None))
     )
     update = mock.put(f"{MEM}/points/vectors").mock(return_value=completed())
-    part = rerank.token_index
-    found, cursor = await part.untokenized_memories(None, 64)
-    assert (found, cursor) == ([(point, "the router ticket")], None)
+    part = rerank.vector_fill
+    found, cursor = await part.missing(VectorKind.TOKENS, None, 64)
+    key = f"memory-memories/{point}"  # a walk over the one memories collection
+    assert (found, cursor) == ([(key, "the router ticket")], None)
     unset = {"must_not": [{"has_vector": "wordpieces"}]}  # written with the token vectors
     asked = body(scroll.calls.last)
     assert (asked["filter"], asked["limit"], asked["with_payload"]) == (unset, 64, ["content"])
     rows = [pytest.approx(unit(1)), pytest.approx(unit(0, 1))]
-    assert await part.index_tokens([(point, TOKENS)]) == 1  # no ids: no wordpieces
+    assert await part.fill(VectorKind.TOKENS, [(key, TOKENS)]) == 1  # no ids: no wordpieces
     sent = body(update.calls.last)
     assert sent["update_filter"] == unset
     assert sent["points"] == [{"id": point, "vector": {"tokens": rows}}]
     with_ids = PackedTokens(np.array(TOKENS), np.array([2040, 1996]))
-    assert await part.index_tokens([(point, with_ids)]) == 1
+    assert await part.fill(VectorKind.TOKENS, [(key, with_ids)]) == 1
     pieces = {"indices": [1996, 2040], "values": [1.0, 1.0]}
     assert body(update.calls.last)["points"] == [
         {"id": point, "vector": {"tokens": rows, "wordpieces": pieces}}

@@ -4,7 +4,7 @@ Both layouts in qdrant-client's local mode: collections as the previous version 
 them (the embedding unnamed, the keyword vector, no `tokens`), memories written by it.
 A start in another mode leaves them so; a start in rerank mode gives each collection
 the multivector, searches meanwhile rank as hybrid did (MaxSim 0), and the background
-fill (plugin/upgrades/token_upgrade.py) gives every memory its token vectors.
+fill (plugin/upgrades/vector_fill.py) gives every memory its token vectors.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from adapters.values import SearchQuery
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Work
-from plugin.upgrades import token_upgrade
+from plugin.upgrades import vector_fill
 from tests.support.qdrant_local import client
 from tests.support.records import DIM
 from tests.support.records import T0
@@ -84,11 +84,12 @@ async def test_a_store_of_the_version_before_gains_token_vectors_in_rerank_mode(
     meanwhile = await rerank.query_memories([NS], query(QUERY_TOKENS), everything(), 10)
     assert meanwhile == hybrid  # MaxSim 0 for every memory without token vectors
 
-    part = rerank.token_index
-    assert part is not None
-    assert (await token_upgrade.fill(part, embed)).indexed == len(written)
-    again = await token_upgrade.fill(part, embed)
-    assert again == token_upgrade.Filled(0, complete=True)  # the progress is stored
+    maker = vector_fill.tokens(embed)
+    filled = await vector_fill.fill_store(rerank, maker)
+    assert filled is not None
+    assert filled.indexed == len(written)
+    again = await vector_fill.fill_store(rerank, maker)
+    assert again == vector_fill.Filled(0, complete=True)  # the progress is stored
     after = {
         h.memory.id: h.score
         for h in await rerank.query_memories([NS], query(QUERY_TOKENS), everything(), 10)
