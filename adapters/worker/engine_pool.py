@@ -12,7 +12,6 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 from adapters.base import VectorBackend
@@ -38,7 +37,6 @@ from adapters.values import SearchMode
 from adapters.values import StoreCondition
 from adapters.worker import frames
 from adapters.worker.engine_process import EngineProcess
-from adapters.worker.same_turn import SameTurn
 
 # A memory and its vectors on their way to be upserted.
 Upsert = tuple[MemoryRecord, MemoryVectors]
@@ -64,11 +62,6 @@ class EnginePool(VectorBackend):
         # worker's restarts when it was kept (`_records`).
         self._known: dict[str, tuple[NamespaceRecord, int]] = {}
         self._changes = 0  # namespace saves and deletes begun
-        # Each worker's upserts of one turn, in one call (same_turn.py).
-        self._upserts = [
-            SameTurn[Upsert, BackendError | None](partial(self._upsert_batch, k))
-            for k in range(len(self.workers))
-        ]
 
     def owner(self, name: str) -> EngineProcess:
         return self.workers[self.route(name)]
@@ -94,7 +87,6 @@ class EnginePool(VectorBackend):
             raise
 
     async def close(self) -> None:
-        await asyncio.gather(*(upserts.drain() for upserts in self._upserts))
         answered(await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True))
 
     async def ping(self) -> None:
@@ -184,21 +176,26 @@ class EnginePool(VectorBackend):
         deleted: bool = await self.cross(Call("delete_namespace", (name,), {}))
         return deleted
 
-    # -- upserts: a batch crosses to each worker as one call ---------------------------
+    # -- upserts: each worker's share of a batch crosses as one call ---------------------
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        # a commit's own call: joined with others of its turn, a worker's crash under load
-        # answered hundreds of 503s (benchmarks.worker_kill) where alone it answers none
         (failed,) = await self._upsert_batch(self.route(memory.namespace), [(memory, vectors)])
         if failed is not None:
             raise failed
 
     async def upsert_batch(self, batch: Sequence[Upsert]) -> list[BackendError | None]:
+        shares: dict[int, list[int]] = {}
+        for n, (memory, _) in enumerate(batch):
+            shares.setdefault(self.route(memory.namespace), []).append(n)
         done = await asyncio.gather(
-            *(self._upserts[self.route(item[0].namespace)].submit(item) for item in batch),
+            *(self._upsert_batch(k, [batch[n] for n in share]) for k, share in shares.items()),
             return_exceptions=True,
         )
-        return [failed_write(outcome) for outcome in done]
+        failed: list[BackendError | None] = [None] * len(batch)
+        for share, outcome in zip(shares.values(), done, strict=True):
+            for n, answer in zip(share, _outcomes(outcome, len(share)), strict=True):
+                failed[n] = answer
+        return failed
 
     async def _upsert_batch(self, index: int, batch: Sequence[Upsert]) -> list[BackendError | None]:
         def about() -> str:
@@ -304,3 +301,10 @@ class EnginePool(VectorBackend):
                 values[name] = None if aligned is None else [aligned[n] for n in positions]
             done += await self._ask(index, call.with_args(**values))
         return done
+
+
+def _outcomes(outcome: list[BackendError | None] | BaseException, count: int) -> list[Any]:
+    """One worker's answers to its share of a batch: its list, or its failure for each."""
+    if isinstance(outcome, BaseException):
+        return [failed_write(outcome)] * count
+    return outcome
