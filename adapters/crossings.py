@@ -88,7 +88,7 @@ class Crossing:
     queued: bool = False
     pages: bool = False
     # The same call twice does the same (a read, an upsert by id): in flight when its worker
-    # dies, it is sent again to the replacement (adapters/worker/engine_process.py).
+    # dies, it is sent again to the replacement (adapters/pool/engine_process.py).
     again: bool = False
 
 

@@ -13,7 +13,7 @@ from adapters.crossings import INTERFACES
 from adapters.crossings import Call
 from adapters.crossings import Crossing
 from adapters.parts import PARTS
-from adapters.worker.engine_pool import EnginePool
+from adapters.pool.engine_pool import EnginePool
 
 
 def interface_calls() -> set[str]:

@@ -14,13 +14,13 @@ import pytest
 
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_client import default_workers
-from adapters.qdrant.edge.edge_client import embedded_store
-from adapters.qdrant.edge.edge_client import engine_workers
+from adapters.pool.embedded_store import default_workers
+from adapters.pool.embedded_store import embedded_store
+from adapters.pool.embedded_store import engine_workers
+from adapters.pool.engine_pool import EnginePool
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
-from adapters.worker.engine_pool import EnginePool
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
 from tests.backends.suite.hybrid import KeywordIndexSuite

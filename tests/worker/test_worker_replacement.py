@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_client import embedded_store
+from adapters.pool import engine_process
+from adapters.pool.embedded_store import embedded_store
+from adapters.pool.engine_pool import EnginePool
+from adapters.pool.engine_process import EngineProcess
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
-from adapters.worker import engine_process
-from adapters.worker.engine_pool import EnginePool
-from adapters.worker.engine_process import EngineProcess
 from harness.crashing_store import CRASH_ID
 from harness.crashing_store import crashing_worker
 from tests.support.backends import started

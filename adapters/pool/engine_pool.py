@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
+from adapters import frames
 from adapters.base import VectorBackend
 from adapters.base import failed_write
 from adapters.crossings import CROSSINGS
@@ -29,14 +30,13 @@ from adapters.errors import BackendError
 from adapters.errors import StorageDamaged
 from adapters.merge import answered
 from adapters.merge import merge_namespaces
+from adapters.pool.engine_process import EngineProcess
 from adapters.values import DiskWrites
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
-from adapters.worker import frames
-from adapters.worker.engine_process import EngineProcess
 
 # A memory and its vectors on their way to be upserted.
 Upsert = tuple[MemoryRecord, MemoryVectors]

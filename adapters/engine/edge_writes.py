@@ -15,21 +15,21 @@ from typing import TypeVar
 
 import qdrant_edge as qe
 
+from adapters.engine.call_batcher import CallBatcher
+from adapters.engine.edge_reads import EdgeReads
+from adapters.engine.engine import EDGE
+from adapters.engine.engine import add_keyword_vector
+from adapters.engine.engine import add_token_vector
+from adapters.engine.engine import drop_keyword_vector
+from adapters.engine.engine import point_vectors
+from adapters.engine.engine import sparse
+from adapters.engine.engine import token_vectors
+from adapters.engine.integrity import engine_counts
+from adapters.engine.store import EdgeStore
+from adapters.engine.store import memory_point
 from adapters.errors import BackendError
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
-from adapters.qdrant.edge.call_batcher import CallBatcher
-from adapters.qdrant.edge.edge_reads import EdgeReads
-from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import add_keyword_vector
-from adapters.qdrant.edge.engine import add_token_vector
-from adapters.qdrant.edge.engine import drop_keyword_vector
-from adapters.qdrant.edge.engine import point_vectors
-from adapters.qdrant.edge.engine import sparse
-from adapters.qdrant.edge.engine import token_vectors
-from adapters.qdrant.edge.integrity import engine_counts
-from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.edge.store import memory_point
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
 from adapters.values import MemoryRecord

@@ -16,15 +16,15 @@ from typing import Literal
 
 from adapters.disk import allocated_bytes
 from adapters.disk import free_bytes
-from adapters.qdrant.edge import integrity
-from adapters.qdrant.edge.engine import fatal
-from adapters.qdrant.edge.integrity import IntegrityReport
-from adapters.qdrant.edge.integrity import some
+from adapters.engine import integrity
+from adapters.engine.engine import fatal
+from adapters.engine.integrity import IntegrityReport
+from adapters.engine.integrity import some
 from adapters.values import StoreSize
 
 if TYPE_CHECKING:  # the store holds its `ShardWrites`: it imports this module
-    from adapters.qdrant.edge.edge_namespaces import LostRecords
-    from adapters.qdrant.edge.store import EdgeStore
+    from adapters.engine.edge_namespaces import LostRecords
+    from adapters.engine.store import EdgeStore
 
 # Vacuum once this many points were replaced or deleted since the last time.
 OPTIMIZE_AFTER_CHANGES = 20_000

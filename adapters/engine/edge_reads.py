@@ -14,19 +14,19 @@ import qdrant_edge as qe
 
 from adapters.callers import NOBODY
 from adapters.callers import Caller
+from adapters.engine import search_passes
+from adapters.engine.call_batcher import CallBatcher
+from adapters.engine.engine import DENSE_VECTOR
+from adapters.engine.engine import EDGE
+from adapters.engine.engine import dense_vector
+from adapters.engine.engine import parsed_memory
+from adapters.engine.record_store import LiveNamespace
+from adapters.engine.store import EdgeStore
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.merge import pin_sides
 from adapters.qdrant import filters
-from adapters.qdrant.edge import search_passes
-from adapters.qdrant.edge.call_batcher import CallBatcher
-from adapters.qdrant.edge.engine import DENSE_VECTOR
-from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import dense_vector
-from adapters.qdrant.edge.engine import parsed_memory
-from adapters.qdrant.edge.record_store import LiveNamespace
-from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_CREATED_US
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import Scope
