@@ -20,8 +20,6 @@ from typing import TypeVar
 
 from adapters import merge
 from adapters.base import VectorBackend
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.parts import BulkTransfer
 from adapters.parts import KeywordIndex
 from adapters.parts import StoreMeta
@@ -195,16 +193,6 @@ class Call:
         if isinstance(route, Spread):
             return f"{self.key} of {', '.join(map(str, self.arg(route.arg) or ()))}"
         return self.key
-
-    def caller(self) -> Caller:
-        found = self.kwargs.get("caller")
-        return found if isinstance(found, Caller) else NOBODY
-
-    def sent(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The arguments as they cross to a worker: all but `caller` (adapters/callers.py)."""
-        if "caller" not in self.kwargs:
-            return self.args, dict(self.kwargs)
-        return self.args, {k: v for k, v in self.kwargs.items() if k != "caller"}
 
 
 # Each declared call's parameter names, read from the interface once, and where each is.

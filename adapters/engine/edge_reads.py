@@ -12,8 +12,6 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.engine import search_passes
 from adapters.engine.call_batcher import CallBatcher
 from adapters.engine.engine import DENSE_VECTOR
@@ -39,16 +37,13 @@ from adapters.values import StoredMemory
 
 
 class EdgeReads:
-    """`query_memories`, `list_memories` and the batched lookups by id. `caller` is unused
-    here: the reads' fair order is kept in the server, where they queue."""
+    """`query_memories`, `list_memories` and the batched lookups by id."""
 
     def __init__(self, store: EdgeStore) -> None:
         self._store = store
         self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
 
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         """One lookup (batched with concurrent ones): the payload and the dense vector."""
         live = self._store.records.live.get(namespace)
         if live is None:
@@ -128,8 +123,6 @@ class EdgeReads:
         query: SearchQuery,
         memory_filter: MemoryFilter,
         limit: int,
-        *,
-        caller: Caller = NOBODY,
     ) -> list[ScoredMemory]:
         scoped = self._scopes(namespaces)
         if not scoped:
@@ -155,8 +148,6 @@ class EdgeReads:
         namespaces: Sequence[str],
         memory_filter: MemoryFilter,
         limit: int,
-        *,
-        caller: Caller = NOBODY,
     ) -> list[MemoryRecord]:
         newest_first = qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Desc)
 

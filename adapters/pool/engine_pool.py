@@ -17,6 +17,7 @@ from typing import Any
 from adapters import frames
 from adapters.base import VectorBackend
 from adapters.base import failed_write
+from adapters.callers import current_caller
 from adapters.crossings import CROSSINGS
 from adapters.crossings import Call
 from adapters.crossings import Every
@@ -213,12 +214,11 @@ class EnginePool(VectorBackend):
 
     async def _ask(self, index: int, call: Call) -> Any:
         """`call`, answered by worker `index`; a queued read waits its turn for its caller."""
-        args, kwargs = call.sent()
         crossing = call.crossing
-        caller = call.caller() if crossing.queued else None
+        caller = current_caller() if crossing.queued else None
         worker = self.workers[index]
         return await worker.call(
-            call.part, call.method, args, kwargs, caller, crossing.again, call.about
+            call.part, call.method, call.args, dict(call.kwargs), caller, crossing.again, call.about
         )
 
     async def _all(self, asked: Iterable[tuple[int, Call]]) -> list[Any]:
@@ -253,10 +253,9 @@ class EnginePool(VectorBackend):
         route = call.crossing.route
         assert isinstance(route, Owner)  # a namespace's pages come from its worker
         worker = self.workers[self._owner_of(call, route)]
-        args, kwargs = call.sent()
-        pages = await worker.open(call.part, call.method, args, kwargs)
+        pages = await worker.open(call.part, call.method, call.args, dict(call.kwargs))
         try:
-            while (page := await worker.next(pages, call.caller())) != frames.END:
+            while (page := await worker.next(pages, current_caller())) != frames.END:
                 yield page
         finally:  # a caller that stops early leaves the worker's generator open
             worker.discard(pages)

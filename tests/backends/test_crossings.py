@@ -6,8 +6,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.crossings import CROSSINGS
 from adapters.crossings import INTERFACES
 from adapters.crossings import Call
@@ -65,17 +63,13 @@ def _record_copy() -> set[str]:
 
 
 def test_a_call_reads_its_arguments_by_name_however_given() -> None:
-    caller = Caller("workspace:a")
-    call = Call(
-        "query_memories", (["org:a"], "q"), {"memory_filter": "f", "limit": 5, "caller": caller}
-    )
+    call = Call("query_memories", (["org:a"], "q"), {"memory_filter": "f", "limit": 5})
     assert [call.arg(name) for name in ("namespaces", "query", "memory_filter", "limit")] == [
         ["org:a"],
         "q",
         "f",
         5,
     ]
-    assert call.caller() is caller
     moved = call.with_args(namespaces=["org:b"])
     assert moved.args == ()
     assert dict(moved.kwargs) == {
@@ -83,16 +77,10 @@ def test_a_call_reads_its_arguments_by_name_however_given() -> None:
         "query": "q",
         "memory_filter": "f",
         "limit": 5,
-        "caller": caller,
     }
-    assert moved.sent() == (
-        (),
-        {"namespaces": ["org:b"], "query": "q", "memory_filter": "f", "limit": 5},
-    )
     walk = Call("keyword_index.unindexed_memories", (None, 10), {})
-    assert (walk.part, walk.method, walk.arg("cursor"), walk.caller()) == (
+    assert (walk.part, walk.method, walk.arg("cursor")) == (
         "keyword_index",
         "unindexed_memories",
         None,
-        NOBODY,
     )

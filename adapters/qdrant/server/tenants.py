@@ -17,8 +17,6 @@ from qdrant_client.http import models
 
 from adapters.base import Handed
 from adapters.base import VectorBackend
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.errors import BackendError
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
@@ -149,9 +147,7 @@ class QdrantServerBackend(VectorBackend):
 
     # -- memories --------------------------------------------------------------------
 
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         point = await self._visible_point(namespace, memory_id)
         if point is None:
             return None
@@ -167,8 +163,6 @@ class QdrantServerBackend(VectorBackend):
         query: SearchQuery,
         memory_filter: MemoryFilter,
         limit: int,
-        *,
-        caller: Caller = NOBODY,
     ) -> list[ScoredMemory]:
         sides = await self._batch(namespaces, memory_filter, limit, query)
         parts = (
@@ -182,8 +176,6 @@ class QdrantServerBackend(VectorBackend):
         namespaces: Sequence[str],
         memory_filter: MemoryFilter,
         limit: int,
-        *,
-        caller: Caller = NOBODY,
     ) -> list[MemoryRecord]:
         sides = await self._batch(namespaces, memory_filter, limit, NEWEST_FIRST)
         parts = ([layout.memory_from_shared(p.payload or {}) for p in side] for side in sides)
