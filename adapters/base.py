@@ -134,21 +134,14 @@ class VectorBackend(OptionalParts, abc.ABC):
 
     @abc.abstractmethod
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         """Up to `limit` memories of `namespaces` (absent ones add nothing), pinned first,
         each side best first. The query's shape is one of `search_modes`."""
 
     @abc.abstractmethod
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         """Up to `limit` memories of `namespaces` (absent ones add nothing), pinned first,
         each side newest first; equal `created_at` in any order."""

@@ -118,11 +118,7 @@ class EdgeReads:
         return await self._store.calls.here(search_passes.asked, asks)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         scoped = self._scopes(namespaces)
         if not scoped:
@@ -144,10 +140,7 @@ class EdgeReads:
         return merge_scored(parts, limit)
 
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         newest_first = qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Desc)
 

@@ -198,20 +198,13 @@ class PineconeBackend(VectorBackend):
         self.overlay.memory_written(memory, vectors.dense, epoch, vectors.keywords)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         epochs = await self._epochs(namespaces)
         return await self._reads.query(epochs, query, memory_filter, limit)
 
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         epochs = await self._epochs(namespaces)
         return await self._reads.listing(epochs, memory_filter, limit)

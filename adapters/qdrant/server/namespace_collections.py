@@ -181,11 +181,7 @@ class QdrantCollectionsBackend(VectorBackend):
         return [(name, side) for name, sides in zip(wanted, found, strict=True) for side in sides]
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         """Each namespace asked on its own, merged by score: with keywords, BM25's IDF is
         each collection's own, so scores of two namespaces compare only roughly."""
@@ -196,10 +192,7 @@ class QdrantCollectionsBackend(VectorBackend):
         )
 
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         parts = await self._each(namespaces, memory_filter, limit, NEWEST_FIRST)
         return merge_listed(([memory_of(name, p) for p in side] for name, side in parts), limit)

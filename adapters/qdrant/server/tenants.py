@@ -158,11 +158,7 @@ class QdrantServerBackend(VectorBackend):
         await upsert_one(self.transfer, memory, vectors)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         sides = await self._batch(namespaces, memory_filter, limit, query)
         parts = (
@@ -172,10 +168,7 @@ class QdrantServerBackend(VectorBackend):
         return merge_scored(parts, limit)
 
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         sides = await self._batch(namespaces, memory_filter, limit, NEWEST_FIRST)
         parts = ([layout.memory_from_shared(p.payload or {}) for p in side] for side in sides)
