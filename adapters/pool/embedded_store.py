@@ -91,9 +91,8 @@ def embedded_store(
         )
 
     route = partial(worker_of, workers=workers)
-    # its calls are derived from their declarations (adapters/crossings.py)
     found = [worker(k) for k in range(workers)]
-    return EnginePool(dimension, found, route, token_dimension)  # type: ignore[abstract]
+    return EnginePool(dimension, found, route, token_dimension)
 
 
 def default_workers(cores: int) -> int:

@@ -1,6 +1,7 @@
 """The engine workers behind one backend interface, each owning some namespaces.
 
-Sends each call where its declaration says (adapters/crossings.py) and merges the answers; keeps
+Sends each call where its declaration says (adapters/crossings.py) and merges the answers (its
+typed methods are written into engine_stub.py from the declarations); keeps
 the workers' lifecycle, their condition and the copy of the namespace records.
 """
 
@@ -15,7 +16,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from adapters import frames
-from adapters.base import VectorBackend
 from adapters.base import failed_write
 from adapters.callers import current_caller
 from adapters.crossings import CROSSINGS
@@ -26,12 +26,12 @@ from adapters.crossings import Keyed
 from adapters.crossings import Owner
 from adapters.crossings import Spread
 from adapters.crossings import Walk
-from adapters.crossings import derived
 from adapters.errors import BackendError
 from adapters.errors import StorageDamaged
 from adapters.merge import answered
 from adapters.merge import merge_namespaces
 from adapters.pool.engine_process import EngineProcess
+from adapters.pool.engine_stub import EngineStub
 from adapters.values import DiskWrites
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -43,8 +43,7 @@ from adapters.values import StoreCondition
 Upsert = tuple[MemoryRecord, MemoryVectors]
 
 
-@derived
-class EnginePool(VectorBackend):
+class EnginePool(EngineStub):
     """`workers` as one backend; `route(name)` is the index of a name's worker."""
 
     def __init__(

@@ -110,7 +110,7 @@ async def test_a_call_that_kills_its_worker_twice_is_refused_and_the_worker_serv
 ) -> None:
     monkeypatch.setattr(engine_process, "RESTART_WAIT_S", 30.0)  # the machine may be slow
     worker = crashing_worker(DIM, tmp_path)
-    pool = EnginePool(DIM, [worker], lambda _: 0)  # type: ignore[abstract]
+    pool = EnginePool(DIM, [worker], lambda _: 0)
     async with started(pool):
         await pool.save_namespace(NamespaceRecord(name=NS, kind="workspace", created_at=T0))
         kept = memory(NS)
