@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.engine import placement
+from adapters.pool import placement
 from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
