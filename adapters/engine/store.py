@@ -21,8 +21,8 @@ from adapters.engine.engine import EDGE
 from adapters.engine.log_sync import GroupCommit
 from adapters.engine.log_sync import LogSync
 from adapters.engine.record_store import RecordStore
+from adapters.engine.shard_writes import ShardWrites
 from adapters.engine.shards import ShardSet
-from adapters.engine.upkeep import ShardWrites
 from adapters.engine.wordpiece_idf import WordpieceIdf
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
