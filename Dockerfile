@@ -105,7 +105,7 @@ RUN apt-get update -qq \
 # none of the torch stack is installed.
 RUN HF_HUB_OFFLINE=1 python -I -c \
     "import importlib.util as u; from plugin.embedding.encoders import load_encoder; \
-import adapters.qdrant.edge.edge_backend, adapters.qdrant.server.tenants, adapters.qdrant.server.namespace_collections, adapters.pinecone, psycopg; \
+import adapters.engine.edge_backend, adapters.qdrant.server.tenants, adapters.qdrant.server.namespace_collections, adapters.pinecone, psycopg; \
 from plugin.settings import Settings as S; \
 assert all(len(load_encoder(S(MEMORY_PLUGIN_EMBEDDING_BACKEND=b, MEMORY_PLUGIN_EMBEDDING_SESSIONS=n)) \
 .encode(['x'])[0]) == 384 for b in ('onnx', 'onnx-int8') for n in (1, 2)); \

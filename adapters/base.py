@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.errors import BackendError
 from adapters.parts import OptionalParts
 from adapters.values import MemoryFilter
@@ -102,16 +100,12 @@ class VectorBackend(OptionalParts, abc.ABC):
         return [record for record in await self.list_namespaces() if record.is_expired(now)]
 
     @abc.abstractmethod
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         """The memory and its stored dense vector, in one lookup: a commit of unchanged
         content reuses the vector instead of asking the model (plugin/core/service.py)."""
 
-    async def get_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> MemoryRecord | None:
-        found = await self.get_stored_memory(namespace, memory_id, caller=caller)
+    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
+        found = await self.get_stored_memory(namespace, memory_id)
         return None if found is None else found[0]
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
@@ -140,25 +134,14 @@ class VectorBackend(OptionalParts, abc.ABC):
 
     @abc.abstractmethod
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         """Up to `limit` memories of `namespaces` (absent ones add nothing), pinned first,
         each side best first. The query's shape is one of `search_modes`."""
 
     @abc.abstractmethod
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         """Up to `limit` memories of `namespaces` (absent ones add nothing), pinned first,
         each side newest first; equal `created_at` in any order."""

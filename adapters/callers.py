@@ -1,11 +1,15 @@
 """Who a backend call is for, so a backend serialising its calls takes them tenant by tenant.
 
-Admission makes one `Caller` per request, which the request hands to the reads that may queue
-and to the model's queue. See docs/behaviour.md, "Fair sharing".
+Admission makes one `Caller` per request and acts for it (`acting_for`) while the request runs:
+the engine workers' read queue reads it there (`current_caller`), so no backend call carries
+it; the model's queue is handed its `Waiting`. See docs/behaviour.md, "Fair sharing".
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Protocol
@@ -69,3 +73,20 @@ class Caller:
 
 
 NOBODY = Caller()
+
+_CURRENT: ContextVar[Caller] = ContextVar("caller", default=NOBODY)
+
+
+def current_caller() -> Caller:
+    """Whom the backend calls made now are for: the request's, or `NOBODY` outside one."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def acting_for(caller: Caller) -> Iterator[None]:
+    """The calls made in the block, and in the tasks it starts, are for `caller`."""
+    token = _CURRENT.set(caller)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)

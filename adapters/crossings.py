@@ -1,31 +1,34 @@
 """How each backend call crosses to a backend held by engine workers, declared once.
 
 `CROSSINGS`: where each call of `VectorBackend` and its parts goes among the workers, and how
-their answers merge; `derived` writes the forwarding from it (docs/development.md).
+their answers merge. The server's typed methods are written from it into
+adapters/pool/engine_stub.py (scripts/generate-engine-stub); docs/development.md.
 """
 
 from __future__ import annotations
 
-import abc
 import inspect
-from collections.abc import AsyncIterator
 from collections.abc import Callable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
-from functools import partial
 from typing import Any
-from typing import Protocol
-from typing import TypeVar
 
-from adapters import merge
 from adapters.base import VectorBackend
-from adapters.callers import NOBODY
-from adapters.callers import Caller
+from adapters.errors import BackendMisconfigured
+from adapters.errors import BackendUnavailable
+from adapters.merge import answered
+from adapters.merge import merge_listed
+from adapters.merge import merge_namespaces
+from adapters.merge import merge_scored
 from adapters.parts import BulkTransfer
 from adapters.parts import StoreMeta
 from adapters.parts import StoreSizes
 from adapters.parts import VectorFill
+from adapters.values import MemoryRecord
+from adapters.values import NamespaceRecord
+from adapters.values import ScoredMemory
+from adapters.values import StoreSize
 
 # Where each call's signature is read: the backend (None) and each part, by its name.
 INTERFACES: Mapping[str | None, type] = {
@@ -37,6 +40,9 @@ INTERFACES: Mapping[str | None, type] = {
 }
 
 
+Merge = Callable[[Sequence[Any], "Call"], Any]
+
+
 @dataclass(frozen=True, slots=True)
 class Owner:
     arg: str
@@ -46,12 +52,12 @@ class Owner:
 @dataclass(frozen=True, slots=True)
 class Spread:
     arg: str
-    merge: merge.Merge
+    merge: Merge
 
 
 @dataclass(frozen=True, slots=True)
 class Every:
-    merge: merge.Merge
+    merge: Merge
     in_turn: bool = False
 
 
@@ -86,8 +92,79 @@ class Crossing:
     queued: bool = False
     pages: bool = False
     # The same call twice does the same (a read, an upsert by id): in flight when its worker
-    # dies, it is sent again to the replacement (adapters/worker/engine_process.py).
+    # dies, it is sent again to the replacement (adapters/pool/engine_process.py).
     again: bool = False
+
+
+# -- how several workers' answers to one call make one answer ------------------------
+
+
+def nothing(answers: Sequence[Any], call: Call) -> None:
+    answered(answers)
+
+
+def serving(answers: Sequence[Any], call: Call) -> None:
+    """A ping answers while any worker does: one restarting is a degradation (its condition
+    says so), not an outage of the whole store."""
+    failures = [a for a in answers if isinstance(a, BaseException)]
+    if failures and len(failures) == len(answers):
+        raise failures[0]
+    for failure in failures:
+        if not isinstance(failure, BackendUnavailable):
+            raise failure
+
+
+def lines(answers: Sequence[Any], call: Call) -> tuple[str, ...]:
+    return tuple(line for found in answered(answers) for line in found)
+
+
+def sorted_names(answers: Sequence[Any], call: Call) -> list[str]:
+    return sorted(name for found in answered(answers) for name in found)
+
+
+def concatenated(answers: Sequence[Any], call: Call) -> list[Any]:
+    return [item for found in answered(answers) for item in found]
+
+
+def summed(answers: Sequence[Any], call: Call) -> int:
+    return sum(answered(answers))
+
+
+def namespaces(answers: Sequence[Any], call: Call) -> dict[str, NamespaceRecord]:
+    return merge_namespaces(answers)
+
+
+def scored(answers: Sequence[Any], call: Call) -> list[ScoredMemory]:
+    return merge_scored(answered(answers), call.arg("limit"))
+
+
+def listed(answers: Sequence[Any], call: Call) -> list[MemoryRecord]:
+    return merge_listed(answered(answers), call.arg("limit"))
+
+
+def agreed(answers: Sequence[Any], call: Call) -> dict[str, str]:
+    """Store-wide facts, the same in every worker's store; stores that disagree are refused."""
+    facts: dict[str, str] = {}
+    for found in answered(answers):
+        for key, value in found.items():
+            if facts.setdefault(key, value) != value:
+                raise BackendMisconfigured(
+                    f"the engine workers' stores disagree on {key!r}: they were not"
+                    " written by one plugin; see docs/repair.md#engine-workers"
+                )
+    return facts
+
+
+def sizes(answers: Sequence[Any], call: Call) -> StoreSize:
+    found: Sequence[StoreSize] = answered(answers)
+    used = [s.bytes_used for s in found if s.bytes_used is not None]
+    free = [s.bytes_free for s in found if s.bytes_free is not None]
+    return StoreSize(
+        sum(s.namespaces for s in found),
+        sum(s.memories for s in found),
+        sum(used) if used else None,
+        min(free) if free else None,  # one volume, seen by each
+    )
 
 
 def _stored_namespace(item: Any) -> str:
@@ -98,26 +175,26 @@ def _stored_namespace(item: Any) -> str:
 CROSSINGS: Mapping[str, Crossing] = {
     "start": Crossing(Own()),
     "close": Crossing(Own()),
-    "maintain": Crossing(Every(merge.nothing)),
-    "ping": Crossing(Every(merge.serving), again=True),
-    "verify": Crossing(Every(merge.lines), queued=True, again=True),
-    "accept": Crossing(Every(merge.sorted_names)),
+    "maintain": Crossing(Every(nothing)),
+    "ping": Crossing(Every(serving), again=True),
+    "verify": Crossing(Every(lines), queued=True, again=True),
+    "accept": Crossing(Every(sorted_names)),
     "get_namespace": Crossing(Owner("name"), again=True),
-    "get_namespaces": Crossing(Spread("names", merge.namespaces), again=True),
+    "get_namespaces": Crossing(Spread("names", namespaces), again=True),
     "save_namespace": Crossing(Owner("record", "name"), again=True),
     "delete_namespace": Crossing(Owner("name")),
-    "list_namespaces": Crossing(Every(merge.concatenated), again=True),
-    "expired_namespaces": Crossing(Every(merge.concatenated), again=True),
+    "list_namespaces": Crossing(Every(concatenated), again=True),
+    "expired_namespaces": Crossing(Every(concatenated), again=True),
     "get_stored_memory": Crossing(Owner("namespace"), queued=True, again=True),
     "get_memory": Crossing(Owner("namespace"), queued=True, again=True),
     # the pool's own: the upserts of one turn cross to each worker as one `upsert_batch`
     "upsert_memory": Crossing(Own()),
     "upsert_batch": Crossing(Own(), again=True),
-    "query_memories": Crossing(Spread("namespaces", merge.scored), queued=True, again=True),
-    "list_memories": Crossing(Spread("namespaces", merge.listed), queued=True, again=True),
+    "query_memories": Crossing(Spread("namespaces", scored), queued=True, again=True),
+    "list_memories": Crossing(Spread("namespaces", listed), queued=True, again=True),
     "delete_memory": Crossing(Owner("namespace")),
-    "delete_expired_memories": Crossing(Every(merge.summed)),
-    "vector_fill.prepare": Crossing(Every(merge.nothing, in_turn=True)),
+    "delete_expired_memories": Crossing(Every(summed)),
+    "vector_fill.prepare": Crossing(Every(nothing, in_turn=True)),
     "vector_fill.missing": Crossing(Walk(), queued=True, again=True),
     "vector_fill.fill": Crossing(Keyed(), again=True),
     "transfer.iter_memories": Crossing(Owner("namespace"), queued=True, pages=True),
@@ -126,9 +203,9 @@ CROSSINGS: Mapping[str, Crossing] = {
     ),
     "transfer.place_memories": Crossing(Owner("namespace"), again=True),
     # in turn: the first worker holds a fact before the next is told it
-    "store_meta.read_store_meta": Crossing(Every(merge.agreed), again=True),
-    "store_meta.write_store_meta": Crossing(Every(merge.nothing, in_turn=True), again=True),
-    "store_size.measure": Crossing(Every(merge.sizes), again=True),
+    "store_meta.read_store_meta": Crossing(Every(agreed), again=True),
+    "store_meta.write_store_meta": Crossing(Every(nothing, in_turn=True), again=True),
+    "store_size.measure": Crossing(Every(sizes), again=True),
 }
 
 
@@ -191,95 +268,8 @@ class Call:
             return f"{self.key} of {', '.join(map(str, self.arg(route.arg) or ()))}"
         return self.key
 
-    def caller(self) -> Caller:
-        found = self.kwargs.get("caller")
-        return found if isinstance(found, Caller) else NOBODY
-
-    def sent(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The arguments as they cross to a worker: all but `caller` (adapters/callers.py)."""
-        if "caller" not in self.kwargs:
-            return self.args, dict(self.kwargs)
-        return self.args, {k: v for k, v in self.kwargs.items() if k != "caller"}
-
 
 # Each declared call's parameter names, read from the interface once, and where each is.
 PARAMETERS: Mapping[str, tuple[str, ...]] = {key: _parameters(key) for key in CROSSINGS}
 _POSITIONS = {key: {name: n for n, name in enumerate(names)} for key, names in PARAMETERS.items()}
 _SPLIT = {key: split(key) for key in CROSSINGS}
-
-
-# -- the forwarder's methods, derived from the declarations ---------------------------
-
-T = TypeVar("T", bound=type)
-
-
-class Crosser(Protocol):
-    """What the derived methods hand their calls to."""
-
-    async def cross(self, call: Call) -> Any: ...
-
-    def cross_pages(self, call: Call) -> AsyncIterator[Any]: ...
-
-
-def _method(key: str) -> Callable[..., Any]:
-    """The method of declared call `key`, named and documented as the interface's."""
-    part, name = split(key)
-    if CROSSINGS[key].pages:
-
-        async def pages(self: Crosser, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            async for page in self.cross_pages(Call(key, args, kwargs)):
-                yield page
-
-        method: Callable[..., Any] = pages
-    else:
-
-        async def call(self: Crosser, *args: Any, **kwargs: Any) -> Any:
-            return await self.cross(Call(key, args, kwargs))
-
-        method = call
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = getattr(INTERFACES[part], name).__doc__
-    return method
-
-
-def derived(cls: T) -> T:
-    """`cls` with a method for each declared backend call it does not define (abstract
-    no more), and each part (adapters/parts.py), made on first use."""
-    for key, crossing in CROSSINGS.items():
-        part, name = split(key)
-        if part is None and not isinstance(crossing.route, Own) and name not in vars(cls):
-            setattr(cls, name, _method(key))
-    for part in _PART_CLASSES:
-        made = cached_property(partial(_part, name=part))
-        made.__set_name__(cls, part)
-        setattr(cls, part, made)
-    abc.update_abstractmethods(cls)
-    return cls
-
-
-def _part(backend: Crosser, name: str) -> CrossingPart:
-    return _PART_CLASSES[name](backend)
-
-
-class CrossingPart:
-    """A part (adapters/parts.py) of a forwarded backend: its calls go to the backend's."""
-
-    def __init__(self, backend: Crosser) -> None:
-        self._backend = backend
-
-    async def cross(self, call: Call) -> Any:
-        return await self._backend.cross(call)
-
-    def cross_pages(self, call: Call) -> AsyncIterator[Any]:
-        return self._backend.cross_pages(call)
-
-
-_PART_CLASSES: dict[str, type[CrossingPart]] = {
-    part: type(
-        f"Forwarded{INTERFACES[part].__name__}",
-        (CrossingPart,),
-        {split(key)[1]: _method(key) for key in CROSSINGS if split(key)[0] == part},
-    )
-    for part in INTERFACES
-    if part is not None
-}

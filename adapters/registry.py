@@ -17,9 +17,9 @@ from adapters.errors import BackendMisconfigured
 
 BACKENDS: dict[str, str] = {
     # qdrant-edge on disk, in engine worker processes (a pool of one or more)
-    "embedded": "adapters.qdrant.edge.edge_client:embedded_store",
+    "embedded": "adapters.pool.embedded_store:embedded_store",
     # qdrant-edge on disk in this process: what one engine worker serves
-    "qdrant-edge": "adapters.qdrant.edge.edge_backend:QdrantEdgeBackend",
+    "qdrant-edge": "adapters.engine.edge_backend:QdrantEdgeBackend",
     # a Qdrant server, every namespace in one shared collection
     "qdrant": "adapters.qdrant.server.tenants:QdrantServerBackend",
     # a Qdrant server, a collection per namespace (the older layout; migrate-layout's source)

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload
 from adapters.qdrant.layout import point_id
 from adapters.values import MemoryFilter

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from adapters.base import VectorBackend
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.edge_client import embedded_store
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.pool.embedded_store import embedded_store
 from adapters.values import Durability
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors

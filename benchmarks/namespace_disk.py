@@ -22,7 +22,7 @@ from datetime import UTC
 from datetime import datetime
 from pathlib import Path
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord

@@ -7,7 +7,7 @@ namespace of an embedded store through the backend's write path, concurrent
 writes batched as the server batches them, then LoCoMo's first 200 questions asked
 as hybrid searches (limit 10) on the shard as written, then again once the shard
 has been reopened as the upkeep does at a quiet moment
-(adapters/qdrant/edge/upkeep.py). Both rankings are compared, as (content, score)
+(adapters/engine/upkeep.py). Both rankings are compared, as (content, score)
 lists: a reopen must not change an answer (the turns repeat past LoCoMo's 2,900, and
 equal memories score alike in either order). Prints the time a search by round,
 the reopen's own time, and the ratio. About 4 minutes on 2 cores.
@@ -25,8 +25,8 @@ from datetime import UTC
 from datetime import datetime
 from pathlib import Path
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.upkeep import EdgeUpkeep
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.engine.upkeep import EdgeUpkeep
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors

@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
 from benchmarks.common import machine

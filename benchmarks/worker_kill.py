@@ -25,7 +25,7 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.qdrant.edge.shards import worker_of
+from adapters.store_files import worker_of
 from benchmarks.common import machine
 from benchmarks.common import percentile
 from harness.server_process import ServerProcess

@@ -8,24 +8,20 @@ import signal
 from dataclasses import replace
 from pathlib import Path
 
-from adapters.callers import NOBODY
-from adapters.callers import Caller
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.edge_client import edge_worker
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.pool.embedded_store import edge_worker
+from adapters.pool.engine_process import EngineProcess
 from adapters.values import StoredMemory
-from adapters.worker.engine_process import EngineProcess
 
 CRASH_ID = "dead0000-0000-4000-8000-000000000000"
 REPO_ROOT = Path(__file__).resolve().parent.parent  # where `harness` is found
 
 
 class CrashingStore(QdrantEdgeBackend):
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         if memory_id == CRASH_ID:
             os.kill(os.getpid(), signal.SIGKILL)
-        return await super().get_stored_memory(namespace, memory_id, caller=caller)
+        return await super().get_stored_memory(namespace, memory_id)
 
 
 def crashing_worker(dimension: int, data_dir: Path) -> EngineProcess:

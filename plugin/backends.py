@@ -27,8 +27,8 @@ def _embedded(
     The worker count, unless set: from `cpus` where the CPUs are declared (the chart's pod
     runs the count its CPU request asks for, whatever count wrote the store); else the
     store's own, or for a new store from `cpus`."""
-    from adapters.qdrant.edge.edge_client import default_workers
-    from adapters.qdrant.edge.edge_client import engine_workers
+    from adapters.pool.embedded_store import default_workers
+    from adapters.pool.embedded_store import engine_workers
 
     asked = settings.engine_workers
     if asked is None and settings.cpus is not None:

@@ -61,7 +61,7 @@ class Settings(BaseModel):
         "embedded", alias="MEMORY_PLUGIN_BACKEND"
     )
     data_dir: Path = Field(Path("./data"), alias="MEMORY_PLUGIN_DATA_DIR")
-    # adapters/qdrant/edge/log_sync.py: `sync` answers a write once it is on disk (it
+    # adapters/engine/log_sync.py: `sync` answers a write once it is on disk (it
     # survives a power cut); `async` once the kernel has it (it survives a killed process).
     durability: Literal["sync", "async"] = Field("sync", alias="MEMORY_PLUGIN_DURABILITY")
     # plugin/backends.py: unset, one worker per two of `cpus` where they are declared;

@@ -83,6 +83,6 @@ def _read(path: Path) -> str:
 
 def engine_workers_of(backend: VectorBackend) -> int | None:
     """How many engine worker processes hold `backend`; None for a store of another kind."""
-    from adapters.worker.engine_pool import EnginePool
+    from adapters.pool.engine_pool import EnginePool
 
     return len(backend.workers) if isinstance(backend, EnginePool) else None

@@ -20,8 +20,8 @@ from aiohttp import ClientSession
 from aiohttp import web
 
 from adapters.base import VectorBackend
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.edge_client import embedded_store
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.pool.embedded_store import embedded_store
 from harness.clocks import ManualClock
 from harness.clocks import WallClock
 from harness.pinecone_backend import pinecone_backend

@@ -15,7 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from aiohttp.test_utils import TestServer
 
-from adapters.qdrant.edge.edge_client import default_workers
+from adapters.pool.embedded_store import default_workers
 from plugin.embedding.encoders import embedding_sessions
 from plugin.http.app import create_app
 from plugin.http.keys import ENCODER

@@ -17,8 +17,6 @@ from pinecone import AsyncIndex
 
 from adapters.base import DEFAULT_PREFIX
 from adapters.base import VectorBackend
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.errors import NamespaceGone
 from adapters.pinecone import bulk_requests
 from adapters.pinecone import vector_metadata
@@ -158,9 +156,7 @@ class PineconeBackend(VectorBackend):
 
     # -- memories ----------------------------------------------------------------------
 
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         """The overlay's entry if recent (None if recently deleted), else one fetch."""
         state = await self._records.state(namespace)
         if state is None:
@@ -202,24 +198,13 @@ class PineconeBackend(VectorBackend):
         self.overlay.memory_written(memory, vectors.dense, epoch, vectors.keywords)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         epochs = await self._epochs(namespaces)
         return await self._reads.query(epochs, query, memory_filter, limit)
 
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         epochs = await self._epochs(namespaces)
         return await self._reads.listing(epochs, memory_filter, limit)

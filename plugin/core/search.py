@@ -75,17 +75,12 @@ class Read:
     query: SearchQuery | None
     wanted: MemoryFilter
     limit: int
-    caller: Caller
 
     async def __call__(self, namespaces: Sequence[str]) -> list[ScoredMemory]:
         if self.query is None:
-            listed = await self.backend.list_memories(
-                namespaces, self.wanted, self.limit, caller=self.caller
-            )
+            listed = await self.backend.list_memories(namespaces, self.wanted, self.limit)
             return [ScoredMemory(memory, None) for memory in listed]
-        return await self.backend.query_memories(
-            namespaces, self.query, self.wanted, self.limit, caller=self.caller
-        )
+        return await self.backend.query_memories(namespaces, self.query, self.wanted, self.limit)
 
 
 @dataclass(eq=False)
@@ -120,7 +115,7 @@ class MemorySearch:
             query = None if text is None or mode is None else await self._query(text, mode, work)
             # A ranked search reads the pool its memories' neighbours are found in.
             pool = limit if query is None else max(limit, neighbours.POOL)
-            read = Read(self.backend, query, memory_filter, pool, caller)
+            read = Read(self.backend, query, memory_filter, pool)
             try:
                 hits = await read(live)
             except StorageDamaged:

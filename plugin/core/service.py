@@ -198,7 +198,7 @@ class MemoryService:
             # embedded store's lookup answers, and a backfill re-run pays for every row.
             existing, vector = None, None
             if body.id is not None and not self.new_ids.never_held(namespace, body.id):
-                existing, vector = await self._stored(namespace, body.id, body.content, caller)
+                existing, vector = await self._stored(namespace, body.id, body.content)
             reused = vector is not None
             # Its place in the write order, taken as it arrives; a stored id keeps its own.
             if existing is not None and not existing.is_expired(self.clock()):
@@ -238,12 +238,12 @@ class MemoryService:
             return memory
 
     async def _stored(
-        self, namespace: str, memory_id: str, content: str, caller: Caller
+        self, namespace: str, memory_id: str, content: str
     ) -> tuple[MemoryRecord | None, list[float] | None]:
         """The stored memory with this id, and its vector when it stands for `content`'s."""
         if not self._vectors_verified():
-            return await self.backend.get_memory(namespace, memory_id, caller=caller), None
-        found = await self.backend.get_stored_memory(namespace, memory_id, caller=caller)
+            return await self.backend.get_memory(namespace, memory_id), None
+        found = await self.backend.get_stored_memory(namespace, memory_id)
         if found is None:
             return None, None
         memory, vector = found
@@ -254,7 +254,7 @@ class MemoryService:
             gone = NotFound(f"memory {memory_id} not found in {namespace}")
             if await self._live_namespace(namespace) is None:
                 raise gone
-            existing = await self.backend.get_memory(namespace, memory_id, caller=caller)
+            existing = await self.backend.get_memory(namespace, memory_id)
             if existing is None or existing.is_expired(self.clock()):
                 raise gone
             if not await self.backend.delete_memory(namespace, memory_id):

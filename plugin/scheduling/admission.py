@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from adapters.callers import Caller
 from adapters.callers import TooLate
 from adapters.callers import Waiting
+from adapters.callers import acting_for
 from plugin.core.service_errors import DeadlinePassed
 from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.work import tenant_kind
@@ -134,15 +135,17 @@ class Admission:
     @contextmanager
     def hold(self, tenant: str) -> Iterator[Caller]:
         """Admit one request of `tenant` (or raise `OverShare`) for the `with` block; the
-        request's `Caller`, for the calls it makes (adapters/callers.py: where they wait
-        for a shared resource, tenants take turns)."""
+        request's `Caller`, whom the block's backend calls are for (adapters/callers.py:
+        where they wait for a shared resource, tenants take turns)."""
         self.check(tenant)
         self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
         self._total += 1
         self.service_time.started()
         waiting = Waiting()
+        caller = Caller(tenant, waiting)
         try:
-            yield Caller(tenant, waiting)
+            with acting_for(caller):
+                yield caller
         except (DeadlinePassed, TooLate) as error:
             # TooLate: refused by a queue that served others while it waited
             if isinstance(error, DeadlinePassed) and not waiting.behind_others():

@@ -1,20 +1,27 @@
-"""Every call of the backend interface is declared once (adapters/crossings.py), and the
-forwarder and the router are derived from the declarations alone."""
+"""Every call of the backend interface is declared once (adapters/crossings.py); the pool's
+typed methods are written from the declarations (adapters/pool/engine_stub.py), and its router
+reads them alone."""
 
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.crossings import CROSSINGS
 from adapters.crossings import INTERFACES
 from adapters.crossings import Call
 from adapters.crossings import Crossing
+from adapters.crossings import Own
+from adapters.crossings import split
 from adapters.parts import PARTS
+from adapters.pool.engine_pool import EnginePool
+from adapters.pool.engine_stub import EngineStub
 from adapters.values import VectorKind
-from adapters.worker.engine_pool import EnginePool
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def interface_calls() -> set[str]:
@@ -48,17 +55,31 @@ def test_a_call_whose_declaration_is_deleted_is_found() -> None:
     assert undeclared(less) == {"transfer.upsert_memories"}
 
 
-def test_the_pool_writes_no_call_the_declarations_derive() -> None:
-    """The pool writes only what is its own (lifecycle, the ping with each worker's
-    condition, the record copy); every other call is the derived one, and it is not abstract."""
-    derived = {key for key, c in CROSSINGS.items() if "." not in key}
+def test_the_stub_is_written_from_the_declarations_as_they_are() -> None:
+    """adapters/pool/engine_stub.py is what scripts/generate-engine-stub writes today."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "generate-engine-stub"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "")
+
+
+def test_the_stub_has_a_method_for_each_call_that_crosses() -> None:
+    crossing = {key for key, c in CROSSINGS.items() if not isinstance(c.route, Own)}
+    for key in crossing:
+        part, name = split(key)
+        holder = EngineStub if part is None else type(getattr(EnginePool, part).func(None))
+        assert name in vars(holder), key
+
+
+def test_the_pool_writes_only_its_own_calls() -> None:
+    """Lifecycle, the ping with each worker's condition, the record copy and the upserts;
+    every other call is the stub's, and the pool is not abstract."""
     own = {"start", "close", "ping", "upsert_memory", "upsert_batch", *_record_copy()}
     assert not inspect.isabstract(EnginePool)
-    written = {name for name in vars(EnginePool) if name in derived}
-    generated = {n for n in derived - own if vars(EnginePool)[n].__qualname__ == n}
-    assert written - generated == own
-    for part in PARTS:
-        assert part in vars(EnginePool)
+    assert {name for name in vars(EnginePool) if name in CROSSINGS} == own
 
 
 def _record_copy() -> set[str]:
@@ -66,17 +87,13 @@ def _record_copy() -> set[str]:
 
 
 def test_a_call_reads_its_arguments_by_name_however_given() -> None:
-    caller = Caller("workspace:a")
-    call = Call(
-        "query_memories", (["org:a"], "q"), {"memory_filter": "f", "limit": 5, "caller": caller}
-    )
+    call = Call("query_memories", (["org:a"], "q"), {"memory_filter": "f", "limit": 5})
     assert [call.arg(name) for name in ("namespaces", "query", "memory_filter", "limit")] == [
         ["org:a"],
         "q",
         "f",
         5,
     ]
-    assert call.caller() is caller
     moved = call.with_args(namespaces=["org:b"])
     assert moved.args == ()
     assert dict(moved.kwargs) == {
@@ -84,17 +101,11 @@ def test_a_call_reads_its_arguments_by_name_however_given() -> None:
         "query": "q",
         "memory_filter": "f",
         "limit": 5,
-        "caller": caller,
     }
-    assert moved.sent() == (
-        (),
-        {"namespaces": ["org:b"], "query": "q", "memory_filter": "f", "limit": 5},
-    )
     walk = Call("vector_fill.missing", (VectorKind.TOKENS, None, 10), {})
-    assert (walk.part, walk.method, walk.arg("kind"), walk.arg("cursor"), walk.caller()) == (
+    assert (walk.part, walk.method, walk.arg("kind"), walk.arg("cursor")) == (
         "vector_fill",
         "missing",
         VectorKind.TOKENS,
         None,
-        NOBODY,
     )

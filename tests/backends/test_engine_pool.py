@@ -12,15 +12,18 @@ from typing import Any
 
 import pytest
 
+from adapters.callers import NOBODY
+from adapters.callers import Caller
+from adapters.callers import acting_for
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_client import default_workers
-from adapters.qdrant.edge.edge_client import embedded_store
-from adapters.qdrant.edge.edge_client import engine_workers
+from adapters.pool.embedded_store import default_workers
+from adapters.pool.embedded_store import embedded_store
+from adapters.pool.embedded_store import engine_workers
+from adapters.pool.engine_pool import EnginePool
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
-from adapters.worker.engine_pool import EnginePool
 from tests.backends.suite import BackendSuite
 from tests.backends.suite.hybrid import HybridSuite
 from tests.backends.suite.hybrid import KeywordFillSuite
@@ -99,6 +102,37 @@ async def test_a_batch_crosses_to_each_worker_as_one_call(
         assert sorted(sent) == [(0, "upsert_batch", [a, b]), (1, "upsert_batch", [c])]
         for m in written:
             assert await store.get_memory(m.namespace, m.id) == m
+
+
+async def test_a_queued_read_waits_as_the_caller_the_request_acts_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No backend call carries its caller: the pool reads it where the request set it
+    (adapters/callers.py), for the reads that queue; a write does not queue."""
+    async with started(embedded_store(DIM, tmp_path, 1)) as store:
+        name = "workspace:queued"
+        await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
+        (worker,) = store.workers
+        seen: list[tuple[str, Caller | None]] = []
+        call = worker.call
+
+        async def recorded(
+            part: Any, method: str, args: Any, kwargs: Any, caller: Any, *rest: Any
+        ) -> Any:
+            seen.append((method, caller))
+            return await call(part, method, args, kwargs, caller, *rest)
+
+        monkeypatch.setattr(worker, "call", recorded)
+        tenant = Caller("workspace:queued")
+        with acting_for(tenant):
+            await store.query_memories([name], SearchQuery(unit(1)), everything(), 5)
+            await store.upsert_memory(memory(name), MemoryVectors(unit(1)))
+        await store.list_memories([name], everything(), 5)
+        assert seen == [
+            ("query_memories", tenant),
+            ("upsert_batch", None),
+            ("list_memories", NOBODY),
+        ]
 
 
 async def test_a_killed_worker_takes_only_its_namespaces_away(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from adapters.base import Handed
 from adapters.base import VectorBackend
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from tests.support.records import DIM

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
+from adapters.engine import record_store
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.engine.upkeep import DEADLINE_S
+from adapters.engine.upkeep import QUIET_S
 from adapters.errors import BackendMisconfigured
 from adapters.errors import NamespaceGone
-from adapters.qdrant.edge import record_store
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.upkeep import DEADLINE_S
-from adapters.qdrant.edge.upkeep import QUIET_S
 from adapters.qdrant.layout import new_epoch
+from adapters.store_files import SHARD_COUNT
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from harness.clocks import ManualClock

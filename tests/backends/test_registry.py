@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from adapters import registry
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import BackendMisconfigured
 from adapters.pinecone import PineconeBackend
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.pool.engine_pool import EnginePool
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.worker.engine_pool import EnginePool
 from plugin.backends import build_backend
 from plugin.settings import Settings
 from tests.support.records import DIM

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.pinecone import PineconeBackend
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord

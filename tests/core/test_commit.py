@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from plugin.core.service import MemoryService
 from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder

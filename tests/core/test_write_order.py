@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from plugin.core.service import MemoryService

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adapters.qdrant.edge.edge_client import default_workers
+from adapters.pool.embedded_store import default_workers
 from plugin.embedding.encoders import embedding_sessions
 from plugin.settings import Settings
 from plugin.sizing import plugin_cpus

@@ -12,7 +12,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from aiohttp.test_utils import TestServer
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from harness.server_process import free_port
 from plugin.core.fingerprint import LEGACY_FINGERPRINT

@@ -7,9 +7,9 @@ import pickle
 
 import numpy as np
 
+from adapters import frames
 from adapters.values import PackedTokens
 from adapters.values import float_rows
-from adapters.worker import frames
 
 ROWS = np.array([[0.6, 0.8, 0.0], [0.0, 0.28, 0.96]], dtype=np.float32)
 

@@ -16,10 +16,10 @@ from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import VectorBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.parts import BulkTransfer
 from adapters.parts import StoreMeta
 from adapters.parts import VectorFill
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord

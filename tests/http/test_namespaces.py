@@ -11,7 +11,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from aiohttp.test_utils import TestServer
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from harness.clocks import WallClock
 from tests.support.app import AppFactory

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import qdrant_edge as qe
 
+from adapters.engine.engine import token_params
 from adapters.qdrant import token_codes
-from adapters.qdrant.edge.engine import token_params
 from adapters.values import PackedTokens
 
 DIMENSION = 384

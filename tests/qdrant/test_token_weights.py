@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import idf_requests
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.engine.engine import idf_requests
 from adapters.qdrant.ranking import RERANK_WEIGHT
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
 from adapters.values import MemoryVectors

@@ -27,8 +27,8 @@ import qdrant_edge as qe
 
 from adapters.base import VectorBackend
 from adapters.disk import sparse_copy
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.worker.engine_pool import EnginePool
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.pool.engine_pool import EnginePool
 
 Backend = TypeVar("Backend", bound=VectorBackend)
 

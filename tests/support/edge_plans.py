@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapters.engine import search_passes
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.engine.engine import parsed_memory
+from adapters.engine.search_passes import full_filter_requests
 from adapters.merge import merge_scored
-from adapters.qdrant.edge import search_passes
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import parsed_memory
-from adapters.qdrant.edge.search_passes import full_filter_requests
 from adapters.qdrant.layout import Scope
 from adapters.values import MemoryFilter
 from adapters.values import ScoredMemory

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import StorageDamaged
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import shard_index
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import shard_index
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from tests.support.records import DIM

@@ -1,6 +1,6 @@
 """A store as the previous version wrote it: memories without keyword vectors, no encoder record.
 
-The starting point of the keyword-index upgrade tests (tests/qdrant/edge/test_keyword_index*.py).
+The starting point of the keyword-index upgrade tests (tests/upgrades/test_keyword_index*.py).
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import edge_config
-from adapters.qdrant.edge.engine import point_vectors
-from adapters.qdrant.edge.record_store import RecordStore
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import SHARDS_DIR
-from adapters.qdrant.edge.shards import shard_index
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.engine.engine import edge_config
+from adapters.engine.engine import point_vectors
+from adapters.engine.record_store import RecordStore
 from adapters.qdrant.layout import memory_to_payload
 from adapters.qdrant.layout import point_id
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.ranking import TOKENS_VECTOR
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import SHARDS_DIR
+from adapters.store_files import shard_index
 from adapters.values import NamespaceRecord
 from plugin.core.fingerprint import META_KEY
 from plugin.upgrades.vector_fill import COMPLETE

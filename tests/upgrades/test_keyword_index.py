@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from adapters.engine.edge_backend import EdgeStoreMeta
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_backend import EdgeStoreMeta
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery

@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from harness.server_process import REPO_ROOT
 from harness.server_process import ServerProcess
 from plugin.embedding.bm25 import KeywordEncoder
@@ -36,7 +36,7 @@ from tests.support.records import everything
 
 _KILLED_MID_FILL = """
 import asyncio, os, signal
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from plugin.upgrades import vector_fill
 from plugin.embedding.bm25 import KeywordEncoder
 

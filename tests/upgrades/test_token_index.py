@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.qdrant import token_codes
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.values import MemoryVectors

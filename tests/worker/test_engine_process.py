@@ -15,12 +15,12 @@ import pytest
 
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_client import edge_worker
-from adapters.qdrant.edge.edge_client import embedded_store
+from adapters.pool.embedded_store import edge_worker
+from adapters.pool.embedded_store import embedded_store
+from adapters.pool.engine_pool import EnginePool
+from adapters.pool.engine_process import EngineProcess
+from adapters.pool.engine_process import WorkerSpec
 from adapters.values import NamespaceRecord
-from adapters.worker.engine_pool import EnginePool
-from adapters.worker.engine_process import EngineProcess
-from adapters.worker.engine_process import WorkerSpec
 from tests.support.backends import started
 from tests.support.records import DIM
 from tests.support.records import T0

@@ -9,7 +9,7 @@ import pytest
 from adapters.callers import Caller
 from adapters.callers import Waiting
 from adapters.errors import BackendUnavailable
-from adapters.worker.engine_process import EngineQueue
+from adapters.pool.engine_process import EngineQueue
 
 
 async def read(

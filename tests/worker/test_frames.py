@@ -1,4 +1,4 @@
-"""The messages to and from an engine worker (adapters/worker/frames.py): the frames sent in
+"""The messages to and from an engine worker (adapters/frames.py): the frames sent in
 one turn of the event loop reach the socket in one write, in order, and a stream being
 closed takes none."""
 
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.worker import frames
+from adapters import frames
 
 Pair = tuple[asyncio.StreamWriter, asyncio.StreamReader, list[int]]
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.qdrant.edge.edge_client import edge_worker
-from adapters.qdrant.edge.edge_client import embedded_store
+from adapters.pool.embedded_store import edge_worker
+from adapters.pool.embedded_store import embedded_store
+from adapters.pool.engine_pool import EnginePool
 from adapters.values import NamespaceRecord
-from adapters.worker.engine_pool import EnginePool
 from harness.server_process import ServerProcess
 from tests.support.app import ContractClient
 from tests.support.app import backend_of
@@ -186,7 +186,7 @@ def test_a_worker_killed_by_a_fatal_signal_leaves_every_threads_stack(tmp_path: 
     with ours, theirs:
         worker = subprocess.Popen(
             [
-                *(sys.executable, "-I", "-m", "adapters.worker.engine_worker"),
+                *(sys.executable, "-I", "-m", "adapters.engine.engine_worker"),
                 *("--fd", str(theirs.fileno()), "--server-pid", str(os.getpid())),
                 *edge_worker(DIM, tmp_path).spec.argv(),  # the server's own arguments
             ],
@@ -200,7 +200,7 @@ def test_a_worker_killed_by_a_fatal_signal_leaves_every_threads_stack(tmp_path: 
     assert worker.returncode == -signal.SIGBUS
     text = stderr.decode()
     assert "Fatal Python error: Bus error" in text
-    assert "adapters/worker/engine_worker.py" in text
+    assert "adapters/engine/engine_worker.py" in text
 
 
 async def test_one_process_opens_a_store_at_a_time(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from adapters.worker.engine_pool import EnginePool
+from adapters.pool.engine_pool import EnginePool
 from tests.support.app import ContractClient
 from tests.support.app import backend_of
 from tests.support.backends import names_of_each_worker

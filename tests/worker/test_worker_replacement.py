@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_client import embedded_store
+from adapters.pool import engine_process
+from adapters.pool.embedded_store import embedded_store
+from adapters.pool.engine_pool import EnginePool
+from adapters.pool.engine_process import EngineProcess
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
-from adapters.worker import engine_process
-from adapters.worker.engine_pool import EnginePool
-from adapters.worker.engine_process import EngineProcess
 from harness.crashing_store import CRASH_ID
 from harness.crashing_store import crashing_worker
 from tests.support.backends import started
@@ -110,7 +110,7 @@ async def test_a_call_that_kills_its_worker_twice_is_refused_and_the_worker_serv
 ) -> None:
     monkeypatch.setattr(engine_process, "RESTART_WAIT_S", 30.0)  # the machine may be slow
     worker = crashing_worker(DIM, tmp_path)
-    pool = EnginePool(DIM, [worker], lambda _: 0)  # type: ignore[abstract]
+    pool = EnginePool(DIM, [worker], lambda _: 0)
     async with started(pool):
         await pool.save_namespace(NamespaceRecord(name=NS, kind="workspace", created_at=T0))
         kept = memory(NS)

@@ -19,8 +19,6 @@ from qdrant_client.http import models
 
 from adapters.base import Handed
 from adapters.base import VectorBackend
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.errors import BackendError
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
@@ -127,15 +125,11 @@ class QdrantCollectionsBackend(VectorBackend):
         )
         return found[0] if found else None
 
-    async def get_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> MemoryRecord | None:
+    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else memory_of(namespace, point)
 
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else stored_of(namespace, point)
 
@@ -185,13 +179,7 @@ class QdrantCollectionsBackend(VectorBackend):
         return [(name, side) for name, sides in zip(wanted, found, strict=True) for side in sides]
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         """Each namespace asked on its own, merged by score: with keywords, BM25's IDF is
         each collection's own, so scores of two namespaces compare only roughly."""
@@ -202,12 +190,7 @@ class QdrantCollectionsBackend(VectorBackend):
         )
 
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         parts = await self._each(namespaces, memory_filter, limit, NEWEST_FIRST)
         return merge_listed(([memory_of(name, p) for p in side] for name, side in parts), limit)

@@ -17,8 +17,6 @@ from qdrant_client.http import models
 
 from adapters.base import Handed
 from adapters.base import VectorBackend
-from adapters.callers import NOBODY
-from adapters.callers import Caller
 from adapters.errors import BackendError
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
@@ -145,9 +143,7 @@ class QdrantServerBackend(VectorBackend):
 
     # -- memories --------------------------------------------------------------------
 
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         point = await self._visible_point(namespace, memory_id)
         if point is None:
             return None
@@ -158,13 +154,7 @@ class QdrantServerBackend(VectorBackend):
         await upsert_one(self.transfer, memory, vectors)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         sides = await self._batch(namespaces, memory_filter, limit, query)
         parts = (
@@ -174,12 +164,7 @@ class QdrantServerBackend(VectorBackend):
         return merge_scored(parts, limit)
 
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         sides = await self._batch(namespaces, memory_filter, limit, NEWEST_FIRST)
         parts = ([layout.memory_from_shared(p.payload or {}) for p in side] for side in sides)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from adapters.disk import free_bytes
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import StorageDamaged
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from harness.clocks import WallClock
 from plugin.embedding.encoders import SentenceTransformerEncoder

@@ -1,6 +1,6 @@
 """The embedded store across `kill -9` at every step of a namespace delete.
 
-A namespace delete is three steps (adapters/qdrant/edge/edge_namespaces.py): bury the record
+A namespace delete is three steps (adapters/engine/edge_namespaces.py): bury the record
 (one SQLite transaction: the namespace vanishes for callers), delete its
 incarnation's points by filter, forget the purge. A child process is killed
 with SIGKILL after each step; the store reopened afterwards must show the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.values import NamespaceRecord
 from harness.server_process import REPO_ROOT
 from tests.support.backends import point_count
@@ -31,7 +31,7 @@ DOOMED, KEPT = "org:doomed", "org:kept"
 _CHILD = """
 import asyncio, os, signal
 from adapters.base import NamespaceRecord
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryVectors
 from tests.support.records import DIM, T0, memory, unit
 

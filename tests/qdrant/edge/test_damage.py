@@ -19,11 +19,11 @@ import qdrant_edge as qe
 from aiohttp.test_utils import TestClient
 from aiohttp.test_utils import TestServer
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import shard_index
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload
 from adapters.qdrant.layout import point_id
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import shard_index
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors

@@ -23,8 +23,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import shard_index
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import shard_index
 from harness.server_process import WIDE_SHARES
 from harness.server_process import ServerProcess
 from tests.support.backends import copy_of

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from adapters.qdrant.edge.call_batcher import CallBatcher
+from adapters.engine.call_batcher import CallBatcher
 
 
 class Doubler:

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from adapters.engine.call_threads import EngineCalls
 from adapters.errors import BackendUnavailable
 from adapters.errors import NamespaceGone
 from adapters.errors import StorageDamaged
 from adapters.errors import StorageFull
-from adapters.qdrant.edge.call_threads import EngineCalls
 
 
 @pytest.fixture

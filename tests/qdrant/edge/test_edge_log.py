@@ -1,4 +1,4 @@
-"""Each shard's write-ahead log (adapters/qdrant/edge/shards.py, `open_shard`): segments of
+"""Each shard's write-ahead log (adapters/engine/shards.py, `open_shard`): segments of
 `WAL_SEGMENT_BYTES`, so that after a flush the log holds little of what the segments already
 have. Real embedded store and engine, real token vectors' size."""
 
@@ -11,12 +11,12 @@ import numpy as np
 import qdrant_edge as qe
 
 from adapters.disk import allocated_bytes
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import edge_config
-from adapters.qdrant.edge.shards import CONFIG_FILE
-from adapters.qdrant.edge.shards import WAL_OPTIONS
-from adapters.qdrant.edge.shards import WAL_SEGMENT_BYTES
-from adapters.qdrant.edge.shards import open_shard
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.engine.engine import edge_config
+from adapters.engine.shards import CONFIG_FILE
+from adapters.engine.shards import WAL_OPTIONS
+from adapters.engine.shards import WAL_SEGMENT_BYTES
+from adapters.engine.shards import open_shard
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from tests.support.records import T0

@@ -4,7 +4,7 @@ If one of these tests starts failing after an upgrade, the quirk is gone:
 - a bool match: `pinned` could be stored as a bool again (adapters/qdrant/layout.py);
 - the GIL: engine calls that release it could again run on worker threads without
   freezing the event loop, and `EngineCalls.here` should be revisited
-  (adapters/qdrant/edge/call_threads.py, `EngineCalls`).
+  (adapters/engine/call_threads.py, `EngineCalls`).
 """
 
 from __future__ import annotations

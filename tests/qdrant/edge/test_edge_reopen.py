@@ -1,4 +1,4 @@
-"""The upkeep's reopen of a much-written shard (adapters/qdrant/edge/upkeep.py): when it
+"""The upkeep's reopen of a much-written shard (adapters/engine/upkeep.py): when it
 runs, what it keeps, and when it leaves the shard alone. Real embedded store, upkeep
 through the janitor's `maintain()` and the watcher; the engine calls' clock is the test's."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from adapters.disk import free_bytes
-from adapters.qdrant.edge import upkeep
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine import upkeep
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge import search_passes
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.engine import point_vectors
-from adapters.qdrant.edge.shards import open_shard
+from adapters.engine import search_passes
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.engine.engine import point_vectors
+from adapters.engine.shards import open_shard
 from adapters.qdrant.feedback import FEEDBACK_WEIGHT
 from adapters.qdrant.feedback import expanded
 from adapters.qdrant.feedback import term_weights

@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.engine.log_sync import LogSync
+from adapters.engine.log_sync import Pending
+from adapters.engine.record_store import RecordStore
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.log_sync import LogSync
-from adapters.qdrant.edge.log_sync import Pending
-from adapters.qdrant.edge.record_store import RecordStore
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import shard_index
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import shard_index
 from adapters.values import SYNC_BUCKETS
 from adapters.values import Durability
 from adapters.values import MemoryVectors

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.integrity import kind_of
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import shard_index
+from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.engine.integrity import kind_of
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import shard_index
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord

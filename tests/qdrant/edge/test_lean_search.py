@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import qdrant_edge as qe
 
-from adapters.qdrant.edge import search_passes
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine import search_passes
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.layout import memory_to_payload
 from adapters.values import MemoryFilter
 from adapters.values import MemoryVectors

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import StorageDamaged
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import shard_index
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import shard_index
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from plugin import cli

@@ -14,19 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge import placement
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.edge_client import embedded_store
-from adapters.qdrant.edge.edge_client import engine_workers
-from adapters.qdrant.edge.placement import part_dir
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import shard_index
-from adapters.qdrant.edge.shards import worker_of
+from adapters.pool import placement
+from adapters.pool.embedded_store import embedded_store
+from adapters.pool.embedded_store import engine_workers
+from adapters.pool.placement import part_dir
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import lock_file
+from adapters.store_files import shard_index
+from adapters.store_files import worker_of
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
-from adapters.worker.engine_worker import lock_file
 from plugin.backends import build_backend
 from plugin.settings import Settings
 from plugin.sizing import engine_workers_of

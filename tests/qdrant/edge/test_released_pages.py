@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adapters import disk
-from adapters.qdrant.edge.shards import open_shard
+from adapters.engine.shards import open_shard
 from tests.support.records import DIM
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/smaps")

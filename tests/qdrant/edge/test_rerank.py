@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
+from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.server_layouts import QdrantServerLayout

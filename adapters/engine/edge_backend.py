@@ -17,39 +17,38 @@ from pathlib import Path
 from adapters.base import Handed
 from adapters.base import VectorBackend
 from adapters.disk import DEFAULT_HEADROOM_BYTES
+from adapters.engine.edge_namespaces import EdgeNamespaces
+from adapters.engine.edge_reads import EdgeReads
+from adapters.engine.edge_transfer import EdgeTransfer
+from adapters.engine.edge_writes import EdgeVectorFill
+from adapters.engine.edge_writes import EdgeWrites
+from adapters.engine.engine import EDGE
+from adapters.engine.engine import edge_config
+from adapters.engine.shards import open_shard
+from adapters.engine.store import EdgeStore
+from adapters.engine.upkeep import EdgeChecks
+from adapters.engine.upkeep import EdgeStoreSize
+from adapters.engine.upkeep import EdgeUpkeep
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.edge_namespaces import EdgeNamespaces
-from adapters.qdrant.edge.edge_reads import EdgeReads
-from adapters.qdrant.edge.edge_transfer import EdgeTransfer
-from adapters.qdrant.edge.edge_writes import EdgeVectorFill
-from adapters.qdrant.edge.edge_writes import EdgeWrites
-from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import edge_config
-from adapters.qdrant.edge.shards import open_shard
-from adapters.qdrant.edge.shards import refuse_other_layouts
-from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.edge.upkeep import EdgeChecks
-from adapters.qdrant.edge.upkeep import EdgeStoreSize
-from adapters.qdrant.edge.upkeep import EdgeUpkeep
+from adapters.store_files import STORE_DIR
+from adapters.store_files import refuse_other_layouts
+from adapters.store_options import ENGINE_BACKEND
+from adapters.store_options import WRITE_DEADLINE_S
 from adapters.values import Durability
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
 
 __all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
-STORE_DIR = "store"
 # How often the janitor compares the records with the engine (integrity.py).
 VERIFY_EVERY_S = 600.0
-# The writes' deadline (MEMORY_PLUGIN_BACKEND_TIMEOUT's default): a sync waiting longer
-# means writes cannot reach the disk, and health says so.
-WRITE_DEADLINE_S = 1.5
 
 
 class QdrantEdgeBackend(VectorBackend):
     """Every namespace as a tenant partition of one of a few qdrant-edge shards."""
 
-    name = "qdrant-edge"
+    name = ENGINE_BACKEND
     sole_writer = True  # one process opens a store at a time (engine_worker.py, its lock)
 
     def __init__(

@@ -15,25 +15,15 @@ from pathlib import Path
 
 from adapters.disk import connect
 from adapters.disk import move_aside
-from adapters.qdrant.edge.count_store import COUNTS_FILE
-from adapters.qdrant.edge.count_store import CountStore
+from adapters.engine.count_store import CountStore
 from adapters.qdrant.layout import namespace_from_json
 from adapters.qdrant.layout import namespace_to_json
 from adapters.qdrant.layout import new_epoch
+from adapters.store_files import COUNTS_FILE
+from adapters.store_files import RECORDS_SCHEMA
 from adapters.values import NamespaceRecord
 
 log = logging.getLogger(__name__)
-
-RECORDS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS namespaces (
-    name TEXT PRIMARY KEY, epoch TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS purges (epoch TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS counts (
-    epoch TEXT PRIMARY KEY, memories INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS lost_shards (shard INTEGER PRIMARY KEY) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS rebuilt (name TEXT PRIMARY KEY, epoch TEXT NOT NULL) WITHOUT ROWID;
-"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ from typing import Any
 from typing import NoReturn
 from typing import TypeVar
 
+from adapters.engine.engine import fatal
+from adapters.engine.engine import translate
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.engine import fatal
-from adapters.qdrant.edge.engine import translate
 
 T = TypeVar("T")
 

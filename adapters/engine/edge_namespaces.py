@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import datetime
 
+from adapters.engine.integrity import some
+from adapters.engine.record_store import RecordStore
+from adapters.engine.shards import ShardSet
+from adapters.engine.store import EdgeStore
 from adapters.errors import BackendError
 from adapters.errors import StorageDamaged
-from adapters.qdrant.edge.integrity import some
-from adapters.qdrant.edge.record_store import RecordStore
-from adapters.qdrant.edge.shards import ShardSet
-from adapters.qdrant.edge.store import EdgeStore
 from adapters.values import NamespaceRecord
 
 log = logging.getLogger(__name__)

@@ -21,16 +21,16 @@ from adapters.disk import connect
 from adapters.disk import fsync_path
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.edge.count_store import COUNTS_FILE
-from adapters.qdrant.edge.count_store import COUNTS_SCHEMA
-from adapters.qdrant.edge.edge_backend import STORE_DIR
-from adapters.qdrant.edge.record_store import RECORDS_SCHEMA
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import SHARDS_DIR
-from adapters.qdrant.edge.shards import local_index
-from adapters.qdrant.edge.shards import worker_of
-from adapters.qdrant.edge.store import RECORDS_FILE
-from adapters.worker.engine_worker import lock_file
+from adapters.store_files import COUNTS_FILE
+from adapters.store_files import COUNTS_SCHEMA
+from adapters.store_files import RECORDS_FILE
+from adapters.store_files import RECORDS_SCHEMA
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import SHARDS_DIR
+from adapters.store_files import STORE_DIR
+from adapters.store_files import local_index
+from adapters.store_files import lock_file
+from adapters.store_files import worker_of
 
 WORKERS_DIR = "workers"
 JOURNAL = "placement.json"

@@ -12,7 +12,6 @@ import logging
 import os
 import shutil
 import threading
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,42 +24,30 @@ from adapters.disk import allocated_bytes
 from adapters.disk import fsync_path
 from adapters.disk import sparse_copy
 from adapters.disk import sync_trees
-from adapters.errors import BackendMisconfigured
+from adapters.engine.engine import INDEX_SCHEMAS
+from adapters.engine.engine import add_vectors
+from adapters.engine.engine import drop_other_tokens
+from adapters.engine.engine import edge_config
+from adapters.engine.engine import fatal
 from adapters.errors import BackendUnavailable
 from adapters.errors import StorageDamaged
 from adapters.errors import StorageFull
-from adapters.qdrant.edge.engine import INDEX_SCHEMAS
-from adapters.qdrant.edge.engine import add_vectors
-from adapters.qdrant.edge.engine import drop_other_tokens
-from adapters.qdrant.edge.engine import edge_config
-from adapters.qdrant.edge.engine import fatal
 from adapters.qdrant.layout import MEMORY_INDEXES
 from adapters.qdrant.layout import TENANT_INDEXES
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import SHARDS_DIR
+from adapters.store_files import local_index
+from adapters.store_files import shard_index
 from adapters.values import VectorKind
 
 log = logging.getLogger(__name__)
 
-SHARD_COUNT = 16
-SHARDS_DIR = "shards"
-# Development builds' layouts, under the data directory: a shard per namespace; all in one.
-OTHER_LAYOUTS = ("namespaces", "store/memories")
 CONFIG_FILE = "edge_config.json"  # the engine's own record of a shard's configuration
 # A flush drops the log's closed segments but the last; the open one and that one stay. At
 # the engine's default (32 MiB a segment) that is up to 64 MiB a shard of updates already in
 # the segments, token vectors at three bytes a number: smaller segments, less held twice.
 WAL_SEGMENT_BYTES = 1024 * 1024
 WAL_OPTIONS = {"segment_capacity": WAL_SEGMENT_BYTES, "segment_queue_len": 0, "retain_closed": 1}
-
-
-def refuse_other_layouts(data_dir: Path) -> None:
-    """Stop start-up on a data directory a development build wrote in another layout."""
-    found = [layout for layout in OTHER_LAYOUTS if (data_dir / layout).is_dir()]
-    if found:
-        raise BackendMisconfigured(
-            f"{data_dir} holds a store of a development build ({', '.join(found)}/), which"
-            " this version does not read: export it with that build and import it here, or"
-            " move it away to start empty"
-        )
 
 
 def open_shard(path: Path, dimension: int, token_dimension: int | None = None) -> Any:
@@ -112,22 +99,6 @@ def _write_config(config_file: Path, config: dict[str, Any]) -> None:
     fsync_path(partial)
     os.replace(partial, config_file)
     fsync_path(config_file.parent)
-
-
-def shard_index(name: str, count: int) -> int:
-    """A namespace's shard: stable across processes and versions (never `hash()`)."""
-    return zlib.crc32(name.encode("utf-8")) % count
-
-
-def worker_of(name: str, workers: int) -> int:
-    """The index of the engine worker, of `workers`, whose part holds namespace `name`:
-    its shard's index modulo `workers` (placement.py)."""
-    return shard_index(name, SHARD_COUNT) % workers
-
-
-def local_index(shard: int, workers: int) -> int:
-    """The index of store shard `shard` in its worker's part, of `workers`."""
-    return shard // workers
 
 
 class ShardSet:

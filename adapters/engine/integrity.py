@@ -16,10 +16,10 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.engine import fatal
-from adapters.qdrant.edge.engine import parsed_memory
-from adapters.qdrant.edge.record_store import RecordStore
-from adapters.qdrant.edge.shards import ShardSet
+from adapters.engine.engine import fatal
+from adapters.engine.engine import parsed_memory
+from adapters.engine.record_store import RecordStore
+from adapters.engine.shards import ShardSet
 from adapters.qdrant.layout import FIELD_CREATED_US
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import FIELD_NAMESPACE

@@ -12,20 +12,21 @@ from pathlib import Path
 
 from adapters.disk import DEFAULT_HEADROOM_BYTES
 from adapters.errors import BackendMisconfigured
+from adapters.pool.engine_pool import EnginePool
+from adapters.pool.engine_process import EngineProcess
+from adapters.pool.engine_process import WorkerSpec
+from adapters.pool.placement import finish
+from adapters.pool.placement import move
+from adapters.pool.placement import part_dir
+from adapters.pool.placement import written_with
 from adapters.qdrant import ranking
-from adapters.qdrant.edge.edge_backend import WRITE_DEADLINE_S
-from adapters.qdrant.edge.edge_backend import QdrantEdgeBackend
-from adapters.qdrant.edge.placement import finish
-from adapters.qdrant.edge.placement import move
-from adapters.qdrant.edge.placement import part_dir
-from adapters.qdrant.edge.placement import written_with
-from adapters.qdrant.edge.shards import SHARD_COUNT
-from adapters.qdrant.edge.shards import refuse_other_layouts
-from adapters.qdrant.edge.shards import worker_of
+from adapters.store_files import SHARD_COUNT
+from adapters.store_files import refuse_other_layouts
+from adapters.store_files import worker_of
+from adapters.store_options import ENGINE_BACKEND
+from adapters.store_options import WRITE_DEADLINE_S
+from adapters.store_options import StoreOptions
 from adapters.values import Durability
-from adapters.worker.engine_pool import EnginePool
-from adapters.worker.engine_process import EngineProcess
-from adapters.worker.engine_process import WorkerSpec
 
 log = logging.getLogger(__name__)
 # What the workers split: the shards, evenly.
@@ -45,19 +46,19 @@ def edge_worker(
     write_deadline_s: float = WRITE_DEADLINE_S,
     token_dimension: int | None = None,
 ) -> EngineProcess:
-    """An engine worker process (adapters/worker/) that builds `QdrantEdgeBackend` over
+    """An engine worker process (adapters/pool/) that builds `QdrantEdgeBackend` over
     `data_dir` from these settings."""
-    options = {
-        "dimension": dimension,
-        "data_dir": str(Path(data_dir).absolute()),
-        "disk_headroom_bytes": disk_headroom_bytes,
-        "durability": durability,
-        "partitions": partitions,
-        "write_deadline_s": write_deadline_s,
-        "token_dimension": token_dimension,
-    }
+    options = StoreOptions(
+        dimension,
+        Path(data_dir),
+        token_dimension or dimension,
+        durability,
+        disk_headroom_bytes,
+        write_deadline_s,
+        partitions,
+    )
     spec = WorkerSpec(
-        "qdrant-edge", options, Path(data_dir), ranking.QDRANT_SEARCH_MODES, QdrantEdgeBackend.name
+        ENGINE_BACKEND, options.sent(), Path(data_dir), ranking.QDRANT_SEARCH_MODES, ENGINE_BACKEND
     )
     return EngineProcess(spec, label)
 
@@ -90,9 +91,8 @@ def embedded_store(
         )
 
     route = partial(worker_of, workers=workers)
-    # its calls are derived from their declarations (adapters/crossings.py)
     found = [worker(k) for k in range(workers)]
-    return EnginePool(dimension, found, route, token_dimension)  # type: ignore[abstract]
+    return EnginePool(dimension, found, route, token_dimension)
 
 
 def default_workers(cores: int) -> int:

@@ -16,24 +16,24 @@ from typing import TypeVar
 import qdrant_edge as qe
 
 from adapters.disk import DiskGuard
+from adapters.engine.call_threads import EngineCalls
+from adapters.engine.engine import EDGE
+from adapters.engine.log_sync import GroupCommit
+from adapters.engine.log_sync import LogSync
+from adapters.engine.record_store import RecordStore
+from adapters.engine.shard_writes import ShardWrites
+from adapters.engine.shards import ShardSet
+from adapters.engine.wordpiece_idf import WordpieceIdf
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
-from adapters.qdrant.edge.call_threads import EngineCalls
-from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.log_sync import GroupCommit
-from adapters.qdrant.edge.log_sync import LogSync
-from adapters.qdrant.edge.record_store import RecordStore
-from adapters.qdrant.edge.shards import ShardSet
-from adapters.qdrant.edge.upkeep import ShardWrites
-from adapters.qdrant.edge.wordpiece_idf import WordpieceIdf
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import memory_to_payload
 from adapters.qdrant.layout import point_id
+from adapters.store_files import RECORDS_FILE
 from adapters.values import Durability
 from adapters.values import MemoryRecord
 
 T = TypeVar("T")
-RECORDS_FILE = "namespaces.sqlite3"
 # A sync that has waited longer than this share of the writes' deadline means the disk has
 # stalled: a write let in then could not be answered in time, and might stop the engine.
 STALLED_SHARE = 1 / 3

@@ -13,14 +13,14 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from adapters.engine.engine import DENSE_VECTOR
+from adapters.engine.engine import EDGE
+from adapters.engine.engine import dense_vector
+from adapters.engine.engine import parsed_memory
+from adapters.engine.engine import point_vectors
+from adapters.engine.store import EdgeStore
+from adapters.engine.store import memory_point
 from adapters.qdrant import filters
-from adapters.qdrant.edge.engine import DENSE_VECTOR
-from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import dense_vector
-from adapters.qdrant.edge.engine import parsed_memory
-from adapters.qdrant.edge.engine import point_vectors
-from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.edge.store import memory_point
 from adapters.qdrant.layout import FIELD_POSITION
 from adapters.qdrant.layout import Scope
 from adapters.qdrant.layout import point_id

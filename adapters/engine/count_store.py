@@ -16,12 +16,9 @@ from pathlib import Path
 
 from adapters.disk import connect
 from adapters.disk import move_aside
+from adapters.store_files import COUNTS_SCHEMA
 
 log = logging.getLogger(__name__)
-COUNTS_FILE = "counts.sqlite3"
-
-COUNTS_SCHEMA = """CREATE TABLE IF NOT EXISTS counts (
-    epoch TEXT PRIMARY KEY, memories INTEGER NOT NULL, name TEXT NOT NULL)"""
 
 
 class CountStore:

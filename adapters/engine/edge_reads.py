@@ -12,21 +12,19 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.callers import NOBODY
-from adapters.callers import Caller
+from adapters.engine import search_passes
+from adapters.engine.call_batcher import CallBatcher
+from adapters.engine.engine import DENSE_VECTOR
+from adapters.engine.engine import EDGE
+from adapters.engine.engine import dense_vector
+from adapters.engine.engine import parsed_memory
+from adapters.engine.record_store import LiveNamespace
+from adapters.engine.store import EdgeStore
 from adapters.errors import StorageDamaged
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.merge import pin_sides
 from adapters.qdrant import filters
-from adapters.qdrant.edge import search_passes
-from adapters.qdrant.edge.call_batcher import CallBatcher
-from adapters.qdrant.edge.engine import DENSE_VECTOR
-from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import dense_vector
-from adapters.qdrant.edge.engine import parsed_memory
-from adapters.qdrant.edge.record_store import LiveNamespace
-from adapters.qdrant.edge.store import EdgeStore
 from adapters.qdrant.layout import FIELD_CREATED_US
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import Scope
@@ -39,16 +37,13 @@ from adapters.values import StoredMemory
 
 
 class EdgeReads:
-    """`query_memories`, `list_memories` and the batched lookups by id. `caller` is unused
-    here: the reads' fair order is kept in the server, where they queue."""
+    """`query_memories`, `list_memories` and the batched lookups by id."""
 
     def __init__(self, store: EdgeStore) -> None:
         self._store = store
         self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
 
-    async def get_stored_memory(
-        self, namespace: str, memory_id: str, *, caller: Caller = NOBODY
-    ) -> StoredMemory | None:
+    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         """One lookup (batched with concurrent ones): the payload and the dense vector."""
         live = self._store.records.live.get(namespace)
         if live is None:
@@ -123,13 +118,7 @@ class EdgeReads:
         return await self._store.calls.here(search_passes.asked, asks)
 
     async def query_memories(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery,
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
         scoped = self._scopes(namespaces)
         if not scoped:
@@ -151,12 +140,7 @@ class EdgeReads:
         return merge_scored(parts, limit)
 
     async def list_memories(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
-        *,
-        caller: Caller = NOBODY,
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         newest_first = qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Desc)
 

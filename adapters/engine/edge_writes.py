@@ -13,18 +13,18 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from adapters.engine.call_batcher import CallBatcher
+from adapters.engine.edge_reads import EdgeReads
+from adapters.engine.engine import EDGE
+from adapters.engine.engine import add_vectors
+from adapters.engine.engine import fill_vectors
+from adapters.engine.engine import point_vectors
+from adapters.engine.integrity import engine_counts
+from adapters.engine.store import EdgeStore
+from adapters.engine.store import memory_point
 from adapters.errors import BackendError
 from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
-from adapters.qdrant.edge.call_batcher import CallBatcher
-from adapters.qdrant.edge.edge_reads import EdgeReads
-from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import add_vectors
-from adapters.qdrant.edge.engine import fill_vectors
-from adapters.qdrant.edge.engine import point_vectors
-from adapters.qdrant.edge.integrity import engine_counts
-from adapters.qdrant.edge.store import EdgeStore
-from adapters.qdrant.edge.store import memory_point
 from adapters.qdrant.wordpieces import FOUND_BY
 from adapters.values import FillVector
 from adapters.values import MemoryRecord

@@ -28,15 +28,15 @@ from pathlib import Path
 from typing import Any
 from typing import TextIO
 
+from adapters import frames
 from adapters.base import VectorBackend
 from adapters.errors import BackendUnavailable
 from adapters.registry import build
 from adapters.registry import load
-from adapters.worker import frames
+from adapters.store_files import lock_file
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = "engine.lock"
 LOCK_WAIT_S = 10.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # Once the store is open, the engine yields a core to the server's event loop, as the
@@ -153,11 +153,6 @@ def die_with_the_server(server_pid: int) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != server_pid:  # the server was gone before the line above
         os._exit(1)
-
-
-def lock_file(data_dir: Path) -> TextIO:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return (data_dir / LOCK_FILE).open("a")
 
 
 async def hold_the_store(data_dir: Path) -> TextIO:

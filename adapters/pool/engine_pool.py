@@ -1,6 +1,7 @@
 """The engine workers behind one backend interface, each owning some namespaces.
 
-Sends each call where its declaration says (adapters/crossings.py) and merges the answers; keeps
+Sends each call where its declaration says (adapters/crossings.py) and merges the answers (its
+typed methods are written into engine_stub.py from the declarations); keeps
 the workers' lifecycle, their condition and the copy of the namespace records.
 """
 
@@ -12,11 +13,11 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
-from adapters.base import VectorBackend
+from adapters import frames
 from adapters.base import failed_write
+from adapters.callers import current_caller
 from adapters.crossings import CROSSINGS
 from adapters.crossings import Call
 from adapters.crossings import Every
@@ -25,11 +26,12 @@ from adapters.crossings import Keyed
 from adapters.crossings import Owner
 from adapters.crossings import Spread
 from adapters.crossings import Walk
-from adapters.crossings import derived
 from adapters.errors import BackendError
 from adapters.errors import StorageDamaged
 from adapters.merge import answered
 from adapters.merge import merge_namespaces
+from adapters.pool.engine_process import EngineProcess
+from adapters.pool.engine_stub import EngineStub
 from adapters.values import DiskWrites
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -39,16 +41,12 @@ from adapters.values import StoreCondition
 from adapters.walk import Page
 from adapters.walk import by_place
 from adapters.walk import walk
-from adapters.worker import frames
-from adapters.worker.engine_process import EngineProcess
-from adapters.worker.same_turn import SameTurn
 
 # A memory and its vectors on their way to be upserted.
 Upsert = tuple[MemoryRecord, MemoryVectors]
 
 
-@derived
-class EnginePool(VectorBackend):
+class EnginePool(EngineStub):
     """`workers` as one backend; `route(name)` is the index of a name's worker."""
 
     def __init__(
@@ -67,11 +65,6 @@ class EnginePool(VectorBackend):
         # worker's restarts when it was kept (`_records`).
         self._known: dict[str, tuple[NamespaceRecord, int]] = {}
         self._changes = 0  # namespace saves and deletes begun
-        # Each worker's upserts of one turn, in one call (same_turn.py).
-        self._upserts = [
-            SameTurn[Upsert, BackendError | None](partial(self._upsert_batch, k))
-            for k in range(len(self.workers))
-        ]
 
     def owner(self, name: str) -> EngineProcess:
         return self.workers[self.route(name)]
@@ -97,7 +90,6 @@ class EnginePool(VectorBackend):
             raise
 
     async def close(self) -> None:
-        await asyncio.gather(*(upserts.drain() for upserts in self._upserts))
         answered(await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True))
 
     async def ping(self) -> None:
@@ -187,21 +179,26 @@ class EnginePool(VectorBackend):
         deleted: bool = await self.cross(Call("delete_namespace", (name,), {}))
         return deleted
 
-    # -- upserts: a batch crosses to each worker as one call ---------------------------
+    # -- upserts: each worker's share of a batch crosses as one call ---------------------
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        # a commit's own call: joined with others of its turn, a worker's crash under load
-        # answered hundreds of 503s (benchmarks.worker_kill) where alone it answers none
         (failed,) = await self._upsert_batch(self.route(memory.namespace), [(memory, vectors)])
         if failed is not None:
             raise failed
 
     async def upsert_batch(self, batch: Sequence[Upsert]) -> list[BackendError | None]:
+        shares: dict[int, list[int]] = {}
+        for n, (memory, _) in enumerate(batch):
+            shares.setdefault(self.route(memory.namespace), []).append(n)
         done = await asyncio.gather(
-            *(self._upserts[self.route(item[0].namespace)].submit(item) for item in batch),
+            *(self._upsert_batch(k, [batch[n] for n in share]) for k, share in shares.items()),
             return_exceptions=True,
         )
-        return [failed_write(outcome) for outcome in done]
+        failed: list[BackendError | None] = [None] * len(batch)
+        for share, outcome in zip(shares.values(), done, strict=True):
+            for n, answer in zip(share, _outcomes(outcome, len(share)), strict=True):
+                failed[n] = answer
+        return failed
 
     async def _upsert_batch(self, index: int, batch: Sequence[Upsert]) -> list[BackendError | None]:
         def about() -> str:
@@ -219,12 +216,11 @@ class EnginePool(VectorBackend):
 
     async def _ask(self, index: int, call: Call) -> Any:
         """`call`, answered by worker `index`; a queued read waits its turn for its caller."""
-        args, kwargs = call.sent()
         crossing = call.crossing
-        caller = call.caller() if crossing.queued else None
+        caller = current_caller() if crossing.queued else None
         worker = self.workers[index]
         return await worker.call(
-            call.part, call.method, args, kwargs, caller, crossing.again, call.about
+            call.part, call.method, call.args, dict(call.kwargs), caller, crossing.again, call.about
         )
 
     async def _all(self, asked: Iterable[tuple[int, Call]]) -> list[Any]:
@@ -259,10 +255,9 @@ class EnginePool(VectorBackend):
         route = call.crossing.route
         assert isinstance(route, Owner)  # a namespace's pages come from its worker
         worker = self.workers[self._owner_of(call, route)]
-        args, kwargs = call.sent()
-        pages = await worker.open(call.part, call.method, args, kwargs)
+        pages = await worker.open(call.part, call.method, call.args, dict(call.kwargs))
         try:
-            while (page := await worker.next(pages, call.caller())) != frames.END:
+            while (page := await worker.next(pages, current_caller())) != frames.END:
                 yield page
         finally:  # a caller that stops early leaves the worker's generator open
             worker.discard(pages)
@@ -302,3 +297,10 @@ class EnginePool(VectorBackend):
                 values[name] = None if aligned is None else [aligned[n] for n in positions]
             done += await self._ask(index, call.with_args(**values))
         return done
+
+
+def _outcomes(outcome: list[BackendError | None] | BaseException, count: int) -> list[Any]:
+    """One worker's answers to its share of a batch: its list, or its failure for each."""
+    if isinstance(outcome, BaseException):
+        return [failed_write(outcome)] * count
+    return outcome

@@ -14,7 +14,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from adapters.qdrant.edge.engine import idf_requests
+from adapters.engine.engine import idf_requests
 
 
 @dataclass

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adapters import frames
 from adapters.callers import NOBODY
 from adapters.callers import Caller
 from adapters.errors import BackendUnavailable
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
-from adapters.worker import frames
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ class EngineProcess:
                 sys.executable,
                 "-I",  # isolated: the working directory (the data volume) is not on the path
                 "-m",
-                "adapters.worker.engine_worker",
+                "adapters.engine.engine_worker",
                 "--fd",
                 str(theirs.fileno()),
                 "--server-pid",

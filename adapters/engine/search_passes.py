@@ -14,17 +14,17 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from adapters.engine.engine import EDGE
+from adapters.engine.engine import EDGE_RANKING
+from adapters.engine.engine import EdgeRanking
+from adapters.engine.engine import coded_token_query
+from adapters.engine.wordpiece_idf import WordpieceIdf
 from adapters.merge import pin_sides
 from adapters.qdrant import feedback
 from adapters.qdrant import filters
 from adapters.qdrant import ranking
 from adapters.qdrant import token_codes
 from adapters.qdrant import wordpieces
-from adapters.qdrant.edge.engine import EDGE
-from adapters.qdrant.edge.engine import EDGE_RANKING
-from adapters.qdrant.edge.engine import EdgeRanking
-from adapters.qdrant.edge.engine import coded_token_query
-from adapters.qdrant.edge.wordpiece_idf import WordpieceIdf
 from adapters.qdrant.layout import FIELD_EXPIRES_US
 from adapters.qdrant.layout import FIELD_NAMESPACE
 from adapters.qdrant.layout import FIELD_PINNED

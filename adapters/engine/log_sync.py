@@ -20,10 +20,10 @@ from dataclasses import field
 from pathlib import Path
 
 from adapters.disk import fsync_path
+from adapters.engine.call_batcher import CallBatcher
+from adapters.engine.record_store import RecordStore
+from adapters.engine.sync_watch import SyncWatch
 from adapters.errors import BackendError
-from adapters.qdrant.edge.call_batcher import CallBatcher
-from adapters.qdrant.edge.record_store import RecordStore
-from adapters.qdrant.edge.sync_watch import SyncWatch
 
 log = logging.getLogger(__name__)
 WAL_DIR = "wal"  # a shard's write-ahead log, one file per segment

@@ -1,1 +1,0 @@
-"""The embedded store: qdrant-edge in-process, on disk (`edge_backend.py`)."""
