@@ -173,8 +173,8 @@ async def maintain_in_background(
     async def run() -> None:
         filled = await fill_store(backend, maker, progress)
         if filled is None:
-            log.info("this backend keeps no %s vectors", maker.kind.value)
+            log.info("this backend keeps no vectors of kind %s", maker.kind.value)
         elif filled.complete and complete is not None:
             complete.set()
 
-    await retried(run, f"{maker.kind.value} vectors not filled in", log, RETRY_S)
+    await retried(run, f"vectors of kind {maker.kind.value} not filled in", log, RETRY_S)
