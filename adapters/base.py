@@ -37,6 +37,10 @@ class VectorBackend(OptionalParts, abc.ABC):
     # Whether this process is the store's one writer (a lock on the embedded store's data
     # directory); a server's or Pinecone's store may have other writers (other replicas).
     sole_writer: bool = False
+    # Whether the store makes a memory's keyword vector from its content, and a search's
+    # from its text, where asked (`MemoryVectors.make_keywords`, `SearchQuery.text`): the
+    # embedded store, in its engine worker; for the others the plugin makes them.
+    makes_keywords: bool = False
 
     def __init__(self, dimension: int, token_dimension: int | None = None) -> None:
         self.dimension = dimension

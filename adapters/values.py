@@ -204,6 +204,9 @@ class MemoryVectors:
     dense: Sequence[float]
     keywords: SparseVector | None = None
     tokens: TokenVectors | None = None
+    # No `keywords`: the store makes them from the memory's content (a store that
+    # `makes_keywords`); else it keeps none until they are filled in.
+    make_keywords: bool = False
 
 
 class SearchMode(enum.StrEnum):
@@ -238,7 +241,8 @@ class SearchQuery:
     its candidates are reranked by them (MaxSim), each token weighed by its wordpiece's
     rarity in the store with `weigh_tokens` (set once the store holds every memory's
     wordpieces: adapters/qdrant/wordpieces.py), else all alike. The plugin computes only
-    what the mode needs (a keyword search costs no model call).
+    what the mode needs (a keyword search costs no model call). `text`, in place of the
+    keyword vector: the store makes it (a store that `makes_keywords`).
     """
 
     dense: Sequence[float] | None = None
@@ -246,11 +250,13 @@ class SearchQuery:
     tokens: TokenVectors | None = None
     feedback: bool = False
     weigh_tokens: bool = False
+    text: str | None = None
 
     def __post_init__(self) -> None:
-        if self.dense is None and self.keywords is None:
+        keyed = self.keywords is not None or self.text is not None
+        if self.dense is None and not keyed:
             raise ValueError("a search query needs a dense vector, a keyword vector or both")
-        if (self.feedback or self.tokens) and (self.dense is None or self.keywords is None):
+        if (self.feedback or self.tokens) and (self.dense is None or not keyed):
             raise ValueError("keyword feedback and token vectors rerank a hybrid search")
 
 

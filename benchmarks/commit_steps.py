@@ -29,13 +29,13 @@ from datetime import datetime
 from pathlib import Path
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin.core.service import MemoryService
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import load_encoder
 from plugin.http.wire import MemoryWrite

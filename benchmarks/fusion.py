@@ -5,7 +5,7 @@
 
 Offline, no server: every memory and question of the file is embedded by the
 plugin's own encoder (in-process), every memory gets its BM25 keyword vector
-(plugin/embedding/bm25.py) and the inverse document frequency is counted over the
+(adapters/keyword_encoder.py) and the inverse document frequency is counted over the
 whole store as the shared layout sees it (all conversations, both memory modes;
 Qdrant's formula). Then every memory is scored for every question and each
 ranking applied, so fusions compare on exactly the same scores:
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+from adapters.keyword_encoder import KeywordEncoder
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import load_encoder
 from plugin.settings import Settings
 

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
@@ -30,7 +31,6 @@ from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
 from benchmarks.token_cost import disk_bytes
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import load_encoder
 from plugin.settings import Settings
 

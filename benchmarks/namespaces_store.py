@@ -24,6 +24,7 @@ from pathlib import Path
 import aiohttp
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
@@ -32,7 +33,6 @@ from benchmarks import load
 from benchmarks.common import percentile
 from benchmarks.sentences import sentences
 from harness.server_process import ServerProcess
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 
 BATCH = 8

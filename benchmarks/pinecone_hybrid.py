@@ -19,6 +19,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
@@ -29,7 +30,6 @@ from benchmarks.retrieval import DEFAULT_DATA
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.service import utc_now
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import load_encoder
 from plugin.settings import Settings
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.engine.upkeep import EdgeUpkeep
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -35,7 +36,6 @@ from adapters.values import SearchQuery
 from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import load_encoder
 from plugin.settings import Settings
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
@@ -30,7 +31,6 @@ from benchmarks import locomo
 from benchmarks.common import machine
 from benchmarks.retrieval import DEFAULT_DATA
 from benchmarks.retrieval import LIMIT
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.encoders import load_encoder

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
 from benchmarks.common import machine
 from benchmarks.sentences import sentences
 from plugin.commands import export_import
 from plugin.commands import import_postgres
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.settings import Settings
 from plugin.transfer import jsonl

@@ -50,6 +50,7 @@ class QdrantEdgeBackend(VectorBackend):
 
     name = ENGINE_BACKEND
     sole_writer = True  # one process opens a store at a time (engine_worker.py, its lock)
+    makes_keywords = True  # with the store's encoder (store.py, `keywords`)
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import qdrant_edge as qe
@@ -123,6 +124,8 @@ class EdgeReads:
         scoped = self._scopes(namespaces)
         if not scoped:
             return []
+        if query.keywords is None and query.text is not None:  # the store makes them
+            query = replace(query, keywords=self._store.keywords.query(query.text))
         calls = self._store.calls
         if query.tokens:  # MaxSim asked by id
             ranked = await calls.here(

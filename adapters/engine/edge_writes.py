@@ -29,6 +29,7 @@ from adapters.qdrant.wordpieces import FOUND_BY
 from adapters.values import FillVector
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
+from adapters.values import SparseVector
 from adapters.values import VectorKind
 from adapters.walk import Page
 from adapters.walk import by_place
@@ -90,12 +91,16 @@ class EdgeWrites:
 
     def _upsert_points(self, items: list[PendingUpsert]) -> None:
         points = [
-            memory_point(
-                memory, epoch, point_vectors(vectors.dense, vectors.keywords, vectors.tokens)
-            )
+            memory_point(memory, epoch, point_vectors(vectors.dense, keywords, vectors.tokens))
             for memory, vectors, epoch in items
+            for keywords in [self._keywords(memory, vectors)]
         ]
         self._store.counted_upsert(points)
+
+    def _keywords(self, memory: MemoryRecord, vectors: MemoryVectors) -> SparseVector | None:
+        if vectors.keywords is None and vectors.make_keywords:
+            return self._store.keywords.document(memory.content)
+        return vectors.keywords
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         live = self._store.records.live.get(namespace)

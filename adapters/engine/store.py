@@ -25,6 +25,7 @@ from adapters.engine.shard_writes import ShardWrites
 from adapters.engine.shards import ShardSet
 from adapters.engine.wordpiece_idf import WordpieceIdf
 from adapters.errors import NamespaceGone
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant import filters
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import memory_to_payload
@@ -67,6 +68,7 @@ class EdgeStore:
         self.writes = ShardWrites(lambda: self.calls.clock())
         # Each shard's wordpieces' IDF as searches asked it, until its next write.
         self.idf = WordpieceIdf(self.writes.generation)
+        self.keywords = KeywordEncoder()  # where the server asks the store to make them
         # Incarnations holding fewer memories than counted: searches answer 503, not a
         # partial list; writes go on, so that an import can restore them (integrity.py).
         self.short: frozenset[str] = frozenset()

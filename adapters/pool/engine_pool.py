@@ -60,6 +60,7 @@ class EnginePool(EngineStub):
         self.workers = list(workers)
         self.name = self.workers[0].spec.name
         self.sole_writer = True  # each worker holds its part of the store's lock
+        self.makes_keywords = True  # each worker's engine (adapters/keyword_encoder.py)
         self.route = route
         # The namespace records this server has read or written, by name, each with its
         # worker's restarts when it was kept (`_records`).

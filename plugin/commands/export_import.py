@@ -18,12 +18,12 @@ from typing import Any
 import aiohttp
 
 from adapters.base import VectorBackend
+from adapters.keyword_encoder import KeywordEncoder
 from plugin.backends import build_backend
 from plugin.commands import Print
 from plugin.core.fingerprint import check_store
 from plugin.core.fingerprint import same_vector_space
 from plugin.core.service import utc_now
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.encoders import configured_dimension
 from plugin.embedding.encoders import configured_fingerprint

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 
 from adapters.base import VectorBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
 from plugin.commands import Print
@@ -25,7 +26,6 @@ from plugin.commands.export_import import opened_backend
 from plugin.commands.export_import import rate
 from plugin.core.fingerprint import check_store
 from plugin.core.service import utc_now
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer.bulk import StoreWriter
 from plugin.transfer.parity import verify

@@ -10,12 +10,12 @@ import time
 from collections.abc import Callable
 
 from adapters.errors import BackendError
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.registry import build
 from plugin.commands import Print
 from plugin.core.service import utc_now
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.settings import Settings
 from plugin.transfer.bulk import WRITE_BATCH
 from plugin.transfer.bulk import StoreWriter

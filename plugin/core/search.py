@@ -19,6 +19,7 @@ from typing import Protocol
 from adapters.base import VectorBackend
 from adapters.callers import Caller
 from adapters.errors import StorageDamaged
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.values import MemoryFilter
@@ -29,7 +30,6 @@ from plugin.core import neighbours
 from plugin.core.fields import SearchFields
 from plugin.core.search_mode import Ranking
 from plugin.core.service_errors import within
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority
 from plugin.scheduling.work import Work
@@ -129,7 +129,9 @@ class MemorySearch:
         """What `mode` ranks by; a keyword search costs no model call, a rerank no second one
         (the token vectors come with the sentence vector), keyword feedback none at all (the
         store lends the words)."""
-        keywords = None if mode is SearchMode.DENSE else self.keywords.query(text)
+        keyed = mode is not SearchMode.DENSE
+        made_there = keyed and self.backend.makes_keywords  # the store makes its own
+        keywords = self.keywords.query(text) if keyed and not made_there else None
         dense, tokens = None, None
         if mode is not SearchMode.KEYWORD:
             reranks = mode is SearchMode.RERANK  # no other ranking reads the token vectors
@@ -139,7 +141,14 @@ class MemorySearch:
         # a backend without keyword feedback reranks the hybrid candidates (a Qdrant server)
         feedback = mode in _FEEDBACK and SearchMode.FEEDBACK in self.backend.search_modes
         weigh = tokens is not None and self.ranking.weighs_tokens()
-        return SearchQuery(dense, keywords, tokens, feedback=feedback, weigh_tokens=weigh)
+        return SearchQuery(
+            dense,
+            keywords,
+            tokens,
+            feedback=feedback,
+            weigh_tokens=weigh,
+            text=text if made_there else None,
+        )
 
     async def _read_around_damage(
         self, read: Read, namespaces: Sequence[str]

@@ -17,6 +17,7 @@ from adapters.base import VectorBackend
 from adapters.callers import NOBODY
 from adapters.callers import Caller
 from adapters.errors import StorageDamaged
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
@@ -35,7 +36,6 @@ from plugin.core.service_errors import NotFound
 from plugin.core.service_errors import within
 from plugin.core.single_flight import SingleFlight
 from plugin.core.write_order import WriteOrder
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.scheduling.work import Priority
 from plugin.scheduling.work import Work
 
@@ -232,9 +232,11 @@ class MemoryService:
             )
             if reused and memory == existing:
                 return memory  # stored exactly so, vector included: nothing to write
-            keywords = self.keywords.document(body.content)
+            made_there = self.backend.makes_keywords  # the store makes them from the content
+            keywords = None if made_there else self.keywords.document(body.content)
+            vectors = MemoryVectors(vector, keywords, tokens, make_keywords=made_there)
             self.new_ids.sending(namespace, memory.id)
-            await self.backend.upsert_memory(memory, MemoryVectors(vector, keywords, tokens))
+            await self.backend.upsert_memory(memory, vectors)
             return memory
 
     async def _stored(

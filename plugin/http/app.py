@@ -18,6 +18,7 @@ from dataclasses import replace
 from aiohttp import web
 
 from adapters.base import VectorBackend
+from adapters.keyword_encoder import KeywordEncoder
 from plugin.backends import build_backend
 from plugin.core.fingerprint import FingerprintMismatch
 from plugin.core.fingerprint import check_at_start
@@ -26,7 +27,6 @@ from plugin.core.search_mode import choose_ranking
 from plugin.core.service import Clock
 from plugin.core.service import MemoryService
 from plugin.core.service import utc_now
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.encoders import load_encoder

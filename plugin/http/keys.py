@@ -8,9 +8,9 @@ from collections.abc import Callable
 from aiohttp import web
 
 from adapters.base import VectorBackend
+from adapters.keyword_encoder import KeywordEncoder
 from plugin.core.search_mode import Ranking
 from plugin.core.service import MemoryService
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder
 from plugin.observability.metrics import Metrics

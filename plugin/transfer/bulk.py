@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from adapters.base import VectorBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.parts import BulkTransfer
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
@@ -22,7 +23,6 @@ from adapters.values import StoredMemory
 from plugin.core.contract_names import canonical_uuid
 from plugin.core.contract_names import check_namespace_name
 from plugin.core.service import unexpired_namespace
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import clip_for_model
 from plugin.transfer import jsonl
 from plugin.upgrades.place_upgrade import place_namespace

@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from adapters.base import VectorBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.parts import VectorFill
 from adapters.values import FillVector
 from adapters.values import SparseVector
 from adapters.values import VectorKind
 from adapters.values import wordpiece_ids
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority
 from plugin.scheduling.work import Work

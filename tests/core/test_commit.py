@@ -22,12 +22,12 @@ import pytest
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import BackendUnavailable
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryRecord
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from plugin.core.new_ids import NewIds
 from plugin.core.service import MemoryService
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.http.wire import MemoryWrite

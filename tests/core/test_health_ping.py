@@ -20,8 +20,8 @@ import pytest
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import BackendUnavailable
+from adapters.keyword_encoder import KeywordEncoder
 from plugin.core.service import MemoryService
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from tests.support.encoders import GatedEncoder
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from plugin.core.service import MemoryService
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.http.wire import MemoryWrite
 from plugin.http.wire import NamespaceUpsert

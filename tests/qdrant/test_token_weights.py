@@ -19,13 +19,13 @@ import qdrant_edge as qe
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.engine.engine import idf_requests
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant.ranking import RERANK_WEIGHT
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import PackedTokens
 from adapters.values import SearchQuery
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.scheduling.work import Work

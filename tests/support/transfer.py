@@ -18,6 +18,7 @@ import pytest
 
 from adapters.base import VectorBackend
 from adapters.callers import NOBODY
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
@@ -25,7 +26,6 @@ from plugin.commands import export_import
 from plugin.core.search_mode import Ranking
 from plugin.core.search_mode import choose_ranking
 from plugin.core.service import MemoryService
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.http.wire import SearchRequest

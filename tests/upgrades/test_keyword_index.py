@@ -19,13 +19,13 @@ import pytest
 from adapters.engine.edge_backend import EdgeStoreMeta
 from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.errors import BackendUnavailable
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
 from harness.pinecone_backend import pinecone_backend
 from harness.pinecone_fake import FakePinecone
 from plugin.core.fingerprint import META_KEY
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.upgrades import vector_fill
 from plugin.upgrades.vector_fill import COMPLETE
 from plugin.upgrades.vector_fill import META_ENCODER

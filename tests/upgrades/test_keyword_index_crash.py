@@ -17,9 +17,9 @@ import aiohttp
 import pytest
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from harness.server_process import REPO_ROOT
 from harness.server_process import ServerProcess
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.upgrades import vector_fill
 from plugin.upgrades.vector_fill import BUILDING
@@ -38,7 +38,7 @@ _KILLED_MID_FILL = """
 import asyncio, os, signal
 from adapters.engine.edge_backend import QdrantEdgeBackend
 from plugin.upgrades import vector_fill
-from plugin.embedding.bm25 import KeywordEncoder
+from adapters.keyword_encoder import KeywordEncoder
 
 pages = []
 

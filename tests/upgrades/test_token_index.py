@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant import token_codes
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.token_codes import TOKEN_CODES_VECTOR
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from plugin.scheduling.work import Work

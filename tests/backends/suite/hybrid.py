@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from adapters.base import VectorBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.parts import VectorFill
 from adapters.qdrant.ranking import KEYWORD_WEIGHT
 from adapters.values import MemoryFilter
@@ -22,7 +23,6 @@ from adapters.values import NamespaceRecord
 from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from adapters.values import VectorKind
-from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.records import T0
 from tests.support.records import cosine
 from tests.support.records import everything

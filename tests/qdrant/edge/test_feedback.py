@@ -19,6 +19,7 @@ from adapters.engine import search_passes
 from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.engine.engine import point_vectors
 from adapters.engine.shards import open_shard
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant.feedback import FEEDBACK_WEIGHT
 from adapters.qdrant.feedback import expanded
 from adapters.qdrant.feedback import term_weights
@@ -27,7 +28,6 @@ from adapters.values import NamespaceRecord
 from adapters.values import ScoredMemory
 from adapters.values import SearchQuery
 from adapters.values import SparseVector
-from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.records import DIM
 from tests.support.records import T0

@@ -21,13 +21,13 @@ import qdrant_edge as qe
 
 from adapters.engine import search_passes
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant.layout import memory_to_payload
 from adapters.values import MemoryFilter
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import ScoredMemory
 from adapters.values import SearchQuery
-from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.edge_plans import full_filter_answer
 from tests.support.records import DIM

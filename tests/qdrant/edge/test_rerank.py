@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant import ranking
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
 from adapters.values import TokenVectors
-from plugin.embedding.bm25 import KeywordEncoder
 from tests.support.backends import started
 from tests.support.edge_plans import full_filter_answer
 from tests.support.records import DIM

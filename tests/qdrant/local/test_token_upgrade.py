@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from qdrant_client.http import models
 
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant.names import collection_name
 from adapters.qdrant.ranking import RERANK_WEIGHT
 from adapters.qdrant.server.connection import QdrantConnection
@@ -25,7 +26,6 @@ from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import PackedTokens
 from adapters.values import SearchQuery
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Work
 from plugin.upgrades import vector_fill

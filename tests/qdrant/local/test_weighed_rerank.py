@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from adapters.engine.edge_backend import QdrantEdgeBackend
+from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.server_layouts import QdrantServerLayout
@@ -23,7 +24,6 @@ from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
-from plugin.embedding.bm25 import KeywordEncoder
 from plugin.embedding.encoders import SentenceTransformerEncoder
 from tests.support.records import T0
 from tests.support.records import everything

@@ -1,14 +1,16 @@
-"""Keyword vectors: BM25 term weights of a memory's content, computed by the plugin.
+"""Keyword vectors: BM25 term weights of a memory's content, with Qdrant's own encoder.
 
-They find the names, places, dates and identifiers a small sentence model blurs; the encoder is
-Qdrant's own, and the store applies the IDF (docs/backends.md, "Hybrid search").
+They find the names, places, dates and identifiers a small sentence model blurs; the store applies
+the IDF (docs/backends.md, "Hybrid search"). The embedded store makes them in its engine worker
+(`VectorBackend.makes_keywords`); for the other stores the plugin makes them. The engine's library
+is loaded at the first vector made, so a server whose store makes its own never loads it.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from importlib import metadata
-
-import qdrant_edge as qe
+from typing import Any
 
 from adapters.values import SparseVector
 
@@ -29,12 +31,18 @@ class KeywordEncoder:
     def __init__(
         self, *, k1: float = K1, b: float = B, avg_len: float = AVG_LEN, language: str = LANGUAGE
     ) -> None:
-        config = qe.Bm25Config(k=k1, b=b, avg_len=avg_len, language=language)
-        self._bm25 = qe.Bm25(config)
+        self._config = (k1, b, avg_len, language)
         version = metadata.version("qdrant-edge-py")
         self.identity = (
             f"bm25/word/{language}/k1={k1:g}/b={b:g}/avg_len={avg_len:g}/qdrant-edge-{version}"
         )
+
+    @cached_property
+    def _bm25(self) -> Any:
+        import qdrant_edge as qe
+
+        k1, b, avg_len, language = self._config
+        return qe.Bm25(qe.Bm25Config(k=k1, b=b, avg_len=avg_len, language=language))
 
     def document(self, text: str) -> SparseVector:
         """The keyword vector stored with a memory whose content is `text`."""
@@ -45,5 +53,5 @@ class KeywordEncoder:
         return _plain(self._bm25.embed_query(text[:MAX_KEYWORD_CHARS]))
 
 
-def _plain(vector: qe.SparseVector) -> SparseVector:
+def _plain(vector: Any) -> SparseVector:
     return SparseVector(tuple(vector.indices), tuple(vector.values))
