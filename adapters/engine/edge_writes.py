@@ -73,7 +73,7 @@ class EdgeWrites:
             written.setdefault((memory.namespace, epoch), []).append(n)
         if not pending:
             return failed
-        self._store.unstalled()
+        self._store.admit()  # before the batch queues behind a stalled sync
         await self._upserts.submit_all(pending)
         await self._store.commit.durable()
         for (name, epoch), positions in written.items():

@@ -165,6 +165,7 @@ class GroupCommit:
         *,
         enabled: bool,
         stalled_after_s: float,
+        gate: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sync = sync
@@ -177,21 +178,18 @@ class GroupCommit:
         self._writing = 0  # writes in the engine (`writing`)
         self._written = asyncio.Event()  # set while none is
         self._written.set()
-
-    def admit(self) -> None:
-        """Under `sync`: refuse a write at once while the sync under way has stalled."""
-        if self.enabled and not self._between.is_set():
-            self.watch.admit()
+        # The store's write gate (store.py, `EdgeStore.admit`); alone, the disk's syncs.
+        self._gate = self.watch.admit if gate is None else gate
 
     @contextlib.asynccontextmanager
     async def writing(self) -> AsyncIterator[None]:
         """Under `sync`: the block (a write to the engine) runs between syncs; refused at
-        once (`admit`) while the sync under way has stalled."""
+        once by the write gate while it waits (a sync under way that has stalled)."""
         if not self.enabled:
             yield
             return
         while not self._between.is_set():
-            self.admit()
+            self._gate()
             await self._between.wait()
         self._writing += 1
         self._written.clear()

@@ -62,7 +62,10 @@ class EdgeStore:
         self.shards = ShardSet(root, dimension, self.disk, partitions, token_dimension)
         self.log_sync = LogSync(self.records)
         self.commit = GroupCommit(
-            self._sync, enabled=synced, stalled_after_s=write_deadline_s * STALLED_SHARE
+            self._sync,
+            enabled=synced,
+            stalled_after_s=write_deadline_s * STALLED_SHARE,
+            gate=self.admit,
         )
         # What upkeep keeps of each shard's writes (upkeep.py), on `calls.clock`.
         self.writes = ShardWrites(lambda: self.calls.clock())
@@ -74,15 +77,11 @@ class EdgeStore:
         self.short: frozenset[str] = frozenset()
 
     def admit(self) -> None:
-        """Raise unless a write may go to the disk now: room on the volume (the disk guard),
-        and the disk answering its syncs (`SyncWatch.admit`)."""
+        """The write gate: raise unless a write may go to the disk now: room on the volume
+        (the disk guard), and the disk answering its syncs (`SyncWatch.admit`). Asked before
+        a write queues, while it waits for a sync, and at each engine update."""
         self.disk.admit()
         self.commit.watch.admit()
-
-    def unstalled(self) -> None:
-        """Refuse a write at once while the sync under way has stalled (`GroupCommit.admit`),
-        before it queues behind the writes waiting for that sync."""
-        self.commit.admit()
 
     def writing(self) -> AbstractAsyncContextManager[None]:
         """Around a write to the engine: between syncs (`GroupCommit.writing`)."""
