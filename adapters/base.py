@@ -168,8 +168,8 @@ def failed_write(outcome: BaseException | None) -> BackendError | None:
     raise outcome
 
 
-class Handed:
-    """A request method answered by one of the backend's parts: `Handed("_reads")` as the
+class AnsweredBy:
+    """A request method answered by one of the backend's parts: `AnsweredBy("_reads")` as the
     class's `query_memories` makes `backend.query_memories` the part's own bound method, so
     the call goes straight to the part, with no forwarding method written or run."""
 

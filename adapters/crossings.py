@@ -1,6 +1,6 @@
 """How each backend call crosses to a backend held by engine workers, declared once.
 
-`CROSSINGS`: where each call of `VectorBackend` and its parts goes among the workers, and how
+`WORKER_CALLS`: where each call of `VectorBackend` and its parts goes among the workers, and how
 their answers merge. The server's typed methods are written from it into
 adapters/pool/engine_stub.py (scripts/generate-engine-stub); docs/development.md.
 """
@@ -44,50 +44,63 @@ Merge = Callable[[Sequence[Any], "Call"], Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Owner:
+class ToOwner:
+    """To the worker owning the namespace argument `arg` names (or its `field`)."""
+
     arg: str
     field: str | None = None  # the name is this field of the argument
 
 
 @dataclass(frozen=True, slots=True)
-class Spread:
+class ToOwners:
+    """To each worker about its own namespaces of argument `arg`, the answers merged."""
+
     arg: str
     merge: Merge
 
 
 @dataclass(frozen=True, slots=True)
-class Every:
+class ToEvery:
+    """To every worker, at once (or one after another, `in_turn`), the answers merged."""
+
     merge: Merge
     in_turn: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class Walk:
-    pass
+class WalkPage:
+    """One page of a walk over the workers, one after another (adapters/walk.py)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Keyed:
+class ByWalkKey:
+    """Items keyed by a walk's keys, each worker's in one call."""
+
     arg: str = "items"
 
 
 @dataclass(frozen=True, slots=True)
-class Grouped:
+class ByNamespace:
+    """Argument `arg`'s items grouped by their namespace's worker, one call each, in turn."""
+
     arg: str
     namespace_of: Callable[[Any], str]
     aligned: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class Own:
-    pass
+class NotSent:
+    """The pool's own: answered in the server, not sent as declared."""
 
 
-Route = Owner | Spread | Every | Walk | Keyed | Grouped | Own
+Route = ToOwner | ToOwners | ToEvery | WalkPage | ByWalkKey | ByNamespace | NotSent
 
 
 @dataclass(frozen=True, slots=True)
-class Crossing:
+class WorkerCall:
+    """How one backend call is sent to the engine workers: its route, and whether it waits
+    its turn in the fair read queue (`queued`) or answers pages (`pages`)."""
+
     route: Route
     queued: bool = False
     pages: bool = False
@@ -172,40 +185,40 @@ def _stored_namespace(item: Any) -> str:
     return str(memory.namespace)
 
 
-CROSSINGS: Mapping[str, Crossing] = {
-    "start": Crossing(Own()),
-    "close": Crossing(Own()),
-    "maintain": Crossing(Every(nothing)),
-    "ping": Crossing(Every(serving), again=True),
-    "verify": Crossing(Every(lines), queued=True, again=True),
-    "accept": Crossing(Every(sorted_names)),
-    "get_namespace": Crossing(Owner("name"), again=True),
-    "get_namespaces": Crossing(Spread("names", namespaces), again=True),
-    "save_namespace": Crossing(Owner("record", "name"), again=True),
-    "delete_namespace": Crossing(Owner("name")),
-    "list_namespaces": Crossing(Every(concatenated), again=True),
-    "expired_namespaces": Crossing(Every(concatenated), again=True),
-    "get_stored_memory": Crossing(Owner("namespace"), queued=True, again=True),
-    "get_memory": Crossing(Owner("namespace"), queued=True, again=True),
+WORKER_CALLS: Mapping[str, WorkerCall] = {
+    "start": WorkerCall(NotSent()),
+    "close": WorkerCall(NotSent()),
+    "maintain": WorkerCall(ToEvery(nothing)),
+    "ping": WorkerCall(ToEvery(serving), again=True),
+    "verify": WorkerCall(ToEvery(lines), queued=True, again=True),
+    "accept": WorkerCall(ToEvery(sorted_names)),
+    "get_namespace": WorkerCall(ToOwner("name"), again=True),
+    "get_namespaces": WorkerCall(ToOwners("names", namespaces), again=True),
+    "save_namespace": WorkerCall(ToOwner("record", "name"), again=True),
+    "delete_namespace": WorkerCall(ToOwner("name")),
+    "list_namespaces": WorkerCall(ToEvery(concatenated), again=True),
+    "expired_namespaces": WorkerCall(ToEvery(concatenated), again=True),
+    "get_stored_memory": WorkerCall(ToOwner("namespace"), queued=True, again=True),
+    "get_memory": WorkerCall(ToOwner("namespace"), queued=True, again=True),
     # the pool's own: the upserts of one turn cross to each worker as one `upsert_batch`
-    "upsert_memory": Crossing(Own()),
-    "upsert_batch": Crossing(Own(), again=True),
-    "query_memories": Crossing(Spread("namespaces", scored), queued=True, again=True),
-    "list_memories": Crossing(Spread("namespaces", listed), queued=True, again=True),
-    "delete_memory": Crossing(Owner("namespace")),
-    "delete_expired_memories": Crossing(Every(summed)),
-    "vector_fill.prepare": Crossing(Every(nothing, in_turn=True)),
-    "vector_fill.missing": Crossing(Walk(), queued=True, again=True),
-    "vector_fill.fill": Crossing(Keyed(), again=True),
-    "transfer.iter_memories": Crossing(Owner("namespace"), queued=True, pages=True),
-    "transfer.upsert_memories": Crossing(
-        Grouped("memories", _stored_namespace, aligned=("keywords",)), again=True
+    "upsert_memory": WorkerCall(NotSent()),
+    "upsert_batch": WorkerCall(NotSent(), again=True),
+    "query_memories": WorkerCall(ToOwners("namespaces", scored), queued=True, again=True),
+    "list_memories": WorkerCall(ToOwners("namespaces", listed), queued=True, again=True),
+    "delete_memory": WorkerCall(ToOwner("namespace")),
+    "delete_expired_memories": WorkerCall(ToEvery(summed)),
+    "vector_fill.prepare": WorkerCall(ToEvery(nothing, in_turn=True)),
+    "vector_fill.missing": WorkerCall(WalkPage(), queued=True, again=True),
+    "vector_fill.fill": WorkerCall(ByWalkKey(), again=True),
+    "transfer.iter_memories": WorkerCall(ToOwner("namespace"), queued=True, pages=True),
+    "transfer.upsert_memories": WorkerCall(
+        ByNamespace("memories", _stored_namespace, aligned=("keywords",)), again=True
     ),
-    "transfer.place_memories": Crossing(Owner("namespace"), again=True),
+    "transfer.place_memories": WorkerCall(ToOwner("namespace"), again=True),
     # in turn: the first worker holds a fact before the next is told it
-    "store_meta.read_store_meta": Crossing(Every(agreed), again=True),
-    "store_meta.write_store_meta": Crossing(Every(nothing, in_turn=True), again=True),
-    "store_size.measure": Crossing(Every(sizes), again=True),
+    "store_meta.read_store_meta": WorkerCall(ToEvery(agreed), again=True),
+    "store_meta.write_store_meta": WorkerCall(ToEvery(nothing, in_turn=True), again=True),
+    "store_size.measure": WorkerCall(ToEvery(sizes), again=True),
 }
 
 
@@ -230,8 +243,8 @@ class Call:
     kwargs: Mapping[str, Any]
 
     @property
-    def crossing(self) -> Crossing:
-        return CROSSINGS[self.key]
+    def crossing(self) -> WorkerCall:
+        return WORKER_CALLS[self.key]
 
     @property
     def part(self) -> str | None:
@@ -254,7 +267,7 @@ class Call:
         positional = {name: value for name, value in zip(names, self.args, strict=False)}
         return Call(self.key, (), {**positional, **self.kwargs, **values})
 
-    def owner(self, route: Owner) -> str:
+    def owner(self, route: ToOwner) -> str:
         """The namespace whose worker answers the call, as `route` names it."""
         named = self.arg(route.arg)
         return str(named if route.field is None else getattr(named, route.field))
@@ -262,14 +275,14 @@ class Call:
     def about(self) -> str:
         """The call and the namespaces it names, for a log line."""
         route = self.crossing.route
-        if isinstance(route, Owner):
+        if isinstance(route, ToOwner):
             return f"{self.key} of {self.owner(route)}"
-        if isinstance(route, Spread):
+        if isinstance(route, ToOwners):
             return f"{self.key} of {', '.join(map(str, self.arg(route.arg) or ()))}"
         return self.key
 
 
 # Each declared call's parameter names, read from the interface once, and where each is.
-PARAMETERS: Mapping[str, tuple[str, ...]] = {key: _parameters(key) for key in CROSSINGS}
+PARAMETERS: Mapping[str, tuple[str, ...]] = {key: _parameters(key) for key in WORKER_CALLS}
 _POSITIONS = {key: {name: n for n, name in enumerate(names)} for key, names in PARAMETERS.items()}
-_SPLIT = {key: split(key) for key in CROSSINGS}
+_SPLIT = {key: split(key) for key in WORKER_CALLS}

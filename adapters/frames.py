@@ -12,7 +12,7 @@ import struct
 from typing import Any
 
 from adapters import parts
-from adapters.crossings import CROSSINGS
+from adapters.crossings import WORKER_CALLS
 from adapters.crossings import split
 from adapters.errors import BackendError
 
@@ -21,7 +21,7 @@ _LENGTH = struct.Struct(">I")
 END = "end"
 # The calls a worker serves: those declared (adapters/crossings.py), and its condition
 # (the server's heartbeat).
-CALLS = frozenset(split(key)[1] for key in CROSSINGS) | {"condition"}
+CALLS = frozenset(split(key)[1] for key in WORKER_CALLS) | {"condition"}
 PARTS = frozenset(parts.PARTS)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 
-from adapters.base import Handed
+from adapters.base import AnsweredBy
 from adapters.base import VectorBackend
 from adapters.disk import DEFAULT_HEADROOM_BYTES
 from adapters.engine.edge_namespaces import EdgeNamespaces
@@ -190,19 +190,19 @@ class QdrantEdgeBackend(VectorBackend):
 
     # -- the request surface: each call answered by its part ---------------------------
 
-    get_namespace = Handed("_namespaces")
-    get_namespaces = Handed("_namespaces")
-    save_namespace = Handed("_namespaces")
-    delete_namespace = Handed("_namespaces")
-    list_namespaces = Handed("_namespaces")
-    expired_namespaces = Handed("_namespaces")
-    get_stored_memory = Handed("_reads")
-    query_memories = Handed("_reads")
-    list_memories = Handed("_reads")
-    upsert_memory = Handed("_writes")
-    upsert_batch = Handed("_writes")
-    delete_memory = Handed("_writes")
-    delete_expired_memories = Handed("_writes")
+    get_namespace = AnsweredBy("_namespaces")
+    get_namespaces = AnsweredBy("_namespaces")
+    save_namespace = AnsweredBy("_namespaces")
+    delete_namespace = AnsweredBy("_namespaces")
+    list_namespaces = AnsweredBy("_namespaces")
+    expired_namespaces = AnsweredBy("_namespaces")
+    get_stored_memory = AnsweredBy("_reads")
+    query_memories = AnsweredBy("_reads")
+    list_memories = AnsweredBy("_reads")
+    upsert_memory = AnsweredBy("_writes")
+    upsert_batch = AnsweredBy("_writes")
+    delete_memory = AnsweredBy("_writes")
+    delete_expired_memories = AnsweredBy("_writes")
 
 
 class EdgeStoreMeta:

@@ -18,14 +18,14 @@ from typing import Any
 from adapters import frames
 from adapters.base import failed_write
 from adapters.callers import current_caller
-from adapters.crossings import CROSSINGS
+from adapters.crossings import WORKER_CALLS
+from adapters.crossings import ByNamespace
+from adapters.crossings import ByWalkKey
 from adapters.crossings import Call
-from adapters.crossings import Every
-from adapters.crossings import Grouped
-from adapters.crossings import Keyed
-from adapters.crossings import Owner
-from adapters.crossings import Spread
-from adapters.crossings import Walk
+from adapters.crossings import ToEvery
+from adapters.crossings import ToOwner
+from adapters.crossings import ToOwners
+from adapters.crossings import WalkPage
 from adapters.errors import BackendError
 from adapters.errors import StorageDamaged
 from adapters.merge import answered
@@ -98,7 +98,7 @@ class EnginePool(EngineStub):
         declaration merges (the store answers while any worker does)."""
         call = Call("ping", (), {})
         route = call.crossing.route
-        assert isinstance(route, Every)
+        assert isinstance(route, ToEvery)
         route.merge(
             await asyncio.gather(*(w.ping() for w in self.workers), return_exceptions=True), call
         )
@@ -206,7 +206,7 @@ class EnginePool(EngineStub):
             names = dict.fromkeys(memory.namespace for memory, _ in batch)
             return f"upsert_batch of {', '.join(names)}"
 
-        again = CROSSINGS["upsert_batch"].again
+        again = WORKER_CALLS["upsert_batch"].again
         worker = self.workers[index]
         failed: list[BackendError | None] = await worker.call(
             None, "upsert_batch", (list(batch),), None, None, again, about
@@ -231,30 +231,30 @@ class EnginePool(EngineStub):
 
     async def cross(self, call: Call) -> Any:
         route = call.crossing.route
-        if isinstance(route, Owner):
+        if isinstance(route, ToOwner):
             return await self._ask(self._owner_of(call, route), call)
-        if isinstance(route, Spread):
+        if isinstance(route, ToOwners):
             groups = self.grouped(call.arg(route.arg)) or {0: []}
             asked = [(i, call.with_args(**{route.arg: some})) for i, some in groups.items()]
             if len(asked) == 1:  # one worker's answer is already as one store orders it
                 return await self._ask(*asked[0])
             return route.merge(await self._all(asked), call)
-        if isinstance(route, Every):
+        if isinstance(route, ToEvery):
             if route.in_turn:
                 everyone = range(len(self.workers))
                 return route.merge([await self._ask(index, call) for index in everyone], call)
             return route.merge(await self._all(enumerate([call] * len(self.workers))), call)
-        if isinstance(route, Walk):
+        if isinstance(route, WalkPage):
             return await self._walk(call)
-        if isinstance(route, Keyed):
+        if isinstance(route, ByWalkKey):
             return await self._keyed(call, route)
-        if isinstance(route, Grouped):
+        if isinstance(route, ByNamespace):
             return await self._grouped(call, route)
         raise TypeError(f"{call.key} is not sent to the workers")
 
     async def cross_pages(self, call: Call) -> AsyncIterator[Any]:
         route = call.crossing.route
-        assert isinstance(route, Owner)  # a namespace's pages come from its worker
+        assert isinstance(route, ToOwner)  # a namespace's pages come from its worker
         worker = self.workers[self._owner_of(call, route)]
         pages = await worker.open(call.part, call.method, call.args, dict(call.kwargs))
         try:
@@ -263,7 +263,7 @@ class EnginePool(EngineStub):
         finally:  # a caller that stops early leaves the worker's generator open
             worker.discard(pages)
 
-    def _owner_of(self, call: Call, route: Owner) -> int:
+    def _owner_of(self, call: Call, route: ToOwner) -> int:
         return self.route(call.owner(route))
 
     async def _walk(self, call: Call) -> Page[Any]:
@@ -276,14 +276,14 @@ class EnginePool(EngineStub):
 
         return await walk([str(n) for n in range(len(self.workers))], call.arg("cursor"), page)
 
-    async def _keyed(self, call: Call, route: Keyed) -> int:
+    async def _keyed(self, call: Call, route: ByWalkKey) -> int:
         """Items keyed by a walk's keys, each worker's in one call; how many, summed."""
         done = 0
         for worker, items in by_place(call.arg(route.arg)).items():
             done += await self._ask(int(worker), call.with_args(**{route.arg: items}))
         return done
 
-    async def _grouped(self, call: Call, route: Grouped) -> int:
+    async def _grouped(self, call: Call, route: ByNamespace) -> int:
         """Each worker's items in one call, the workers in turn (a failure stops there:
         what was written stays, and a retry writes it again, as for one store)."""
         items = call.arg(route.arg)

@@ -10,11 +10,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from adapters.crossings import CROSSINGS
 from adapters.crossings import INTERFACES
+from adapters.crossings import WORKER_CALLS
 from adapters.crossings import Call
-from adapters.crossings import Crossing
-from adapters.crossings import Own
+from adapters.crossings import NotSent
+from adapters.crossings import WorkerCall
 from adapters.crossings import split
 from adapters.parts import PARTS
 from adapters.pool.engine_pool import EnginePool
@@ -38,20 +38,20 @@ def interface_calls() -> set[str]:
     return found
 
 
-def undeclared(declared: Mapping[str, Crossing]) -> set[str]:
+def undeclared(declared: Mapping[str, WorkerCall]) -> set[str]:
     return interface_calls() - set(declared)
 
 
 def test_every_call_of_the_interface_is_declared_and_nothing_else() -> None:
-    assert undeclared(CROSSINGS) == set()
-    assert set(CROSSINGS) - interface_calls() == set()
+    assert undeclared(WORKER_CALLS) == set()
+    assert set(WORKER_CALLS) - interface_calls() == set()
     assert set(INTERFACES) - {None} == set(PARTS)
 
 
 def test_a_call_whose_declaration_is_deleted_is_found() -> None:
-    less = {key: crossing for key, crossing in CROSSINGS.items() if key != "query_memories"}
+    less = {key: crossing for key, crossing in WORKER_CALLS.items() if key != "query_memories"}
     assert undeclared(less) == {"query_memories"}
-    less = {k: c for k, c in CROSSINGS.items() if k != "transfer.upsert_memories"}
+    less = {k: c for k, c in WORKER_CALLS.items() if k != "transfer.upsert_memories"}
     assert undeclared(less) == {"transfer.upsert_memories"}
 
 
@@ -67,7 +67,7 @@ def test_the_stub_is_written_from_the_declarations_as_they_are() -> None:
 
 
 def test_the_stub_has_a_method_for_each_call_that_crosses() -> None:
-    crossing = {key for key, c in CROSSINGS.items() if not isinstance(c.route, Own)}
+    crossing = {key for key, c in WORKER_CALLS.items() if not isinstance(c.route, NotSent)}
     for key in crossing:
         part, name = split(key)
         holder = EngineStub if part is None else type(getattr(EnginePool, part).func(None))
@@ -79,7 +79,7 @@ def test_the_pool_writes_only_its_own_calls() -> None:
     every other call is the stub's, and the pool is not abstract."""
     own = {"start", "close", "ping", "upsert_memory", "upsert_batch", *_record_copy()}
     assert not inspect.isabstract(EnginePool)
-    assert {name for name in vars(EnginePool) if name in CROSSINGS} == own
+    assert {name for name in vars(EnginePool) if name in WORKER_CALLS} == own
 
 
 def _record_copy() -> set[str]:

@@ -17,7 +17,7 @@ from typing import Unpack
 
 from qdrant_client.http import models
 
-from adapters.base import Handed
+from adapters.base import AnsweredBy
 from adapters.base import VectorBackend
 from adapters.errors import BackendError
 from adapters.merge import merge_listed
@@ -107,10 +107,10 @@ class QdrantCollectionsBackend(VectorBackend):
 
     # -- namespaces (namespace_collections_records.py) -------------------------------
 
-    get_namespace = Handed("records")
-    save_namespace = Handed("records")
-    delete_namespace = Handed("records")
-    list_namespaces = Handed("records")
+    get_namespace = AnsweredBy("records")
+    save_namespace = AnsweredBy("records")
+    delete_namespace = AnsweredBy("records")
+    list_namespaces = AnsweredBy("records")
 
     # -- memories --------------------------------------------------------------------
 

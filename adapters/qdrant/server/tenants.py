@@ -15,7 +15,7 @@ from typing import Unpack
 
 from qdrant_client.http import models
 
-from adapters.base import Handed
+from adapters.base import AnsweredBy
 from adapters.base import VectorBackend
 from adapters.errors import BackendError
 from adapters.merge import merge_listed
@@ -125,11 +125,11 @@ class QdrantServerBackend(VectorBackend):
 
     # -- namespaces (their records: tenant_namespaces.py) ----------------------------
 
-    get_namespace = Handed("records")
-    get_namespaces = Handed("records")
-    save_namespace = Handed("records")
-    list_namespaces = Handed("records")
-    expired_namespaces = Handed("records")
+    get_namespace = AnsweredBy("records")
+    get_namespaces = AnsweredBy("records")
+    save_namespace = AnsweredBy("records")
+    list_namespaces = AnsweredBy("records")
+    expired_namespaces = AnsweredBy("records")
 
     async def delete_namespace(self, name: str) -> bool:
         epoch = await self.records.bury(name)

@@ -1,4 +1,4 @@
-"""A backend's request method answered by one of its parts (`Handed`, adapters/base.py) is
+"""A backend's request method answered by one of its parts (`AnsweredBy`, adapters/base.py) is
 the part's own method: it must take what the interface's takes, by the same names."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import Handed
+from adapters.base import AnsweredBy
 from adapters.base import VectorBackend
 from adapters.engine.edge_backend import QdrantEdgeBackend
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
@@ -26,7 +26,7 @@ def built(kind: type[VectorBackend], tmp_path: Path) -> VectorBackend:
 
 def handed(kind: type[VectorBackend]) -> list[str]:
     """The names `kind` or a base of it hands to a part."""
-    return [name for name in dir(kind) if isinstance(inspect.getattr_static(kind, name), Handed)]
+    return [n for n in dir(kind) if isinstance(inspect.getattr_static(kind, n), AnsweredBy)]
 
 
 def mismatched(backend: VectorBackend) -> list[str]:
