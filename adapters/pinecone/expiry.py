@@ -12,7 +12,6 @@ from datetime import datetime
 
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import PineconeMissing
-from adapters.pinecone.calls import call
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.shared import Shared
@@ -64,13 +63,10 @@ class ExpirySweep:
         gone |= {memory.id for memory, _ in live if memory.is_expired(now)}
         if not gone:
             return 0
-        index = await self._shared.ready()
         target = self._shared.pinecone_namespace(namespace)
         with contextlib.suppress(PineconeMissing):  # the namespace was deleted meanwhile
-            await call(
-                "delete expired",
-                lambda t: index.delete(filter=expired, namespace=target, timeout=t),
-                self._shared.budget_s,
+            await self._shared.call(
+                "delete expired", lambda i, t: i.delete(filter=expired, namespace=target, timeout=t)
             )
         for memory_id in gone:
             self._shared.overlay.memory_deleted(namespace, memory_id, epoch)
