@@ -41,9 +41,8 @@ SERVER_SEARCH_MODES = ranking.QDRANT_SEARCH_MODES - {SearchMode.FEEDBACK}
 
 
 class ServerOptions(TypedDict, total=False):
-    """The keyword arguments both server backends take; `ServerConnectionOwner` holds their
-    defaults. Give `url` or `location` (":memory:": qdrant-client's local mode), or a
-    `connection` to share."""
+    """Both server backends' keyword arguments (defaults: `ServerConnectionOwner`): `url` or
+    `location` (":memory:": qdrant-client's local mode), or a `connection` to share."""
 
     url: str | None
     api_key: str | None
@@ -94,8 +93,8 @@ class ServerConnectionOwner:
 
 
 class ServerTransfer(abc.ABC):
-    """A server layout's bulk transfer: each memory's point vectors (keyword and token
-    vectors too) made here, written by the layout's `write_points`."""
+    """A server layout's bulk transfer: each memory's point vectors made here, written by the
+    layout's `write_points`."""
 
     __slots__ = ()
 

@@ -25,6 +25,7 @@ from adapters.qdrant.server.client_requests import DENSE
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.client_requests import Query
 from adapters.qdrant.server.client_requests import side_requests
+from adapters.qdrant.server.connection import NO_VECTOR
 from adapters.qdrant.server.connection_owner import ServerOptions
 from adapters.qdrant.server.connection_owner import start_step
 from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
@@ -43,7 +44,6 @@ from adapters.values import StoredMemory
 from adapters.values import VectorKind
 
 log = logging.getLogger(__name__)
-_NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
 
 
 class QdrantCollectionsBackend(QdrantServerLayout):
@@ -137,7 +137,7 @@ class QdrantCollectionsBackend(QdrantServerLayout):
                 lambda c: c.query_batch_points(collection, requests), none
             )
         except BackendError as exc:
-            if not isinstance(query, SearchQuery) or not query.tokens or _NO_VECTOR not in str(exc):
+            if not isinstance(query, SearchQuery) or not query.tokens or NO_VECTOR not in str(exc):
                 raise
             # No token vectors here yet (made by an older replica meanwhile): MaxSim is 0
             # for every memory, which ranks and scores as the fused stage alone.
