@@ -42,10 +42,8 @@ class ExpirySweep:
         return sum(counts)
 
     async def _delete_expired_in(self, namespace: str, epoch: str, now: datetime) -> int:
-        """Delete by metadata filter what has expired; count what Pinecone and the overlay
-        show (Pinecone's part capped at one query's 1000; a recent delete is not counted
-        twice). Pinecone applies writes in order, so the delete also covers expired writes
-        it does not show yet, and spares a memory updated since to expire later."""
+        """Delete by metadata filter what has expired (writes apply in order: expired writes
+        Pinecone does not show yet too); count what Pinecone (up to 1000) and the overlay show."""
         expired = {
             "$and": [
                 {vector_metadata.F_EPOCH: {"$eq": epoch}},
