@@ -28,17 +28,13 @@ from adapters.qdrant.server.connection_owner import ServerOptions
 from adapters.qdrant.server.connection_owner import start_step
 from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from adapters.qdrant.server.server_layouts import Sides
-from adapters.qdrant.server.tenant_collections import MEMORY_STORE_INDEXES
-from adapters.qdrant.server.tenant_collections import RECORD_INDEXES
 from adapters.qdrant.server.tenant_collections import TenantCollections
-from adapters.qdrant.server.tenant_collections import legacy_layout_line
 from adapters.qdrant.server.tenant_collections import owner
 from adapters.qdrant.server.tenant_collections import stored_vector
 from adapters.qdrant.server.tenant_namespaces import TenantNamespaces
 from adapters.qdrant.server.tenant_namespaces import TenantStoreMeta
 from adapters.qdrant.server.tenant_namespaces import epoch_of
 from adapters.qdrant.server.tenant_namespaces import purge_id
-from adapters.qdrant.server.tenant_namespaces import record_id
 from adapters.qdrant.server.tenant_parts import TenantTransfer
 from adapters.qdrant.server.vector_fill import ServerVectorFill
 from adapters.values import MemoryFilter
@@ -46,14 +42,6 @@ from adapters.values import MemoryRecord
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
 
-__all__ = [
-    "MEMORY_STORE_INDEXES",
-    "RECORD_INDEXES",
-    "QdrantServerBackend",
-    "legacy_layout_line",
-    "purge_id",
-    "record_id",
-]
 log = logging.getLogger(__name__)
 
 
