@@ -13,15 +13,12 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import datetime
 
-from pinecone import AsyncIndex
-
 from adapters.base import DEFAULT_PREFIX
 from adapters.base import VectorBackend
 from adapters.errors import NamespaceGone
 from adapters.pinecone import bulk_requests
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import PineconeMissing
-from adapters.pinecone.calls import call
 from adapters.pinecone.expiry import ExpirySweep
 from adapters.pinecone.index_connection import PineconeConnection
 from adapters.pinecone.keywords import PineconeVectorFill
@@ -69,11 +66,10 @@ class PineconeBackend(VectorBackend):
             clock=clock,
             hybrid=hybrid,
         )
-        self._budget_s = timeout_s
-        self._unit = vector_metadata.fixed_unit_vector(dimension)
+        unit = vector_metadata.fixed_unit_vector(dimension)
         self.overlay = FreshnessOverlay(freshness_window_s, overlay_max_entries, clock)
-        shared = Shared(prefix, self._unit, self.overlay, self._ready, timeout_s)
-        self._ns = shared.pinecone_namespace
+        shared = Shared(prefix, unit, self.overlay, self._connection.index, timeout_s)
+        self._shared, self._ns = shared, shared.pinecone_namespace
         self._records = NamespaceRecords(shared, clock)
         self._meta = PineconeStoreMeta(shared)
         self._reads = MemoryReads(shared)
@@ -112,16 +108,11 @@ class PineconeBackend(VectorBackend):
     def vector_fill(self) -> PineconeVectorFill:
         return self._fill
 
-    async def _ready(self) -> AsyncIndex:
-        return await self._connection.index()
-
     # -- namespaces --------------------------------------------------------------------
 
     async def ping(self) -> None:
-        index = await self._ready()
-        await call(
-            "describe_index_stats", lambda t: index.describe_index_stats(timeout=t), self._budget_s
-        )
+        stats = "describe_index_stats"
+        await self._shared.call(stats, lambda i, t: i.describe_index_stats(timeout=t))
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
         state = await self._records.state(name)
@@ -140,12 +131,9 @@ class PineconeBackend(VectorBackend):
         retried DELETE finishes, never a record-less namespace full of vectors."""
         if await self._records.state(name) is None:
             return False
-        index = await self._ready()
         with contextlib.suppress(PineconeMissing):  # no vector was ever written there
-            await call(
-                "delete namespace",
-                lambda t: index.delete_namespace(name=self._ns(name), timeout=t),
-                self._budget_s,
+            await self._shared.call(
+                "delete namespace", lambda i, t: i.delete_namespace(name=self._ns(name), timeout=t)
             )
         await self._records.delete(name)
         return True
@@ -166,13 +154,8 @@ class PineconeBackend(VectorBackend):
             if entry.memory is None or entry.vector is None:
                 return None
             return entry.memory, [float(x) for x in entry.vector]
-        index = await self._ready()
-        found = await call(
-            "fetch memory",
-            lambda t: index.fetch(ids=[memory_id], namespace=self._ns(namespace), timeout=t),
-            self._budget_s,
-        )
-        vector = found.vectors.get(memory_id)
+        found = await self._shared.fetch("fetch memory", [memory_id], self._ns(namespace))
+        vector = found.get(memory_id)
         metadata = vector.metadata if vector else None
         if vector is None or not metadata or metadata.get(vector_metadata.F_EPOCH) != state[1]:
             return None
@@ -187,14 +170,9 @@ class PineconeBackend(VectorBackend):
         epoch = state[1]
         # Refuses oversize metadata: then nothing is written.
         metadata = vector_metadata.memory_to_metadata(memory, epoch)
-        index = await self._ready()
         sparse = stored_sparse(self._connection.metric, vectors.keywords)
         item = bulk_requests.upsert_item(memory.id, vectors.dense, metadata, sparse)
-        await call(
-            "upsert memory",
-            lambda t: index.upsert(vectors=[item], namespace=self._ns(memory.namespace), timeout=t),
-            self._budget_s,
-        )
+        await self._shared.upsert("upsert memory", [item], self._ns(memory.namespace))
         self.overlay.memory_written(memory, vectors.dense, epoch, vectors.keywords)
 
     async def query_memories(
@@ -218,11 +196,9 @@ class PineconeBackend(VectorBackend):
         state = await self._records.state(namespace)
         if state is None or await self.get_memory(namespace, memory_id) is None:
             return False
-        index = await self._ready()
-        await call(
+        await self._shared.call(
             "delete memory",
-            lambda t: index.delete(ids=[memory_id], namespace=self._ns(namespace), timeout=t),
-            self._budget_s,
+            lambda i, t: i.delete(ids=[memory_id], namespace=self._ns(namespace), timeout=t),
         )
         self.overlay.memory_deleted(namespace, memory_id, state[1])
         return True

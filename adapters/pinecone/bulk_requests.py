@@ -7,19 +7,14 @@ writes go in upserts of at most 100 vectors. Both honour the epoch and the overl
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from collections.abc import Awaitable
-from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pinecone import AsyncIndex
-
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import PineconeMissing
-from adapters.pinecone.calls import call
-from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.shared import Shared
 from adapters.values import StoredMemory
 
 PAGE = 100  # ids per list page and per fetch; vectors per upsert
@@ -28,39 +23,34 @@ Item = dict[str, Any]
 
 
 async def scan(
-    ready: Callable[[], Awaitable[AsyncIndex]],
-    namespaces: tuple[str, str],
+    shared: Shared,
+    name: str,
     epoch: str,
     now: datetime,
-    overlay: FreshnessOverlay,
-    budget_s: float,
     *,
     page_size: int,
     with_vectors: bool,
 ) -> AsyncIterator[list[StoredMemory]]:
-    """Pages of the live memories of one epoch: Pinecone's, then the overlay's recent writes.
-
-    `namespaces` is (ours, Pinecone's). Ids with a recent write or delete are taken
-    from the overlay only (Pinecone may not show them yet), so each memory comes
-    once and a recently deleted one not at all."""
-    name, pinecone_namespace = namespaces
-    index = await ready()
-    recent = overlay.ids_in(name)
+    """Pages of the live memories of one epoch of namespace `name`: Pinecone's, then the
+    overlay's recent writes. Ids with a recent write or delete are taken from the overlay only
+    (Pinecone may not show them yet): each memory comes once, a recently deleted one never."""
+    pinecone_namespace = shared.pinecone_namespace(name)
+    recent = shared.overlay.ids_in(name)
     size = max(1, min(page_size, PAGE))
     token: str | None = None
     while True:
         try:
-            ids, token = await _list_page(index, pinecone_namespace, size, token, budget_s)
+            ids, token = await shared.list_page("list memories", pinecone_namespace, size, token)
         except PineconeMissing:  # nothing was ever written there
             ids, token = [], None
         ids = [vector_id for vector_id in ids if vector_id not in recent]
         if ids:
-            page = await _fetch(index, pinecone_namespace, ids, budget_s)
+            page = await shared.fetch("fetch memories", ids, pinecone_namespace)
             found: list[StoredMemory] = []
             for vector_id in ids:
                 vector = page.get(vector_id)
                 metadata = vector.metadata if vector is not None else None
-                if not metadata or metadata.get(vector_metadata.F_EPOCH) != epoch:
+                if vector is None or not metadata or metadata.get(vector_metadata.F_EPOCH) != epoch:
                     continue
                 memory = vector_metadata.memory_from_metadata(vector_id, name, metadata)
                 if memory.is_expired(now):
@@ -73,34 +63,11 @@ async def scan(
             break
     fresh: list[StoredMemory] = [
         (memory, [float(x) for x in vector] if with_vectors else [])
-        for memory, vector in overlay.live_memories(name, epoch)
+        for memory, vector in shared.overlay.live_memories(name, epoch)
         if not memory.is_expired(now)
     ]
     if fresh:
         yield fresh
-
-
-async def _list_page(
-    index: AsyncIndex, namespace: str, size: int, token: str | None, budget_s: float
-) -> tuple[list[str], str | None]:
-    page = await call(
-        "list memories",
-        lambda t: index.list_paginated(
-            namespace=namespace, limit=size, pagination_token=token, timeout=t
-        ),
-        budget_s,
-    )
-    ids = [item.id for item in page.vectors if item.id]
-    return ids, page.pagination.next if page.pagination else None
-
-
-async def _fetch(index: AsyncIndex, namespace: str, ids: list[str], budget_s: float) -> Any:
-    found = await call(
-        "fetch memories",
-        lambda t: index.fetch(ids=ids, namespace=namespace, timeout=t),
-        budget_s,
-    )
-    return found.vectors
 
 
 def upsert_item(

@@ -43,12 +43,8 @@ class PineconeAuthFailed(BackendUnavailable):
 
 
 def open_index(host: str, api_key: str, timeout_s: float) -> AsyncIndex:
-    """An `AsyncIndex` whose SDK-level retries are off (this module retries instead).
-
-    `AsyncIndex` takes no retry configuration; its HTTP client is created on the
-    first request from `_http._config`, so the policy is replaced before that.
-    `tests/pinecone/test_adapter.py` pins this: one failed answer, one request.
-    """
+    """An `AsyncIndex` without SDK retries (`call` retries): it takes no retry configuration,
+    so its `_http._config` is replaced before the first request builds the HTTP client."""
     index = AsyncIndex(host=host, api_key=api_key, timeout=timeout_s)
     http = index._http
     http._config = replace(http._config, retry_config=RetryConfig(max_retries=0))
@@ -93,11 +89,8 @@ async def call(
     attempt: Callable[[float], Awaitable[T]],
     budget_s: float,
 ) -> T:
-    """Run `attempt(timeout_s)` until it succeeds or `budget_s` is spent.
-
-    `attempt` receives the time left, to pass to the SDK as the request timeout,
-    so a hanging connection cannot outlive the budget.
-    """
+    """Run `attempt(time left)` until it succeeds or `budget_s` is spent; the time left is the
+    SDK request's timeout, so a hanging connection cannot outlive the budget."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget_s
     backoff = FIRST_BACKOFF_S

@@ -12,7 +12,6 @@ from datetime import datetime
 
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.calls import PineconeMissing
-from adapters.pinecone.calls import call
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.shared import Shared
@@ -43,10 +42,8 @@ class ExpirySweep:
         return sum(counts)
 
     async def _delete_expired_in(self, namespace: str, epoch: str, now: datetime) -> int:
-        """Delete by metadata filter what has expired; count what Pinecone and the overlay
-        show (Pinecone's part capped at one query's 1000; a recent delete is not counted
-        twice). Pinecone applies writes in order, so the delete also covers expired writes
-        it does not show yet, and spares a memory updated since to expire later."""
+        """Delete by metadata filter what has expired (writes apply in order: expired writes
+        Pinecone does not show yet too); count what Pinecone (up to 1000) and the overlay show."""
         expired = {
             "$and": [
                 {vector_metadata.F_EPOCH: {"$eq": epoch}},
@@ -64,13 +61,10 @@ class ExpirySweep:
         gone |= {memory.id for memory, _ in live if memory.is_expired(now)}
         if not gone:
             return 0
-        index = await self._shared.ready()
         target = self._shared.pinecone_namespace(namespace)
         with contextlib.suppress(PineconeMissing):  # the namespace was deleted meanwhile
-            await call(
-                "delete expired",
-                lambda t: index.delete(filter=expired, namespace=target, timeout=t),
-                self._shared.budget_s,
+            await self._shared.call(
+                "delete expired", lambda i, t: i.delete(filter=expired, namespace=target, timeout=t)
             )
         for memory_id in gone:
             self._shared.overlay.memory_deleted(namespace, memory_id, epoch)

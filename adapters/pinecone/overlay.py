@@ -196,16 +196,10 @@ class FreshnessOverlay:
 
     def _expire(self) -> None:
         oldest_kept = self.clock() - self.window_s
-        while self._memories:
-            key, entry = next(iter(self._memories.items()))
-            if entry.written_at > oldest_kept:
-                break
-            self._drop_memory(key)
-        while self._namespaces:
-            name, namespace_entry = next(iter(self._namespaces.items()))
-            if namespace_entry.written_at > oldest_kept:
-                break
-            del self._namespaces[name]
+        while self._memories and next(iter(self._memories.values())).written_at <= oldest_kept:
+            self._drop_memory(next(iter(self._memories)))
+        while self._namespaces and next(iter(self._namespaces.values())).written_at <= oldest_kept:
+            self._namespaces.popitem(last=False)
 
     def _trim(self) -> None:
         self._expire()

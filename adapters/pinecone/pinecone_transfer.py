@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from pinecone import AsyncIndex
@@ -16,7 +17,7 @@ from pinecone import AsyncIndex
 from adapters.errors import NamespaceGone
 from adapters.pinecone import bulk_requests
 from adapters.pinecone import vector_metadata
-from adapters.pinecone.calls import call
+from adapters.pinecone.bulk_requests import Item
 from adapters.pinecone.index_connection import PineconeConnection
 from adapters.pinecone.keywords import stored_sparse
 from adapters.pinecone.reserved_records import NamespaceRecords
@@ -25,6 +26,8 @@ from adapters.values import MemoryRecord
 from adapters.values import SparseVector
 from adapters.values import StoredMemory
 from adapters.values import with_keywords
+
+Keywords = SparseVector | None
 
 
 class PineconeTransfer:
@@ -42,33 +45,24 @@ class PineconeTransfer:
     ) -> int:
         """Upserts of up to 100 vectors per Pinecone namespace, instead of one per memory."""
         states = await self._records.states([memory.namespace for memory, _ in memories])
-        # Per namespace: (memory, vector, metadata, keywords), metadata checked up front.
-        groups: dict[
-            str, list[tuple[MemoryRecord, list[float], bulk_requests.Item, SparseVector | None]]
-        ] = {}
+        # Per namespace: (memory, vector, keywords, its upsert item), metadata checked up front.
+        groups: dict[str, list[tuple[MemoryRecord, list[float], Keywords, Item]]] = {}
         for (memory, vector), memory_keywords in with_keywords(memories, keywords):
             state = states.get(memory.namespace)
             if state is None:
                 raise NamespaceGone(f"namespace {memory.namespace} was deleted")
             metadata = vector_metadata.memory_to_metadata(memory, state[1])  # refuses oversize
-            row = (memory, list(vector), metadata, memory_keywords)
+            sparse = stored_sparse(self._connection.metric, memory_keywords)
+            item = bulk_requests.upsert_item(memory.id, vector, metadata, sparse)
+            row = (memory, list(vector), memory_keywords, item)
             groups.setdefault(memory.namespace, []).append(row)
-        index = await self._connection.index()
         for name, items in groups.items():
-            epoch = states[name][1]
-            vectors = [
-                bulk_requests.upsert_item(
-                    memory.id,
-                    vector,
-                    metadata,
-                    stored_sparse(self._connection.metric, row_keywords),
-                )
-                for memory, vector, metadata, row_keywords in items
-            ]
-            for chunk in bulk_requests.batches(vectors, self._connection.dimension):
-                await self._upsert_chunk(index, name, chunk)
-            for memory, vector, _, row_keywords in items:
-                self._shared.overlay.memory_written(memory, vector, epoch, row_keywords)
+            target = self._shared.pinecone_namespace(name)
+            upserts = [item for *_, item in items]
+            for chunk in bulk_requests.batches(upserts, self._connection.dimension):
+                await self._shared.upsert("upsert memories", chunk, target)
+            for memory, vector, row_keywords, _ in items:
+                self._shared.overlay.memory_written(memory, vector, states[name][1], row_keywords)
         return sum(len(items) for items in groups.values())
 
     async def iter_memories(
@@ -85,14 +79,7 @@ class PineconeTransfer:
         if state is None:
             return
         pages = bulk_requests.scan(
-            self._connection.index,
-            (namespace, self._shared.pinecone_namespace(namespace)),
-            state[1],
-            now,
-            self._shared.overlay,
-            self._shared.budget_s,
-            page_size=page_size,
-            with_vectors=with_vectors,
+            self._shared, namespace, state[1], now, page_size=page_size, with_vectors=with_vectors
         )
         async for page in pages:
             yield page
@@ -103,26 +90,13 @@ class PineconeTransfer:
         state = await self._records.state(namespace)
         if state is None:
             return len(places)
-        index = await self._connection.index()
         target = self._shared.pinecone_namespace(namespace)
         for memory_id, place in places:
-
-            def update(timeout_s: float, memory_id: str = memory_id, place: int = place) -> Any:
-                metadata = {vector_metadata.F_POSITION: place}
-                return index.update(
-                    id=memory_id, set_metadata=metadata, namespace=target, timeout=timeout_s
-                )
-
-            await call("place memories", update, self._shared.budget_s)
+            await self._shared.call("place memories", partial(_place, memory_id, place, target))
             self._shared.overlay.memory_placed(namespace, memory_id, place, state[1])
         return len(places)
 
-    async def _upsert_chunk(
-        self, index: AsyncIndex, namespace: str, chunk: list[bulk_requests.Item]
-    ) -> None:
-        target = self._shared.pinecone_namespace(namespace)
-        await call(
-            "upsert memories",
-            lambda t: index.upsert(vectors=chunk, namespace=target, timeout=t),
-            self._shared.budget_s,
-        )
+
+def _place(memory_id: str, place: int, namespace: str, index: AsyncIndex, t: float) -> Any:
+    placed = {vector_metadata.F_POSITION: place}
+    return index.update(id=memory_id, set_metadata=placed, namespace=namespace, timeout=t)

@@ -7,8 +7,12 @@ overlay applied), so their merge (`adapters.merge`) is exact.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from collections.abc import Callable
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
+from typing import TypeVar
 
 from pinecone.models.vectors.vector import ScoredVector
 
@@ -16,7 +20,6 @@ from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.merge import pin_sides
 from adapters.pinecone import vector_metadata
-from adapters.pinecone.calls import call
 from adapters.pinecone.keywords import KEYWORD_WEIGHT
 from adapters.pinecone.keywords import sparse_values
 from adapters.pinecone.listing import newest_memories
@@ -27,6 +30,7 @@ from adapters.values import ScoredMemory
 from adapters.values import SearchQuery
 
 QUERY_TOP_K_WITH_METADATA = 1000
+R = TypeVar("R")
 
 # A live namespace's name and its epoch.
 Epochs = Mapping[str, str]
@@ -41,38 +45,23 @@ class MemoryReads:
     ) -> list[ScoredMemory]:
         """Up to `limit` memories of these namespaces: pinned first, best first (a hybrid
         query scores as adapters/pinecone/keywords.py says)."""
-        if limit <= 0:
-            return []
-        parts = await asyncio.gather(
-            *(
-                self._query_one(name, epoch, query, side, limit)
-                for name, epoch in epochs.items()
-                for side in pin_sides(memory_filter)
-            )
-        )
-        return merge_scored(parts, limit)
+        one = partial(self._query_one, query=query, limit=limit)
+        return merge_scored(await _each(epochs, memory_filter, limit, one), limit)
 
     async def listing(
         self, epochs: Epochs, memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         """Up to `limit` memories of these namespaces: pinned first, newest first."""
-        if limit <= 0:
-            return []
-        parts = await asyncio.gather(
-            *(
-                self._list_one(name, epoch, side, limit)
-                for name, epoch in epochs.items()
-                for side in pin_sides(memory_filter)
-            )
-        )
-        return merge_listed(parts, limit)
+        one = partial(self._list_one, limit=limit)
+        return merge_listed(await _each(epochs, memory_filter, limit, one), limit)
 
     async def _query_one(
         self,
         namespace: str,
         epoch: str,
-        query: SearchQuery,
         memory_filter: MemoryFilter,
+        *,
+        query: SearchQuery,
         limit: int,
     ) -> list[ScoredMemory]:
         if query.dense is None:
@@ -80,10 +69,9 @@ class MemoryReads:
         vector = [float(x) for x in query.dense]
         keywords = sparse_values(query.keywords, KEYWORD_WEIGHT)
         top_k = min(limit + len(self._shared.overlay.ids_in(namespace)), QUERY_TOP_K_WITH_METADATA)
-        index = await self._shared.ready()
-        found = await call(
+        found = await self._shared.call(
             "query",
-            lambda t: index.query(
+            lambda i, t: i.query(
                 top_k=top_k,
                 vector=vector,
                 sparse_vector=keywords,
@@ -92,7 +80,6 @@ class MemoryReads:
                 include_metadata=True,
                 timeout=t,
             ),
-            self._shared.budget_s,
         )
         hits = [
             ScoredMemory(
@@ -103,7 +90,7 @@ class MemoryReads:
         return self._shared.overlay.merge_query(namespace, epoch, query, memory_filter, hits, limit)
 
     async def _list_one(
-        self, namespace: str, epoch: str, memory_filter: MemoryFilter, limit: int
+        self, namespace: str, epoch: str, memory_filter: MemoryFilter, *, limit: int
     ) -> list[MemoryRecord]:
         async def scan(flt: dict[str, Any]) -> list[MemoryRecord]:
             matches = await self.unranked(namespace, flt, "list memories", with_metadata=True)
@@ -121,10 +108,9 @@ class MemoryReads:
         self, namespace: str, flt: dict[str, Any], operation: str, *, with_metadata: bool
     ) -> list[ScoredVector]:
         """Up to 1000 memories matching `flt`, in no useful order (a query by a fixed vector)."""
-        index = await self._shared.ready()
-        found = await call(
+        found = await self._shared.call(
             operation,
-            lambda t: index.query(
+            lambda i, t: i.query(
                 top_k=QUERY_TOP_K_WITH_METADATA,
                 vector=self._shared.unit_vector,
                 namespace=self._shared.pinecone_namespace(namespace),
@@ -132,6 +118,18 @@ class MemoryReads:
                 include_metadata=with_metadata,
                 timeout=t,
             ),
-            self._shared.budget_s,
         )
         return list(found.matches)
+
+
+async def _each(
+    epochs: Epochs,
+    memory_filter: MemoryFilter,
+    limit: int,
+    one: Callable[[str, str, MemoryFilter], Awaitable[list[R]]],
+) -> list[list[R]]:
+    """`one` for each namespace and pin side, all sent at once."""
+    if limit <= 0:
+        return []
+    sides = pin_sides(memory_filter)
+    return await asyncio.gather(*(one(n, e, side) for n, e in epochs.items() for side in sides))

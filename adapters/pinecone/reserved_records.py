@@ -14,7 +14,6 @@ from collections.abc import Callable
 from collections.abc import Sequence
 
 from adapters.pinecone import vector_metadata
-from adapters.pinecone.calls import call
 from adapters.pinecone.shared import Shared
 from adapters.values import NamespaceRecord
 
@@ -38,11 +37,8 @@ class NamespaceRecords:
         return (await self.states([name])).get(name)
 
     async def states(self, names: Sequence[str]) -> dict[str, tuple[NamespaceRecord, str]]:
-        """The live records and epochs of those `names` that exist.
-
-        What the overlay or the cache does not answer is fetched at once: one request
-        per `PAGE` names (a search names a handful, so one request).
-        """
+        """The live records and epochs of those `names` that exist; what the overlay or the
+        cache does not answer is fetched at once, one request per `PAGE` names."""
         known: dict[str, NamespaceState] = {}
         missing: list[str] = []
         for name in dict.fromkeys(names):
@@ -62,15 +58,10 @@ class NamespaceRecords:
 
     async def _fetch(self, names: list[str]) -> dict[str, NamespaceState]:
         """Read `names` from Pinecone (one request) and remember the answers briefly."""
-        index = await self._shared.ready()
-        found = await call(
-            "fetch namespace records",
-            lambda t: index.fetch(ids=names, namespace=self.namespace, timeout=t),
-            self._shared.budget_s,
-        )
+        found = await self._shared.fetch("fetch namespace records", names, self.namespace)
         fetched: dict[str, NamespaceState] = {}
         for name in names:
-            vector = found.vectors.get(name)
+            vector = found.get(name)
             fetched[name] = (
                 vector_metadata.namespace_from_metadata(vector.metadata or {}) if vector else None
             )
@@ -84,52 +75,27 @@ class NamespaceRecords:
         """Write the record, keeping the epoch of a live namespace, minting one otherwise."""
         state = await self.state(record.name)
         epoch = state[1] if state else uuid.uuid4().hex
-        item = {
-            "id": record.name,
-            "values": self._shared.unit_vector,
-            "metadata": vector_metadata.namespace_to_metadata(record, epoch),
-        }
-        index = await self._shared.ready()
-        await call(
-            "upsert namespace record",
-            lambda t: index.upsert(vectors=[item], namespace=self.namespace, timeout=t),
-            self._shared.budget_s,
-        )
+        metadata = vector_metadata.namespace_to_metadata(record, epoch)
+        item = {"id": record.name, "values": self._shared.unit_vector, "metadata": metadata}
+        await self._shared.upsert("upsert namespace record", [item], self.namespace)
         self._shared.overlay.namespace_saved(record, epoch)
         self._states.pop(record.name, None)
 
     async def delete(self, name: str) -> None:
-        index = await self._shared.ready()
-        await call(
+        await self._shared.call(
             "delete namespace record",
-            lambda t: index.delete(ids=[name], namespace=self.namespace, timeout=t),
-            self._shared.budget_s,
+            lambda i, t: i.delete(ids=[name], namespace=self.namespace, timeout=t),
         )
         self._shared.overlay.namespace_deleted(name)
         self._states.pop(name, None)
 
     async def all(self) -> dict[str, tuple[NamespaceRecord, str]]:
-        """Every live record with its epoch: list the reserved namespace's ids, fetch them
-        in pages, apply the overlay.
-
-        Used by the janitor only; its cost grows with the number of namespaces.
-        """
-        index = await self._shared.ready()
-
-        async def page_after(token: str | None) -> tuple[list[str], str | None]:
-            page = await call(
-                "list namespace records",
-                lambda t: index.list_paginated(
-                    namespace=self.namespace, limit=PAGE, pagination_token=token, timeout=t
-                ),
-                self._shared.budget_s,
-            )
-            ids = [item.id for item in page.vectors if item.id]
-            return ids, page.pagination.next if page.pagination else None
-
-        names, token = await page_after(None)
+        """Every live record with its epoch: the reserved namespace's ids listed, fetched in
+        pages, the overlay applied. The janitor's only: its cost grows with the namespaces."""
+        listed = "list namespace records"
+        names, token = await self._shared.list_page(listed, self.namespace, PAGE, None)
         while token:
-            more, token = await page_after(token)
+            more, token = await self._shared.list_page(listed, self.namespace, PAGE, token)
             names += more
         states: dict[str, tuple[NamespaceRecord, str]] = {}
         for start in range(0, len(names), PAGE):

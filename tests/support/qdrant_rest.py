@@ -16,8 +16,8 @@ from qdrant_client.http import models
 from adapters.qdrant import layout
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
-from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES
-from adapters.qdrant.server.tenants import RECORD_INDEXES
+from adapters.qdrant.server.tenant_collections import MEMORY_STORE_INDEXES
+from adapters.qdrant.server.tenant_collections import RECORD_INDEXES
 from adapters.qdrant.server.token_vectors import SPARSE_VECTORS
 from adapters.qdrant.server.token_vectors import token_params
 

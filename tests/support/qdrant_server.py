@@ -15,7 +15,7 @@ from qdrant_client.http import models
 from adapters.qdrant.layout import memory_to_payload
 from adapters.qdrant.layout import namespace_to_json
 from adapters.qdrant.layout import point_id
-from adapters.qdrant.server.tenants import record_id
+from adapters.qdrant.server.tenant_namespaces import record_id
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
 from tests.support.qdrant_rest import ok

@@ -26,6 +26,7 @@ from adapters.errors import BackendError
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.layout import IndexKind
+from adapters.qdrant.server.client_requests import DENSE
 from adapters.qdrant.server.client_requests import IndexParams
 from adapters.qdrant.server.client_requests import index_params
 
@@ -34,9 +35,9 @@ Page = tuple[list[models.Record], models.ExtendedPointId | None]
 Caller = Callable[[Callable[[AsyncQdrantClient], Awaitable[Page]]], Awaitable[Page]]
 
 _UNAVAILABLE_STATUSES = frozenset({408, 429})
-DENSE_NAME = ""  # the unnamed dense vector, among named ones
+NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
 # A scroll with vectors reads the embedding only: token vectors are a hundred times its size.
-_DENSE_ONLY = [DENSE_NAME]
+_DENSE_ONLY = [DENSE]
 
 
 class Call(Protocol):
@@ -236,7 +237,7 @@ def _dense(
     """The unnamed dense vector's params, alone or among named vectors (None: none)."""
     if isinstance(vectors, models.VectorParams):
         return vectors
-    return None if vectors is None else vectors.get(DENSE_NAME)
+    return None if vectors is None else vectors.get(DENSE)
 
 
 def _index_creator(

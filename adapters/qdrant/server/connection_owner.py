@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import abc
 import logging
+from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from typing import TypedDict
 
@@ -27,7 +29,6 @@ from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.keyword_vectors import PointVectors
 from adapters.qdrant.server.keyword_vectors import point_vector
 from adapters.values import MemoryRecord
-from adapters.values import MemoryVectors
 from adapters.values import SearchMode
 from adapters.values import SparseVector
 from adapters.values import StoredMemory
@@ -40,9 +41,8 @@ SERVER_SEARCH_MODES = ranking.QDRANT_SEARCH_MODES - {SearchMode.FEEDBACK}
 
 
 class ServerOptions(TypedDict, total=False):
-    """The keyword arguments both server backends take; `ServerConnectionOwner` holds their
-    defaults. Give `url` or `location` (":memory:": qdrant-client's local mode), or a
-    `connection` to share."""
+    """Both server backends' keyword arguments (defaults: `ServerConnectionOwner`): `url` or
+    `location` (":memory:": qdrant-client's local mode), or a `connection` to share."""
 
     url: str | None
     api_key: str | None
@@ -93,8 +93,8 @@ class ServerConnectionOwner:
 
 
 class ServerTransfer(abc.ABC):
-    """A server layout's bulk transfer: each memory's point vectors (keyword and token
-    vectors too) made here, written by the layout's `write_points`."""
+    """A server layout's bulk transfer: each memory's point vectors made here, written by the
+    layout's `write_points`."""
 
     __slots__ = ()
 
@@ -118,6 +118,14 @@ class ServerTransfer(abc.ABC):
     @abc.abstractmethod
     async def write_points(self, points: Sequence[tuple[MemoryRecord, PointVectors]]) -> int:
         """Write each memory as a point with these vectors; how many were written."""
+
+    @abc.abstractmethod
+    def iter_memories(
+        self, namespace: str, now: datetime, *, page_size: int = 256, with_vectors: bool = True
+    ) -> AsyncIterator[list[StoredMemory]]: ...
+
+    @abc.abstractmethod
+    async def place_memories(self, namespace: str, places: Sequence[tuple[str, int]]) -> int: ...
 
 
 async def set_places(
@@ -149,11 +157,3 @@ async def start_step(step: Callable[[], Awaitable[None]], log: logging.Logger, o
         raise
     except BackendError as exc:
         log.warning(outage, exc)
-
-
-async def upsert_one(
-    transfer: ServerTransfer, memory: MemoryRecord, vectors: MemoryVectors
-) -> None:
-    """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
-    keyed = None if vectors.keywords is None else [vectors.keywords]
-    await transfer.upsert_memories([(memory, list(vectors.dense))], keyed, [vectors.tokens])

@@ -10,11 +10,13 @@ from collections.abc import Sequence
 
 from qdrant_client.http import models
 
+from adapters.errors import BackendError
 from adapters.errors import BackendMisconfigured
 from adapters.qdrant import wordpieces
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server.client_ranking import sparse
+from adapters.qdrant.server.client_requests import DENSE
 from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
@@ -38,7 +40,7 @@ def point_vector(
     """A point's vectors by name: the unnamed dense one ("") and, when computed, the keyword
     vector and the token vectors. Always by name: a collection with named vectors (the
     token vectors') refuses a bare list in qdrant-client's local mode."""
-    vectors: PointVectors = {"": [float(x) for x in dense]}
+    vectors: PointVectors = {DENSE: [float(x) for x in dense]}
     if keywords is not None:
         vectors[KEYWORDS_VECTOR] = sparse(keywords)
     if tokens is not None:
@@ -66,7 +68,7 @@ def dense_of(point: models.Record) -> list[float] | None:
     """The stored dense vector of a point read with its vectors; None if it has none."""
     raw: object = point.vector
     if isinstance(raw, dict):
-        raw = raw.get("")
+        raw = raw.get(DENSE)
     if not isinstance(raw, list) or not raw:
         return None
     values = [float(x) for x in raw if isinstance(x, int | float)]
@@ -77,16 +79,29 @@ def has_keyword_vector(info: models.CollectionInfo) -> bool:
     return KEYWORDS_VECTOR in (info.config.params.sparse_vectors or {})
 
 
-async def add_keyword_vector(call: Call, collection: str) -> None:
-    """Give an existing collection its keyword vector, in place (Qdrant 1.18+)."""
+async def add_vector(
+    call: Call, collection: str, name: str, config: models.VectorNameConfig, too_old: str
+) -> None:
+    """Add the vector `name` to an existing collection, in place (Qdrant 1.18+; before,
+    `too_old` with the collection's name ends the boot); one a racing replica added is fine."""
     try:
-        await call(lambda c: c.create_vector_name(collection, KEYWORDS_VECTOR, NEW_IDF_SPARSE))
+        await call(lambda c: c.create_vector_name(collection, name, config))
     except CollectionMissing as exc:  # the route is unknown to a server before 1.18
-        raise BackendMisconfigured(
-            f"qdrant cannot add the keyword vector to collection {collection} in place"
-            " (needs Qdrant 1.18 or later): upgrade Qdrant, or copy the store into a new"
-            " one with `memory-plugin-vector export` and `import`"
-        ) from exc
+        raise BackendMisconfigured(too_old.format(collection)) from exc
+    except BackendError as exc:  # added meanwhile by a racing replica
+        if "already exists" not in str(exc):
+            raise
+
+
+_NEW_KEYWORDS_LINE = (
+    "qdrant cannot add the keyword vector to collection {} in place (needs Qdrant 1.18 or"
+    " later): upgrade Qdrant, or copy the store into a new one with `memory-plugin-vector"
+    " export` and `import`"
+)
+
+
+async def add_keyword_vector(call: Call, collection: str) -> None:
+    await add_vector(call, collection, KEYWORDS_VECTOR, NEW_IDF_SPARSE, _NEW_KEYWORDS_LINE)
 
 
 async def drop_keyword_vector(call: Call, collection: str) -> None:

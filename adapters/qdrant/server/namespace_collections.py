@@ -18,61 +18,43 @@ from typing import Unpack
 from qdrant_client.http import models
 
 from adapters.base import AnsweredBy
-from adapters.base import VectorBackend
 from adapters.errors import BackendError
-from adapters.merge import merge_listed
-from adapters.merge import merge_scored
 from adapters.qdrant import filters
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DENSE
 from adapters.qdrant.server.client_requests import DIALECT
-from adapters.qdrant.server.client_requests import NEWEST_FIRST
 from adapters.qdrant.server.client_requests import Query
 from adapters.qdrant.server.client_requests import side_requests
-from adapters.qdrant.server.connection_owner import SERVER_SEARCH_MODES
-from adapters.qdrant.server.connection_owner import ServerConnectionOwner
+from adapters.qdrant.server.connection import NO_VECTOR
 from adapters.qdrant.server.connection_owner import ServerOptions
 from adapters.qdrant.server.connection_owner import start_step
-from adapters.qdrant.server.connection_owner import upsert_one
 from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
 from adapters.qdrant.server.namespace_collections_records import CollectionStoreMeta
 from adapters.qdrant.server.namespace_collections_transfer import CollectionsTransfer
 from adapters.qdrant.server.namespace_collections_transfer import memory_of
 from adapters.qdrant.server.namespace_collections_transfer import point_id_of
 from adapters.qdrant.server.namespace_collections_transfer import stored_of
+from adapters.qdrant.server.server_layouts import QdrantServerLayout
+from adapters.qdrant.server.server_layouts import Sides
 from adapters.qdrant.server.vector_fill import ServerVectorFill
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
-from adapters.values import MemoryVectors
-from adapters.values import ScoredMemory
-from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
 from adapters.values import VectorKind
 
 log = logging.getLogger(__name__)
-_NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
 
 
-class QdrantCollectionsBackend(VectorBackend):
+class QdrantCollectionsBackend(QdrantServerLayout):
     """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
 
     name = "qdrant-collections"
 
     def __init__(self, dimension: int, **options: Unpack[ServerOptions]) -> None:
-        super().__init__(dimension, options.get("token_dimension"))
-        self._server = ServerConnectionOwner(dimension, **options)
-        self.connection = self._server.connection  # its own, or one it shares
-        self.keep_tokens = self._server.keep_tokens
+        super().__init__(dimension, **options)
         # the namespace collections and their records: the namespace calls' part
         self.records = CollectionNamespaces(self._server)
-
-    @property
-    def search_modes(self) -> frozenset[SearchMode]:
-        return SERVER_SEARCH_MODES
-
-    async def close(self) -> None:
-        await self._server.close()
 
     # -- the optional parts (adapters/parts.py) --------------------------------------
 
@@ -133,11 +115,10 @@ class QdrantCollectionsBackend(VectorBackend):
         point = await self._retrieve(namespace, memory_id)
         return None if point is None else stored_of(namespace, point)
 
-    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
-        await upsert_one(self.transfer, memory, vectors)
+    def _memory(self, namespace: str, point: models.ScoredPoint) -> MemoryRecord:
+        return memory_of(namespace, point)
 
-    async def _sides(
+    async def _asked(
         self,
         namespace: str,
         memory_filter: MemoryFilter,
@@ -156,44 +137,25 @@ class QdrantCollectionsBackend(VectorBackend):
                 lambda c: c.query_batch_points(collection, requests), none
             )
         except BackendError as exc:
-            if not isinstance(query, SearchQuery) or not query.tokens or _NO_VECTOR not in str(exc):
+            if not isinstance(query, SearchQuery) or not query.tokens or NO_VECTOR not in str(exc):
                 raise
             # No token vectors here yet (made by an older replica meanwhile): MaxSim is 0
             # for every memory, which ranks and scores as the fused stage alone.
-            return await self._sides(namespace, memory_filter, limit, replace(query, tokens=None))
+            return await self._asked(namespace, memory_filter, limit, replace(query, tokens=None))
         return [response.points for response in responses]
 
-    async def _each(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
-        query: Query,
-    ) -> list[tuple[str, list[models.ScoredPoint]]]:
+    async def _sides(
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int, query: Query
+    ) -> Sides:
+        """Each namespace asked on its own: with keywords, BM25's IDF is each collection's
+        own, so scores of two namespaces compare only roughly."""
         if limit <= 0:
             return []
         wanted = list(dict.fromkeys(namespaces))
         found = await asyncio.gather(
-            *(self._sides(name, memory_filter, limit, query) for name in wanted)
+            *(self._asked(name, memory_filter, limit, query) for name in wanted)
         )
         return [(name, side) for name, sides in zip(wanted, found, strict=True) for side in sides]
-
-    async def query_memories(
-        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
-    ) -> list[ScoredMemory]:
-        """Each namespace asked on its own, merged by score: with keywords, BM25's IDF is
-        each collection's own, so scores of two namespaces compare only roughly."""
-        parts = await self._each(namespaces, memory_filter, limit, query)
-        return merge_scored(
-            ([ScoredMemory(memory_of(name, p), p.score) for p in side] for name, side in parts),
-            limit,
-        )
-
-    async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
-    ) -> list[MemoryRecord]:
-        parts = await self._each(namespaces, memory_filter, limit, NEWEST_FIRST)
-        return merge_listed(([memory_of(name, p) for p in side] for name, side in parts), limit)
 
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         point = await self._retrieve(namespace, memory_id)

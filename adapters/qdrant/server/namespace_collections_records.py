@@ -18,7 +18,6 @@ from adapters.errors import BackendError
 from adapters.errors import NamespaceConflict
 from adapters.qdrant import layout
 from adapters.qdrant import names
-from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.server.connection_owner import ServerConnectionOwner
@@ -101,12 +100,8 @@ class CollectionNamespaces:
                 raise BackendError(f"collection {collection!r} vanished while saving")
         self.record(info, record.name, collection)
         await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, info.payload_schema)
-        if not keyword_vectors.has_keyword_vector(info):
-            await keyword_vectors.add_keyword_vector(self.call, collection)
-        if self._tokens:
-            await token_vectors.ensure_token_vector(
-                self.call, collection, self.token_dimension, info
-            )
+        tokens = self.token_dimension if self._tokens else None
+        await token_vectors.ensure_vectors(self.call, collection, info, tokens)
         await self.call(lambda c: c.update_collection(collection, metadata=metadata))
 
     async def delete_namespace(self, name: str) -> bool:

@@ -23,6 +23,7 @@ from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DIALECT
+from adapters.qdrant.server.connection import NO_VECTOR
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.server.connection_owner import ServerTransfer
 from adapters.qdrant.server.connection_owner import set_places
@@ -125,14 +126,12 @@ class CollectionsTransfer(ServerTransfer):
         except CollectionMissing:
             raise
         except BackendError as exc:
-            if "Not existing vector name" not in str(exc):
+            if NO_VECTOR not in str(exc):
                 raise
             info = await call(lambda c: c.get_collection(collection))
-            if not keyword_vectors.has_keyword_vector(info):
-                await keyword_vectors.add_keyword_vector(call, collection)
-            if any(map(_carries_tokens, points)):
-                dimension = self._collections.token_dimension
-                await token_vectors.ensure_token_vector(call, collection, dimension, info)
+            tokens = any(map(_carries_tokens, points))
+            dimension = self._collections.token_dimension if tokens else None
+            await token_vectors.ensure_vectors(call, collection, info, dimension)
             await call(lambda c: c.upsert(collection, points, wait=True))
 
 

@@ -85,11 +85,9 @@ class TenantCollections:
             sparse=token_vectors.SPARSE_VECTORS,
             hnsw=TENANT_HNSW,
         )
-        if info is not None and not keyword_vectors.has_keyword_vector(info):
-            await keyword_vectors.add_keyword_vector(connection.call, self.memories)
-        if info is not None and self._tokens:
-            dimension = self.token_dimension
-            await token_vectors.ensure_token_vector(connection.call, self.memories, dimension, info)
+        if info is not None:
+            tokens = self.token_dimension if self._tokens else None
+            await token_vectors.ensure_vectors(connection.call, self.memories, info, tokens)
         await connection.ensure_collection(self.records, present, {}, RECORD_INDEXES)
 
     async def listed(self) -> list[str]:

@@ -16,75 +16,45 @@ from typing import Unpack
 from qdrant_client.http import models
 
 from adapters.base import AnsweredBy
-from adapters.base import VectorBackend
 from adapters.errors import BackendError
-from adapters.merge import merge_listed
-from adapters.merge import merge_scored
 from adapters.qdrant import filters
 from adapters.qdrant import layout
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DENSE
 from adapters.qdrant.server.client_requests import DIALECT
-from adapters.qdrant.server.client_requests import NEWEST_FIRST
 from adapters.qdrant.server.client_requests import Query
 from adapters.qdrant.server.client_requests import side_requests
-from adapters.qdrant.server.connection_owner import SERVER_SEARCH_MODES
-from adapters.qdrant.server.connection_owner import ServerConnectionOwner
 from adapters.qdrant.server.connection_owner import ServerOptions
 from adapters.qdrant.server.connection_owner import start_step
-from adapters.qdrant.server.connection_owner import upsert_one
-from adapters.qdrant.server.tenant_collections import MEMORY_STORE_INDEXES
-from adapters.qdrant.server.tenant_collections import RECORD_INDEXES
+from adapters.qdrant.server.server_layouts import QdrantServerLayout
+from adapters.qdrant.server.server_layouts import Sides
 from adapters.qdrant.server.tenant_collections import TenantCollections
-from adapters.qdrant.server.tenant_collections import legacy_layout_line
 from adapters.qdrant.server.tenant_collections import owner
 from adapters.qdrant.server.tenant_collections import stored_vector
 from adapters.qdrant.server.tenant_namespaces import TenantNamespaces
 from adapters.qdrant.server.tenant_namespaces import TenantStoreMeta
 from adapters.qdrant.server.tenant_namespaces import epoch_of
 from adapters.qdrant.server.tenant_namespaces import purge_id
-from adapters.qdrant.server.tenant_namespaces import record_id
 from adapters.qdrant.server.tenant_parts import TenantTransfer
 from adapters.qdrant.server.vector_fill import ServerVectorFill
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
-from adapters.values import MemoryVectors
-from adapters.values import ScoredMemory
-from adapters.values import SearchMode
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
 
-__all__ = [
-    "MEMORY_STORE_INDEXES",
-    "RECORD_INDEXES",
-    "QdrantServerBackend",
-    "legacy_layout_line",
-    "purge_id",
-    "record_id",
-]
 log = logging.getLogger(__name__)
 
 
-class QdrantServerBackend(VectorBackend):
+class QdrantServerBackend(QdrantServerLayout):
     """Memories of every namespace in one Qdrant collection, partitioned by tenant."""
 
     name = "qdrant"
 
     def __init__(self, dimension: int, **options: Unpack[ServerOptions]) -> None:
-        super().__init__(dimension, options.get("token_dimension"))
-        self._server = ServerConnectionOwner(dimension, **options)
-        self.connection = self._server.connection  # its own, or one it shares
-        self.keep_tokens = self._server.keep_tokens
+        super().__init__(dimension, **options)
         self._collections = TenantCollections(self._server)
         self._memories = self._collections.memories
         self.records = TenantNamespaces(self._collections)  # the namespace calls' part
-
-    @property
-    def search_modes(self) -> frozenset[SearchMode]:
-        return SERVER_SEARCH_MODES
-
-    async def close(self) -> None:
-        await self._server.close()
 
     # -- the optional parts (adapters/parts.py) --------------------------------------
 
@@ -149,27 +119,6 @@ class QdrantServerBackend(VectorBackend):
             return None
         return layout.memory_from_shared(point.payload or {}), stored_vector(point)
 
-    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        """One point with its keyword and token vectors (`tokens`: rerank mode only)."""
-        await upsert_one(self.transfer, memory, vectors)
-
-    async def query_memories(
-        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
-    ) -> list[ScoredMemory]:
-        sides = await self._batch(namespaces, memory_filter, limit, query)
-        parts = (
-            [ScoredMemory(layout.memory_from_shared(p.payload or {}), p.score) for p in side]
-            for side in sides
-        )
-        return merge_scored(parts, limit)
-
-    async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
-    ) -> list[MemoryRecord]:
-        sides = await self._batch(namespaces, memory_filter, limit, NEWEST_FIRST)
-        parts = ([layout.memory_from_shared(p.payload or {}) for p in side] for side in sides)
-        return merge_listed(parts, limit)
-
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         point = await self._visible_point(namespace, memory_id)
         if point is None:
@@ -209,14 +158,13 @@ class QdrantServerBackend(VectorBackend):
         found = [p for p in points if owner(p) == current]
         return found[0] if found else None
 
-    async def _batch(
-        self,
-        namespaces: Sequence[str],
-        memory_filter: MemoryFilter,
-        limit: int,
-        query: Query,
-    ) -> list[list[models.ScoredPoint]]:
-        """Each pin side's best `limit` over `namespaces`: one query_batch_points request."""
+    def _memory(self, namespace: str, point: models.ScoredPoint) -> MemoryRecord:
+        return layout.memory_from_shared(point.payload or {})  # the payload names its namespace
+
+    async def _sides(
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int, query: Query
+    ) -> Sides:
+        """One query_batch_points request over the live `namespaces`."""
         live = await self.records.live(namespaces)
         if not live or limit <= 0:
             return []
@@ -229,4 +177,4 @@ class QdrantServerBackend(VectorBackend):
         responses = await self._collections.call(
             lambda c: c.query_batch_points(self._memories, requests)
         )
-        return [response.points for response in responses]
+        return [("", response.points) for response in responses]

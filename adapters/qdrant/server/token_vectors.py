@@ -11,16 +11,16 @@ from dataclasses import replace
 from qdrant_client.http import models
 
 from adapters.errors import BackendError
-from adapters.errors import BackendMisconfigured
 from adapters.qdrant import wordpieces
 from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server import keyword_vectors
+from adapters.qdrant.server.client_requests import DENSE
+from adapters.qdrant.server.connection import NO_VECTOR
 from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR
 from adapters.values import SearchQuery
 
-DENSE = ""  # the unnamed dense vector's name, as a server spells it among named ones
 _MAX_SIM = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
 _NO_GRAPH = models.HnswConfigDiff(m=0, payload_m=0)
 _INT8 = models.ScalarQuantization(
@@ -78,11 +78,9 @@ def has_wordpieces(info: models.CollectionInfo) -> bool:
 async def ensure_token_vector(
     call: Call, collection: str, dimension: int, info: models.CollectionInfo
 ) -> None:
-    """Add `tokens` and `wordpieces` where `info` lacks them, place `tokens` where it is
-    misplaced. Token vectors of another size (the embedder's projection changed) or compared
-    by cosine (made before the rerank weighed query tokens) are dropped first, with the
-    wordpieces the fill (plugin/upgrades/vector_fill.py) finds memories by: it gives
-    every memory its own again."""
+    """Add `tokens` and `wordpieces` where `info` lacks them, place a misplaced `tokens`. Token
+    vectors of another size or compared by cosine are dropped first, with the wordpieces the
+    fill finds memories by (plugin/upgrades/vector_fill.py): it gives every memory its own again."""
     found, pieces = _tokens_of(info), has_wordpieces(info)
     if found is not None and (found.size != dimension or found.distance != models.Distance.DOT):
         await call(lambda c: c.delete_vector_name(collection, TOKENS_VECTOR))
@@ -94,27 +92,21 @@ async def ensure_token_vector(
     elif misplaced(info):
         await _place(call, collection)
     if not pieces:
-        await _add_wordpieces(call, collection)
+        idf = keyword_vectors.NEW_IDF_SPARSE
+        await keyword_vectors.add_vector(call, collection, WORDPIECES_VECTOR, idf, _NEW_TOKENS_LINE)
 
 
-async def _add_wordpieces(call: Call, collection: str) -> None:
-    await _add_vector(call, collection, WORDPIECES_VECTOR, keyword_vectors.NEW_IDF_SPARSE)
-
-
-async def _add_vector(
-    call: Call, collection: str, name: str, config: models.VectorNameConfig
+async def ensure_vectors(
+    call: Call, collection: str, info: models.CollectionInfo, token_dimension: int | None
 ) -> None:
-    """Add the vector `name` to an existing collection, in place (Qdrant 1.18+)."""
-    try:
-        await call(lambda c: c.create_vector_name(collection, name, config))
-    except CollectionMissing as exc:  # the route is unknown to a server before 1.18
-        raise BackendMisconfigured(_NEW_TOKENS_LINE.format(collection)) from exc
-    except BackendError as exc:  # added meanwhile by a racing replica
-        if "already exists" not in str(exc):
-            raise
+    """Give `collection` its keyword vector and, with a `token_dimension`, its token vectors,
+    where `info` shows them missing (`ensure_token_vector`)."""
+    if not keyword_vectors.has_keyword_vector(info):
+        await keyword_vectors.add_keyword_vector(call, collection)
+    if token_dimension is not None:
+        await ensure_token_vector(call, collection, token_dimension, info)
 
 
-_NO_VECTOR = "Not existing vector name"  # Qdrant's 400 for a vector the collection lacks
 # Every memory collection's sparse vectors: the keyword vector and the wordpieces.
 SPARSE_VECTORS = {**keyword_vectors.KEYWORD_VECTORS, WORDPIECES_VECTOR: keyword_vectors.IDF_SPARSE}
 _NEW_TOKENS_LINE = (
@@ -136,7 +128,7 @@ async def add_token_vector(call: Call, collection: str, dimension: int) -> None:
             datatype=models.VectorStorageDatatype.FLOAT16,
         )
     )
-    await _add_vector(call, collection, TOKENS_VECTOR, config)
+    await keyword_vectors.add_vector(call, collection, TOKENS_VECTOR, config, _NEW_TOKENS_LINE)
     await _place(call, collection)
 
 
@@ -168,7 +160,7 @@ async def weighed_query(
     except CollectionMissing:  # gone meanwhile: the search itself answers that
         return query, None
     except BackendError as exc:  # no wordpieces here yet (an older replica's collection)
-        if _NO_VECTOR not in str(exc):
+        if NO_VECTOR not in str(exc):
             raise
         return query, None
     idf = {

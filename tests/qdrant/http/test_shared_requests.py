@@ -22,9 +22,9 @@ from adapters.qdrant.layout import namespace_to_json
 from adapters.qdrant.layout import point_id
 from adapters.qdrant.server.tenant_namespaces import generation_id
 from adapters.qdrant.server.tenant_namespaces import incarnation_epoch
+from adapters.qdrant.server.tenant_namespaces import purge_id
+from adapters.qdrant.server.tenant_namespaces import record_id
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.qdrant.server.tenants import purge_id
-from adapters.qdrant.server.tenants import record_id
 from adapters.times import to_micros
 from adapters.values import MemoryFilter
 from adapters.values import MemoryVectors

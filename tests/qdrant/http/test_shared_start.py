@@ -8,7 +8,7 @@ import respx
 
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
-from adapters.qdrant.server.tenants import RECORD_INDEXES
+from adapters.qdrant.server.tenant_collections import RECORD_INDEXES
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from tests.support.qdrant_rest import collection_info
 from tests.support.qdrant_rest import collections

@@ -13,7 +13,7 @@ from adapters.errors import BackendMisconfigured
 from adapters.qdrant.server.keyword_vectors import KEYWORD_VECTORS
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
 from adapters.qdrant.server.namespace_collections_records import RECORD_KEY
-from adapters.qdrant.server.tenants import MEMORY_STORE_INDEXES
+from adapters.qdrant.server.tenant_collections import MEMORY_STORE_INDEXES
 from adapters.qdrant.server.tenants import QdrantServerBackend
 from adapters.qdrant.server.token_vectors import token_params
 from tests.support.qdrant_rest import collection_info

@@ -12,8 +12,8 @@ from adapters.errors import BackendUnavailable
 from adapters.qdrant import layout
 from adapters.qdrant.server.connection import QdrantConnection
 from adapters.qdrant.server.namespace_collections import QdrantCollectionsBackend
+from adapters.qdrant.server.tenant_collections import legacy_layout_line
 from adapters.qdrant.server.tenants import QdrantServerBackend
-from adapters.qdrant.server.tenants import legacy_layout_line
 from adapters.values import MemoryVectors
 from adapters.values import NamespaceRecord
 from adapters.values import SearchQuery
