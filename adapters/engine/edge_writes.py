@@ -90,11 +90,12 @@ class EdgeWrites:
         return [None] * len(items)
 
     def _upsert_points(self, items: list[PendingUpsert]) -> None:
-        points = [
-            memory_point(memory, epoch, point_vectors(vectors.dense, keywords, vectors.tokens))
-            for memory, vectors, epoch in items
-            for keywords in [self._keywords(memory, vectors)]
-        ]
+        points = []
+        for memory, vectors, epoch in items:
+            keywords = self._keywords(memory, vectors)
+            points.append(
+                memory_point(memory, epoch, point_vectors(vectors.dense, keywords, vectors.tokens))
+            )
         self._store.counted_upsert(points)
 
     def _keywords(self, memory: MemoryRecord, vectors: MemoryVectors) -> SparseVector | None:

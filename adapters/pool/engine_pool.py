@@ -49,6 +49,9 @@ Upsert = tuple[MemoryRecord, MemoryVectors]
 class EnginePool(EngineStub):
     """`workers` as one backend; `route(name)` is the index of a name's worker."""
 
+    sole_writer = True  # each worker holds its part of the store's lock
+    makes_keywords = True  # each worker's engine (adapters/keyword_encoder.py)
+
     def __init__(
         self,
         dimension: int,
@@ -59,8 +62,6 @@ class EnginePool(EngineStub):
         super().__init__(dimension, token_dimension)
         self.workers = list(workers)
         self.name = self.workers[0].spec.name
-        self.sole_writer = True  # each worker holds its part of the store's lock
-        self.makes_keywords = True  # each worker's engine (adapters/keyword_encoder.py)
         self.route = route
         # The namespace records this server has read or written, by name, each with its
         # worker's restarts when it was kept (`_records`).
@@ -76,6 +77,13 @@ class EnginePool(EngineStub):
         for name in dict.fromkeys(names):
             groups.setdefault(self.route(name), []).append(name)
         return groups
+
+    def shares(self, namespaces: Iterable[str]) -> dict[int, list[int]]:
+        """The positions of `namespaces` (one an item) by the index of their worker."""
+        found: dict[int, list[int]] = {}
+        for n, name in enumerate(namespaces):
+            found.setdefault(self.route(name), []).append(n)
+        return found
 
     @property
     def search_modes(self) -> frozenset[SearchMode]:
@@ -188,9 +196,7 @@ class EnginePool(EngineStub):
             raise failed
 
     async def upsert_batch(self, batch: Sequence[Upsert]) -> list[BackendError | None]:
-        shares: dict[int, list[int]] = {}
-        for n, (memory, _) in enumerate(batch):
-            shares.setdefault(self.route(memory.namespace), []).append(n)
+        shares = self.shares(memory.namespace for memory, _ in batch)
         done = await asyncio.gather(
             *(self._upsert_batch(k, [batch[n] for n in share]) for k, share in shares.items()),
             return_exceptions=True,
@@ -287,9 +293,7 @@ class EnginePool(EngineStub):
         """Each worker's items in one call, the workers in turn (a failure stops there:
         what was written stays, and a retry writes it again, as for one store)."""
         items = call.arg(route.arg)
-        groups: dict[int, list[int]] = {}
-        for n, item in enumerate(items):
-            groups.setdefault(self.route(route.namespace_of(item)), []).append(n)
+        groups = self.shares(route.namespace_of(item) for item in items)
         done = 0
         for index, positions in groups.items():
             values: dict[str, list[Any] | None] = {route.arg: [items[n] for n in positions]}
