@@ -66,23 +66,6 @@ class Found:
         return NEWEST if self.ranking is None else self.ranking.value
 
 
-@dataclass(frozen=True, slots=True)
-class Read:
-    """One search's backend read, over the namespaces it is given: ranked by `query`, or
-    newest first without one."""
-
-    backend: VectorBackend
-    query: SearchQuery | None
-    wanted: MemoryFilter
-    limit: int
-
-    async def __call__(self, namespaces: Sequence[str]) -> list[ScoredMemory]:
-        if self.query is None:
-            listed = await self.backend.list_memories(namespaces, self.wanted, self.limit)
-            return [ScoredMemory(memory, None) for memory in listed]
-        return await self.backend.query_memories(namespaces, self.query, self.wanted, self.limit)
-
-
 @dataclass(eq=False)
 class MemorySearch:
     """`search`, and the namespaces it found unreadable (for health)."""
@@ -115,11 +98,10 @@ class MemorySearch:
             query = None if text is None or mode is None else await self._query(text, mode, work)
             # A ranked search reads the pool its memories' neighbours are found in.
             pool = limit if query is None else max(limit, neighbours.POOL)
-            read = Read(self.backend, query, memory_filter, pool)
             try:
-                hits = await read(live)
+                hits = await self._read(live, query, memory_filter, pool)
             except StorageDamaged:
-                hits = await self._read_around_damage(read, live)
+                hits = await self._read_around_damage(live, query, memory_filter, pool)
             hits = [hit for hit in hits if not hit.memory.is_expired(now)]
             if query is not None:
                 hits = neighbours.lift(hits)
@@ -150,14 +132,31 @@ class MemorySearch:
             text=text if made_there else None,
         )
 
+    async def _read(
+        self,
+        namespaces: Sequence[str],
+        query: SearchQuery | None,
+        wanted: MemoryFilter,
+        limit: int,
+    ) -> list[ScoredMemory]:
+        """The backend's read: ranked by `query`, or newest first without one."""
+        if query is None:
+            listed = await self.backend.list_memories(namespaces, wanted, limit)
+            return [ScoredMemory(memory, None) for memory in listed]
+        return await self.backend.query_memories(namespaces, query, wanted, limit)
+
     async def _read_around_damage(
-        self, read: Read, namespaces: Sequence[str]
+        self,
+        namespaces: Sequence[str],
+        query: SearchQuery | None,
+        wanted: MemoryFilter,
+        limit: int,
     ) -> list[ScoredMemory]:
         """Read each namespace alone; leave out (and remember) those that fail; 503 if all do."""
         parts: list[list[ScoredMemory]] = []
         for name in namespaces:
             try:
-                parts.append(await read([name]))
+                parts.append(await self._read([name], query, wanted, limit))
             except StorageDamaged as error:
                 if name not in self.unreadable:
                     log.error("namespace unreadable, left out of searches: %s (%s)", name, error)
@@ -170,7 +169,7 @@ class MemorySearch:
                 f"stored data unreadable (damaged files; see the plugin log): {named}",
                 tuple(namespaces),
             )
-        if read.query is None:
-            listed = merge_listed(([hit.memory for hit in part] for part in parts), read.limit)
+        if query is None:
+            listed = merge_listed(([hit.memory for hit in part] for part in parts), limit)
             return [ScoredMemory(memory, None) for memory in listed]
-        return merge_scored(parts, read.limit)
+        return merge_scored(parts, limit)
