@@ -67,6 +67,9 @@ class EnginePool(EngineStub):
         # worker's restarts when it was kept (`_records`).
         self._known: dict[str, tuple[NamespaceRecord, int]] = {}
         self._changes = 0  # namespace saves and deletes begun
+        # The upserts of this turn of the loop, by worker (`upsert_memory`), and those sent.
+        self._turn: dict[int, list[tuple[Upsert, asyncio.Future[BackendError | None]]]] = {}
+        self._sending: set[asyncio.Task[None]] = set()
 
     def owner(self, name: str) -> EngineProcess:
         return self.workers[self.route(name)]
@@ -99,6 +102,7 @@ class EnginePool(EngineStub):
             raise
 
     async def close(self) -> None:
+        await asyncio.gather(*self._sending, return_exceptions=True)
         answered(await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True))
 
     async def ping(self) -> None:
@@ -189,11 +193,45 @@ class EnginePool(EngineStub):
         return deleted
 
     # -- upserts: each worker's share of a batch crosses as one call ---------------------
+    # The commits a model batch embedded come here in one turn of the loop: each worker's
+    # crosses as one `upsert_batch`, sent at the end of the turn; a lone one waits for
+    # nothing but that turn.
 
     async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        (failed,) = await self._upsert_batch(self.route(memory.namespace), [(memory, vectors)])
+        index = self.route(memory.namespace)
+        turn = self._turn.get(index)
+        if turn is None:
+            turn = self._turn[index] = []
+            asyncio.get_running_loop().call_soon(self._send_turn, index)
+        answer: asyncio.Future[BackendError | None] = asyncio.get_running_loop().create_future()
+        turn.append(((memory, vectors), answer))
+        failed = await answer
         if failed is not None:
             raise failed
+
+    def _send_turn(self, index: int) -> None:
+        turn = self._turn.pop(index)
+        sending = asyncio.create_task(self._deliver(index, turn), name="upserts of a turn")
+        self._sending.add(sending)
+        sending.add_done_callback(self._sending.discard)
+
+    async def _deliver(
+        self, index: int, turn: list[tuple[Upsert, asyncio.Future[BackendError | None]]]
+    ) -> None:
+        try:
+            failed = await self._upsert_batch(index, [upsert for upsert, _ in turn])
+        except asyncio.CancelledError:
+            for _, answer in turn:
+                answer.cancel()
+            raise
+        except BaseException as error:  # the call failed (its worker gone): each fails so
+            for _, answer in turn:
+                if not answer.done():
+                    answer.set_exception(error)
+            return
+        for (_, answer), one in zip(turn, failed, strict=True):
+            if not answer.done():
+                answer.set_result(one)
 
     async def upsert_batch(self, batch: Sequence[Upsert]) -> list[BackendError | None]:
         shares = self.shares(memory.namespace for memory, _ in batch)

@@ -154,17 +154,10 @@ class BatchingEmbedder:
     def embed(
         self, text: str, work: Work = UNATTRIBUTED, *, tokens: bool | None = None
     ) -> asyncio.Future[Embedding]:
-        """`text`'s embedding (`Encoder.embed`; of what the model reads of it, `clip_for_model`),
-        to await; queued for the next batch before this returns.
-
-        `work` says for which tenant and how urgently: its place in the fair queues.
-        `tokens`: whether its token vectors are computed too (None: `keep_tokens`); a search
-        that does not rerank needs none.
-
-        A future rather than a coroutine: the caller can do other work (the existence
-        check of an explicit id) while the model runs, without a task of its own.
-        Cancelling it takes the text out of its batch if that has not started.
-        """
+        """`text`'s embedding, queued for the next batch before this returns: a future, so
+        the caller may do other work meanwhile; cancelled, it leaves a batch not yet started.
+        `work`: its place in the fair queues; `tokens`: its token vectors too (None:
+        `keep_tokens`)."""
         if not self._workers:
             raise RuntimeError("embedder is not started")
         loop = asyncio.get_running_loop()
@@ -198,19 +191,10 @@ class BatchingEmbedder:
                 timer.cancel()
 
     async def _gather(self) -> list[Pending]:
-        """The next batch: what waits now, plus, under load, the callers about to return.
-
-        Why the linger: with N callers in a closed loop, those of the running batch come
-        back only after their upsert and reply, so batches alternate at about N/2 and
-        the model runs twice as often as needed (measured: batches of 3.8 with 8
-        callers). Callers expected back are those of the last batch plus those that
-        queued behind it; they are waited for at most a fraction of a batch's time.
-        A lone caller (last batch of one, nobody behind it) never waits.
-
-        With several sessions, what waits is shared among the idle workers (this one
-        included): texts that arrive together run side by side instead of one worker
-        taking them all while another idles.
-        """
+        """The next batch: what waits now and, under load, the callers expected back (those
+        of the last batch and those behind it), waited for at most a share of a batch's time;
+        else closed-loop callers alternate in half batches. A lone caller never waits. What
+        waits is shared among the idle sessions, to run side by side."""
         await self._until_queued(1)
         expected = min(self.max_batch, self._expected)
         if self.queued < expected and self._expected > 1:
@@ -220,9 +204,8 @@ class BatchingEmbedder:
         return self._take(min(self.max_batch, share))
 
     def _take(self, size: int) -> list[Pending]:
-        """`size` texts at most: the searches waiting, in fair order, with a write for every
-        `WRITE_SHARE - 1` of them; writes alone when no search waits. A search never
-        waits for writes that fill its batch: a lone search is a batch of one."""
+        """`size` texts at most: searches in fair order, with a write for every
+        `WRITE_SHARE - 1` of them; writes alone when no search waits."""
         searches, writes = self._queues[Priority.SEARCH], self._queues[Priority.WRITE]
         live = self._in_time
         if not searches:
@@ -234,13 +217,10 @@ class BatchingEmbedder:
         return taken + writes.take(owed, live)
 
     def _in_time(self, item: Pending) -> bool:
-        """Whether a text taken for a batch is embedded: its request still waits for it,
-        and has time left for the batch (as long as the last one took) and what follows
-        the model (`after_model_s`). A text whose request would run out of time first,
-        having waited behind others' texts (`Waiting.behind_others`), is refused now, at
-        its turn (`TooLate`): embedded, it would be a late failure in the store instead,
-        and its place in the batch is another's in time. One that waited behind nobody
-        is embedded: its request was slow elsewhere, and its deadline decides."""
+        """Whether a text taken for a batch is embedded: its request still waits, with time
+        left for the batch and what follows (`after_model_s`). One that waited behind others
+        and would run out of time is refused now (`TooLate`), its place given to one in time;
+        one that waited behind nobody is embedded, and its deadline decides."""
         _, future, _, _, waiting, _ = item
         if future.cancelled():
             return False
@@ -294,10 +274,8 @@ class BatchingEmbedder:
                     future.set_result(embedding)
 
     def _alone(self, count: int) -> bool:
-        """Embed these `count` texts here, on the event loop? Only a lone text, with
-        nothing queued behind it, no other encode running, a lone text last time too,
-        and no other request in flight: callers one at a time, not a load that ebbs for a
-        moment or one whose requests wait elsewhere (on the store) (module docstring)."""
+        """Embed on the event loop? Only a lone text of callers one at a time: nothing queued,
+        no other encode, a lone text last time too, no other request in flight."""
         busy = len(self._workers) - self._idle  # this worker's batch included
         sequential = self._expected == 1 and not self.queued
         alone = sequential and busy == 1 and self._requests_in_flight() <= 1
@@ -318,8 +296,7 @@ def _embed_group(
 
 
 def _embedded(waiting: Waiting, future: asyncio.Future[Embedding]) -> None:
-    """A text's wait is over once it is embedded (or failed); a text whose request gave
-    up while it was queued is still waiting, as far as that request's deadline knows."""
+    """A text's wait is over once it is embedded or failed (not when cancelled)."""
     if not future.cancelled():
         waiting.left()
 

@@ -4,6 +4,7 @@ workers' conditions as one."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from adapters.callers import Caller
 from adapters.callers import acting_for
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
+from adapters.errors import NamespaceGone
 from adapters.pool.embedded_store import default_workers
 from adapters.pool.embedded_store import embedded_store
 from adapters.pool.embedded_store import engine_workers
@@ -72,6 +74,26 @@ async def test_a_search_over_both_workers_merges_as_one_store(tmp_path: Path) ->
         assert (disk.sync_waiting_s, disk.refused) == (0, (0, 0, 0, 0))
 
 
+Sent = list[tuple[int, list[str]]]
+
+
+def record_upserts(store: EnginePool, monkeypatch: pytest.MonkeyPatch) -> Sent:
+    """Each `upsert_batch` the pool sends: (its worker's index, the namespaces of its items)."""
+    sent: Sent = []
+    for index, worker in enumerate(store.workers):
+        call = worker.call
+
+        async def recorded(
+            part: Any, method: str, args: Any = (), *rest: Any, _i: int = index, _call: Any = call
+        ) -> Any:
+            if method == "upsert_batch":
+                sent.append((_i, [m.namespace for m, _ in args[0]]))
+            return await _call(part, method, args, *rest)
+
+        monkeypatch.setattr(worker, "call", recorded)
+    return sent
+
+
 async def test_a_batch_crosses_to_each_worker_as_one_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,29 +101,37 @@ async def test_a_batch_crosses_to_each_worker_as_one_call(
         (a, b), (c, _) = names_of_each_worker(store, 2)
         for name in (a, b, c):
             await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
-        sent: list[tuple[int, str, list[str]]] = []
-        for index, worker in enumerate(store.workers):
-            call = worker.call
-
-            async def recorded(
-                part: Any,
-                method: str,
-                args: Any = (),
-                *rest: Any,
-                _i: int = index,
-                _call: Any = call,
-            ) -> Any:
-                if method == "upsert_batch":
-                    sent.append((_i, method, [m.namespace for m, _ in args[0]]))
-                return await _call(part, method, args, *rest)
-
-            monkeypatch.setattr(worker, "call", recorded)
+        sent = record_upserts(store, monkeypatch)
         written = [memory(name, content=name) for name in (a, b, c)]
         batch = [(m, MemoryVectors(unit(1))) for m in written]
         assert await store.upsert_batch(batch) == [None] * 3
-        assert sorted(sent) == [(0, "upsert_batch", [a, b]), (1, "upsert_batch", [c])]
+        assert sorted(sent) == [(0, [a, b]), (1, [c])]
         for m in written:
             assert await store.get_memory(m.namespace, m.id) == m
+
+
+async def test_the_upserts_of_one_turn_cross_to_each_worker_as_one_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with started(embedded_store(DIM, tmp_path, WORKERS)) as store:
+        (a, b), (c, gone) = names_of_each_worker(store, 2)
+        for name in (a, b, c):
+            await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
+        sent = record_upserts(store, monkeypatch)
+        written = [memory(name, content=name) for name in (a, b, c, gone)]
+        outcomes = await asyncio.gather(
+            *(store.upsert_memory(m, MemoryVectors(unit(1))) for m in written),
+            return_exceptions=True,
+        )
+        assert outcomes[:3] == [None] * 3
+        assert isinstance(outcomes[3], NamespaceGone)  # its own fails, not the others
+        assert sorted(sent) == [(0, [a, b]), (1, [c, gone])]
+        for m in written[:3]:
+            assert await store.get_memory(m.namespace, m.id) == m
+        lone = memory(a, content="alone")
+        await store.upsert_memory(lone, MemoryVectors(unit(1)))
+        assert sent[-1] == (0, [a])
+        assert await store.get_memory(a, lone.id) == lone
 
 
 async def test_a_queued_read_waits_as_the_caller_the_request_acts_for(
