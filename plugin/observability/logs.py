@@ -1,18 +1,23 @@
 """JSON log lines on stderr: one object per line, for log shippers.
 
-Fields passed in `extra` are kept; memory content is never logged.
+Fields passed in `extra` are kept; memory content is never logged. The loggers that report
+connection trouble let at most a few lines of a kind through per second, and count the ones
+left out, so a flood of one error cannot fill disks (docs/behaviour.md, "Connections").
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC
 from datetime import datetime
 
 from aiohttp.http_exceptions import BadHttpMessage
-
-from plugin.observability.log_throttle import LogThrottle
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 # Client libraries that log every HTTP call at INFO; the plugin logs each request
@@ -20,7 +25,7 @@ _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 CHATTY_LIBRARIES = ("pinecone", "httpx", "httpcore")
 # Loggers that report connection trouble, which comes in floods (file descriptors
 # exhausted, a swarm of slow clients): each kind at most a few lines a second
-# (plugin/observability/log_throttle.py). Never the access log: one line per request is its point.
+# (`LogThrottle`). Never the access log: one line per request is its point.
 THROTTLED_LOGGERS = (
     "asyncio",
     "aiohttp.server",
@@ -29,6 +34,110 @@ THROTTLED_LOGGERS = (
     "memory_plugin.connections",
     "memory_plugin.admission",  # a namespace over its share: a line per refusal otherwise
 )
+
+# The field that marks a summary line, so the filter lets it through.
+SUPPRESSED_FIELD = "suppressed"
+MAX_KINDS = 256
+Kind = tuple[str, str, str, int | None]
+
+
+@dataclass
+class _Window:
+    started: float
+    passed: int = 0
+    suppressed: int = 0
+    report_pending: bool = False
+
+
+def kind_of(record: logging.LogRecord) -> Kind:
+    """The record's kind: what stays the same when one problem repeats."""
+    text = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
+    # asyncio appends the socket or the callback (with addresses) to its message.
+    fixed = text.split("\n", 1)[0].split("<", 1)[0][:120]
+    error = record.exc_info[1] if record.exc_info else None
+    errno = getattr(error, "errno", None)
+    return record.name, fixed, type(error).__name__ if error else "", errno
+
+
+class LogThrottle(logging.Filter):
+    """Lets `burst` records of a kind through per `window_s`; reports the rest later."""
+
+    def __init__(
+        self,
+        burst: int = 3,
+        window_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.burst = burst
+        self.window_s = window_s
+        self._clock = clock
+        self._windows: dict[Kind, _Window] = {}
+        self._lock = threading.RLock()  # a summary is logged while it is held
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if hasattr(record, SUPPRESSED_FIELD):  # the summary of an earlier window
+            return True
+        kind = kind_of(record)
+        now = self._clock()
+        with self._lock:
+            window = self._windows.get(kind)
+            if window is None or now - window.started >= self.window_s:
+                if window is not None and window.suppressed:
+                    self._report(kind, window)  # its timer has not run yet
+                if len(self._windows) >= MAX_KINDS:
+                    self._forget_quiet(now)
+                self._windows[kind] = _Window(started=now, passed=1)
+                return True
+            if window.passed < self.burst:
+                window.passed += 1
+                return True
+            window.suppressed += 1
+            if not window.report_pending:
+                window.report_pending = True
+                self._schedule(window.started + self.window_s - now)
+            return False
+
+    def flush(self) -> None:
+        """Report every window that has ended with records left out."""
+        now = self._clock()
+        with self._lock:
+            for kind, window in list(self._windows.items()):
+                if window.suppressed and now - window.started >= self.window_s:
+                    self._report(kind, window)
+
+    def _report(self, kind: Kind, window: _Window) -> None:
+        count, window.suppressed, window.report_pending = window.suppressed, 0, False
+        logging.getLogger(kind[0]).warning(
+            "similar log lines suppressed",
+            extra={
+                SUPPRESSED_FIELD: count,
+                "kind": kind[1],
+                "error_type": kind[2] or None,
+                "errno": kind[3],
+                "window_s": self.window_s,
+            },
+        )
+
+    def _forget_quiet(self, now: float) -> None:
+        for kind, window in list(self._windows.items()):
+            if not window.suppressed and now - window.started >= self.window_s:
+                del self._windows[kind]
+        if len(self._windows) >= MAX_KINDS:  # all busy: report and drop the oldest
+            kind = min(self._windows, key=lambda k: self._windows[k].started)
+            if self._windows[kind].suppressed:
+                self._report(kind, self._windows[kind])
+            del self._windows[kind]
+
+    def _schedule(self, delay_s: float) -> None:
+        """Run `flush` once the window has ended: on the event loop when there is one."""
+        delay_s = max(delay_s, 0.0) + 0.01
+        try:
+            asyncio.get_running_loop().call_later(delay_s, self.flush)
+        except RuntimeError:  # a thread without a loop
+            timer = threading.Timer(delay_s, self.flush)
+            timer.daemon = True
+            timer.start()
 
 
 class MalformedRequestFilter(logging.Filter):
