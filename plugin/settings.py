@@ -1,7 +1,5 @@
-"""All configuration, read from the environment once at start-up.
-
-Nothing else in the code reads the environment: `Settings.from_env()` is called
-by the CLI, and everything downstream receives the resulting object.
+"""All configuration, read from the environment once, by the CLI (`Settings.from_env()`);
+nothing else reads the environment: everything downstream receives the resulting object.
 """
 
 from __future__ import annotations
@@ -134,16 +132,10 @@ class Settings(BaseModel):
         parse_listen_addr(value)
         return value
 
-    @field_validator("qdrant_url")
-    @classmethod
-    def _qdrant_url(cls, value: str | None) -> str | None:
-        if value is None or value.strip() == "":
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value
-
     @field_validator(
+        "qdrant_url",
+        "pinecone_index",
+        "pinecone_host",
         "search",
         "embedding_sessions",
         "tenant_max_in_flight",
@@ -153,7 +145,14 @@ class Settings(BaseModel):
     )
     @classmethod
     def _blank_means_unset(cls, value: Any) -> Any:
-        return None if isinstance(value, str) and not value.strip() else value
+        return (value.strip() or None) if isinstance(value, str) else value
+
+    @field_validator("qdrant_url")
+    @classmethod
+    def _qdrant_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
 
     @field_validator("engine_workers")
     @classmethod
@@ -161,11 +160,6 @@ class Settings(BaseModel):
         if value is not None and 16 % value:
             raise ValueError("must be 1, 2, 4, 8 or 16: the store's 16 shards split evenly")
         return value
-
-    @field_validator("pinecone_index", "pinecone_host")
-    @classmethod
-    def _blank_is_none(cls, value: str | None) -> str | None:
-        return None if value is None or value.strip() == "" else value.strip()
 
     @model_validator(mode="before")
     @classmethod

@@ -52,3 +52,8 @@ def projected_dimension(model: str, dimension: int) -> int:
     the map's header: nothing loaded, numpy's threads left as they are)."""
     matrix = _shipped(model, dimension)
     return dimension if matrix is None else int(matrix.shape[1])
+
+
+def token_dimension(dimension: int, projection: np.ndarray | None) -> int:
+    """The size of each token vector kept: the projection's, or the model's."""
+    return dimension if projection is None else int(projection.shape[1])
