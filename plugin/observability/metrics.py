@@ -220,21 +220,13 @@ class Metrics:
         self.janitor_sweeps = self._counter(
             "janitor_sweeps", "Janitor sweeps, by outcome (ok or failed).", ["outcome"]
         )
-        self.vectors_reused = self._counter(
+        self.observe_vector_reused = self._counter(
             "embeddings_avoided",
             "Commits whose content was already stored as is: its vector was reused, the model"
             " not asked.",
-        )
-        self.keywords_indexed = self._counter(
-            "keyword_vectors_indexed",
-            "Stored memories given their keyword vector after the fact"
-            " (plugin/upgrades/vector_fill.py).",
-        )
-        self.tokens_indexed = self._counter(
-            "token_vectors_indexed",
-            "Stored memories given their token vectors after the fact"
-            " (plugin/upgrades/vector_fill.py).",
-        )
+        ).inc
+        self.observe_keywords_indexed = self._filled("keyword_vectors_indexed", "keyword vector")
+        self.observe_tokens_indexed = self._filled("token_vectors_indexed", "token vectors")
         self.searches = self._counter(
             "searches",
             "Searches answered, by what ranked them: a search mode, or newest (no query).",
@@ -255,6 +247,11 @@ class Metrics:
 
     def _counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
         return Counter(f"{PREFIX}_{name}", doc, labels, registry=self.registry)
+
+    def _filled(self, name: str, what: str) -> Callable[[float], None]:
+        """Counts stored memories given their `what` after the fact."""
+        doc = f"Stored memories given their {what} after the fact (plugin/upgrades/vector_fill.py)."
+        return self._counter(name, doc).inc
 
     def _histogram(
         self, name: str, doc: str, buckets: Sequence[float], labels: Sequence[str] = ()
@@ -319,15 +316,6 @@ class Metrics:
     def observe_embedding(self, size: int, seconds: float) -> None:
         self.embedding_batch_size.observe(size)
         self.embedding_seconds.observe(seconds)
-
-    def observe_vector_reused(self) -> None:
-        self.vectors_reused.inc()
-
-    def observe_keywords_indexed(self, count: int) -> None:
-        self.keywords_indexed.inc(count)
-
-    def observe_tokens_indexed(self, count: int) -> None:
-        self.tokens_indexed.inc(count)
 
     def observe_sweep(self, report: SweepReport | None) -> None:
         """Count one sweep; `None` means it failed."""

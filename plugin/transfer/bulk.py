@@ -43,37 +43,31 @@ def transfer_of(backend: VectorBackend) -> BulkTransfer:
     return backend.transfer
 
 
-@dataclass
-class ExportCounts:
-    namespaces: int = 0
-    memories: int = 0
-
-
 async def stream_export(
     backend: VectorBackend,
     header: jsonl.Header,
     write: Callable[[bytes], Awaitable[None]],
     clock: Callable[[], datetime],
     progress: Progress = _nothing,
-) -> ExportCounts:
+) -> jsonl.Trailer:
     """Write the whole export through `write` (a file or an HTTP response), one page at a time;
-    liveness is judged at `header.exported_at` (what expires later, expires on the target)."""
+    liveness is judged at `header.exported_at` (what expires later, expires on the target).
+    The end line it wrote counts what it holds."""
     now = header.exported_at
-    counts = ExportCounts()
     await write(jsonl.dumps(header.to_json()))
     records = sorted(await backend.list_namespaces(), key=lambda record: record.name)
     live = [record for record in records if not record.is_expired(now)]
     await write(b"".join(jsonl.dumps(jsonl.namespace_line(record)) for record in live))
-    counts.namespaces = len(live)
     transfer = transfer_of(backend)
+    memories = 0
     for record in live:
         async for page in transfer.iter_memories(record.name, now):
             await write(b"".join(jsonl.dumps(jsonl.memory_line(m, v)) for m, v in page))
-            counts.memories += len(page)
+            memories += len(page)
             progress(len(page))
-    trailer = jsonl.Trailer(counts.namespaces, counts.memories, clock())
+    trailer = jsonl.Trailer(len(live), memories, clock())
     await write(jsonl.dumps(trailer.to_json()))
-    return counts
+    return trailer
 
 
 @dataclass
