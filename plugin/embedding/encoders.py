@@ -97,15 +97,18 @@ class SentenceTransformerEncoder:
         model = SentenceTransformer(source, device="cpu", local_files_only=True)
         return cls(model, name)
 
-    def encode(self, texts: list[str]) -> list[Vector]:
-        vectors = self._model.encode(
+    def _encode(self, texts: list[str], **options: Any) -> Any:
+        """The model's `encode`, the texts as one batch, normalised."""
+        return self._model.encode(
             texts,
             batch_size=max(1, len(texts)),
             normalize_embeddings=True,
-            convert_to_numpy=True,
             show_progress_bar=False,
+            **options,
         )
-        return [row.tolist() for row in vectors]
+
+    def encode(self, texts: list[str]) -> list[Vector]:
+        return [row.tolist() for row in self._encode(texts, convert_to_numpy=True)]
 
     def embed_lone(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
         # never inline (`inline_lone_text`); torch's own threads
@@ -116,13 +119,7 @@ class SentenceTransformerEncoder:
         wanted = wanted_tokens(tokens, len(texts))
         if not any(wanted):
             return [Embedding(vector) for vector in self.encode(texts)]
-        rows = self._model.encode(
-            texts,
-            batch_size=max(1, len(texts)),
-            normalize_embeddings=True,
-            output_value=None,  # every output: the token vectors too, from the same call
-            show_progress_bar=False,
-        )
+        rows = self._encode(texts, output_value=None)  # every output: the token vectors too
         tokenizer = self._model.tokenizer  # [UNK] stands for text: kept, as on ONNX
         special = [i for i in tokenizer.all_special_ids if i != tokenizer.unk_token_id]
         found: list[Embedding] = []

@@ -45,11 +45,8 @@ def source_of(model_dir: Path) -> dict[str, Any]:
 
 
 def check_export(out_dir: Path, model_dir: Path) -> None:
-    """Raise ValueError when `out_dir` holds an export of other weights than `model_dir`'s.
-
-    A model directory without its weights (the slim image carries the export only) is
-    checked by name: there is nothing else to compare.
-    """
+    """Raise ValueError when `out_dir` holds an export of other weights than `model_dir`'s;
+    by name where the model directory has no weights (the slim image carries the export only)."""
     path = out_dir / SOURCE_FILE
     if not path.is_file():
         return
@@ -173,12 +170,8 @@ def pool(hidden: np.ndarray, mask: np.ndarray, modes: Sequence[str]) -> np.ndarr
 
 class OnnxEncoder:
     """Tokenizer, ONNX Runtime sessions, the model's pooling, L2 normalisation: `Encoder`
-    without torch.
-
-    `encode` and `embed` may be called from `parallelism` threads at once, each call on a
-    session of its own (module docstring); `embed_lone`, with nothing else running, takes
-    `solo`.
-    """
+    without torch. `encode` and `embed` may run on `parallelism` threads at once, a session
+    each; `embed_lone`, with nothing else running, takes `solo`."""
 
     inline_lone_text = True  # one text is quick: the event loop may wait for it
     prompt = ""  # put before every text, as sentence-transformers does (model_files.py)
