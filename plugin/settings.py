@@ -61,7 +61,7 @@ class Settings(BaseModel):
     data_dir: Path = Field(Path("./data"), alias="MEMORY_PLUGIN_DATA_DIR")
     # adapters/engine/log_sync.py: a write answered once on disk (`sync`) or in the kernel
     durability: Literal["sync", "async"] = Field("sync", alias="MEMORY_PLUGIN_DURABILITY")
-    # plugin/backends.py: unset, from `cpus` where declared, else the store's own split
+    # plugin/backends.py: unset, one per two of `cpus` where declared, else the store's own split
     engine_workers: int | None = Field(None, ge=1, le=16, alias="MEMORY_PLUGIN_ENGINE_WORKERS")
     # plugin/sizing.py: the CPUs the plugin sizes itself for (the chart: the pod's request)
     cpus: int | None = Field(None, ge=1, le=4096, alias="MEMORY_PLUGIN_CPUS")
