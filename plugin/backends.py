@@ -1,7 +1,5 @@
-"""Which backend the settings ask for: its name in adapters/registry.py, and its options.
-
-The registry builds every backend one way, from a name and plain-value options; this module
-is where the settings become those options (secrets unwrapped here, and nowhere else).
+"""Which backend the settings ask for: its name in adapters/registry.py, and its plain-value
+options (secrets unwrapped here, and nowhere else).
 """
 
 from __future__ import annotations
@@ -23,10 +21,10 @@ Choice = Callable[[Settings, int, int, int], tuple[str, Options]]
 def _embedded(
     settings: Settings, dimension: int, token_dimension: int, cpus: int
 ) -> tuple[str, Options]:
-    """Qdrant's engine (qdrant-edge) in worker processes, on disk under MEMORY_PLUGIN_DATA_DIR.
-    The worker count, unless set: from `cpus` where the CPUs are declared (the chart's pod
-    runs the count its CPU request asks for, whatever count wrote the store); else the
-    store's own, or for a new store from `cpus`."""
+    """Qdrant's engine (qdrant-edge) in worker processes, on disk under MEMORY_PLUGIN_DATA_DIR;
+    unless set, as many workers as `cpus` asks for where the CPUs are declared (the chart's
+    pod, whatever count wrote the store), else the store's own count, or for a new store
+    `cpus`'s."""
     from adapters.pool.embedded_store import default_workers
     from adapters.pool.embedded_store import engine_workers
 
@@ -51,9 +49,8 @@ def qdrant_options(
     tokens: bool | None = None,
     token_dimension: int | None = None,
 ) -> Options:
-    """A Qdrant server at QDRANT_URL, in either layout (the migration builds both). Where
-    searches may rerank (the default, or `rerank`; unless `tokens` says otherwise) an older
-    store gains token vectors in place (adapters/qdrant/server/token_vectors.py)."""
+    """A Qdrant server at QDRANT_URL, in either layout (the migration builds both); with token
+    vectors where searches may rerank, unless `tokens` says otherwise."""
     key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
     return {
         "dimension": dimension,
@@ -75,8 +72,7 @@ def _qdrant(
 
 
 def _pinecone(settings: Settings, dimension: int, _: int, __: int) -> tuple[str, Options]:
-    """An existing Pinecone serverless index (settings checked at start-up); it keeps no
-    token vectors."""
+    """An existing Pinecone serverless index; it keeps no token vectors."""
     assert settings.pinecone_api_key is not None  # Settings requires it for this backend
     return "pinecone", {
         "dimension": dimension,
@@ -106,8 +102,7 @@ def build_backend(
     cpus: int | None = None,
 ) -> VectorBackend:
     """The backend the settings ask for, for vectors of `dimension` and token vectors of
-    `token_dimension` (the encoder's; None: `dimension`); `cpus`: what the plugin may use
-    (plugin/sizing.py)."""
+    `token_dimension` (None: `dimension`); `cpus`: what the plugin may use (plugin/sizing.py)."""
     cpus = plugin_cpus(settings) if cpus is None else cpus
     choose = CHOICES[settings.backend]
     return build(*choose(settings, dimension, token_dimension or dimension, cpus))

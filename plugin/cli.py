@@ -167,19 +167,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="delete the per-namespace collections once everything was copied",
     )
-    _transfer_commands(commands)
-    _command(
-        commands,
-        "export-onnx",
-        _export_onnx,
-        help="export the configured model to ONNX where the server looks for it "
-        "(MEMORY_PLUGIN_ONNX_DIR, else beside the model; needs torch; skips files there)",
-    )
-    return parser
-
-
-def _transfer_commands(commands: Subcommands) -> None:
-    """export, import, import-postgres: see plugin/transfer/bulk.py and docs/export-format.md."""
+    # export, import, import-postgres: plugin/transfer/bulk.py and docs/export-format.md
     export = _command(
         commands,
         "export",
@@ -224,6 +212,14 @@ def _transfer_commands(commands: Subcommands) -> None:
     postgres.add_argument(
         "--batch", type=int, default=256, help="memories per embedding and write (default: 256)"
     )
+    _command(
+        commands,
+        "export-onnx",
+        _export_onnx,
+        help="export the configured model to ONNX where the server looks for it "
+        "(MEMORY_PLUGIN_ONNX_DIR, else beside the model; needs torch; skips files there)",
+    )
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,5 @@
-"""All configuration, read from the environment once at start-up.
-
-Nothing else in the code reads the environment: `Settings.from_env()` is called
-by the CLI, and everything downstream receives the resulting object.
+"""All configuration, read from the environment once, by the CLI (`Settings.from_env()`);
+nothing else reads the environment: everything downstream receives the resulting object.
 """
 
 from __future__ import annotations
@@ -61,14 +59,11 @@ class Settings(BaseModel):
         "embedded", alias="MEMORY_PLUGIN_BACKEND"
     )
     data_dir: Path = Field(Path("./data"), alias="MEMORY_PLUGIN_DATA_DIR")
-    # adapters/engine/log_sync.py: `sync` answers a write once it is on disk (it
-    # survives a power cut); `async` once the kernel has it (it survives a killed process).
+    # adapters/engine/log_sync.py: a write answered once on disk (`sync`) or in the kernel
     durability: Literal["sync", "async"] = Field("sync", alias="MEMORY_PLUGIN_DURABILITY")
-    # plugin/backends.py: unset, one worker per two of `cpus` where they are declared;
-    # else the store's own split, or for a new store one per two usable cores (at most 4).
+    # plugin/backends.py: unset, one per two of `cpus` where declared, else the store's own split
     engine_workers: int | None = Field(None, ge=1, le=16, alias="MEMORY_PLUGIN_ENGINE_WORKERS")
-    # plugin/sizing.py: the CPUs the plugin sizes itself for, at most those it may use
-    # (the chart: the pod's CPU request); unset, those it may use.
+    # plugin/sizing.py: the CPUs the plugin sizes itself for (the chart: the pod's request)
     cpus: int | None = Field(None, ge=1, le=4096, alias="MEMORY_PLUGIN_CPUS")
     qdrant_url: str | None = Field(None, alias="QDRANT_URL")
     qdrant_layout: Literal["shared", "collections"] = Field(
@@ -91,35 +86,29 @@ class Settings(BaseModel):
         "onnx", alias="MEMORY_PLUGIN_EMBEDDING_BACKEND"
     )
     onnx_dir: Path | None = Field(None, alias="MEMORY_PLUGIN_ONNX_DIR")
-    # ONNX Runtime sessions side by side (plugin/embedding/onnx_model.py); unset: one per
-    # CPU the plugin sizes itself for (plugin/sizing.py), at most 4.
+    # ONNX Runtime sessions side by side; unset: one per CPU the plugin sizes itself for, at most 4
     embedding_sessions: int | None = Field(
         None, ge=1, le=64, alias="MEMORY_PLUGIN_EMBEDDING_SESSIONS"
     )
-    # plugin/core/search_mode.py: unset, both Qdrant backends rerank while the plugin has room
-    # and rank by hybrid when it has not (the rerank dimmer); a value forces one ranking.
+    # plugin/core/search_mode.py: unset, the rerank dimmer's choice; a value forces one ranking
     search: Literal["rerank", "feedback", "hybrid", "dense", "keyword"] | None = Field(
         None, alias="MEMORY_PLUGIN_SEARCH"
     )
     janitor_interval_s: float = Field(60.0, gt=0, alias="MEMORY_PLUGIN_JANITOR_INTERVAL")
     max_body_bytes: int = Field(MIB, ge=1024, alias="MEMORY_PLUGIN_MAX_BODY_BYTES")
     backend_timeout_s: float = Field(1.5, gt=0, le=10, alias="MEMORY_PLUGIN_BACKEND_TIMEOUT")
-    # plugin/http/connections.py: how long a client may take to send a request's head, its body,
-    # or nothing at all between requests on a kept-alive connection; and how many
-    # connections may be open at once (beyond it a new one is closed unanswered).
+    # plugin/http/connections.py: a client's time for a request's head, its body, or nothing
+    # between requests; the connections open at once (beyond it a new one is closed)
     header_timeout_s: float = Field(5.0, gt=0, le=300, alias="MEMORY_PLUGIN_HEADER_TIMEOUT")
     body_timeout_s: float = Field(10.0, gt=0, le=300, alias="MEMORY_PLUGIN_BODY_TIMEOUT")
     keepalive_timeout_s: float = Field(
         120.0, gt=0, le=3600, alias="MEMORY_PLUGIN_KEEPALIVE_TIMEOUT"
     )
     max_connections: int = Field(1000, ge=1, le=1_000_000, alias="MEMORY_PLUGIN_MAX_CONNECTIONS")
-    # plugin/scheduling/admission.py: the wait (seconds) the requests in flight may make before
-    # each namespace is held to an equal share of it, and an optional cap on one namespace's
-    # requests in flight however idle the plugin is; beyond either, 429 at once.
+    # plugin/scheduling/admission.py: the wait the requests in flight may make before each
+    # namespace is held to an equal share, and a cap on one namespace's (tenant_max_in_flight)
     admission_budget_s: float = Field(0.75, gt=0, le=60, alias="MEMORY_PLUGIN_ADMISSION_BUDGET")
-    # plugin/scheduling/dimmer.py: the queue (requests in flight beyond the plugin's parallel
-    # places) searches may find on arrival and all still be reranked by the default ranking;
-    # above it the share reranked falls.
+    # plugin/scheduling/dimmer.py: the queue searches may find and all still be reranked
     rerank_queue: float = Field(2.5, gt=0, le=1000, alias="MEMORY_PLUGIN_RERANK_QUEUE")
     tenant_max_in_flight: int | None = Field(
         None, ge=1, le=100_000, alias="MEMORY_PLUGIN_TENANT_MAX_IN_FLIGHT"
@@ -134,16 +123,10 @@ class Settings(BaseModel):
         parse_listen_addr(value)
         return value
 
-    @field_validator("qdrant_url")
-    @classmethod
-    def _qdrant_url(cls, value: str | None) -> str | None:
-        if value is None or value.strip() == "":
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value
-
     @field_validator(
+        "qdrant_url",
+        "pinecone_index",
+        "pinecone_host",
         "search",
         "embedding_sessions",
         "tenant_max_in_flight",
@@ -153,7 +136,14 @@ class Settings(BaseModel):
     )
     @classmethod
     def _blank_means_unset(cls, value: Any) -> Any:
-        return None if isinstance(value, str) and not value.strip() else value
+        return (value.strip() or None) if isinstance(value, str) else value
+
+    @field_validator("qdrant_url")
+    @classmethod
+    def _qdrant_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
 
     @field_validator("engine_workers")
     @classmethod
@@ -161,11 +151,6 @@ class Settings(BaseModel):
         if value is not None and 16 % value:
             raise ValueError("must be 1, 2, 4, 8 or 16: the store's 16 shards split evenly")
         return value
-
-    @field_validator("pinecone_index", "pinecone_host")
-    @classmethod
-    def _blank_is_none(cls, value: str | None) -> str | None:
-        return None if value is None or value.strip() == "" else value.strip()
 
     @model_validator(mode="before")
     @classmethod

@@ -1,7 +1,5 @@
-"""The `export` and `import` commands, and what every transfer command shares.
-
-Shared: the store from settings, with a bulk call's longer deadline; the configured model's
-fingerprint, without loading the model; a progress bar on stderr when it is a terminal.
+"""The `export` and `import` commands, and what every transfer command shares: the store from
+settings, with a bulk call's longer deadline; a progress bar on stderr when it is a terminal.
 """
 
 from __future__ import annotations
@@ -69,12 +67,12 @@ async def opened_backend(settings: Settings, dimension: int) -> AsyncIterator[Ve
 class ProgressBar:
     """tqdm on stderr when it is a terminal; nothing otherwise (logs stay clean)."""
 
-    def __init__(self, what: str, total: int | None = None, unit: str = "memories") -> None:
+    def __init__(self, what: str) -> None:
         self._bar: Any = None
         if sys.stderr.isatty():
             from tqdm import tqdm  # type: ignore[import-untyped]
 
-            self._bar = tqdm(total=total, desc=what, unit=f" {unit}", file=sys.stderr)
+            self._bar = tqdm(desc=what, unit=" memories", file=sys.stderr)
 
     def update(self, count: int) -> None:
         if self._bar is not None:
@@ -93,10 +91,10 @@ def rate(count: int, seconds: float) -> str:
 
 
 async def export_local(settings: Settings, out: IO[bytes], bar: ProgressBar) -> tuple[int, int]:
-    """Export straight from the store (a Qdrant server, Pinecone, or a stopped embedded one)."""
+    """Export straight from the store (a Qdrant server, Pinecone, or a stopped embedded one),
+    the header naming what made the stored vectors (recorded with the store)."""
     dimension = configured_dimension(settings)
     async with opened_backend(settings, dimension) as backend:
-        # The header names what made the stored vectors (recorded with the store).
         recorded = await check_store(backend, configured_fingerprint(settings))
         header = jsonl.Header(recorded, dimension, utc_now(), backend.name)
 
@@ -186,7 +184,6 @@ async def _import(
         await check_store(backend, target)  # never mix vector spaces in the target
         writer = StoreWriter(backend, utc_now(), embed, keywords, progress=bar.update)
         await import_lines(lines, writer, reuse_vectors=reuse)
-        # and what the store held without one
         await vector_fill.fill_store(backend, vector_fill.keywords(keywords))
     report = writer.report
     echo(

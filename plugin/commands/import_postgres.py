@@ -139,7 +139,7 @@ async def run(
     bar = ProgressBar("import-postgres")
     keywords = KeywordEncoder()
     async with opened_backend(settings, encoder.dimension) as backend:
-        await check_store(backend, encoder.fingerprint)  # never mix vector spaces
+        await check_store(backend, encoder.fingerprint)
         try:
             async with await snapshot(dsn) as conn:
                 writer = StoreWriter(

@@ -34,11 +34,7 @@ async def copy_collections_to_shared(
     batch_size: int = WRITE_BATCH,
 ) -> tuple[int, int]:
     """Copy every live namespace and memory of `source` into `target`: (namespaces, memories).
-
-    Opens both backends (they may share one `QdrantConnection`); closing them is the
-    caller's. Keyword vectors are left to the keyword index. Raises `adapters.errors`
-    types; a failed run can simply be run again.
-    """
+    Opens both backends, closing them is the caller's; a failed run can simply be run again."""
     await source.start()
     await target.prepare(allow_namespace_collections=True)  # the old layout is still there
     now = utc_now()
@@ -105,8 +101,7 @@ async def migrate_from_settings(settings: Settings, *, drop_source: bool, out: P
     from plugin.embedding.encoders import configured_dimension
     from plugin.embedding.encoders import configured_token_dimension
 
-    # The model that `serve` will embed with fixes the new collection's dimension.
-    dimension = configured_dimension(settings)
+    dimension = configured_dimension(settings)  # the model `serve` will embed with
     timeout_s = max(settings.backend_timeout_s, 10.0)  # an offline batch job, not a request
     # a store being drained gains no token vectors
     drained = qdrant_options(settings, dimension, timeout_s=timeout_s, tokens=False)

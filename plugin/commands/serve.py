@@ -18,10 +18,8 @@ from plugin.commands import PROG
 from plugin.http.keys import STOP
 from plugin.settings import Settings
 
-# Drain time for in-flight requests after SIGTERM. A request needs at most the
-# backend deadline (1.5 s by default), and the platform's client gives up after
-# 2 s, so a later answer helps nobody. 3 s of drain, the store's flush and the
-# interpreter's exit stay well inside 10 s.
+# Drain time for in-flight requests after SIGTERM: past the backend deadline (1.5 s) and the
+# platform client's 2 s a later answer helps nobody; with the store's flush, well inside 10 s.
 SHUTDOWN_GRACE_S = 3.0
 log = logging.getLogger("memory_plugin")
 
@@ -50,7 +48,6 @@ async def run_app(app: web.Application, host: str, port: int) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     app[STOP] = stop_for
-    # Read deadlines, a connection cap, the envelope for aiohttp's own errors.
     runner = make_runner(app, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()  # loads the model, opens the backend, starts the janitor
     try:
@@ -62,9 +59,7 @@ async def run_app(app: web.Application, host: str, port: int) -> int:
             "stopping: closed to new connections, finishing in-flight requests",
             extra={"signal": received[0], "grace_s": SHUTDOWN_GRACE_S},
         )
-    finally:
-        # Stops the listener, waits for in-flight handlers (cancelling any still
-        # running after the grace), then runs cleanup_ctx: janitor, store, model.
+    finally:  # in-flight handlers get the grace, then janitor, store and model close
         await runner.cleanup()
     return 1 if failed else 0
 

@@ -11,7 +11,6 @@ import json
 import urllib.error
 import urllib.request
 
-from adapters.base import VectorBackend
 from plugin.backends import build_backend
 from plugin.commands import Print
 from plugin.embedding.encoders import configured_dimension
@@ -29,31 +28,24 @@ def verify_url(url: str, timeout_s: float, out: Print) -> int:
     return _said(found.get("problems", []), out)
 
 
-async def verify_settings(
-    settings: Settings, dimension: int, out: Print, *, accept: bool = False
-) -> int:
-    backend = build_backend(settings, dimension, configured_token_dimension(settings))
-    await backend.start()
-    try:
-        if accept:
-            await _accept(backend, out)
-        problems = await backend.verify()
-    finally:
-        await backend.close()
-    return _said(list(problems), out)
-
-
-async def _accept(backend: VectorBackend, out: Print) -> None:
-    """Rebuilt records lost their memory counts, and a namespace short of memories answers
-    503: both stay so until an operator, having restored (import, backfill) or given up
-    what was lost, vouches for the store as it is."""
-    accepted = await backend.accept()
-    out(f"verify-store: accepted {len(accepted)} namespace(s) as they are now")
-
-
 def verify_offline(settings: Settings, out: Print, *, accept: bool = False) -> int:
+    """The stopped store's problems. `accept`: first vouch for it as it is: rebuilt records
+    lost their memory counts, and a namespace short of memories answers 503, until an
+    operator, having restored (import, backfill) or given up what was lost, accepts them."""
     dimension = configured_dimension(settings)
-    return asyncio.run(verify_settings(settings, dimension, out, accept=accept))
+
+    async def verify() -> list[str]:
+        backend = build_backend(settings, dimension, configured_token_dimension(settings))
+        await backend.start()
+        try:
+            if accept:
+                accepted = await backend.accept()
+                out(f"verify-store: accepted {len(accepted)} namespace(s) as they are now")
+            return list(await backend.verify())
+        finally:
+            await backend.close()
+
+    return _said(asyncio.run(verify()), out)
 
 
 def _said(problems: list[str], out: Print) -> int:

@@ -39,14 +39,10 @@ class Embedding:
 def token_rows(
     hidden: np.ndarray, keep: np.ndarray, ids: np.ndarray, projection: np.ndarray | None = None
 ) -> list[TokenVectors]:
-    """Per text, its kept tokens' vectors, each of unit length (at most `MAX_TOKENS`).
-
-    `hidden` is (texts, tokens, dimension); `keep` is 1 where a token is a real,
-    non-special one; `ids`, (texts, tokens), each token's vocabulary id, kept beside its
-    row (`PackedTokens.ids`); `projection`, the model's fixed map to fewer dimensions
-    (token_projection.py; the unit vector of a projected row is the same either side
-    of normalising first, so it is applied first).
-    """
+    """Per text, its kept tokens' unit vectors (at most `MAX_TOKENS`), with their vocabulary
+    `ids` (texts by tokens). `hidden`: texts by tokens by dimension; `keep`: 1 for a real,
+    non-special token; `projection` (token_projection.py) is applied before normalising,
+    which gives the same unit vectors."""
     if projection is not None:  # one product over every row: numpy's 3-d matmul is one per text
         texts, length, dimension = hidden.shape
         hidden = (hidden.reshape(-1, dimension) @ projection).reshape(texts, length, -1)

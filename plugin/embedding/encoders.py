@@ -1,7 +1,6 @@
-"""The embedding model: loading it offline, on the configured runtime.
-
-One of `EMBEDDING_BACKENDS` (MEMORY_PLUGIN_EMBEDDING_BACKEND): torch through
-sentence-transformers, or ONNX Runtime, fp32 or int8 (docs/embedding.md).
+"""The embedding model, loaded offline on the runtime MEMORY_PLUGIN_EMBEDDING_BACKEND names:
+torch (sentence-transformers as is), onnx (the same weights exported to fp32 ONNX) or onnx-int8
+(that export with dynamically quantised int8 weights: other vectors); docs/embedding.md.
 """
 
 from __future__ import annotations
@@ -28,15 +27,13 @@ from plugin.embedding.model_files import model_name
 from plugin.embedding.model_files import resolve_model_dir
 from plugin.embedding.token_projection import load_projection
 from plugin.embedding.token_projection import projected_dimension
+from plugin.embedding.token_projection import token_dimension
 from plugin.sizing import plugin_cpus
 
 if TYPE_CHECKING:
     from plugin.settings import Settings
 
 Vector = list[float]
-# torch: sentence-transformers as is; onnx: the same weights exported to fp32 ONNX;
-# onnx-int8: that export with dynamically quantised int8 weights (other vectors).
-EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
 log = logging.getLogger(__name__)
 
 
@@ -44,16 +41,13 @@ class Encoder(Protocol):
     """A synchronous model: many texts in, unit-length vectors out."""
 
     dimension: int
-    # Which model and runtime made the vectors ("all-MiniLM-L6-v2/torch", ".../onnx",
-    # ".../onnx-int8"): plugin/core/fingerprint.py says which of them share a vector space.
+    # Which model and runtime made the vectors ("all-MiniLM-L6-v2/onnx"):
+    # plugin/core/fingerprint.py says which of them share a vector space.
     fingerprint: str
-    # How many `encode` calls may run at once, each on a thread of its own.
-    parallelism: int
-    # Whether a lone text may be embedded on the event loop (docs/embedding.md, "Sessions
-    # side by side").
+    parallelism: int  # how many `encode` calls may run at once, each on a thread of its own
+    # Whether a lone text may be embedded on the event loop (docs/embedding.md).
     inline_lone_text: bool
-    # The fixed map token vectors go through (token_projection.py): the model's own where
-    # one ships; None keeps them whole.
+    # The fixed map token vectors go through (token_projection.py); None keeps them whole.
     projection: np.ndarray | None
 
     @property
@@ -67,9 +61,7 @@ class Encoder(Protocol):
 
     def embed(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
         """Each text's sentence vector, with its token vectors where `tokens` asks for them
-        (all, or each text's own) and the model's shape allows (embedding_tokens.py). Only a
-        rerank reads them, and computing them costs time under the GIL that no other ranking
-        uses."""
+        and the model's shape allows: only a rerank reads them, and they cost GIL time."""
         ...
 
     def embed_lone(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
@@ -92,11 +84,7 @@ class SentenceTransformerEncoder:
             raise ValueError("the embedding model does not report its dimension")
         self.dimension: int = dimension
         self.projection = load_projection(model_name, dimension)
-
-    @property
-    def token_dimension(self) -> int:
-        """`Encoder.token_dimension`."""
-        return self.dimension if self.projection is None else int(self.projection.shape[1])
+        self.token_dimension = token_dimension(dimension, self.projection)
 
     @classmethod
     def load(cls, model_dir: Path | None = None) -> SentenceTransformerEncoder:
@@ -109,15 +97,18 @@ class SentenceTransformerEncoder:
         model = SentenceTransformer(source, device="cpu", local_files_only=True)
         return cls(model, name)
 
-    def encode(self, texts: list[str]) -> list[Vector]:
-        vectors = self._model.encode(
+    def _encode(self, texts: list[str], **options: Any) -> Any:
+        """The model's `encode`, the texts as one batch, normalised."""
+        return self._model.encode(
             texts,
             batch_size=max(1, len(texts)),
             normalize_embeddings=True,
-            convert_to_numpy=True,
             show_progress_bar=False,
+            **options,
         )
-        return [row.tolist() for row in vectors]
+
+    def encode(self, texts: list[str]) -> list[Vector]:
+        return [row.tolist() for row in self._encode(texts, convert_to_numpy=True)]
 
     def embed_lone(self, texts: list[str], *, tokens: Wanted = False) -> list[Embedding]:
         # never inline (`inline_lone_text`); torch's own threads
@@ -128,13 +119,7 @@ class SentenceTransformerEncoder:
         wanted = wanted_tokens(tokens, len(texts))
         if not any(wanted):
             return [Embedding(vector) for vector in self.encode(texts)]
-        rows = self._model.encode(
-            texts,
-            batch_size=max(1, len(texts)),
-            normalize_embeddings=True,
-            output_value=None,  # every output: the token vectors too, from the same call
-            show_progress_bar=False,
-        )
+        rows = self._encode(texts, output_value=None)  # every output: the token vectors too
         tokenizer = self._model.tokenizer  # [UNK] stands for text: kept, as on ONNX
         special = [i for i in tokenizer.all_special_ids if i != tokenizer.unk_token_id]
         found: list[Embedding] = []
@@ -208,12 +193,9 @@ def configured_token_dimension(settings: Settings) -> int:
 
 
 def onnx_dir(settings: Settings) -> Path:
-    """Where the ONNX files are, in this order:
-
-    MEMORY_PLUGIN_ONNX_DIR; else `onnx/` inside the model's own directory (where
-    sentence-transformers keeps them, and where the image's build exports them) when
-    they are there or it is writable; else `models/` under the data directory.
-    """
+    """Where the ONNX files are: MEMORY_PLUGIN_ONNX_DIR; else `onnx/` in the model's directory
+    (where sentence-transformers keeps them, and the image's build exports them) when they
+    are there or it is writable; else `models/` under the data directory."""
     if settings.onnx_dir is not None:
         return settings.onnx_dir
     beside = resolve_model_dir(settings.embedding_model) / "onnx"
@@ -223,12 +205,9 @@ def onnx_dir(settings: Settings) -> Path:
 
 
 def load_encoder(settings: Settings, cpus: int | None = None) -> Encoder:
-    """The configured model on the configured backend; an ONNX backend exports on first use;
-    its sessions sized for `cpus` (plugin/sizing.py) where the settings leave them unset.
-
-    The export (seconds, needs torch) happens once per ONNX directory (`onnx_dir`): at
-    image build time (Dockerfile), else at the first start.
-    """
+    """The configured model on the configured backend, its sessions sized for `cpus`
+    (plugin/sizing.py) where the settings leave them unset. An ONNX backend's export (seconds,
+    needs torch) is made once per `onnx_dir`: at image build time, else at the first start."""
     backend = settings.embedding_backend
     if backend == "torch":
         require_torch("MEMORY_PLUGIN_EMBEDDING_BACKEND=torch")

@@ -1,7 +1,9 @@
 """The sentence-transformers model on ONNX Runtime: exported once, offline, then run without torch.
 
 `load(sessions=N)` runs N single-threaded sessions side by side and one N-threaded session for a
-lone text, sharing one copy of the weights; why: docs/embedding.md, "Sessions side by side".
+lone text, sharing one copy of the weights; why: docs/embedding.md, "Sessions side by side". The
+model's Transformer runs in ONNX; its pooling, in numpy, mode for mode as sentence-transformers'
+Pooling module does, so the vectors are torch's (tests/embedding/test_own_model.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 import os
 import threading
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +30,8 @@ from plugin.embedding.model_files import default_prompt
 from plugin.embedding.model_files import max_seq_length
 from plugin.embedding.model_files import read_pooling
 from plugin.embedding.onnx_weights import read_initializers
-from plugin.embedding.pooling import pool
 from plugin.embedding.token_projection import load_projection
+from plugin.embedding.token_projection import token_dimension
 
 # The ONNX files per embedding backend, named as sentence-transformers names them.
 ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model_quint8_avx2.onnx"}
@@ -42,11 +45,8 @@ def source_of(model_dir: Path) -> dict[str, Any]:
 
 
 def check_export(out_dir: Path, model_dir: Path) -> None:
-    """Raise ValueError when `out_dir` holds an export of other weights than `model_dir`'s.
-
-    A model directory without its weights (the slim image carries the export only) is
-    checked by name: there is nothing else to compare.
-    """
+    """Raise ValueError when `out_dir` holds an export of other weights than `model_dir`'s;
+    by name where the model directory has no weights (the slim image carries the export only)."""
     path = out_dir / SOURCE_FILE
     if not path.is_file():
         return
@@ -140,14 +140,38 @@ def _quantize(fp32: Path, target: Path) -> None:
     os.replace(partial, target)
 
 
+def pool(hidden: np.ndarray, mask: np.ndarray, modes: Sequence[str]) -> np.ndarray:
+    """One row per text: each mode's vector, concatenated in `modes`' order."""
+    rows = np.arange(hidden.shape[0])
+    weights = mask[..., None].astype(np.float32)
+    parts = []
+    for mode in modes:
+        if mode == "cls":  # the first real token
+            parts.append(hidden[rows, mask.argmax(axis=1)])
+        elif mode == "max":
+            parts.append(np.where(weights > 0, hidden, -np.inf).max(axis=1))
+        elif mode in ("mean", "mean_sqrt_len_tokens"):
+            total = (hidden * weights).sum(axis=1)
+            count = np.clip(weights.sum(axis=1), 1e-9, None)
+            parts.append(total / (count if mode == "mean" else np.sqrt(count)))
+        elif mode == "weightedmean":  # later tokens weigh more: 1, 2, 3, ... from the first
+            steps = np.arange(1, hidden.shape[1] + 1, dtype=np.float32)[None, :, None]
+            scaled = weights * (steps - mask.argmax(axis=1)[:, None, None])
+            parts.append((hidden * scaled).sum(axis=1) / np.clip(scaled.sum(axis=1), 1e-9, None))
+        elif mode == "lasttoken":
+            length = mask.shape[1]
+            backwards = mask[:, ::-1]
+            offset = np.where(backwards.max(axis=1) == 0, length - 1, backwards.argmax(axis=1))
+            parts.append((hidden * weights)[rows, length - offset - 1])
+        else:
+            raise ValueError(f"unknown pooling mode {mode!r}")
+    return np.concatenate(parts, axis=1)
+
+
 class OnnxEncoder:
     """Tokenizer, ONNX Runtime sessions, the model's pooling, L2 normalisation: `Encoder`
-    without torch.
-
-    `encode` and `embed` may be called from `parallelism` threads at once, each call on a
-    session of its own (module docstring); `embed_lone`, with nothing else running, takes
-    `solo`.
-    """
+    without torch. `encode` and `embed` may run on `parallelism` threads at once, a session
+    each; `embed_lone`, with nothing else running, takes `solo`."""
 
     inline_lone_text = True  # one text is quick: the event loop may wait for it
     prompt = ""  # put before every text, as sentence-transformers does (model_files.py)
@@ -174,11 +198,7 @@ class OnnxEncoder:
         self.fingerprint = fingerprint
         model = fingerprint.rpartition("/")[0]
         self.projection = load_projection(model, self.dimension)
-
-    @property
-    def token_dimension(self) -> int:
-        """`Encoder.token_dimension`."""
-        return self.dimension if self.projection is None else int(self.projection.shape[1])
+        self.token_dimension = token_dimension(self.dimension, self.projection)
 
     @classmethod
     def load(
@@ -204,9 +224,9 @@ class OnnxEncoder:
             encoder = cls([_session(ort, onnx_file, None, [])], tokenizer, pooling, fingerprint)
         else:
             shared = _shared_weights(ort, onnx_file)
-            pool = [_session(ort, onnx_file, 1, shared) for _ in range(sessions)]
+            single = [_session(ort, onnx_file, 1, shared) for _ in range(sessions)]
             solo = _session(ort, onnx_file, sessions, shared)
-            encoder = cls(pool, tokenizer, pooling, fingerprint, solo, shared)
+            encoder = cls(single, tokenizer, pooling, fingerprint, solo, shared)
         encoder.prompt = prompt
         return encoder
 
@@ -222,13 +242,11 @@ class OnnxEncoder:
 
     def _embed(self, texts: list[str], *, lone: bool, tokens: Wanted) -> list[Embedding]:
         vectors, found = self._run(texts, lone=lone, tokens=tokens)
-        if found is None:
-            return [Embedding(vector) for vector in vectors]
         return [Embedding(vector, rows) for vector, rows in zip(vectors, found, strict=True)]
 
     def _run(
         self, texts: list[str], *, lone: bool, tokens: Wanted
-    ) -> tuple[list[list[float]], list[TokenVectors | None] | None]:
+    ) -> tuple[list[list[float]], list[TokenVectors | None]]:
         """The sentence vectors; where `tokens` asks, each text's token vectors from the same
         run, computed for those texts only (none when pooled in several modes: they are not
         the sentence vector's size)."""
@@ -249,15 +267,15 @@ class OnnxEncoder:
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         vectors: list[list[float]] = (pooled / norms).tolist()
         wanted = wanted_tokens(tokens, len(texts))
+        found: list[TokenVectors | None] = [None] * len(texts)
         if not any(wanted) or hidden.shape[2] != self.dimension:
-            return vectors, None
+            return vectors, found
         special = np.array([e.special_tokens_mask for e in encoded], dtype=np.int64)
         keep = mask * (1 - special)
         if all(wanted):
             return vectors, list(token_rows(hidden, keep, ids, self.projection))
         chosen = [n for n, want in enumerate(wanted) if want]
         rows = token_rows(hidden[chosen], keep[chosen], ids[chosen], self.projection)
-        found: list[TokenVectors | None] = [None] * len(texts)
         for n, kept in zip(chosen, rows, strict=True):
             found[n] = kept
         return vectors, found

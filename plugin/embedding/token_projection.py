@@ -50,5 +50,9 @@ def one_blas_thread() -> None:
 def projected_dimension(model: str, dimension: int) -> int:
     """The size of `model`'s stored token vectors: the map's, or the model's own (read from
     the map's header: nothing loaded, numpy's threads left as they are)."""
-    matrix = _shipped(model, dimension)
-    return dimension if matrix is None else int(matrix.shape[1])
+    return token_dimension(dimension, _shipped(model, dimension))
+
+
+def token_dimension(dimension: int, projection: np.ndarray | None) -> int:
+    """The size of each token vector kept: the projection's, or the model's."""
+    return dimension if projection is None else int(projection.shape[1])

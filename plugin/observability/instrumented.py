@@ -47,12 +47,8 @@ def outcome_of(error: BaseException) -> str:
 
 
 class _Timing:
-    """Times the block it wraps and reports its outcome.
-
-    A plain (synchronous) context manager: timing needs no await, and this runs
-    around every backend call of every request, where a generator-based async one
-    cost four times as much.
-    """
+    """Times the block it wraps and reports its outcome: a plain context manager, as it runs
+    around every backend call (a generator-based async one cost four times as much)."""
 
     __slots__ = ("_observe", "_operation", "_started")
 
@@ -76,10 +72,8 @@ class _Timing:
 
 class _Timed:
     """Times every coroutine method of `inner` by its name; anything else passes through.
-
-    A timed method is made on first use and kept, and looks its target up at each
-    call, so a method replaced on `inner` later (a test's fault) is the one timed.
-    """
+    A timed method is made on first use and kept, and looks its target up at each call (a
+    method replaced on `inner` later, a test's fault, is the one timed)."""
 
     def __init__(self, inner: object, observe: OperationObserver) -> None:
         self._inner = inner

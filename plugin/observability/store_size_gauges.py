@@ -18,6 +18,14 @@ log = logging.getLogger(__name__)
 
 PREFIX = "memory_plugin"
 REFRESH_S = 30.0
+# Each gauge's help; the bytes are exported once the store reports them (not every store does).
+HELP = {
+    "namespaces": "Live namespaces in the store.",
+    "memories": "Memories in the store's live namespaces (expired ones until the janitor"
+    " deletes them), from the counts the store keeps.",
+    "bytes": "Bytes the store's files occupy on its volume.",
+    "free_bytes": "Bytes left on the store's volume for the plugin.",
+}
 
 
 class StoreSizeGauges:
@@ -26,32 +34,23 @@ class StoreSizeGauges:
     def __init__(self, part: StoreSizes, registry: CollectorRegistry) -> None:
         self._part = part
         self._registry = registry
-        self._namespaces = self._gauge("namespaces", "Live namespaces in the store.")
-        self._memories = self._gauge(
-            "memories",
-            "Memories in the store's live namespaces (expired ones until the janitor"
-            " deletes them), from the counts the store keeps.",
-        )
-        self._used: Gauge | None = None
-        self._free: Gauge | None = None
+        self._gauges: dict[str, Gauge] = {}
+        for name in ("namespaces", "memories"):
+            self._gauge(name)
 
-    def _gauge(self, name: str, doc: str) -> Gauge:
-        return Gauge(f"{PREFIX}_store_{name}", doc, registry=self._registry)
+    def _gauge(self, name: str) -> Gauge:
+        if name not in self._gauges:
+            self._gauges[name] = Gauge(
+                f"{PREFIX}_store_{name}", HELP[name], registry=self._registry
+            )
+        return self._gauges[name]
 
     async def refresh(self) -> None:
         size = await self._part.measure()
-        self._namespaces.set(size.namespaces)
-        self._memories.set(size.memories)
-        if size.bytes_used is not None:
-            self._used = self._used or self._gauge(
-                "bytes", "Bytes the store's files occupy on its volume."
-            )
-            self._used.set(size.bytes_used)
-        if size.bytes_free is not None:
-            self._free = self._free or self._gauge(
-                "free_bytes", "Bytes left on the store's volume for the plugin."
-            )
-            self._free.set(size.bytes_free)
+        found = (size.namespaces, size.memories, size.bytes_used, size.bytes_free)
+        for name, value in zip(HELP, found, strict=True):
+            if value is not None:
+                self._gauge(name).set(value)
 
     async def run(self) -> None:
         """Refresh now and every REFRESH_S, until cancelled; a failure is logged, not fatal."""

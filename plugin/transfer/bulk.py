@@ -19,7 +19,6 @@ from adapters.keyword_encoder import KeywordEncoder
 from adapters.parts import BulkTransfer
 from adapters.values import MemoryRecord
 from adapters.values import NamespaceRecord
-from adapters.values import StoredMemory
 from plugin.core.contract_names import canonical_uuid
 from plugin.core.contract_names import check_namespace_name
 from plugin.core.service import unexpired_namespace
@@ -34,7 +33,7 @@ WRITE_BATCH = 256
 
 
 def _nothing(_: int) -> None:
-    """The progress callback when nobody watches."""
+    pass
 
 
 def transfer_of(backend: VectorBackend) -> BulkTransfer:
@@ -44,39 +43,31 @@ def transfer_of(backend: VectorBackend) -> BulkTransfer:
     return backend.transfer
 
 
-@dataclass
-class ExportCounts:
-    namespaces: int = 0
-    memories: int = 0
-
-
 async def stream_export(
     backend: VectorBackend,
     header: jsonl.Header,
     write: Callable[[bytes], Awaitable[None]],
     clock: Callable[[], datetime],
     progress: Progress = _nothing,
-) -> ExportCounts:
-    """Write the whole export through `write` (a file or an HTTP response), one page at a time.
-
-    `header.exported_at` is the instant liveness is judged at: what expires later
-    is exported with its `expires_at`, and expires on the target in its time."""
+) -> jsonl.Trailer:
+    """Write the whole export through `write` (a file or an HTTP response), one page at a time;
+    liveness is judged at `header.exported_at` (what expires later, expires on the target).
+    The end line it wrote counts what it holds."""
     now = header.exported_at
-    counts = ExportCounts()
     await write(jsonl.dumps(header.to_json()))
     records = sorted(await backend.list_namespaces(), key=lambda record: record.name)
     live = [record for record in records if not record.is_expired(now)]
     await write(b"".join(jsonl.dumps(jsonl.namespace_line(record)) for record in live))
-    counts.namespaces = len(live)
     transfer = transfer_of(backend)
+    memories = 0
     for record in live:
         async for page in transfer.iter_memories(record.name, now):
             await write(b"".join(jsonl.dumps(jsonl.memory_line(m, v)) for m, v in page))
-            counts.memories += len(page)
+            memories += len(page)
             progress(len(page))
-    trailer = jsonl.Trailer(counts.namespaces, counts.memories, clock())
+    trailer = jsonl.Trailer(len(live), memories, clock())
     await write(jsonl.dumps(trailer.to_json()))
-    return counts
+    return trailer
 
 
 @dataclass
@@ -106,11 +97,8 @@ class ImportReport:
 
 class StoreWriter:
     """Writes namespaces and memories into a backend under the HTTP API's rules, in batches.
-
-    Memories should arrive grouped by namespace (exports and the postgres reader do
-    so): what the store already holds is read one namespace at a time, to tell an
-    unchanged memory from one to write without holding the whole store in memory.
-    """
+    Memories arrive grouped by namespace: what the store holds is read a namespace at a time,
+    to tell an unchanged memory from one to write without holding the whole store."""
 
     def __init__(
         self,
@@ -214,11 +202,10 @@ class StoreWriter:
             for index, vector in zip(missing, await self._embed(texts), strict=True):
                 pending[index] = (pending[index][0], vector)
             self.report.embedded += len(missing)
-        batch: list[StoredMemory] = pending
         keywords = None  # without an encoder, left to the keyword index (migrate-layout)
         if self._keywords is not None:
             keywords = [self._keywords.document(memory.content) for memory, _ in pending]
-        await self._transfer.upsert_memories(batch, keywords)
+        await self._transfer.upsert_memories(pending, keywords)
         self.report.written += len(pending)
         self._progress(len(pending))
 

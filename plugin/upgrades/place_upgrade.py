@@ -16,7 +16,7 @@ from datetime import datetime
 from adapters.base import VectorBackend
 from adapters.parts import BulkTransfer
 from adapters.values import MemoryRecord
-from plugin.upgrades.upgrade_retries import retried
+from plugin.upgrades import retried
 
 META_STATE = "write_order"
 COMPLETE = "complete"
@@ -61,7 +61,7 @@ async def place_store(backend: VectorBackend, clock: Clock) -> int | None:
 
 
 async def maintain_in_background(backend: VectorBackend, clock: Clock) -> None:
-    """`place_store`, retried while the store is unavailable; never stops the server."""
+    """`place_store`, retried while the store is unavailable."""
 
     async def place() -> None:
         started = time.monotonic()

@@ -28,9 +28,9 @@ from adapters.values import wordpiece_ids
 from plugin.embedding.embedding_tokens import Embedding
 from plugin.scheduling.work import Priority
 from plugin.scheduling.work import Work
-from plugin.upgrades.upgrade_retries import retried
+from plugin.upgrades import retried
 
-# The store's facts about its keyword vectors: the encoder that made them, and the fill's state.
+# The store's facts about its keyword vectors: the encoder that made them, the fill's state.
 META_ENCODER = "keyword_encoder"
 META_STATE = "keyword_index"
 COMPLETE, BUILDING, RESETTING = "complete", "building", "resetting"
@@ -48,10 +48,9 @@ def _nobody(_: int) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Maker:
-    """How the vectors of one kind are made from stored contents.
-
-    `vectors` gives one per content, None where it makes none; `identity`, where given, is
-    recorded with the store (`META_ENCODER`): vectors another one made are dropped first."""
+    """How the vectors of one kind are made from stored contents: `vectors`, one per content
+    (None where it makes none); `identity`, where given, recorded with the store
+    (`META_ENCODER`): vectors another one made are dropped first."""
 
     kind: VectorKind
     vectors: Callable[[Sequence[str]], Awaitable[Sequence[FillVector | None]]]
@@ -81,9 +80,8 @@ def tokens(embed: Embed, page: int = 64) -> Maker:
 
 @dataclass
 class Filled:
-    """What a pass of `fill_store` did: how many memories it gave vectors, and whether every memory
-    it met has all of them now (token vectors with their wordpieces: the rerank's weights
-    need them all)."""
+    """What a pass of `fill_store` did: how many memories it gave vectors, and whether every
+    memory it met has all of them now (token vectors with their wordpieces' ids)."""
 
     indexed: int = 0
     complete: bool = True
@@ -163,8 +161,7 @@ async def maintain_in_background(
     complete: threading.Event | None = None,
 ) -> None:
     """`fill_store` once `ready` (token vectors: the store's vector space verified), retried
-    while the store is unavailable; never stops the server. Sets `complete` once every
-    memory has all its vectors (token vectors: searches then weigh query tokens)."""
+    while the store is unavailable; sets `complete` once every memory has all its vectors."""
     if backend.vector_fill is None:
         return
     while not ready():  # noqa: ASYNC110 - set by the fingerprint check, a threading.Event

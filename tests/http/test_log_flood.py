@@ -2,8 +2,8 @@
 
 With file descriptors exhausted, asyncio's accept loop reported `EMFILE` for every
 pending connection on every turn of the loop, each with a traceback.
-`plugin/observability/log_throttle.py` lets a few lines of a kind through per second and reports
-how many it left out.
+`LogThrottle` (plugin/observability/logs.py) lets a few lines of a kind through per second
+and reports how many it left out.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from harness.raw_http import serve
 
 CONNECTIONS = 1000
 SERVER_OPEN_FILES = 256
-BURST = 3  # lines of a kind per second (plugin/observability/log_throttle.py)
+BURST = 3  # lines of a kind per second (plugin/observability/logs.py)
 
 
 def test_descriptors_running_out_log_a_few_lines_and_a_count(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_descriptors_running_out_log_a_few_lines_and_a_count(tmp_path: Path) -> 
 def test_the_throttle_passes_a_few_per_kind_and_counts_the_rest(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from plugin.observability.log_throttle import LogThrottle
+    from plugin.observability.logs import LogThrottle
 
     now = [100.0]
     throttle = LogThrottle(burst=BURST, window_s=1.0, clock=lambda: now[0])
