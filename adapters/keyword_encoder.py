@@ -46,12 +46,13 @@ class KeywordEncoder:
 
     def document(self, text: str) -> SparseVector:
         """The keyword vector stored with a memory whose content is `text`."""
-        return _plain(self._bm25.embed_document(text[:MAX_KEYWORD_CHARS]))
+        return plain(self._bm25.embed_document(text[:MAX_KEYWORD_CHARS]))
 
     def query(self, text: str) -> SparseVector:
         """The keyword vector of a search's query text."""
-        return _plain(self._bm25.embed_query(text[:MAX_KEYWORD_CHARS]))
+        return plain(self._bm25.embed_query(text[:MAX_KEYWORD_CHARS]))
 
 
-def _plain(vector: Any) -> SparseVector:
+def plain(vector: Any) -> SparseVector:
+    """The engine's sparse vector as a `SparseVector`."""
     return SparseVector(tuple(vector.indices), tuple(vector.values))

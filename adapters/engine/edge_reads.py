@@ -7,9 +7,11 @@ the answers; one touching a damaged shard raises `StorageDamaged`, and the servi
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
+from typing import TypeVar
 
 import qdrant_edge as qe
 
@@ -35,6 +37,8 @@ from adapters.values import MemoryRecord
 from adapters.values import ScoredMemory
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
+
+T = TypeVar("T")
 
 
 class EdgeReads:
@@ -109,15 +113,6 @@ class EdgeReads:
             for point, (live, _) in zip(points, items, strict=True)
         ]
 
-    async def _read(
-        self, namespaces: Sequence[str], build: Callable[[Scope], list[Any]]
-    ) -> list[list[Any]]:
-        scopes = self._scopes(namespaces)
-        if not scopes:
-            return []
-        asks = [(shard, build(scope)) for shard, scope in scopes]
-        return await self._store.calls.here(search_passes.asked, asks)
-
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
@@ -126,42 +121,38 @@ class EdgeReads:
             return []
         if query.keywords is None and query.text is not None:  # the store makes them
             query = replace(query, keywords=self._store.keywords.query(query.text))
-        calls = self._store.calls
-        if query.tokens:  # MaxSim asked by id
+        calls, idf = self._store.calls, self._store.idf
+        if query.tokens:  # MaxSim asked by id; equal scores ordered as across shards
             ranked = await calls.here(
-                search_passes.reranked_search, scoped, query, memory_filter, limit, self._store.idf
+                search_passes.reranked_search, scoped, query, memory_filter, limit, idf
             )
-            found = [ScoredMemory(m, p.score) for p in ranked if (m := parsed_memory(p))]
-            return merge_scored([found], limit)  # equal scores ordered as across shards
+            return merge_scored([_scored(ranked)], limit)
         answers = await calls.here(search_passes.fused_search, scoped, query, memory_filter, limit)
-        parts = [
-            [ScoredMemory(memory, p.score) for p in points if (memory := parsed_memory(p))]
-            for points in answers
-        ]
-        if len(parts) == 1:  # one shard has already ordered them
-            return parts[0][:limit]
-        return merge_scored(parts, limit)
+        return _merged([_scored(points) for points in answers], limit, merge_scored)
 
     async def list_memories(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         newest_first = qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Desc)
-
-        def build(scope: Scope) -> list[Any]:
-            return [
-                qe.QueryRequest(
-                    limit=limit,
-                    query=newest_first,
-                    filter=filters.memories(EDGE, side, scope),
-                    with_payload=True,
-                )
-                for side in pin_sides(memory_filter)
+        asks = []
+        for shard, scope in self._scopes(namespaces):
+            wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
+            requests = [
+                qe.QueryRequest(limit=limit, query=newest_first, filter=where, with_payload=True)
+                for where in wheres
             ]
+            asks.append((shard, requests))
+        answers = await self._store.calls.here(search_passes.asked, asks) if asks else []
+        parts = [[m for p in points if (m := parsed_memory(p)) is not None] for points in answers]
+        return _merged(parts, limit, merge_listed)
 
-        parts = [
-            [memory for p in points if (memory := parsed_memory(p)) is not None]
-            for points in await self._read(namespaces, build)
-        ]
-        if len(parts) == 1:
-            return parts[0][:limit]
-        return merge_listed(parts, limit)
+
+def _scored(points: Iterable[Any]) -> list[ScoredMemory]:
+    return [ScoredMemory(m, p.score) for p in points if (m := parsed_memory(p)) is not None]
+
+
+def _merged(
+    parts: list[list[T]], limit: int, merge: Callable[[list[list[T]], int], list[T]]
+) -> list[T]:
+    """The parts of an answer as one: a single shard's as it ordered them, several merged."""
+    return parts[0][:limit] if len(parts) == 1 else merge(parts, limit)

@@ -21,9 +21,9 @@ from adapters.engine.engine import EDGE
 from adapters.engine.log_sync import GroupCommit
 from adapters.engine.log_sync import LogSync
 from adapters.engine.record_store import RecordStore
+from adapters.engine.search_passes import WordpieceIdf
 from adapters.engine.shard_writes import ShardWrites
 from adapters.engine.shards import ShardSet
-from adapters.engine.wordpiece_idf import WordpieceIdf
 from adapters.errors import NamespaceGone
 from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant import filters
