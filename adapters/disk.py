@@ -130,6 +130,17 @@ def sync_trees(roots: Sequence[Path]) -> None:
             fsync_path(Path(directory))
 
 
+def replace_file(path: Path, text: str, sync: Callable[[Path], None] | None = None) -> None:
+    """`path` holding `text`, whole or not at all, on disk (`sync`: `fsync_path`'s stand-in)."""
+    sync = sync or fsync_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.partial")
+    partial.write_text(text)
+    sync(partial)
+    os.replace(partial, path)
+    sync(path.parent)
+
+
 def fsync_path(path: Path, fsync: Callable[[int], None] = os.fsync) -> None:
     """`fsync` a file or a directory by its path."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

@@ -22,9 +22,6 @@ from adapters.engine.edge_reads import EdgeReads
 from adapters.engine.edge_transfer import EdgeTransfer
 from adapters.engine.edge_writes import EdgeVectorFill
 from adapters.engine.edge_writes import EdgeWrites
-from adapters.engine.engine import EDGE
-from adapters.engine.engine import edge_config
-from adapters.engine.shards import open_shard
 from adapters.engine.store import EdgeStore
 from adapters.engine.upkeep import EdgeChecks
 from adapters.engine.upkeep import EdgeStoreSize
@@ -38,8 +35,6 @@ from adapters.store_options import WRITE_DEADLINE_S
 from adapters.values import Durability
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
-
-__all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
 
 # How often the janitor compares the records with the engine (integrity.py).
 VERIFY_EVERY_S = 600.0

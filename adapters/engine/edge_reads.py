@@ -46,7 +46,9 @@ class EdgeReads:
 
     def __init__(self, store: EdgeStore) -> None:
         self._store = store
-        self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
+        self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(
+            lambda items: store.calls.here(self._retrieve_many, items)
+        )
 
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         """One lookup (batched with concurrent ones): the payload and the dense vector."""
@@ -73,39 +75,23 @@ class EdgeReads:
                 " store's files); see docs/repair.md#memories-lost-from-the-stores-files",
                 tuple(short),
             )
-        grouped: dict[int, list[tuple[str, str]]] = {}
-        for name in dict.fromkeys(namespaces):
-            if name in live:
-                grouped.setdefault(self._store.shards.index_of(name), []).append(
-                    (name, live[name].epoch)
-                )
+        asked = [name for name in dict.fromkeys(namespaces) if name in live]
         return [
-            (
-                self._store.shards.of(found[0][0]),
-                Scope(tuple(n for n, _ in found), tuple(e for _, e in found)),
-            )
-            for found in grouped.values()
+            (shard, Scope(tuple(names), tuple(live[name].epoch for name in names)))
+            for shard, names in self._store.shards.grouped(asked, str)
         ]
 
     def retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None:
         """The point of `memory_id` in that incarnation of its namespace, or None."""
         return self._retrieve_many([(live, memory_id)])[0]
 
-    async def _find(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
-        return await self._store.calls.here(self._retrieve_many, items)
-
     def _retrieve_many(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
         """`retrieve` for many (namespace incarnation, id) pairs: one call per shard."""
         ids = [point_id(live.record.name, memory_id) for live, memory_id in items]
-        wanted: dict[int, tuple[str, list[str]]] = {}
-        for (live, _), key in zip(items, ids, strict=True):
-            name = live.record.name
-            wanted.setdefault(self._store.shards.index_of(name), (name, []))[1].append(key)
+        names = {key: live.record.name for key, (live, _) in zip(ids, items, strict=True)}
         by_id: dict[str, Any] = {}
-        for name, keys in wanted.values():
-            found = self._store.shards.of(name).retrieve(
-                list(dict.fromkeys(keys)), with_payload=True, with_vector=[DENSE_VECTOR]
-            )
+        for shard, keys in self._store.shards.grouped(names, names.__getitem__):
+            found = shard.retrieve(keys, with_payload=True, with_vector=[DENSE_VECTOR])
             by_id.update((str(point.id), point) for point in found)
         points = [by_id.get(key) for key in ids]
         return [

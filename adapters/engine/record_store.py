@@ -54,10 +54,6 @@ class RecordStore:
             self._path, RECORDS_SCHEMA, "namespaces", synced=self._synced, what="namespace records"
         )
         self.started_empty |= aside is not None
-        self._load(db)
-        self._db = db
-
-    def _load(self, db: sqlite3.Connection) -> None:
         for name, epoch, text in db.execute("SELECT name, epoch, record FROM namespaces"):
             try:
                 self.live[name] = LiveNamespace(namespace_from_json(text), epoch)
@@ -69,6 +65,7 @@ class RecordStore:
         self.count_store.open({epoch: (n, name) for epoch, n, name in db.execute(earlier)})
         self.lost_shards = {int(i) for (i,) in db.execute("SELECT shard FROM lost_shards")}
         self.rebuilt = dict(db.execute("SELECT name, epoch FROM rebuilt"))
+        self._db = db
 
     def close(self) -> None:
         with self._lock:

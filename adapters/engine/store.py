@@ -87,10 +87,6 @@ class EdgeStore:
         """Around a write to the engine: between syncs (`GroupCommit.writing`)."""
         return self.commit.writing()
 
-    def stalled(self) -> bool:
-        """The disk has stopped answering its syncs: the janitor leaves the engine alone."""
-        return self.commit.watch.stalled()
-
     def update(self, shard: Any, operation: Any) -> None:
         self.admit()
         self.log_sync.mark(self.shards.path_of(shard))  # before: a sync under way takes it
@@ -161,11 +157,7 @@ class EdgeStore:
     def counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
         """Upsert (one call per shard), then count the memories new to their incarnation:
         a count goes up only once the engine has them (record_store.py)."""
-        by_shard: dict[int, list[tuple[Any, str, str]]] = {}
-        for item in points:
-            by_shard.setdefault(self.shards.index_of(item[1]), []).append(item)
-        for items in by_shard.values():
-            shard = self.shards.of(items[0][1])
+        for shard, items in self.shards.grouped(points, lambda point: point[1]):
             ids = list(dict.fromkeys(str(point.id) for point, _, _ in items))
             held = {
                 str(found.id): found.payload.get(FIELD_EPOCH)

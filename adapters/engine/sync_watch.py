@@ -42,13 +42,10 @@ class SyncWatch:
 
     @contextmanager
     def timed(self) -> Iterator[None]:
-        """Time the sync the block runs (`took`), if it completes."""
+        """Time the sync (one that writes something) the block runs, if it completes."""
         started = self.clock()
         yield
-        self.took(self.clock() - started)
-
-    def took(self, seconds: float) -> None:
-        """One sync that wrote something took `seconds`."""
+        seconds = self.clock() - started
         for index, bound in enumerate(SYNC_BUCKETS):
             self._buckets[index] += seconds <= bound
         self._buckets[-1] += 1

@@ -62,7 +62,7 @@ class EdgeUpkeep:
         """Reopen the first shard due, here on the event loop, if nothing is in flight, the
         engine has been quiet for QUIET_S and the disk answers; whether one was."""
         store, calls = self._store, self._store.calls
-        if not calls.alone() or calls.idle_for() < QUIET_S or store.stalled():
+        if not calls.alone() or calls.idle_for() < QUIET_S or store.commit.watch.stalled():
             return False
         for index, shard in enumerate(store.shards.shards):
             writes = store.writes.since_open(shard)
@@ -103,7 +103,7 @@ class EdgeUpkeep:
         """Vacuum, flush and reopen what is due; nothing while the disk has stalled: the
         engine holds the GIL through a flush, and would stop the worker until it answered."""
         calls = self._store.calls
-        if self._store.stalled():
+        if self._store.commit.watch.stalled():
             return
         if self._store.writes.changes >= OPTIMIZE_AFTER_CHANGES:
             await calls.worker(self.vacuum_one, background=True)
