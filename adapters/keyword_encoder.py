@@ -18,10 +18,8 @@ K1 = 1.2
 B = 0.75
 AVG_LEN = 256.0
 LANGUAGE = "english"
-# Tokenising runs on the event loop at a cost linear in the text, so a content of the
-# contract's maximum size would hold up every request meanwhile. Its first 32 KiB are
-# indexed (the whole content is still stored and returned), as the model reads only
-# its beginning.
+# Tokenising runs on the event loop at a cost linear in the text: only a content's first
+# 32 KiB are indexed (the whole is stored and returned), as the model reads only its beginning.
 MAX_KEYWORD_CHARS = 32_768
 
 

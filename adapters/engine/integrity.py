@@ -88,10 +88,8 @@ def _incarnation(epoch: str) -> Any:
 
 
 def _owner(shard: Any, epoch: str) -> tuple[str, datetime] | None:
-    """The namespace name of an incarnation and the time of its oldest memory.
-
-    From the payload indexes alone, never the payload pages: a garbled page must
-    not stop the records of the namespaces around it from being rebuilt."""
+    """The namespace name of an incarnation and the time of its oldest memory, from the payload
+    indexes alone: a garbled payload page must not stop the records around it being rebuilt."""
     where = _incarnation(epoch)
     names = shard.facet(qe.FacetRequest(FIELD_NAMESPACE, limit=2, exact=True, filter=where)).hits
     if len(names) != 1:  # none, or an epoch shared by two names (a hand edit): not guessed

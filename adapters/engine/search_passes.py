@@ -90,14 +90,12 @@ def admitted(points: list[Any], scope: Scope, memory_filter: MemoryFilter) -> bo
 def lean_search(
     scoped: list[tuple[Any, Scope]], query: SearchQuery, memory_filter: MemoryFilter, limit: int
 ) -> list[list[Any]]:
-    """Per shard, its points for `query`: the pinned side's, then the unpinned side's.
-
-    The unpinned side is every memory of the incarnations asked for (an incarnation token
-    is unique to one namespace) at the same limit, less the pinned: with P < `limit`
-    pinned, the `limit` - P best unpinned are among those; asked again with its full filter
-    where that answered a memory the filter would not admit. Caveat: the fused plan's
-    candidate lists (`ranking.CANDIDATES`) may hold pinned or expired memories, so an
-    unpinned memory at a list's edge can drop out."""
+    """Per shard, its points for `query`: the pinned side's, then the unpinned side's, asked
+    as every memory of the incarnations asked for (a token unique to one namespace) less the
+    pinned: with P < `limit` pinned, the `limit` - P best unpinned are among those. Asked
+    again with its full filter where that answered a memory the filter would not admit.
+    Caveat: the fused plan's candidate lists (`ranking.CANDIDATES`) may hold pinned or
+    expired memories, so an unpinned memory at a list's edge can drop out."""
     pinned_side, unpinned_side = pin_sides(memory_filter)
     answers = []
     for shard, scope in scoped:

@@ -13,6 +13,7 @@ import shutil
 import threading
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from typing import TypeVar
@@ -240,12 +241,16 @@ class ShardSet:
             raise StorageFull(self.waiting_for_room[index])
         raise BackendUnavailable("the embedded store is closed")
 
-    def grouped(self, items: Iterable[T], name: Callable[[T], str]) -> list[tuple[Any, list[T]]]:
-        """`items` by the shard of their namespace (`name`), each shard once; raises as `of`."""
+    def grouped(
+        self, items: Iterable[T], name: Callable[[T], str]
+    ) -> Iterator[tuple[Any, list[T]]]:
+        """`items` by the shard of their namespace (`name`), each shard once, in turn; raises
+        as `of` when it comes to one that does not serve."""
         groups: dict[int, list[T]] = {}
         for item in items:
             groups.setdefault(self.index_of(name(item)), []).append(item)
-        return [(self.of(name(found[0])), found) for found in groups.values()]
+        for found in groups.values():
+            yield self.of(name(found[0])), found
 
     def path_of(self, shard: Any) -> Path:
         """The directory of `shard`, one of the open shards."""

@@ -113,13 +113,10 @@ class EdgeStore:
         return func(*args)
 
     async def purge(self, name: str, epoch: str) -> None:
-        """Remove an incarnation's memories from disk, then forget the purge (two steps).
-
-        The purge is forgotten only once the delete is synced, whatever the durability:
-        a delete lost to a power cut with its purge forgotten would bring the namespace
-        back, rebuilt from its memories (integrity.py). By name and epoch together: an
-        epoch alone, copied into another namespace's damaged record, would purge that
-        namespace too."""
+        """Remove an incarnation's memories from disk, then, once the delete is synced whatever
+        the durability, forget the purge: a delete lost to a power cut with its purge forgotten
+        would bring the namespace back, rebuilt from its memories (integrity.py). By name and
+        epoch: an epoch copied into another namespace's damaged record would purge that too."""
         async with self.writing():
             await self.calls.worker(self.delete_incarnation, name, epoch)
         await self.commit.durable(always=True)
@@ -133,11 +130,9 @@ class EdgeStore:
         return live.epoch
 
     async def confirm_live(self, name: str, epoch: str) -> None:
-        """Raise `NamespaceGone` if `name` is no longer the incarnation `epoch` after a write.
-
-        The namespace was deleted (maybe re-created) while the write ran, and its purge may
-        already have run: the write belongs to a dead incarnation. Purge again rather than
-        leave an orphan no read can see."""
+        """Raise `NamespaceGone` if `name` is no longer the incarnation `epoch` after a write:
+        deleted (maybe re-created) while the write ran, its purge maybe done. Purge again rather
+        than leave an orphan no read can see."""
         current = self.records.live.get(name)
         if current is None or current.epoch != epoch:
             await self.purge(name, epoch)

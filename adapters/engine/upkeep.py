@@ -1,7 +1,7 @@
 """The embedded store's upkeep beside the requests: the janitor's work and the self-checks.
 
 `EdgeUpkeep` flushes, vacuums and reopens shards at quiet moments (docs/behaviour.md); `EdgeChecks`
-keeps the last integrity report and what health says; `EdgeStoreSize` sizes the store.
+keeps the last integrity report and what health says.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 
 from adapters.disk import allocated_bytes
-from adapters.disk import free_bytes
 from adapters.engine import integrity
 from adapters.engine.edge_namespaces import LostRecords
 from adapters.engine.engine import fatal
@@ -20,7 +19,6 @@ from adapters.engine.integrity import IntegrityReport
 from adapters.engine.integrity import some
 from adapters.engine.shard_writes import Upkeep
 from adapters.engine.store import EdgeStore
-from adapters.values import StoreSize
 
 # Vacuum once this many points were replaced or deleted since the last time.
 OPTIMIZE_AFTER_CHANGES = 20_000
@@ -84,10 +82,8 @@ class EdgeUpkeep:
         return False
 
     def reopen(self, index: int) -> bool:
-        """Load shard `index` again from its files; whether it was.
-
-        The reopen flushes it, and a vacuum still due stays due. Whatever the outcome,
-        its writes count from zero again: a reopen that failed is not retried at once."""
+        """Load shard `index` again from its files (flushed; a vacuum due stays due); whether it
+        was. Its writes count from zero again whatever the outcome: a failed one waits."""
         shards, writes = self._store.shards, self._store.writes
         old = shards.shards[index]
         if old is None:
@@ -207,20 +203,3 @@ class EdgeChecks:
         names = records.accept_rebuilt() + [s.name for s in self.report.shortfalls]
         self.run()
         return sorted(set(names))
-
-
-class EdgeStoreSize:
-    """The `store_size` part of `QdrantEdgeBackend`."""
-
-    def __init__(self, store: EdgeStore) -> None:
-        self._store = store
-
-    async def measure(self) -> StoreSize:
-        return await self._store.calls.worker(self._measure, background=True)
-
-    def _measure(self) -> StoreSize:
-        records = self._store.records  # lock-free: dictionaries copied whole
-        live, counts = list(records.live.values()), dict(records.count_store.counts)
-        namespaces, memories = len(live), sum(counts.get(n.epoch, 0) for n in live)
-        root = self._store.root
-        return StoreSize(namespaces, memories, allocated_bytes(root), free_bytes(root))

@@ -65,11 +65,6 @@ def written_with(data_dir: Path) -> int | None:
     return counts.pop() if counts else None
 
 
-def _tree(workers: int) -> str:
-    """The top directory, under the data directory, of a store of `workers` parts."""
-    return STORE_DIR if workers == 1 else WORKERS_DIR
-
-
 def unfinished(data_dir: Path) -> tuple[int, int] | None:
     """The counts (from, to) of a move a start did not finish; None when there is none."""
     journal = data_dir / JOURNAL
@@ -218,7 +213,7 @@ def _move_shards(data_dir: Path, written: int, asked: int) -> None:
 def _swap(data_dir: Path, written: int, asked: int) -> None:
     """The old tree aside, then the staging tree in its place (each a rename; after a cut,
     the one not done yet)."""
-    old, new = _tree(written), _tree(asked)
+    old, new = (STORE_DIR if workers == 1 else WORKERS_DIR for workers in (written, asked))
     staged = data_dir / STAGING / new
     if not staged.exists():
         return  # swapped before a cut
