@@ -8,31 +8,41 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
 
 from adapters.errors import StorageFull
 
+log = logging.getLogger(__name__)
 MIB = 1024 * 1024
 DEFAULT_HEADROOM_BYTES = 128 * MIB
 
 
-def sparse_bytes(root: Path) -> int:
-    """Bytes of `root`'s files not yet backed by disk blocks (pages a write may still claim)."""
-    total = 0
+def _file_stats(root: Path) -> Iterator[os.stat_result]:
     for directory, _, files in os.walk(root):
         for name in files:
             try:
                 info = os.stat(os.path.join(directory, name))
             except FileNotFoundError:  # removed by the engine meanwhile
                 continue
-            total += max(0, info.st_size - info.st_blocks * 512)
-    return total
+            yield info
+
+
+def sparse_bytes(root: Path) -> int:
+    """Bytes of `root`'s files not yet backed by disk blocks (pages a write may still claim)."""
+    return sum(max(0, info.st_size - info.st_blocks * 512) for info in _file_stats(root))
+
+
+def allocated_bytes(root: Path) -> int:
+    """Bytes `root`'s files occupy on disk (what a rewrite of them needs again)."""
+    return sum(info.st_blocks * 512 for info in _file_stats(root))
 
 
 def free_bytes(path: Path) -> int:
@@ -84,18 +94,6 @@ class DiskGuard:
             self.check()
 
 
-def allocated_bytes(root: Path) -> int:
-    """Bytes `root`'s files occupy on disk (what a rewrite of them needs again)."""
-    total = 0
-    for directory, _, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(directory, name)).st_blocks * 512
-            except FileNotFoundError:
-                continue
-    return total
-
-
 def sparse_copy(source: str, target: str) -> None:
     """Copy a file's data and leave its holes holes (`shutil.copytree`'s `copy_function`)."""
     with open(source, "rb") as reader, open(target, "wb") as writer:
@@ -132,6 +130,17 @@ def sync_trees(roots: Sequence[Path]) -> None:
             fsync_path(Path(directory))
 
 
+def replace_file(path: Path, text: str, sync: Callable[[Path], None] | None = None) -> None:
+    """`path` holding `text`, whole or not at all, on disk (`sync`: `fsync_path`'s stand-in)."""
+    sync = sync or fsync_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.partial")
+    partial.write_text(text)
+    sync(partial)
+    os.replace(partial, path)
+    sync(path.parent)
+
+
 def fsync_path(path: Path, fsync: Callable[[int], None] = os.fsync) -> None:
     """`fsync` a file or a directory by its path."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -156,14 +165,20 @@ def connect(path: Path, schema: str, table: str, *, synced: bool) -> sqlite3.Con
     return db
 
 
-def move_aside(path: Path) -> Path:
-    """Rename a damaged database out of the way (its WAL and shared memory go with it);
-    where it went."""
-    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
-    path.rename(aside)
-    for suffix in ("-wal", "-shm"):
-        path.with_name(path.name + suffix).unlink(missing_ok=True)
-    return aside
+def connect_or_move_aside(
+    path: Path, schema: str, table: str, *, synced: bool, what: str
+) -> tuple[sqlite3.Connection, Path | None]:
+    """`connect`; a file that is not a database (`what`) is renamed out of the way (its WAL
+    and shared memory go with it) and a new one made. Also where the old one went, or None."""
+    try:
+        return connect(path, schema, table, synced=synced), None
+    except sqlite3.DatabaseError as error:
+        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+        path.rename(aside)
+        for suffix in ("-wal", "-shm"):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        log.error("%s unreadable (%s): moved aside to %s", what, error, aside.name)
+        return connect(path, schema, table, synced=synced), aside
 
 
 MADV_DONTNEED = 4

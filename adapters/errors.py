@@ -1,8 +1,5 @@
-"""The only exceptions an adapter lets out.
-
-Every adapter converts its SDK's exceptions into these, so the HTTP layer maps them to the
-contract's error codes without knowing which backend is configured.
-"""
+"""The only exceptions an adapter lets out: each converts its SDK's into these, which the HTTP
+layer maps to the contract's error codes without knowing the backend."""
 
 from __future__ import annotations
 
@@ -16,19 +13,13 @@ class BackendUnavailable(BackendError):
 
 
 class StorageFull(BackendUnavailable):
-    """The data volume has no room for writes; reads still work (HTTP 503).
-
-    The message says how much is free and how much writes need, never a path.
-    """
+    """The data volume has no room for writes; reads still work (HTTP 503). The message says
+    how much is free and how much writes need, never a path."""
 
 
 class StorageDamaged(BackendUnavailable):
-    """Stored data could not be read: damaged files or records (HTTP 503).
-
-    Raised for the namespace (or store) concerned only, so one damaged namespace
-    does not fail the others. The message names no file; the cause, logged by
-    the HTTP layer, does.
-    """
+    """Stored data could not be read: damaged files or records (HTTP 503), for the namespaces
+    (or store) concerned only. The message names no file; the cause, logged, does."""
 
     def __init__(self, message: str, namespaces: tuple[str, ...] = ()) -> None:
         super().__init__(message)
@@ -39,17 +30,13 @@ class StorageDamaged(BackendUnavailable):
 
 
 class BackendMisconfigured(BackendError):
-    """The backend answers, but not as configured (wrong key, index, dimension, metric).
-
-    Raised by `start()` to end start-up with one clear line; retrying cannot help.
-    """
+    """The backend answers, but not as configured (wrong key, index, dimension, metric):
+    `start()` ends start-up with one clear line; retrying cannot help."""
 
 
 class BackendRejected(BackendError):
-    """The backend refuses this input for a reason the caller can fix (HTTP 400).
-
-    Example: a memory larger than the backend's per-record limit.
-    """
+    """The backend refuses this input for a reason the caller can fix (HTTP 400), such as a
+    memory larger than its per-record limit."""
 
 
 class NamespaceGone(BackendError):
@@ -57,7 +44,5 @@ class NamespaceGone(BackendError):
 
 
 class NamespaceConflict(BackendError):
-    """Storage for a namespace is held by a different namespace name.
-
-    Only possible on a hash collision of the long-name mapping; never silently merged.
-    """
+    """Storage for a namespace is held by a different namespace name (a hash collision of
+    the long-name mapping); never silently merged."""

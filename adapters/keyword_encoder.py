@@ -18,10 +18,8 @@ K1 = 1.2
 B = 0.75
 AVG_LEN = 256.0
 LANGUAGE = "english"
-# Tokenising runs on the event loop at a cost linear in the text, so a content of the
-# contract's maximum size would hold up every request meanwhile. Its first 32 KiB are
-# indexed (the whole content is still stored and returned), as the model reads only
-# its beginning.
+# Tokenising runs on the event loop at a cost linear in the text: only a content's first
+# 32 KiB are indexed (the whole is stored and returned), as the model reads only its beginning.
 MAX_KEYWORD_CHARS = 32_768
 
 
@@ -46,12 +44,13 @@ class KeywordEncoder:
 
     def document(self, text: str) -> SparseVector:
         """The keyword vector stored with a memory whose content is `text`."""
-        return _plain(self._bm25.embed_document(text[:MAX_KEYWORD_CHARS]))
+        return plain(self._bm25.embed_document(text[:MAX_KEYWORD_CHARS]))
 
     def query(self, text: str) -> SparseVector:
         """The keyword vector of a search's query text."""
-        return _plain(self._bm25.embed_query(text[:MAX_KEYWORD_CHARS]))
+        return plain(self._bm25.embed_query(text[:MAX_KEYWORD_CHARS]))
 
 
-def _plain(vector: Any) -> SparseVector:
+def plain(vector: Any) -> SparseVector:
+    """The engine's sparse vector as a `SparseVector`."""
     return SparseVector(tuple(vector.indices), tuple(vector.values))

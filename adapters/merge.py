@@ -41,9 +41,7 @@ def merge_namespaces(
     parts: Iterable[Mapping[str, NamespaceRecord] | BaseException],
 ) -> dict[str, NamespaceRecord]:
     """The live records the parts found, as one store answers `get_namespaces`: a part's
-    `StorageDamaged` (its names unreadable) is raised only when no part found one live
-    (a 503, not an empty answer that reads as namespaces without memories); any other
-    failure is raised."""
+    `StorageDamaged` is raised only when no part found one live; any other failure is."""
     found: dict[str, NamespaceRecord] = {}
     damaged: StorageDamaged | None = None
     for part in parts:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from adapters.engine.edge_backend import edge_config
+from adapters.engine.engine import edge_config
 from benchmarks.common import machine
 from benchmarks.common import percentile
 from benchmarks.sentences import queries

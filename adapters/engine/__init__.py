@@ -1,6 +1,2 @@
-"""The embedded store as an engine worker process runs it: qdrant-edge on disk
-(`edge_backend.py`), served to the server over a socket (`engine_worker.py`).
-
-Nothing outside this folder imports it but by the name the worker is started with
-(adapters/registry.py).
-"""
+"""The embedded store, qdrant-edge on disk (`edge_backend.py`), in an engine worker process
+(`engine_worker.py`); the server names it only by its registry name (adapters/registry.py)."""

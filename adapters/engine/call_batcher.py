@@ -31,14 +31,10 @@ class CallBatcher(Generic[Item, Result]):
 
     async def submit(self, item: Item) -> Result:
         """The result for `item`, once its batch is done; raise what its batch raised."""
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
-        if self._flushing is None:
-            self._flushing = asyncio.create_task(self._flush(), name="edge calls")
-        return await future
+        return (await self.submit_all([item]))[0]
 
     async def submit_all(self, items: Sequence[Item]) -> list[Result]:
-        """The results for `items`, in order, each once its batch is done (`submit`)."""
+        """The results for `items`, in order, each once its batch is done."""
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[Result]] = [loop.create_future() for _ in items]
         self._pending.extend(zip(items, futures, strict=True))

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
-from typing import NoReturn
 from typing import TypeVar
 
 from adapters.engine.engine import fatal
@@ -58,70 +59,57 @@ class EngineCalls:
 
     async def worker(self, func: Callable[..., T], *args: Any, background: bool = False) -> T:
         """`func(*args)` on a worker thread; `background`: the janitor's, not a request's."""
-        if self._executor is None:
-            raise BackendUnavailable("embedded store is not open")
-        loop = asyncio.get_running_loop()
+        executor = _open(self._executor)
         self._in_workers += 1
-        self._in_flight += not background
         try:
-            return await loop.run_in_executor(self._executor, partial(func, *args))
-        except BaseException as error:  # a Rust panic is a BaseException
-            _raise_translated(error)
+            with self._running(counted=not background):
+                return await asyncio.get_running_loop().run_in_executor(
+                    executor, partial(func, *args)
+                )
         finally:
             self._in_workers -= 1
-            if not background:
-                self._in_flight -= 1
-                self._last_active = self.clock()
 
     async def syncing(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` on the sync thread; a request's work (it counts as in flight)."""
-        if self._syncer is None:
-            raise BackendUnavailable("embedded store is not open")
-        self._in_flight += 1
-        try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._syncer, partial(func, *args)
-            )
-        except BaseException as error:
-            _raise_translated(error)
-        finally:
-            self._in_flight -= 1
-            self._last_active = self.clock()
+        syncer = _open(self._syncer)
+        with self._running():
+            return await asyncio.get_running_loop().run_in_executor(syncer, partial(func, *args))
 
     def behind_sync(self, func: Callable[..., object], *args: Any) -> None:
         """`func(*args)` on the sync thread after what it holds, unawaited (it handles its
         own failures); the next sync, and `synced_behind`, run after it."""
-        if self._syncer is None:
-            raise BackendUnavailable("embedded store is not open")
-        self._syncer.submit(func, *args)
+        _open(self._syncer).submit(func, *args)
 
     async def synced_behind(self) -> None:
         """Once what `behind_sync` handed the sync thread has run."""
-        await self.syncing(_nothing)
+        await self.syncing(lambda: None)
 
     async def here(self, func: Callable[..., T], *args: Any) -> T:
         """`func(*args)` on the event loop when no thread's call is in flight, else `worker`."""
-        if self._executor is None:
-            raise BackendUnavailable("embedded store is not open")
+        _open(self._executor)
         if self._in_workers:
             return await self.worker(func, *args)
-        self._in_flight += 1
-        try:
+        with self._running():
             return func(*args)
+
+    @contextmanager
+    def _running(self, *, counted: bool = True) -> Iterator[None]:
+        """A call in flight (`counted`: a request's); a failure raised as callers expect it,
+        a fatal one (cancellation) as is. A Rust panic is a BaseException."""
+        self._in_flight += counted
+        try:
+            yield
         except BaseException as error:
-            _raise_translated(error)
+            if fatal(error) or (translated := translate(error)) is error:
+                raise
+            raise translated from error
         finally:
-            self._in_flight -= 1
-            self._last_active = self.clock()
+            if counted:
+                self._in_flight -= 1
+                self._last_active = self.clock()
 
 
-def _nothing() -> None:
-    pass
-
-
-def _raise_translated(error: BaseException) -> NoReturn:
-    """Raise what callers expect for a failed call; a fatal error (cancellation) as is."""
-    translated = error if fatal(error) else translate(error)
-    if translated is error:
-        raise error
-    raise translated from error
+def _open(executor: ThreadPoolExecutor | None) -> ThreadPoolExecutor:
+    if executor is None:
+        raise BackendUnavailable("embedded store is not open")
+    return executor

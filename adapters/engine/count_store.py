@@ -6,7 +6,6 @@ other's loss; integrity.py checks them. Methods block: call them from worker thr
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from collections import Counter
@@ -14,11 +13,8 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapters.disk import connect
-from adapters.disk import move_aside
+from adapters.disk import connect_or_move_aside
 from adapters.store_files import COUNTS_SCHEMA
-
-log = logging.getLogger(__name__)
 
 
 class CountStore:
@@ -36,13 +32,10 @@ class CountStore:
     def open(self, earlier: Mapping[str, tuple[int, str]]) -> None:
         """Load the counts; a new file starts from `earlier`: epoch -> (memories, name)."""
         new = not self._path.exists() or self._path.stat().st_size == 0
-        try:
-            db = connect(self._path, COUNTS_SCHEMA, "counts", synced=False)  # synced per commit
-        except sqlite3.DatabaseError as error:
-            aside = move_aside(self._path)
-            log.error("memory counts unreadable (%s): moved aside to %s", error, aside.name)
-            db, new = connect(self._path, COUNTS_SCHEMA, "counts", synced=False), False
-        self._db = db
+        db, aside = connect_or_move_aside(  # synced per commit
+            self._path, COUNTS_SCHEMA, "counts", synced=False, what="memory counts"
+        )
+        self._db, new = db, new and aside is None
         for epoch, memories, name in db.execute("SELECT epoch, memories, name FROM counts"):
             self.counts[epoch], self.names[epoch] = memories, name
         if new and earlier and not self.counts:

@@ -17,17 +17,15 @@ from pathlib import Path
 from adapters.base import AnsweredBy
 from adapters.base import VectorBackend
 from adapters.disk import DEFAULT_HEADROOM_BYTES
+from adapters.disk import allocated_bytes
+from adapters.disk import free_bytes
 from adapters.engine.edge_namespaces import EdgeNamespaces
 from adapters.engine.edge_reads import EdgeReads
 from adapters.engine.edge_transfer import EdgeTransfer
 from adapters.engine.edge_writes import EdgeVectorFill
 from adapters.engine.edge_writes import EdgeWrites
-from adapters.engine.engine import EDGE
-from adapters.engine.engine import edge_config
-from adapters.engine.shards import open_shard
 from adapters.engine.store import EdgeStore
 from adapters.engine.upkeep import EdgeChecks
-from adapters.engine.upkeep import EdgeStoreSize
 from adapters.engine.upkeep import EdgeUpkeep
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import ranking
@@ -38,8 +36,7 @@ from adapters.store_options import WRITE_DEADLINE_S
 from adapters.values import Durability
 from adapters.values import SearchMode
 from adapters.values import StoreCondition
-
-__all__ = ["EDGE", "QdrantEdgeBackend", "edge_config", "open_shard"]
+from adapters.values import StoreSize
 
 # How often the janitor compares the records with the engine (integrity.py).
 VERIFY_EVERY_S = 600.0
@@ -99,9 +96,9 @@ class QdrantEdgeBackend(VectorBackend):
     def store_meta(self) -> EdgeStoreMeta:
         return EdgeStoreMeta(self.store)
 
-    @cached_property
-    def store_size(self) -> EdgeStoreSize:
-        return EdgeStoreSize(self.store)
+    @property
+    def store_size(self) -> EdgeStoreMeta:
+        return self.store_meta
 
     @cached_property
     def vector_fill(self) -> EdgeVectorFill:
@@ -206,7 +203,8 @@ class QdrantEdgeBackend(VectorBackend):
 
 
 class EdgeStoreMeta:
-    """Store-wide facts (the embedding fingerprint), in the records' SQLite file."""
+    """Store-wide facts: the embedding fingerprint, in the records' SQLite file (`store_meta`),
+    and the store's size (`store_size`)."""
 
     def __init__(self, store: EdgeStore) -> None:
         self._store = store
@@ -221,3 +219,13 @@ class EdgeStoreMeta:
         await self._store.calls.worker(
             self._store.guarded, self._store.records.set_meta, key, value
         )
+
+    async def measure(self) -> StoreSize:
+        return await self._store.calls.worker(self._measure, background=True)
+
+    def _measure(self) -> StoreSize:
+        records = self._store.records  # lock-free: dictionaries copied whole
+        live, counts = list(records.live.values()), dict(records.count_store.counts)
+        namespaces, memories = len(live), sum(counts.get(n.epoch, 0) for n in live)
+        root = self._store.root
+        return StoreSize(namespaces, memories, allocated_bytes(root), free_bytes(root))

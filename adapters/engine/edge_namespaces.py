@@ -47,10 +47,8 @@ class EdgeNamespaces:
         """Finish the purges a crash interrupted, except in shards that do not serve."""
         store = self._store
         for epoch, name in list(store.records.purges.items()):
-            index = store.shards.index_of(name)
-            if index in store.shards.damaged or index in store.shards.waiting_for_room:
-                continue  # purged once its shard serves again; the rest goes on
-            await store.purge(name, epoch)
+            if store.shards.index_of(name) not in store.shards.unopened():  # else once it serves
+                await store.purge(name, epoch)
 
     async def get_namespace(self, name: str) -> NamespaceRecord | None:
         found = self._store.records.live.get(name)

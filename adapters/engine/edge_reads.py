@@ -7,9 +7,11 @@ the answers; one touching a damaged shard raises `StorageDamaged`, and the servi
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
+from typing import TypeVar
 
 import qdrant_edge as qe
 
@@ -36,13 +38,17 @@ from adapters.values import ScoredMemory
 from adapters.values import SearchQuery
 from adapters.values import StoredMemory
 
+T = TypeVar("T")
+
 
 class EdgeReads:
     """`query_memories`, `list_memories` and the batched lookups by id."""
 
     def __init__(self, store: EdgeStore) -> None:
         self._store = store
-        self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(self._find)
+        self._lookups: CallBatcher[tuple[LiveNamespace, str], Any] = CallBatcher(
+            lambda items: store.calls.here(self._retrieve_many, items)
+        )
 
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         """One lookup (batched with concurrent ones): the payload and the dense vector."""
@@ -69,54 +75,29 @@ class EdgeReads:
                 " store's files); see docs/repair.md#memories-lost-from-the-stores-files",
                 tuple(short),
             )
-        grouped: dict[int, list[tuple[str, str]]] = {}
-        for name in dict.fromkeys(namespaces):
-            if name in live:
-                grouped.setdefault(self._store.shards.index_of(name), []).append(
-                    (name, live[name].epoch)
-                )
+        asked = [name for name in dict.fromkeys(namespaces) if name in live]
         return [
-            (
-                self._store.shards.of(found[0][0]),
-                Scope(tuple(n for n, _ in found), tuple(e for _, e in found)),
-            )
-            for found in grouped.values()
+            (shard, Scope(tuple(names), tuple(live[name].epoch for name in names)))
+            for shard, names in self._store.shards.grouped(asked, str)
         ]
 
     def retrieve(self, live: LiveNamespace, memory_id: str) -> Any | None:
         """The point of `memory_id` in that incarnation of its namespace, or None."""
         return self._retrieve_many([(live, memory_id)])[0]
 
-    async def _find(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
-        return await self._store.calls.here(self._retrieve_many, items)
-
     def _retrieve_many(self, items: list[tuple[LiveNamespace, str]]) -> list[Any]:
         """`retrieve` for many (namespace incarnation, id) pairs: one call per shard."""
         ids = [point_id(live.record.name, memory_id) for live, memory_id in items]
-        wanted: dict[int, tuple[str, list[str]]] = {}
-        for (live, _), key in zip(items, ids, strict=True):
-            name = live.record.name
-            wanted.setdefault(self._store.shards.index_of(name), (name, []))[1].append(key)
+        names = {key: live.record.name for key, (live, _) in zip(ids, items, strict=True)}
         by_id: dict[str, Any] = {}
-        for name, keys in wanted.values():
-            found = self._store.shards.of(name).retrieve(
-                list(dict.fromkeys(keys)), with_payload=True, with_vector=[DENSE_VECTOR]
-            )
+        for shard, keys in self._store.shards.grouped(names, names.__getitem__):
+            found = shard.retrieve(keys, with_payload=True, with_vector=[DENSE_VECTOR])
             by_id.update((str(point.id), point) for point in found)
         points = [by_id.get(key) for key in ids]
         return [
             point if point is not None and point.payload.get(FIELD_EPOCH) == live.epoch else None
             for point, (live, _) in zip(points, items, strict=True)
         ]
-
-    async def _read(
-        self, namespaces: Sequence[str], build: Callable[[Scope], list[Any]]
-    ) -> list[list[Any]]:
-        scopes = self._scopes(namespaces)
-        if not scopes:
-            return []
-        asks = [(shard, build(scope)) for shard, scope in scopes]
-        return await self._store.calls.here(search_passes.asked, asks)
 
     async def query_memories(
         self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
@@ -126,42 +107,38 @@ class EdgeReads:
             return []
         if query.keywords is None and query.text is not None:  # the store makes them
             query = replace(query, keywords=self._store.keywords.query(query.text))
-        calls = self._store.calls
-        if query.tokens:  # MaxSim asked by id
+        calls, idf = self._store.calls, self._store.idf
+        if query.tokens:  # MaxSim asked by id; equal scores ordered as across shards
             ranked = await calls.here(
-                search_passes.reranked_search, scoped, query, memory_filter, limit, self._store.idf
+                search_passes.reranked_search, scoped, query, memory_filter, limit, idf
             )
-            found = [ScoredMemory(m, p.score) for p in ranked if (m := parsed_memory(p))]
-            return merge_scored([found], limit)  # equal scores ordered as across shards
+            return merge_scored([_scored(ranked)], limit)
         answers = await calls.here(search_passes.fused_search, scoped, query, memory_filter, limit)
-        parts = [
-            [ScoredMemory(memory, p.score) for p in points if (memory := parsed_memory(p))]
-            for points in answers
-        ]
-        if len(parts) == 1:  # one shard has already ordered them
-            return parts[0][:limit]
-        return merge_scored(parts, limit)
+        return _merged([_scored(points) for points in answers], limit, merge_scored)
 
     async def list_memories(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
         newest_first = qe.OrderBy(FIELD_CREATED_US, direction=qe.Direction.Desc)
-
-        def build(scope: Scope) -> list[Any]:
-            return [
-                qe.QueryRequest(
-                    limit=limit,
-                    query=newest_first,
-                    filter=filters.memories(EDGE, side, scope),
-                    with_payload=True,
-                )
-                for side in pin_sides(memory_filter)
+        asks = []
+        for shard, scope in self._scopes(namespaces):
+            wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
+            requests = [
+                qe.QueryRequest(limit=limit, query=newest_first, filter=where, with_payload=True)
+                for where in wheres
             ]
+            asks.append((shard, requests))
+        answers = await self._store.calls.here(search_passes.asked, asks) if asks else []
+        parts = [[m for p in points if (m := parsed_memory(p)) is not None] for points in answers]
+        return _merged(parts, limit, merge_listed)
 
-        parts = [
-            [memory for p in points if (memory := parsed_memory(p)) is not None]
-            for points in await self._read(namespaces, build)
-        ]
-        if len(parts) == 1:
-            return parts[0][:limit]
-        return merge_listed(parts, limit)
+
+def _scored(points: Iterable[Any]) -> list[ScoredMemory]:
+    return [ScoredMemory(m, p.score) for p in points if (m := parsed_memory(p)) is not None]
+
+
+def _merged(
+    parts: list[list[T]], limit: int, merge: Callable[[list[list[T]], int], list[T]]
+) -> list[T]:
+    """The parts of an answer as one: a single shard's as it ordered them, several merged."""
+    return parts[0][:limit] if len(parts) == 1 else merge(parts, limit)

@@ -47,11 +47,14 @@ class EdgeTransfer:
             return
         scope = Scope((namespace,), (live.epoch,))
         wanted = filters.memories(EDGE, MemoryFilter(now=now), scope)
+        dense = [DENSE_VECTOR] if with_vectors else False  # not the token vectors
         offset: Any = None
         while True:
-            page, offset = await self._store.calls.worker(
-                self._scroll, namespace, wanted, offset, page_size, with_vectors
+            request = qe.ScrollRequest(
+                offset=offset, limit=page_size, filter=wanted, with_payload=True, with_vector=dense
             )
+            shard = self._store.shards.of(namespace)
+            page, offset = await self._store.calls.worker(shard.scroll, request)
             current = self._store.records.live.get(namespace)
             if current is None or current.epoch != live.epoch:
                 return
@@ -64,19 +67,6 @@ class EdgeTransfer:
                 yield found
             if offset is None:
                 return
-
-    def _scroll(
-        self, namespace: str, wanted: Any, offset: Any, limit: int, with_vectors: bool
-    ) -> tuple[list[Any], Any]:
-        request = qe.ScrollRequest(
-            offset=offset,
-            limit=limit,
-            filter=wanted,
-            with_payload=True,
-            with_vector=[DENSE_VECTOR] if with_vectors else False,  # not the token vectors
-        )
-        page, next_offset = self._store.shards.of(namespace).scroll(request)
-        return list(page), next_offset
 
     async def upsert_memories(
         self, memories: Sequence[StoredMemory], keywords: Sequence[SparseVector] | None = None

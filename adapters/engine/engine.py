@@ -1,8 +1,4 @@
-"""qdrant-edge's shard: how it is configured, opened, and spoken to (filters, errors).
-
-Kept apart from the adapter (edge_backend.py) so that the adapter reads as namespace
-and memory semantics only.
-"""
+"""qdrant-edge's shard: how it is configured, and spoken to (filters, ranking, vectors, errors)."""
 
 from __future__ import annotations
 
@@ -69,10 +65,8 @@ EDGE = EdgeDialect()
 
 class EdgeRanking:
     """qdrant-edge's spelling of a search (adapters/qdrant/ranking.py). Dense stages are
-    exact: indexing is off (edge_backend.py), and the tenant index bounds what they read.
-
-    `with_payload` False: answer with ids and scores only (keyword feedback's first
-    pass: edge/search_passes.py); a list of fields: with those alone (`lean_search`)."""
+    exact: indexing is off, and the tenant index bounds what they read. `with_payload`:
+    False for ids and scores only, a list of fields for those alone (search_passes.py)."""
 
     _EXACT = qe.SearchParams(exact=True)
 
@@ -153,16 +147,14 @@ def dense_vector(point: Any) -> list[float]:
 
 
 def coded_token_query(coded: token_codes.CodedQuery) -> Any:
-    """MaxSim over the stored token codes; its scores are in the codes' units, which
-    `coded.max_sim` reads back."""
+    """MaxSim over the stored token codes (scores in the codes' units: `coded.max_sim`)."""
     return qe.Query.Nearest(coded.rows, using=TOKEN_CODES_VECTOR)
 
 
 def point_vectors(
     dense: Sequence[float], keywords: SparseVector | None, tokens: TokenVectors | None = None
 ) -> Any:
-    """A point's vectors: the unnamed dense one and, when computed, the keyword vector and
-    the token vectors with their wordpieces."""
+    """A point's vectors: the dense one and, when computed, its keyword and token vectors."""
     if keywords is None and tokens is None:
         return list(dense)
     vectors: dict[str, Any] = {DENSE_VECTOR: list(dense)}
@@ -188,23 +180,31 @@ def fill_vectors(vector: FillVector) -> dict[str, Any]:
     return token_vectors(vector)
 
 
-def idf_requests(ids: Sequence[int]) -> list[Any]:
-    """One request per wordpiece id: its best holder's score, which is the id's IDF in the
-    shard (a stored 1.0 times IDF); no answer where no memory holds it."""
+def idf_requests(
+    ids: Sequence[int], using: str = WORDPIECES_VECTOR, limit: int = 1, where: Any = None
+) -> list[Any]:
+    """One request per term id of the sparse vector `using`: its best `limit` holders (of
+    those `where` admits), each scored its stored weight times the id's IDF in the shard;
+    by default the id's IDF (a wordpiece is stored as 1.0). No answer where none holds it."""
     return [
         qe.QueryRequest(
-            limit=1,
-            query=qe.Query.Nearest(qe.SparseVector([piece], [1.0]), using=WORDPIECES_VECTOR),
+            limit=limit,
+            query=qe.Query.Nearest(qe.SparseVector([term], [1.0]), using=using),
+            filter=where,
             with_payload=False,
         )
-        for piece in ids
+        for term in ids
     ]
 
 
+def among(ids: Sequence[Any]) -> Any:
+    """The filter of the points `ids`."""
+    return qe.Filter(must=[qe.HasIdCondition(set(ids))])
+
+
 def edge_config(dimension: int, token_dimension: int | None = None) -> Any:
-    """Cosine, one search thread per query, HNSW indexing off (see the module docstring);
-    keyword vectors and wordpieces with the engine's IDF; token vectors of `token_dimension`
-    (None: `dimension`; `token_params`)."""
+    """Cosine, one search thread per query, HNSW indexing off; keyword vectors and wordpieces
+    with the engine's IDF; token vectors of `token_dimension` (None: `dimension`)."""
     return qe.EdgeConfig(
         vectors={
             DENSE_VECTOR: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
@@ -219,20 +219,13 @@ def edge_config(dimension: int, token_dimension: int | None = None) -> Any:
 _KEYWORD_PARAMS = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
 
 
-def add_idf_vector(shard: Any, name: str) -> None:
-    """Give the shard the sparse vector `name` with the engine's IDF (`_KEYWORD_PARAMS`);
-    a no-op when it has it."""
-    shard.update(qe.UpdateOperation.create_sparse_vector(name, modifier=qe.Modifier.Idf))
-
-
 _MAX_SIM = qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
 # Token vectors are only ever read to rescore a few candidates: no index of their own.
 _NO_INDEX = qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10000)
 
 
 def token_params(dimension: int) -> Any:
-    """The multivector of token vectors, coded as bytes (adapters/qdrant/token_codes.py):
-    MaxSim over dot products, no index, on disk."""
+    """Token vectors coded as bytes (adapters/qdrant/token_codes.py): MaxSim, no index, on disk."""
     return qe.EdgeVectorParams(
         size=token_codes.code_dimension(dimension),
         distance=qe.Distance.Dot,
@@ -245,18 +238,15 @@ def token_params(dimension: int) -> Any:
 
 def add_vectors(shard: Any, kind: VectorKind, dimension: int, *, reset: bool = False) -> None:
     """Give the shard its vectors of `kind` (keyword vectors; token codes of `dimension` and
-    their wordpieces); a no-op when it has them. `reset`: every keyword vector dropped first
-    (another encoder made them).
-
-    Why: a store written without them gains them in place (plugin/upgrades/vector_fill.py
-    then fills them in).
-    """
+    their wordpieces), a no-op when it has them: a store written without them gains them in
+    place, for plugin/upgrades/vector_fill.py to fill. `reset`: keyword vectors dropped first
+    (another encoder made them)."""
+    if kind is VectorKind.KEYWORDS and reset:
+        shard.update(qe.UpdateOperation.delete_vector_name(KEYWORDS_VECTOR))
+    sparse_name = KEYWORDS_VECTOR if kind is VectorKind.KEYWORDS else WORDPIECES_VECTOR
+    shard.update(qe.UpdateOperation.create_sparse_vector(sparse_name, modifier=qe.Modifier.Idf))
     if kind is VectorKind.KEYWORDS:
-        if reset:
-            shard.update(qe.UpdateOperation.delete_vector_name(KEYWORDS_VECTOR))
-        add_idf_vector(shard, KEYWORDS_VECTOR)
         return
-    add_idf_vector(shard, WORDPIECES_VECTOR)
     try:
         shard.update(
             qe.UpdateOperation.create_dense_vector(
@@ -275,8 +265,7 @@ def add_vectors(shard: Any, kind: VectorKind, dimension: int, *, reset: bool = F
 def drop_other_tokens(shard: Any, vectors: dict[str, Any], dimension: int) -> None:
     """Drop token vectors of another kind than `token_params(dimension)`'s, by the shard's
     configured `vectors`: a development build's float16 ones, or codes of another size (the
-    embedder's projection changed). `add_vectors` then adds the codes this store keeps,
-    and the fill (plugin/upgrades/vector_fill.py) gives every memory its own."""
+    embedder's projection changed); `add_vectors` adds this store's, and the fill fills them."""
     if FLOAT_TOKENS in vectors:
         shard.update(qe.UpdateOperation.delete_vector_name(FLOAT_TOKENS))
     codes = vectors.get(TOKEN_CODES_VECTOR)
@@ -288,11 +277,8 @@ def drop_other_tokens(shard: Any, vectors: dict[str, Any], dimension: int) -> No
 
 
 def translate(error: BaseException) -> BackendError:
-    """What a worker-thread failure means for callers; the message names no file.
-
-    The engine's own messages carry paths, so they stay on the exception chain
-    (logged by the HTTP layer) and never reach the wire.
-    """
+    """What a worker-thread failure means for callers. The message names no file: the
+    engine's carry paths, so they stay on the exception chain (logged by the HTTP layer)."""
     if isinstance(error, BackendError):
         return error
     text = str(error)

@@ -88,10 +88,8 @@ def _incarnation(epoch: str) -> Any:
 
 
 def _owner(shard: Any, epoch: str) -> tuple[str, datetime] | None:
-    """The namespace name of an incarnation and the time of its oldest memory.
-
-    From the payload indexes alone, never the payload pages: a garbled page must
-    not stop the records of the namespaces around it from being rebuilt."""
+    """The namespace name of an incarnation and the time of its oldest memory, from the payload
+    indexes alone: a garbled payload page must not stop the records around it being rebuilt."""
     where = _incarnation(epoch)
     names = shard.facet(qe.FacetRequest(FIELD_NAMESPACE, limit=2, exact=True, filter=where)).hits
     if len(names) != 1:  # none, or an epoch shared by two names (a hand edit): not guessed
@@ -128,11 +126,7 @@ def check(shards: ShardSet, records: RecordStore, *, at_start: bool) -> Integrit
     Namespaces of a shard that is not open are left out (they answer 503 already);
     a shard whose indexes cannot be read is taken out of service (`give_up`)."""
     report = IntegrityReport()
-    found: dict[str, int] = {}
-    holder: dict[str, int] = {}
-    for index, epochs in _counted(shards, range(len(shards.shards)), at_start):
-        found.update(epochs)
-        holder.update(dict.fromkeys(epochs, index))
+    found, holder = _counted(shards, range(len(shards.shards)), at_start)
     baseline: dict[str, int] = {}
     for name, live in sorted(records.live.items()):
         if shards.shards[shards.index_of(name)] is None:
@@ -173,31 +167,32 @@ def _from_counts(shards: ShardSet, records: RecordStore, report: IntegrityReport
 def rebuild(shards: ShardSet, records: RecordStore, indexes: list[int]) -> IntegrityReport:
     """Rebuild the lost records of shards opened late (a full volume kept them closed)."""
     report = IntegrityReport()
-    found: dict[str, int] = {}
-    holder: dict[str, int] = {}
-    for index, epochs in _counted(shards, indexes, True):
-        found.update(epochs)
-        holder.update(dict.fromkeys(epochs, index))
-    _orphans(shards, records, found, holder, report, rebuild=True)
+    _orphans(shards, records, *_counted(shards, indexes, True), report, rebuild=True)
     _log(report)
     return report
 
 
-def _counted(shards: ShardSet, indexes: Any, give_up: bool) -> list[tuple[int, dict[str, int]]]:
-    """Memories per epoch of each open shard of `indexes`; one that cannot say is given up
-    (only at start: while serving, requests may be using it, so the error goes up)."""
-    counted = []
+def _counted(
+    shards: ShardSet, indexes: Any, give_up: bool
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Memories per epoch of the open shards of `indexes`, and each epoch's shard. One that
+    cannot say is given up (only at start: while serving, requests may be using it, so the
+    error goes up)."""
+    found: dict[str, int] = {}
+    holder: dict[str, int] = {}
     for index in indexes:
-        shard = shards.shards[index]
-        if shard is None:
+        if (shard := shards.shards[index]) is None:
             continue
         try:
-            counted.append((index, engine_counts(shard)))
+            epochs = engine_counts(shard)
         except BaseException as error:
             if fatal(error) or not give_up:
                 raise
             shards.give_up(index, error)
-    return counted
+            continue
+        found.update(epochs)
+        holder.update(dict.fromkeys(epochs, index))
+    return found, holder
 
 
 def _orphans(
@@ -216,39 +211,28 @@ def _orphans(
         if shard is None:  # given up meanwhile
             continue
         try:
-            _orphan(shard, records, epoch, found[epoch], report, rebuild=rebuild)
+            owner = _owner(shard, epoch)
+            if owner is None:
+                continue
+            name, created = owner
+            memories = found[epoch]
+            if rebuild and name not in records.live and name not in records.damaged:
+                records.restore(NamespaceRecord(name, kind_of(name), created), epoch, memories)
+                report.rebuilt.append(name)
+                # The count that survived in counts.sqlite3, or what was found.
+                counted = records.count_store.counts.get(epoch, memories)
+                if memories < counted:
+                    report.shortfalls.append(Shortfall(name, counted, memories, epoch))
+                elif memories > counted:  # a crash's drift, as for a live one at start
+                    records.set_counts({epoch: memories})
+                if not readable(shard, epoch, memories):
+                    report.unreadable.append(name)
+            elif name not in report.strays:
+                report.strays.append(name)
         except BaseException as error:
             if fatal(error) or not rebuild:
                 raise
             shards.give_up(holder[epoch], error)
-
-
-def _orphan(
-    shard: Any,
-    records: RecordStore,
-    epoch: str,
-    memories: int,
-    report: IntegrityReport,
-    *,
-    rebuild: bool,
-) -> None:
-    owner = _owner(shard, epoch)
-    if owner is None:
-        return
-    name, created = owner
-    if rebuild and name not in records.live and name not in records.damaged:
-        records.restore(NamespaceRecord(name, kind_of(name), created), epoch, memories)
-        report.rebuilt.append(name)
-        # The count that survived in counts.sqlite3, or what was found.
-        counted = records.count_store.counts.get(epoch, memories)
-        if memories < counted:
-            report.shortfalls.append(Shortfall(name, counted, memories, epoch))
-        elif memories > counted:  # a crash's drift, as for a live one at start
-            records.set_counts({epoch: memories})
-        if not readable(shard, epoch, memories):
-            report.unreadable.append(name)
-    elif name not in report.strays:
-        report.strays.append(name)
 
 
 def _log(report: IntegrityReport) -> None:

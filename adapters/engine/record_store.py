@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.disk import connect
-from adapters.disk import move_aside
+from adapters.disk import connect_or_move_aside
 from adapters.engine.count_store import CountStore
 from adapters.qdrant.layout import namespace_from_json
 from adapters.qdrant.layout import namespace_to_json
@@ -44,7 +43,6 @@ class RecordStore:
         self.purges: dict[str, str] = {}
         self.damaged: dict[str, str] = {}  # records that cannot be read: name -> epoch
         self.count_store = CountStore(path.with_name(COUNTS_FILE), synced=synced)
-        self.moved_aside: Path | None = None  # where an unreadable file went at open
         self.started_empty = False  # missing, empty or moved aside at open: all records lost
         self.lost_shards: set[int] = set()
         self.rebuilt: dict[str, str] = {}  # name -> epoch
@@ -52,18 +50,10 @@ class RecordStore:
     def open(self) -> None:
         """Load every record; a file that is not a database is moved aside, not fatal."""
         self.started_empty = not self._path.exists() or self._path.stat().st_size == 0
-        try:
-            db = connect(self._path, RECORDS_SCHEMA, "namespaces", synced=self._synced)
-        except sqlite3.DatabaseError as error:
-            self.moved_aside = move_aside(self._path)
-            aside = self.moved_aside.name
-            log.error("namespace records unreadable (%s): moved aside to %s", error, aside)
-            db = connect(self._path, RECORDS_SCHEMA, "namespaces", synced=self._synced)
-            self.started_empty = True
-        self._load(db)
-        self._db = db
-
-    def _load(self, db: sqlite3.Connection) -> None:
+        db, aside = connect_or_move_aside(
+            self._path, RECORDS_SCHEMA, "namespaces", synced=self._synced, what="namespace records"
+        )
+        self.started_empty |= aside is not None
         for name, epoch, text in db.execute("SELECT name, epoch, record FROM namespaces"):
             try:
                 self.live[name] = LiveNamespace(namespace_from_json(text), epoch)
@@ -75,6 +65,7 @@ class RecordStore:
         self.count_store.open({epoch: (n, name) for epoch, n, name in db.execute(earlier)})
         self.lost_shards = {int(i) for (i,) in db.execute("SELECT shard FROM lost_shards")}
         self.rebuilt = dict(db.execute("SELECT name, epoch FROM rebuilt"))
+        self._db = db
 
     def close(self) -> None:
         with self._lock:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field
 from dataclasses import replace
 from typing import Any
 
@@ -17,8 +19,10 @@ import qdrant_edge as qe
 from adapters.engine.engine import EDGE
 from adapters.engine.engine import EDGE_RANKING
 from adapters.engine.engine import EdgeRanking
+from adapters.engine.engine import among
 from adapters.engine.engine import coded_token_query
-from adapters.engine.wordpiece_idf import WordpieceIdf
+from adapters.engine.engine import idf_requests
+from adapters.keyword_encoder import plain
 from adapters.merge import pin_sides
 from adapters.qdrant import feedback
 from adapters.qdrant import filters
@@ -32,7 +36,6 @@ from adapters.qdrant.layout import Scope
 from adapters.times import to_micros
 from adapters.values import MemoryFilter
 from adapters.values import SearchQuery
-from adapters.values import SparseVector
 from adapters.values import TokenVectors
 
 
@@ -58,15 +61,15 @@ def fused_search(
 
 
 def full_filter_requests(
-    query: SearchQuery, memory_filter: MemoryFilter, scope: Scope, limit: int
+    query: SearchQuery,
+    memory_filter: MemoryFilter,
+    scope: Scope,
+    limit: int,
+    spelling: EdgeRanking = EDGE_RANKING,
 ) -> list[Any]:
     """One shard's requests for `query`, one per pin side, each with its full filter."""
     wheres = [filters.memories(EDGE, side, scope) for side in pin_sides(memory_filter)]
-    return ranking.requests(EDGE_RANKING, query, wheres, limit)
-
-
-# What an answer asked with `filters.any_side` and ids only must carry to be checked.
-CHECKED_FIELDS = [FIELD_NAMESPACE, FIELD_EXPIRES_US, FIELD_PINNED]
+    return ranking.requests(spelling, query, wheres, limit)
 
 
 def lean_applies(memory_filter: MemoryFilter) -> bool:
@@ -74,63 +77,44 @@ def lean_applies(memory_filter: MemoryFilter) -> bool:
     return memory_filter.pinned is None and memory_filter.kinds is None
 
 
-def _lean_wheres(memory_filter: MemoryFilter, scope: Scope) -> list[Any]:
-    """The filters of a search's two requests: the pinned side's, then either side's."""
-    pinned_side, _ = pin_sides(memory_filter)
-    return [filters.memories(EDGE, pinned_side, scope), filters.any_side(EDGE, scope)]
-
-
-def unpinned(
-    either: list[Any], scope: Scope, memory_filter: MemoryFilter, exact: Callable[[Any], list[Any]]
-) -> list[Any]:
-    """The unpinned side from `either` (asked with `any_side`), or `exact(its full filter)`
-    where `either` holds a memory the full filter would not admit."""
-    if admitted(either, scope, memory_filter):
-        return [point for point in either if not point.payload.get(FIELD_PINNED)]
-    _, unpinned_side = pin_sides(memory_filter)
-    return exact(filters.memories(EDGE, unpinned_side, scope))
-
-
 def admitted(points: list[Any], scope: Scope, memory_filter: MemoryFilter) -> bool:
     """Whether the full filter of either pin side admits every one of `points`."""
     names, now_us = frozenset(scope.names), to_micros(memory_filter.now)
-    return all(_admitted(point.payload, names, now_us) for point in points)
+    return all(
+        point.payload.get(FIELD_NAMESPACE) in names
+        and ((expires_us := point.payload.get(FIELD_EXPIRES_US)) is None or expires_us > now_us)
+        for point in points
+    )
 
 
 def lean_search(
     scoped: list[tuple[Any, Scope]], query: SearchQuery, memory_filter: MemoryFilter, limit: int
 ) -> list[list[Any]]:
-    """Per shard, its points for `query`: the pinned side's, then the unpinned side's.
-
-    The unpinned side is every memory of the incarnations asked for (an incarnation token
-    is unique to one namespace) at the same limit, less the pinned: with P < `limit`
-    pinned, the `limit` - P best unpinned are among those. Caveat: the fused plan's
-    candidate lists (`ranking.CANDIDATES`) may hold pinned or expired memories, so an
-    unpinned memory at a list's edge can drop out."""
+    """Per shard, its points for `query`: the pinned side's, then the unpinned side's, asked
+    as every memory of the incarnations asked for (a token unique to one namespace) less the
+    pinned: with P < `limit` pinned, the `limit` - P best unpinned are among those. Asked
+    again with its full filter where that answered a memory the filter would not admit.
+    Caveat: the fused plan's candidate lists (`ranking.CANDIDATES`) may hold pinned or
+    expired memories, so an unpinned memory at a list's edge can drop out."""
+    pinned_side, unpinned_side = pin_sides(memory_filter)
     answers = []
     for shard, scope in scoped:
-        requests = ranking.requests(EDGE_RANKING, query, _lean_wheres(memory_filter, scope), limit)
+        wheres = [filters.memories(EDGE, pinned_side, scope), filters.any_side(EDGE, scope)]
+        requests = ranking.requests(EDGE_RANKING, query, wheres, limit)
         pinned, either = shard.query_batch(qe.QueryBatchRequest(requests))
-
-        def exact(where: Any, shard: Any = shard) -> list[Any]:
-            (request,) = ranking.requests(EDGE_RANKING, query, [where], limit)
-            found: list[Any] = shard.query(request)
-            return found
-
-        answers.append([*pinned, *unpinned(either, scope, memory_filter, exact)])
+        if admitted(either, scope, memory_filter):
+            rest = [point for point in either if not point.payload.get(FIELD_PINNED)]
+        else:
+            where = filters.memories(EDGE, unpinned_side, scope)
+            rest = shard.query(ranking.requests(EDGE_RANKING, query, [where], limit)[0])
+        answers.append([*pinned, *rest])
     return answers
 
 
-def _admitted(payload: dict[str, Any], names: frozenset[str], now_us: int) -> bool:
-    expires_us = payload.get(FIELD_EXPIRES_US)
-    unexpired = expires_us is None or expires_us > now_us
-    return unexpired and payload.get(FIELD_NAMESPACE) in names
-
-
-# The first pass: the fused plan, answered with ids and scores (and, asked by
-# incarnation alone, with what `lean_search` checks).
-FIRST_PASS = EdgeRanking(with_payload=False)
-FIRST_PASS_CHECKED = EdgeRanking(with_payload=CHECKED_FIELDS)
+# Answered with ids and scores: keyword feedback's first pass, the rerank's candidates;
+# and with what `admitted` checks, the first pass asked by incarnation alone.
+IDS_ONLY = EdgeRanking(with_payload=False)
+CHECKED = EdgeRanking(with_payload=[FIELD_NAMESPACE, FIELD_EXPIRES_US, FIELD_PINNED])
 
 
 def widened(
@@ -162,35 +146,29 @@ def _lenders(shard: Any, scope: Scope, first: SearchQuery, memory_filter: Memory
     answered a memory the full filter would not admit."""
     if lean_applies(memory_filter):
         where = filters.any_side(EDGE, scope)
-        (request,) = ranking.requests(FIRST_PASS_CHECKED, first, [where], feedback.FEEDBACK_DOCS)
+        (request,) = ranking.requests(CHECKED, first, [where], feedback.FEEDBACK_DOCS)
         found = shard.query(request)
         if admitted(found, scope, memory_filter):
             return found
     where = filters.memories(EDGE, memory_filter, scope)
-    (request,) = ranking.requests(FIRST_PASS, first, [where], feedback.FEEDBACK_DOCS)
+    (request,) = ranking.requests(IDS_ONLY, first, [where], feedback.FEEDBACK_DOCS)
     return shard.query(request)
 
 
 def idf_weighted(shard: Any, ids: list[Any]) -> dict[int, float]:
     """Each keyword term of the memories `ids` (of one shard): IDF x weight, summed over
     them; nothing for a memory without a keyword vector yet (a store being upgraded)."""
+    held = shard.retrieve(ids, with_payload=False, with_vector=[ranking.KEYWORDS_VECTOR])
     lent = [
-        vector
-        for point in shard.retrieve(ids, with_payload=False, with_vector=[ranking.KEYWORDS_VECTOR])
-        if (vector := _keywords(point)) is not None
+        plain(vector)
+        for point in held
+        if isinstance(point.vector, dict)
+        and (vector := point.vector.get(ranking.KEYWORDS_VECTOR)) is not None
     ]
     terms = sorted(feedback.term_weights(lent))
     if not terms:
         return {}
-    among = qe.Filter(must=[qe.HasIdCondition(set(ids))])
-    requests = [
-        qe.QueryRequest(
-            limit=len(ids),
-            query=qe.Query.Nearest(qe.SparseVector([term], [1.0]), using=ranking.KEYWORDS_VECTOR),
-            filter=among,
-        )
-        for term in terms
-    ]
+    requests = idf_requests(terms, ranking.KEYWORDS_VECTOR, len(ids), among(ids))
     answers = shard.query_batch(qe.QueryBatchRequest(requests))
     return {
         term: sum(point.score for point in points)
@@ -198,17 +176,36 @@ def idf_weighted(shard: Any, ids: list[Any]) -> dict[int, float]:
     }
 
 
-def _keywords(point: Any) -> SparseVector | None:
-    """A point's stored keyword vector, read with its vectors; None when it has none."""
-    vectors = point.vector
-    vector = vectors.get(ranking.KEYWORDS_VECTOR) if isinstance(vectors, dict) else None
-    if vector is None:
-        return None
-    return SparseVector(tuple(vector.indices), tuple(vector.values))
+# Each shard's IDF of the wordpieces searches ask, kept until the shard is next written: its
+# answers cannot change between two writes, so the weights stay exactly the engine's (see
+# docs/backends.md, "Weighing query tokens by rarity").
+@dataclass
+class _Known:
+    shard: Any  # the shard object itself: a reopened shard may reuse a closed one's id()
+    generation: int
+    idf: dict[int, float | None] = field(default_factory=dict)  # None: no memory holds it
 
 
-# The candidates: the fused plan, answered with ids and scores.
-CANDIDATES = EdgeRanking(with_payload=False)
+class WordpieceIdf:
+    """`of(shard, ids)`: the IDF of each of `ids` some memory of `shard` holds."""
+
+    def __init__(self, generation: Callable[[Any], int]) -> None:
+        self._generation = generation
+        self._known: dict[int, _Known] = {}
+
+    def of(self, shard: Any, ids: Sequence[int]) -> dict[int, float]:
+        generation = self._generation(shard)
+        known = self._known.get(id(shard))
+        if known is None or known.shard is not shard or known.generation != generation:
+            known = self._known[id(shard)] = _Known(shard, generation)
+        asked = [piece for piece in ids if piece not in known.idf]
+        if asked:
+            found = shard.query_batch(qe.QueryBatchRequest(idf_requests(asked)))
+            for piece, points in zip(asked, found, strict=True):
+                known.idf[piece] = points[0].score if points else None
+        return {piece: idf for piece in ids if (idf := known.idf[piece]) is not None}
+
+
 # A candidate: the index of its shard among those asked, and its point id there.
 Key = tuple[int, Any]
 
@@ -237,13 +234,10 @@ def reranked_search(
         query = widened(scoped, query, memory_filter)
     fused = replace(query, tokens=None, feedback=False)
     depth = max(limit, ranking.RERANK_DEPTH)
-    sides = pin_sides(memory_filter)
-    found: list[list[tuple[Key, float]]] = [[] for _ in sides]
+    found: list[list[tuple[Key, float]]] = [[] for _ in pin_sides(memory_filter)]
     for n, (shard, scope) in enumerate(scoped):
-        wheres = [filters.memories(EDGE, side, scope) for side in sides]
-        answers = shard.query_batch(
-            qe.QueryBatchRequest(ranking.requests(CANDIDATES, fused, wheres, depth))
-        )
+        requests = full_filter_requests(fused, memory_filter, scope, depth, IDS_ONLY)
+        answers = shard.query_batch(qe.QueryBatchRequest(requests))
         for side, points in zip(found, answers, strict=True):
             side.extend(((n, point.id), point.score) for point in points)
     # the fused ranking's best `depth` across the shards, as one shard's would be
@@ -280,15 +274,9 @@ def _max_sim(
     coded = token_codes.encoded_query(tokens)  # once, whatever the shards
     query = coded_token_query(coded)
     for n, ids in _by_shard(keys).items():
-        request = qe.QueryRequest(
-            limit=len(ids),
-            query=query,
-            filter=qe.Filter(must=[qe.HasIdCondition(set(ids))]),
-            with_payload=False,
-        )
-        scores.update(
-            ((n, point.id), coded.max_sim(point.score)) for point in scoped[n][0].query(request)
-        )
+        ask = qe.QueryRequest(limit=len(ids), query=query, filter=among(ids), with_payload=False)
+        found = scoped[n][0].query(ask)
+        scores.update(((n, point.id), coded.max_sim(point.score)) for point in found)
     return scores
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import shutil
 import threading
+from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from typing import TypeVar
 
 import qdrant_edge as qe
 
@@ -22,6 +24,7 @@ from adapters import disk
 from adapters.disk import DiskGuard
 from adapters.disk import allocated_bytes
 from adapters.disk import fsync_path
+from adapters.disk import replace_file
 from adapters.disk import sparse_copy
 from adapters.disk import sync_trees
 from adapters.engine.engine import INDEX_SCHEMAS
@@ -41,6 +44,7 @@ from adapters.store_files import shard_index
 from adapters.values import VectorKind
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CONFIG_FILE = "edge_config.json"  # the engine's own record of a shard's configuration
 # A flush drops the log's closed segments but the last; the open one and that one stay. At
@@ -51,13 +55,10 @@ WAL_OPTIONS = {"segment_capacity": WAL_SEGMENT_BYTES, "segment_queue_len": 0, "r
 
 
 def open_shard(path: Path, dimension: int, token_dimension: int | None = None) -> Any:
-    """Load the shard at `path` (or create it) with its log's segment size, its keyword
-    and token vectors (of `token_dimension`; None: `dimension`), and every payload index
-    in place.
-
-    The log's options are the engine's, but only its configuration file sets them: a new
-    shard is created from that file alone (written first), an existing one's file gains
-    them before it loads (the segments its log opens from then on are that size)."""
+    """Load the shard at `path` (or create it) with its log's segment size, its keyword and
+    token vectors (of `token_dimension`; None: `dimension`) and every payload index. Only its
+    configuration file sets the log's options: a new shard is created from that file alone,
+    an existing one's file gains them before it loads."""
     token_dimension = token_dimension or dimension
     segments = path / "segments"
     existing = segments.is_dir() and any(segments.iterdir())
@@ -66,7 +67,7 @@ def open_shard(path: Path, dimension: int, token_dimension: int | None = None) -
     if config is None and not existing:
         config = _created_config(path, dimension, token_dimension)
     if config is not None and config.get("wal_options") != WAL_OPTIONS:
-        _write_config(config_file, {**config, "wal_options": WAL_OPTIONS})
+        replace_file(config_file, json.dumps({**config, "wal_options": WAL_OPTIONS}))
     shard = qe.EdgeShard.load(str(path))
     if existing:
         drop_other_tokens(shard, (config or {}).get("vectors", {}), token_dimension)
@@ -89,16 +90,6 @@ def _created_config(path: Path, dimension: int, token_dimension: int) -> dict[st
     config: dict[str, Any] = json.loads((scratch / CONFIG_FILE).read_text())
     shutil.rmtree(scratch)
     return config
-
-
-def _write_config(config_file: Path, config: dict[str, Any]) -> None:
-    """`config` in place of `config_file`, whole or not at all, on disk."""
-    config_file.parent.mkdir(parents=True, exist_ok=True)
-    partial = config_file.with_name(f"{CONFIG_FILE}.partial")
-    partial.write_text(json.dumps(config))
-    fsync_path(partial)
-    os.replace(partial, config_file)
-    fsync_path(config_file.parent)
 
 
 class ShardSet:
@@ -139,13 +130,15 @@ class ShardSet:
             self._open_one(index)
 
     def _create_missing(self, sharded: Path) -> None:
-        """Every shard not on disk yet, as a copy of one empty shard the engine creates.
-
-        Left to `_open_one` (which creates each itself, or waits for room) when the
-        volume has no room for them."""
+        """Every shard not on disk yet, as a copy of one empty shard the engine creates; left
+        to `_open_one` (which creates each, or waits for room) when the volume has no room."""
         for leftover in sharded.glob("*.new"):  # a creation cut short
             shutil.rmtree(leftover)
-        missing = [path for path in self.paths if not _exists(path)]
+        missing = [
+            path
+            for path in self.paths
+            if not (path / "segments").is_dir() and not (path / CONFIG_FILE).is_file()
+        ]
         if not missing:
             return
         template = sharded / "template.new"
@@ -197,11 +190,9 @@ class ShardSet:
             return [i for i in list(self.waiting_for_room) if self._open_one(i) is not None]
 
     def reopen(self, index: int) -> Any | None:
-        """Close shard `index` and load it again from its files (upkeep.py says why).
-
-        The new shard, or None when it is left as it was: not open, or no room to
-        map its files again. A shard that does not load again is damaged, as at start.
-        """
+        """Close shard `index` and load it again from its files (upkeep.py says why): the new
+        shard, or None when left as it was (not open, or no room to map its files again). One
+        that does not load again is damaged, as at start."""
         with self._lock:
             shard = self.shards[index]
             if shard is None:
@@ -216,10 +207,8 @@ class ShardSet:
             return self._open_one(index)
 
     def give_up(self, index: int, error: BaseException) -> None:
-        """Take shard `index` out of service: it opened, but its indexes cannot be read.
-
-        Why: at start, a shard whose damage shows only on the first read must
-        fail alone, as one that does not open does, not stop the whole store."""
+        """Take shard `index` out of service: it opened, but its indexes cannot be read (at
+        start, it fails alone as one that does not open does, not the whole store)."""
         log.error("memory shard %02d could not be read (damaged files): %s", index, error)
         shard, self.shards[index] = self.shards[index], None
         self.damaged.add(index)
@@ -252,6 +241,17 @@ class ShardSet:
             raise StorageFull(self.waiting_for_room[index])
         raise BackendUnavailable("the embedded store is closed")
 
+    def grouped(
+        self, items: Iterable[T], name: Callable[[T], str]
+    ) -> Iterator[tuple[Any, list[T]]]:
+        """`items` by the shard of their namespace (`name`), each shard once, in turn; raises
+        as `of` when it comes to one that does not serve."""
+        groups: dict[int, list[T]] = {}
+        for item in items:
+            groups.setdefault(self.index_of(name(item)), []).append(item)
+        for found in groups.values():
+            yield self.of(name(found[0])), found
+
     def path_of(self, shard: Any) -> Path:
         """The directory of `shard`, one of the open shards."""
         for index, held in enumerate(self.shards):
@@ -279,7 +279,3 @@ class ShardSet:
                 shard.flush()
                 shard.close()
                 self.shards[index] = None
-
-
-def _exists(path: Path) -> bool:
-    return (path / "segments").is_dir() or (path / "edge_config.json").is_file()

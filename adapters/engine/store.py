@@ -21,9 +21,9 @@ from adapters.engine.engine import EDGE
 from adapters.engine.log_sync import GroupCommit
 from adapters.engine.log_sync import LogSync
 from adapters.engine.record_store import RecordStore
+from adapters.engine.search_passes import WordpieceIdf
 from adapters.engine.shard_writes import ShardWrites
 from adapters.engine.shards import ShardSet
-from adapters.engine.wordpiece_idf import WordpieceIdf
 from adapters.errors import NamespaceGone
 from adapters.keyword_encoder import KeywordEncoder
 from adapters.qdrant import filters
@@ -87,10 +87,6 @@ class EdgeStore:
         """Around a write to the engine: between syncs (`GroupCommit.writing`)."""
         return self.commit.writing()
 
-    def stalled(self) -> bool:
-        """The disk has stopped answering its syncs: the janitor leaves the engine alone."""
-        return self.commit.watch.stalled()
-
     def update(self, shard: Any, operation: Any) -> None:
         self.admit()
         self.log_sync.mark(self.shards.path_of(shard))  # before: a sync under way takes it
@@ -117,13 +113,10 @@ class EdgeStore:
         return func(*args)
 
     async def purge(self, name: str, epoch: str) -> None:
-        """Remove an incarnation's memories from disk, then forget the purge (two steps).
-
-        The purge is forgotten only once the delete is synced, whatever the durability:
-        a delete lost to a power cut with its purge forgotten would bring the namespace
-        back, rebuilt from its memories (integrity.py). By name and epoch together: an
-        epoch alone, copied into another namespace's damaged record, would purge that
-        namespace too."""
+        """Remove an incarnation's memories from disk, then, once the delete is synced whatever
+        the durability, forget the purge: a delete lost to a power cut with its purge forgotten
+        would bring the namespace back, rebuilt from its memories (integrity.py). By name and
+        epoch: an epoch copied into another namespace's damaged record would purge that too."""
         async with self.writing():
             await self.calls.worker(self.delete_incarnation, name, epoch)
         await self.commit.durable(always=True)
@@ -137,11 +130,9 @@ class EdgeStore:
         return live.epoch
 
     async def confirm_live(self, name: str, epoch: str) -> None:
-        """Raise `NamespaceGone` if `name` is no longer the incarnation `epoch` after a write.
-
-        The namespace was deleted (maybe re-created) while the write ran, and its purge may
-        already have run: the write belongs to a dead incarnation. Purge again rather than
-        leave an orphan no read can see."""
+        """Raise `NamespaceGone` if `name` is no longer the incarnation `epoch` after a write:
+        deleted (maybe re-created) while the write ran, its purge maybe done. Purge again rather
+        than leave an orphan no read can see."""
         current = self.records.live.get(name)
         if current is None or current.epoch != epoch:
             await self.purge(name, epoch)
@@ -161,11 +152,7 @@ class EdgeStore:
     def counted_upsert(self, points: list[tuple[Any, str, str]]) -> None:
         """Upsert (one call per shard), then count the memories new to their incarnation:
         a count goes up only once the engine has them (record_store.py)."""
-        by_shard: dict[int, list[tuple[Any, str, str]]] = {}
-        for item in points:
-            by_shard.setdefault(self.shards.index_of(item[1]), []).append(item)
-        for items in by_shard.values():
-            shard = self.shards.of(items[0][1])
+        for shard, items in self.shards.grouped(points, lambda point: point[1]):
             ids = list(dict.fromkeys(str(point.id) for point, _, _ in items))
             held = {
                 str(found.id): found.payload.get(FIELD_EPOCH)

@@ -21,9 +21,8 @@ from adapters.values import DiskWrites
 
 class SyncWatch:
     """The syncs as health and the metrics see them: the oldest pending, the last outcome,
-    each one's time, and the writes the disk refused.
-
-    Set on the store's event loop (the group commit's); `admit` and `refuse` from any thread."""
+    each one's time, and the writes the disk refused. Set on the store's event loop (the
+    group commit's); `admit` and `refuse` from any thread."""
 
     def __init__(self, stalled_after_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.stalled_after_s = stalled_after_s  # a sync waiting longer: the disk has stalled
@@ -42,29 +41,23 @@ class SyncWatch:
 
     @contextmanager
     def timed(self) -> Iterator[None]:
-        """Time the sync the block runs (`took`), if it completes."""
+        """Time the sync (one that writes something) the block runs, if it completes."""
         started = self.clock()
         yield
-        self.took(self.clock() - started)
-
-    def took(self, seconds: float) -> None:
-        """One sync that wrote something took `seconds`."""
+        seconds = self.clock() - started
         for index, bound in enumerate(SYNC_BUCKETS):
             self._buckets[index] += seconds <= bound
         self._buckets[-1] += 1
         self._seconds += seconds
 
     def stalled(self) -> bool:
-        """The sync under way has waited more than `stalled_after_s`: the disk has stopped
-        answering."""
+        """The sync under way has waited more than `stalled_after_s`: the disk has stalled."""
         return self.waiting_s() > self.stalled_after_s
 
     def admit(self) -> None:
-        """Refuse a write (`BackendUnavailable`, counted) while the disk has stalled.
-
-        The engine holds the GIL through a write, and a write that fills its log's segment
-        waits on the disk for the next one: on a stalled disk it would stop the engine's
-        process, reads and all, until the disk answered (docs/backends.md, "Durability")."""
+        """Refuse a write (`BackendUnavailable`, counted) while the disk has stalled: the
+        engine holds the GIL through a write, and one that fills its log's segment waits on the
+        disk for the next, stopping the process, reads and all (docs/backends.md, "Durability")."""
         if self.stalled():
             waited = self.waiting_s()
             self.refuse("disk_stalled")

@@ -1,7 +1,7 @@
 """The embedded store's upkeep beside the requests: the janitor's work and the self-checks.
 
 `EdgeUpkeep` flushes, vacuums and reopens shards at quiet moments (docs/behaviour.md); `EdgeChecks`
-keeps the last integrity report and what health says; `EdgeStoreSize` sizes the store.
+keeps the last integrity report and what health says.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 
 from adapters.disk import allocated_bytes
-from adapters.disk import free_bytes
 from adapters.engine import integrity
 from adapters.engine.edge_namespaces import LostRecords
 from adapters.engine.engine import fatal
@@ -20,7 +19,6 @@ from adapters.engine.integrity import IntegrityReport
 from adapters.engine.integrity import some
 from adapters.engine.shard_writes import Upkeep
 from adapters.engine.store import EdgeStore
-from adapters.values import StoreSize
 
 # Vacuum once this many points were replaced or deleted since the last time.
 OPTIMIZE_AFTER_CHANGES = 20_000
@@ -62,7 +60,7 @@ class EdgeUpkeep:
         """Reopen the first shard due, here on the event loop, if nothing is in flight, the
         engine has been quiet for QUIET_S and the disk answers; whether one was."""
         store, calls = self._store, self._store.calls
-        if not calls.alone() or calls.idle_for() < QUIET_S or store.stalled():
+        if not calls.alone() or calls.idle_for() < QUIET_S or store.commit.watch.stalled():
             return False
         for index, shard in enumerate(store.shards.shards):
             writes = store.writes.since_open(shard)
@@ -84,10 +82,8 @@ class EdgeUpkeep:
         return False
 
     def reopen(self, index: int) -> bool:
-        """Load shard `index` again from its files; whether it was.
-
-        The reopen flushes it, and a vacuum still due stays due. Whatever the outcome,
-        its writes count from zero again: a reopen that failed is not retried at once."""
+        """Load shard `index` again from its files (flushed; a vacuum due stays due); whether it
+        was. Its writes count from zero again whatever the outcome: a failed one waits."""
         shards, writes = self._store.shards, self._store.writes
         old = shards.shards[index]
         if old is None:
@@ -103,7 +99,7 @@ class EdgeUpkeep:
         """Vacuum, flush and reopen what is due; nothing while the disk has stalled: the
         engine holds the GIL through a flush, and would stop the worker until it answered."""
         calls = self._store.calls
-        if self._store.stalled():
+        if self._store.commit.watch.stalled():
             return
         if self._store.writes.changes >= OPTIMIZE_AFTER_CHANGES:
             await calls.worker(self.vacuum_one, background=True)
@@ -207,20 +203,3 @@ class EdgeChecks:
         names = records.accept_rebuilt() + [s.name for s in self.report.shortfalls]
         self.run()
         return sorted(set(names))
-
-
-class EdgeStoreSize:
-    """The `store_size` part of `QdrantEdgeBackend`."""
-
-    def __init__(self, store: EdgeStore) -> None:
-        self._store = store
-
-    async def measure(self) -> StoreSize:
-        return await self._store.calls.worker(self._measure, background=True)
-
-    def _measure(self) -> StoreSize:
-        records = self._store.records  # lock-free: dictionaries copied whole
-        live, counts = list(records.live.values()), dict(records.count_store.counts)
-        namespaces, memories = len(live), sum(counts.get(n.epoch, 0) for n in live)
-        root = self._store.root
-        return StoreSize(namespaces, memories, allocated_bytes(root), free_bytes(root))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -19,6 +18,7 @@ from typing import TextIO
 
 from adapters.disk import connect
 from adapters.disk import fsync_path
+from adapters.disk import replace_file
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
 from adapters.store_files import COUNTS_FILE
@@ -65,11 +65,6 @@ def written_with(data_dir: Path) -> int | None:
     return counts.pop() if counts else None
 
 
-def _tree(workers: int) -> str:
-    """The top directory, under the data directory, of a store of `workers` parts."""
-    return STORE_DIR if workers == 1 else WORKERS_DIR
-
-
 def unfinished(data_dir: Path) -> tuple[int, int] | None:
     """The counts (from, to) of a move a start did not finish; None when there is none."""
     journal = data_dir / JOURNAL
@@ -106,7 +101,7 @@ def move(data_dir: Path, written: int, asked: int) -> None:
         _tidy(data_dir)
     with _held(data_dir, written):
         if journaled is None:
-            _write_file(data_dir / JOURNAL, json.dumps({"from": written, "to": asked}))
+            replace_file(data_dir / JOURNAL, json.dumps({"from": written, "to": asked}), fsync_path)
         staging = data_dir / STAGING
         if not (staging / RECORDS_DONE).is_file():
             shutil.rmtree(staging, ignore_errors=True)
@@ -160,7 +155,7 @@ def _split_records(data_dir: Path, written: int, asked: int) -> None:
         for name in (RECORDS_FILE, COUNTS_FILE):
             fsync_path(new / name)
         _fsync_up(new, staging)
-    _write_file(staging / RECORDS_DONE, "")
+    replace_file(staging / RECORDS_DONE, "", fsync_path)
 
 
 def _copy_records(
@@ -171,17 +166,15 @@ def _copy_records(
     db.execute("ATTACH DATABASE ? AS old", (str(old),))
     try:
         db.execute("BEGIN")
-        db.execute(
-            "INSERT INTO namespaces SELECT * FROM old.namespaces WHERE part(name) = ?", (worker,)
-        )
-        db.execute("INSERT INTO purges SELECT * FROM old.purges WHERE part(name) = ?", (worker,))
+        for table in ("namespaces", "purges", "rebuilt"):  # keyed by the namespace's name
+            rows = f"INSERT INTO {table} SELECT * FROM old.{table} WHERE part(name) = ?"
+            db.execute(rows, (worker,))
         db.execute("INSERT OR IGNORE INTO meta SELECT * FROM old.meta")
         db.execute(
             "INSERT INTO counts SELECT c.* FROM old.counts c JOIN old.namespaces n USING (epoch)"
             " WHERE part(n.name) = ?",
             (worker,),
         )
-        db.execute("INSERT INTO rebuilt SELECT * FROM old.rebuilt WHERE part(name) = ?", (worker,))
         for (local,) in db.execute("SELECT shard FROM old.lost_shards").fetchall():
             shard = local * written + k
             if shard % asked == worker:
@@ -220,7 +213,7 @@ def _move_shards(data_dir: Path, written: int, asked: int) -> None:
 def _swap(data_dir: Path, written: int, asked: int) -> None:
     """The old tree aside, then the staging tree in its place (each a rename; after a cut,
     the one not done yet)."""
-    old, new = _tree(written), _tree(asked)
+    old, new = (STORE_DIR if workers == 1 else WORKERS_DIR for workers in (written, asked))
     staged = data_dir / STAGING / new
     if not staged.exists():
         return  # swapped before a cut
@@ -257,20 +250,9 @@ def _held(data_dir: Path, written: int) -> Iterator[None]:
             held.close()
 
 
-def _write_file(path: Path, text: str) -> None:
-    """`path` holding `text`, whole or not at all, on disk."""
-    partial = path.with_name(f"{path.name}.partial")
-    partial.write_text(text)
-    fsync_path(partial)
-    os.replace(partial, path)
-    fsync_path(path.parent)
-
-
 def _fsync_up(directory: Path, top: Path) -> None:
     """Each directory from `directory` up to `top`, synced (their entries on disk)."""
-    current = directory
-    while True:
+    for current in (directory, *directory.parents):
         fsync_path(current)
         if current == top:
             return
-        current = current.parent
