@@ -15,7 +15,7 @@ from typing import TypeVar
 from pinecone import AsyncIndex
 from pinecone.models.vectors.vector import Vector
 
-from adapters.pinecone.calls import call
+from adapters.pinecone.index_connection import call
 from adapters.pinecone.overlay import FreshnessOverlay
 
 T = TypeVar("T")
@@ -27,7 +27,7 @@ class Shared:
     unit_vector: list[float]  # stored with records and metadata, which have no embedding
     overlay: FreshnessOverlay
     ready: Callable[[], Awaitable[AsyncIndex]]  # the index, connected on first use
-    budget_s: float  # one call's time, retries included (calls.py)
+    budget_s: float  # one call's time, retries included (index_connection.py)
 
     def pinecone_namespace(self, name: str) -> str:
         return self.prefix + name
