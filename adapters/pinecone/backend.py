@@ -19,13 +19,13 @@ from adapters.base import VectorBackend
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.index_connection import PineconeConnection
 from adapters.pinecone.index_connection import PineconeMissing
+from adapters.pinecone.index_connection import Shared
 from adapters.pinecone.keywords import PineconeVectorFill
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.pinecone_transfer import PineconeTransfer
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.reserved_records import PineconeStoreMeta
-from adapters.pinecone.shared import Shared
 from adapters.times import to_micros
 from adapters.values import SearchMode
 from adapters.values import StoredMemory
@@ -188,7 +188,7 @@ class PineconeBackend(VectorBackend):
             )
             gone = {match.id for match in matches if match.id not in recent}
         live = self.overlay.live_memories(namespace, epoch)
-        gone |= {memory.id for memory, _ in live if memory.is_expired(now)}
+        gone |= {memory.id for memory, _, _ in live if memory.is_expired(now)}
         if not gone:
             return 0
         with contextlib.suppress(PineconeMissing):  # the namespace was deleted meanwhile

@@ -1,9 +1,10 @@
 """The Pinecone index: opened, checked at start-up, and every SDK call made within a budget.
 
-`call` retries only while the request's deadline allows (the SDK's own retries are off), and
-`translate` makes SDK exceptions `adapters.errors` types. A failed check at start-up ends the
-process with one line; an unreachable Pinecone is checked again on the next request. See
-docs/backends.md, "Pinecone" ("Start-up checks").
+Every part of the backend calls it through `Shared`. `call` retries only while the request's
+deadline allows (the SDK's own retries are off), and `translate` makes SDK exceptions
+`adapters.errors` types. A failed check at start-up ends the process with one line; an
+unreachable Pinecone is checked again on the next request. See docs/backends.md, "Pinecone"
+("Start-up checks").
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import random
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
+from dataclasses import dataclass
 from dataclasses import replace
+from typing import Any
 from typing import TypeVar
 
 from pinecone import AsyncIndex
@@ -28,11 +31,13 @@ from pinecone.errors.exceptions import PineconeConnectionError
 from pinecone.errors.exceptions import PineconeError
 from pinecone.errors.exceptions import PineconeTimeoutError
 from pinecone.errors.exceptions import UnauthorizedError
+from pinecone.models.vectors.vector import Vector
 
 from adapters.errors import BackendError
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendRejected
 from adapters.errors import BackendUnavailable
+from adapters.pinecone.overlay import FreshnessOverlay
 
 T = TypeVar("T")
 FIRST_BACKOFF_S = 0.05
@@ -235,3 +240,49 @@ def _refused(missing: str) -> Iterator[None]:
         raise BackendMisconfigured(f"{error} (check PINECONE_API_KEY)") from None
     except PineconeMissing:
         raise BackendMisconfigured(missing) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What every part of `PineconeBackend` (backend.py) is handed, and the requests they all
+    make: the namespace prefix, the placeholder vector of records, the overlay, the index
+    once connected, and the time budget of one call."""
+
+    prefix: str
+    unit_vector: list[float]  # stored with records and metadata, which have no embedding
+    overlay: FreshnessOverlay
+    ready: Callable[[], Awaitable[AsyncIndex]]  # the index, connected on first use
+    budget_s: float  # one call's time, retries included (index_connection.py)
+
+    def pinecone_namespace(self, name: str) -> str:
+        return self.prefix + name
+
+    async def call(self, operation: str, op: Callable[[AsyncIndex, float], Awaitable[T]]) -> T:
+        """`op(index, timeout_s)` on the connected index, within one call's budget."""
+        index = await self.ready()
+        return await call(operation, lambda t: op(index, t), self.budget_s)
+
+    async def fetch(self, operation: str, ids: list[str], namespace: str) -> dict[str, Vector]:
+        """The vectors of `ids` in the Pinecone namespace `namespace`, by id: one request."""
+        found = await self.call(
+            operation, lambda i, t: i.fetch(ids=ids, namespace=namespace, timeout=t)
+        )
+        return found.vectors
+
+    async def list_page(
+        self, operation: str, namespace: str, size: int, token: str | None
+    ) -> tuple[list[str], str | None]:
+        """One page of the ids in the Pinecone namespace `namespace`, and the next's token."""
+        page = await self.call(
+            operation,
+            lambda i, t: i.list_paginated(
+                namespace=namespace, limit=size, pagination_token=token, timeout=t
+            ),
+        )
+        ids = [item.id for item in page.vectors if item.id]
+        return ids, page.pagination.next if page.pagination else None
+
+    async def upsert(self, operation: str, items: list[dict[str, Any]], namespace: str) -> None:
+        await self.call(
+            operation, lambda i, t: i.upsert(vectors=items, namespace=namespace, timeout=t)
+        )

@@ -21,9 +21,9 @@ from adapters.errors import NamespaceGone
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.index_connection import PineconeConnection
 from adapters.pinecone.index_connection import PineconeMissing
+from adapters.pinecone.index_connection import Shared
 from adapters.pinecone.keywords import stored_sparse
 from adapters.pinecone.reserved_records import NamespaceRecords
-from adapters.pinecone.shared import Shared
 from adapters.values import MemoryRecord
 from adapters.values import SparseVector
 from adapters.values import StoredMemory
@@ -109,7 +109,7 @@ class PineconeTransfer:
                 break
         fresh: list[StoredMemory] = [
             (memory, _values(vector, with_vectors))
-            for memory, vector in shared.overlay.live_memories(namespace, epoch)
+            for memory, vector, _ in shared.overlay.live_memories(namespace, epoch)
             if not memory.is_expired(now)
         ]
         if fresh:

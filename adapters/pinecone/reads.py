@@ -21,10 +21,10 @@ from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.merge import pin_sides
 from adapters.pinecone import vector_metadata
+from adapters.pinecone.index_connection import Shared
 from adapters.pinecone.keywords import KEYWORD_WEIGHT
 from adapters.pinecone.keywords import sparse_values
 from adapters.pinecone.reserved_records import NamespaceRecords
-from adapters.pinecone.shared import Shared
 from adapters.times import to_micros
 from adapters.values import JsonObject
 from adapters.values import MemoryFilter

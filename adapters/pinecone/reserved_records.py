@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 
 from adapters.pinecone import vector_metadata
-from adapters.pinecone.shared import Shared
+from adapters.pinecone.index_connection import Shared
 from adapters.values import NamespaceRecord
 
 RECORDS_SUFFIX = "~namespaces"
