@@ -23,8 +23,8 @@ from datetime import timedelta
 
 import numpy as np
 
-from adapters.pinecone.listing import newest_memories
 from adapters.pinecone.overlay import FreshnessOverlay
+from adapters.pinecone.reads import newest_memories
 from adapters.pinecone.vector_metadata import F_CREATED_US
 from adapters.pinecone.vector_metadata import memory_filter
 from adapters.times import to_micros

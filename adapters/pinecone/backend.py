@@ -6,40 +6,38 @@ concern beside it. See docs/backends.md, "Pinecone".
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from collections.abc import Mapping
-from collections.abc import Sequence
 from datetime import datetime
+from functools import cached_property
 
 from adapters.base import DEFAULT_PREFIX
+from adapters.base import AnsweredBy
 from adapters.base import VectorBackend
-from adapters.errors import NamespaceGone
-from adapters.pinecone import bulk_requests
 from adapters.pinecone import vector_metadata
-from adapters.pinecone.calls import PineconeMissing
-from adapters.pinecone.expiry import ExpirySweep
 from adapters.pinecone.index_connection import PineconeConnection
+from adapters.pinecone.index_connection import PineconeMissing
+from adapters.pinecone.index_connection import Shared
 from adapters.pinecone.keywords import PineconeVectorFill
-from adapters.pinecone.keywords import stored_sparse
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.pinecone_transfer import PineconeTransfer
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.reserved_records import NamespaceRecords
-from adapters.pinecone.shared import Shared
-from adapters.pinecone.store_meta import PineconeStoreMeta
-from adapters.values import MemoryFilter
-from adapters.values import MemoryRecord
-from adapters.values import MemoryVectors
-from adapters.values import NamespaceRecord
-from adapters.values import ScoredMemory
+from adapters.pinecone.reserved_records import PineconeStoreMeta
+from adapters.times import to_micros
 from adapters.values import SearchMode
-from adapters.values import SearchQuery
 from adapters.values import StoredMemory
+
+# Namespaces the janitor sweeps at once: enough to hide latency, few enough not to be throttled.
+EXPIRY_CONCURRENCY = 8
 
 
 class PineconeBackend(VectorBackend):
+    """Its namespace calls answered by its records, its searches and listings by its reads;
+    memories written through its `transfer` (no token vectors: Pinecone has no multivectors)."""
+
     name = "pinecone"
 
     def __init__(
@@ -71,11 +69,7 @@ class PineconeBackend(VectorBackend):
         shared = Shared(prefix, unit, self.overlay, self._connection.index, timeout_s)
         self._shared, self._ns = shared, shared.pinecone_namespace
         self._records = NamespaceRecords(shared, clock)
-        self._meta = PineconeStoreMeta(shared)
-        self._reads = MemoryReads(shared)
-        self._expiry = ExpirySweep(shared, self._records, self._reads)
-        self._fill = PineconeVectorFill(self._connection)
-        self._transfer = PineconeTransfer(shared, self._connection, self._records)
+        self._reads = MemoryReads(shared, self._records)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -93,38 +87,30 @@ class PineconeBackend(VectorBackend):
             return frozenset({SearchMode.DENSE, SearchMode.HYBRID})
         return frozenset({SearchMode.DENSE})
 
-    # -- the optional parts (adapters/parts.py) ----------------------------------------
-
-    @property
-    def transfer(self) -> PineconeTransfer:
-        """Batched upserts, and every memory of a namespace listed and fetched."""
-        return self._transfer
-
-    @property
-    def store_meta(self) -> PineconeStoreMeta:
-        return self._meta
-
-    @property
-    def vector_fill(self) -> PineconeVectorFill:
-        return self._fill
-
-    # -- namespaces --------------------------------------------------------------------
-
     async def ping(self) -> None:
         stats = "describe_index_stats"
         await self._shared.call(stats, lambda i, t: i.describe_index_stats(timeout=t))
 
-    async def get_namespace(self, name: str) -> NamespaceRecord | None:
-        state = await self._records.state(name)
-        return state[0] if state else None
+    # -- the optional parts (adapters/parts.py) ----------------------------------------
 
-    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
-        """One fetch of every name the overlay and the short cache do not answer."""
-        states = await self._records.states(names)
-        return {name: record for name, (record, _) in states.items()}
+    @cached_property
+    def transfer(self) -> PineconeTransfer:
+        return PineconeTransfer(self._shared, self._connection, self._records)
 
-    async def save_namespace(self, record: NamespaceRecord) -> None:
-        await self._records.save(record)
+    @cached_property
+    def store_meta(self) -> PineconeStoreMeta:
+        return PineconeStoreMeta(self._shared)
+
+    @cached_property
+    def vector_fill(self) -> PineconeVectorFill:
+        return PineconeVectorFill(self._connection)
+
+    # -- namespaces (their records: reserved_records.py) -------------------------------
+
+    get_namespace = AnsweredBy("_records")
+    get_namespaces = AnsweredBy("_records")
+    save_namespace = AnsweredBy("_records")
+    list_namespaces = AnsweredBy("_records")
 
     async def delete_namespace(self, name: str) -> bool:
         """Vectors first, then the record: a failure half-way leaves a namespace that a
@@ -138,11 +124,10 @@ class PineconeBackend(VectorBackend):
         await self._records.delete(name)
         return True
 
-    async def list_namespaces(self) -> list[NamespaceRecord]:
-        """Every record (the janitor's use only: its cost grows with the namespace count)."""
-        return [record for record, _ in (await self._records.all()).values()]
+    # -- memories (searches and listings: reads.py) ------------------------------------
 
-    # -- memories ----------------------------------------------------------------------
+    query_memories = AnsweredBy("_reads")
+    list_memories = AnsweredBy("_reads")
 
     async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
         """The overlay's entry if recent (None if recently deleted), else one fetch."""
@@ -162,36 +147,6 @@ class PineconeBackend(VectorBackend):
         memory = vector_metadata.memory_from_metadata(memory_id, namespace, metadata)
         return memory, [float(x) for x in vector.values]
 
-    async def upsert_memory(self, memory: MemoryRecord, vectors: MemoryVectors) -> None:
-        """Pinecone keeps no token vectors (no multivectors): `vectors.tokens` is ignored."""
-        state = await self._records.state(memory.namespace)
-        if state is None:
-            raise NamespaceGone(f"namespace {memory.namespace} was deleted")
-        epoch = state[1]
-        # Refuses oversize metadata: then nothing is written.
-        metadata = vector_metadata.memory_to_metadata(memory, epoch)
-        sparse = stored_sparse(self._connection.metric, vectors.keywords)
-        item = bulk_requests.upsert_item(memory.id, vectors.dense, metadata, sparse)
-        await self._shared.upsert("upsert memory", [item], self._ns(memory.namespace))
-        self.overlay.memory_written(memory, vectors.dense, epoch, vectors.keywords)
-
-    async def query_memories(
-        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
-    ) -> list[ScoredMemory]:
-        epochs = await self._epochs(namespaces)
-        return await self._reads.query(epochs, query, memory_filter, limit)
-
-    async def list_memories(
-        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
-    ) -> list[MemoryRecord]:
-        epochs = await self._epochs(namespaces)
-        return await self._reads.listing(epochs, memory_filter, limit)
-
-    async def _epochs(self, namespaces: Sequence[str]) -> dict[str, str]:
-        """The epochs of the live ones among `namespaces` (one fetch for all of them)."""
-        states = await self._records.states(namespaces)
-        return {name: epoch for name, (_, epoch) in states.items()}
-
     async def delete_memory(self, namespace: str, memory_id: str) -> bool:
         state = await self._records.state(namespace)
         if state is None or await self.get_memory(namespace, memory_id) is None:
@@ -204,4 +159,43 @@ class PineconeBackend(VectorBackend):
         return True
 
     async def delete_expired_memories(self, now: datetime) -> int:
-        return await self._expiry.sweep(now)
+        """Every namespace, `EXPIRY_CONCURRENCY` at a time: Pinecone has no delete or query
+        across namespaces, so the sweep's cost grows with their number."""
+        gate = asyncio.Semaphore(EXPIRY_CONCURRENCY)
+
+        async def expire(namespace: str, epoch: str) -> int:
+            async with gate:
+                return await self._delete_expired_in(namespace, epoch, now)
+
+        states = await self._records.all()
+        counts = await asyncio.gather(*(expire(name, epoch) for name, (_, epoch) in states.items()))
+        return sum(counts)
+
+    async def _delete_expired_in(self, namespace: str, epoch: str, now: datetime) -> int:
+        """Delete by metadata filter what has expired (writes apply in order: expired writes
+        Pinecone does not show yet too); count what Pinecone (up to 1000) and the overlay show."""
+        expired = {
+            "$and": [
+                {vector_metadata.F_EPOCH: {"$eq": epoch}},
+                {vector_metadata.F_EXPIRES_US: {"$lte": to_micros(now)}},
+            ]
+        }
+        gone: set[str] = set()
+        recent = self.overlay.ids_in(namespace)  # for these, the overlay knows better
+        with contextlib.suppress(PineconeMissing):  # no vector was ever written there
+            matches = await self._reads.unranked(
+                namespace, expired, "find expired", with_metadata=False
+            )
+            gone = {match.id for match in matches if match.id not in recent}
+        live = self.overlay.live_memories(namespace, epoch)
+        gone |= {memory.id for memory, _, _ in live if memory.is_expired(now)}
+        if not gone:
+            return 0
+        with contextlib.suppress(PineconeMissing):  # the namespace was deleted meanwhile
+            await self._shared.call(
+                "delete expired",
+                lambda i, t: i.delete(filter=expired, namespace=self._ns(namespace), timeout=t),
+            )
+        for memory_id in gone:
+            self.overlay.memory_deleted(namespace, memory_id, epoch)
+        return len(gone)

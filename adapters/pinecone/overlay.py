@@ -124,12 +124,8 @@ class FreshnessOverlay:
         self._expire()
         return set(self._by_namespace.get(namespace, ()))
 
-    def live_memories(self, namespace: str, epoch: str) -> list[tuple[MemoryRecord, Vector]]:
+    def live_memories(self, namespace: str, epoch: str) -> list[Fresh]:
         """Recent upserts (not deletes) of this namespace epoch, with their vectors."""
-        return [(memory, vector) for memory, vector, _ in self._live(namespace, epoch)]
-
-    def _live(self, namespace: str, epoch: str) -> list[Fresh]:
-        """`live_memories`, each with its keyword vector too."""
         entries = (self._memories[(namespace, i)] for i in self.ids_in(namespace))
         return [
             (e.memory, e.vector, e.keywords)
@@ -149,7 +145,9 @@ class FreshnessOverlay:
         """Pinecone's hits with recent writes applied (scored as Pinecone would), best first."""
         recent = self.ids_in(namespace)
         merged = [hit for hit in from_index if hit.memory.id not in recent]
-        fresh = [item for item in self._live(namespace, epoch) if matches(item[0], memory_filter)]
+        fresh = [
+            item for item in self.live_memories(namespace, epoch) if matches(item[0], memory_filter)
+        ]
         if fresh and query.dense is not None:
             dense = np.asarray(query.dense, dtype=np.float32)
             stacked = np.stack([vector for _, vector, _ in fresh])
@@ -175,7 +173,7 @@ class FreshnessOverlay:
         merged = [memory for memory in from_index if memory.id not in recent]
         merged += [
             memory
-            for memory, _ in self.live_memories(namespace, epoch)
+            for memory, _, _ in self.live_memories(namespace, epoch)
             if matches(memory, memory_filter)
         ]
         merged.sort(key=lambda memory: (memory.created_at, memory.id), reverse=True)

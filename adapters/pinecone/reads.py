@@ -1,7 +1,9 @@
 """Searches and listings over several namespaces, for a store that answers one at a time.
 
-One query per namespace and pin side, sent at once; each holds its true `limit` best (epoch and
-overlay applied), so their merge (`adapters.merge`) is exact.
+One query per live namespace and pin side, sent at once; each holds its true `limit` best (epoch
+and overlay applied), so their merge (`adapters.merge`) is exact. Pinecone has no ordered scan: a
+listing narrows its queries by `created_us`, round by round, until a sample holds the true newest
+(docs/backends.md, "Pinecone", "Listing without a query").
 """
 
 from __future__ import annotations
@@ -9,9 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from collections.abc import Callable
-from collections.abc import Mapping
+from collections.abc import Sequence
 from functools import partial
-from typing import Any
 from typing import TypeVar
 
 from pinecone.models.vectors.vector import ScoredVector
@@ -20,40 +21,58 @@ from adapters.merge import merge_listed
 from adapters.merge import merge_scored
 from adapters.merge import pin_sides
 from adapters.pinecone import vector_metadata
+from adapters.pinecone.index_connection import Shared
 from adapters.pinecone.keywords import KEYWORD_WEIGHT
 from adapters.pinecone.keywords import sparse_values
-from adapters.pinecone.listing import newest_memories
-from adapters.pinecone.shared import Shared
+from adapters.pinecone.reserved_records import NamespaceRecords
+from adapters.times import to_micros
+from adapters.values import JsonObject
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
 from adapters.values import ScoredMemory
 from adapters.values import SearchQuery
 
 QUERY_TOP_K_WITH_METADATA = 1000
+MAX_ROUNDS = 6
 R = TypeVar("R")
-
-# A live namespace's name and its epoch.
-Epochs = Mapping[str, str]
 
 
 class MemoryReads:
-    def __init__(self, shared: Shared) -> None:
+    """`query_memories` and `list_memories` of `PineconeBackend` (backend.py)."""
+
+    def __init__(self, shared: Shared, records: NamespaceRecords) -> None:
         self._shared = shared
+        self._records = records
 
-    async def query(
-        self, epochs: Epochs, query: SearchQuery, memory_filter: MemoryFilter, limit: int
+    async def query_memories(
+        self, namespaces: Sequence[str], query: SearchQuery, memory_filter: MemoryFilter, limit: int
     ) -> list[ScoredMemory]:
-        """Up to `limit` memories of these namespaces: pinned first, best first (a hybrid
-        query scores as adapters/pinecone/keywords.py says)."""
+        """Pinned first, best first (a hybrid query scores as keywords.py says)."""
         one = partial(self._query_one, query=query, limit=limit)
-        return merge_scored(await _each(epochs, memory_filter, limit, one), limit)
+        return merge_scored(await self._each(namespaces, memory_filter, limit, one), limit)
 
-    async def listing(
-        self, epochs: Epochs, memory_filter: MemoryFilter, limit: int
+    async def list_memories(
+        self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int
     ) -> list[MemoryRecord]:
-        """Up to `limit` memories of these namespaces: pinned first, newest first."""
+        """Pinned first, newest first."""
         one = partial(self._list_one, limit=limit)
-        return merge_listed(await _each(epochs, memory_filter, limit, one), limit)
+        return merge_listed(await self._each(namespaces, memory_filter, limit, one), limit)
+
+    async def _each(
+        self,
+        namespaces: Sequence[str],
+        memory_filter: MemoryFilter,
+        limit: int,
+        one: Callable[[str, str, MemoryFilter], Awaitable[list[R]]],
+    ) -> list[list[R]]:
+        """`one` for each live namespace (one fetch for their epochs) and pin side, at once."""
+        states = await self._records.states(namespaces)
+        if limit <= 0:
+            return []
+        sides = pin_sides(memory_filter)
+        return await asyncio.gather(
+            *(one(name, epoch, side) for name, (_, epoch) in states.items() for side in sides)
+        )
 
     async def _query_one(
         self,
@@ -92,7 +111,7 @@ class MemoryReads:
     async def _list_one(
         self, namespace: str, epoch: str, memory_filter: MemoryFilter, *, limit: int
     ) -> list[MemoryRecord]:
-        async def scan(flt: dict[str, Any]) -> list[MemoryRecord]:
+        async def scan(flt: JsonObject) -> list[MemoryRecord]:
             matches = await self.unranked(namespace, flt, "list memories", with_metadata=True)
             return [
                 vector_metadata.memory_from_metadata(m.id, namespace, m.metadata or {})
@@ -105,7 +124,7 @@ class MemoryReads:
         return self._shared.overlay.merge_listing(namespace, epoch, memory_filter, listed, limit)
 
     async def unranked(
-        self, namespace: str, flt: dict[str, Any], operation: str, *, with_metadata: bool
+        self, namespace: str, flt: JsonObject, operation: str, *, with_metadata: bool
     ) -> list[ScoredVector]:
         """Up to 1000 memories matching `flt`, in no useful order (a query by a fixed vector)."""
         found = await self._shared.call(
@@ -122,14 +141,25 @@ class MemoryReads:
         return list(found.matches)
 
 
-async def _each(
-    epochs: Epochs,
-    memory_filter: MemoryFilter,
-    limit: int,
-    one: Callable[[str, str, MemoryFilter], Awaitable[list[R]]],
-) -> list[list[R]]:
-    """`one` for each namespace and pin side, all sent at once."""
-    if limit <= 0:
-        return []
-    sides = pin_sides(memory_filter)
-    return await asyncio.gather(*(one(n, e, side) for n, e in epochs.items() for side in sides))
+def _newest_first(memories: list[MemoryRecord]) -> list[MemoryRecord]:
+    return sorted(memories, key=lambda m: (m.created_at, m.id), reverse=True)
+
+
+async def newest_memories(
+    scan: Callable[[JsonObject], Awaitable[list[MemoryRecord]]],
+    base_filter: JsonObject,
+    want: int,
+    scan_size: int,
+) -> list[MemoryRecord]:
+    """The `want` newest memories matching `base_filter`, newest first."""
+    found = _newest_first(await scan(base_filter))
+    cutoff: int | None = None
+    for _ in range(MAX_ROUNDS):
+        if len(found) < scan_size:
+            break
+        next_cutoff = to_micros(found[want - 1].created_at)
+        if next_cutoff == cutoff:
+            break
+        cutoff = next_cutoff
+        found = _newest_first(await scan(vector_metadata.newer_than(base_filter, cutoff)))
+    return found[:want]

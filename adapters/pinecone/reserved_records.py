@@ -1,7 +1,8 @@
-"""Namespace records on Pinecone: one reserved namespace, one vector per namespace.
+"""The reserved namespaces on Pinecone: namespace records, and store-wide facts.
 
-All in `prefix + "~namespaces"`, so one fetch reads a search's records; reads see the overlay
-first, then a short cache, then Pinecone.
+The records are one vector per namespace, all in `prefix + "~namespaces"`, so one fetch reads a
+search's records; reads see the overlay first, then a short cache, then Pinecone. The facts (the
+embedding fingerprint) are the metadata of the vector `store` in `prefix + "~store"`.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 
 from adapters.pinecone import vector_metadata
-from adapters.pinecone.shared import Shared
+from adapters.pinecone.index_connection import Shared
 from adapters.values import NamespaceRecord
 
 RECORDS_SUFFIX = "~namespaces"
+STORE_SUFFIX = "~store"
+STORE_VECTOR_ID = "store"
 PAGE = 100  # ids per list page and per fetch (fetch ids travel in the URL)
 STATE_CACHE_S = 1.0
 STATE_CACHE_MAX = 1024
@@ -26,6 +30,9 @@ NamespaceState = tuple[NamespaceRecord, str] | None
 
 
 class NamespaceRecords:
+    """The namespace calls of `PineconeBackend` (backend.py) but the delete, and each
+    namespace's epoch for its other parts."""
+
     def __init__(self, shared: Shared, clock: Callable[[], float] = time.monotonic) -> None:
         self.namespace = shared.prefix + RECORDS_SUFFIX
         self._shared = shared
@@ -35,6 +42,18 @@ class NamespaceRecords:
     async def state(self, name: str) -> NamespaceState:
         """The live record and its epoch, or None."""
         return (await self.states([name])).get(name)
+
+    async def get_namespace(self, name: str) -> NamespaceRecord | None:
+        state = await self.state(name)
+        return state[0] if state else None
+
+    async def get_namespaces(self, names: Sequence[str]) -> Mapping[str, NamespaceRecord]:
+        """One fetch of every name the overlay and the short cache do not answer."""
+        return {name: record for name, (record, _) in (await self.states(names)).items()}
+
+    async def list_namespaces(self) -> list[NamespaceRecord]:
+        """Every record (the janitor's use only: its cost grows with the namespace count)."""
+        return [record for record, _ in (await self.all()).values()]
 
     async def states(self, names: Sequence[str]) -> dict[str, tuple[NamespaceRecord, str]]:
         """The live records and epochs of those `names` that exist; what the overlay or the
@@ -71,7 +90,7 @@ class NamespaceRecords:
             self._states.popitem(last=False)
         return fetched
 
-    async def save(self, record: NamespaceRecord) -> None:
+    async def save_namespace(self, record: NamespaceRecord) -> None:
         """Write the record, keeping the epoch of a live namespace, minting one otherwise."""
         state = await self.state(record.name)
         epoch = state[1] if state else uuid.uuid4().hex
@@ -107,3 +126,25 @@ class NamespaceRecords:
             else:
                 states[entry.name] = (entry.record, entry.epoch)
         return dict(sorted(states.items()))
+
+
+class PineconeStoreMeta:
+    """The `store_meta` part of `PineconeBackend`: what this process wrote is laid over what
+    a fetch returns, since Pinecone shows writes late."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.namespace = shared.prefix + STORE_SUFFIX
+        self._shared = shared
+        self._written: dict[str, str] = {}
+
+    async def read_store_meta(self) -> dict[str, str]:
+        found = await self._shared.fetch("fetch store metadata", [STORE_VECTOR_ID], self.namespace)
+        vector = found.get(STORE_VECTOR_ID)
+        stored = {str(k): str(v) for k, v in ((vector.metadata or {}) if vector else {}).items()}
+        return stored | self._written
+
+    async def write_store_meta(self, key: str, value: str) -> None:
+        facts = await self.read_store_meta() | {key: value}
+        item = {"id": STORE_VECTOR_ID, "values": self._shared.unit_vector, "metadata": facts}
+        await self._shared.upsert("upsert store metadata", [item], self.namespace)
+        self._written[key] = value

@@ -1,4 +1,4 @@
-"""The newest-first listing over an unordered, capped query (adapters/pinecone/listing.py).
+"""The newest-first listing over an unordered, capped query (adapters/pinecone/reads.py).
 
 The scan here behaves like a Pinecone query used for listing: it returns at
 most `scan_size` of the matching memories, in an order unrelated to time.
@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from adapters.pinecone.listing import newest_memories
+from adapters.pinecone.reads import newest_memories
 from adapters.pinecone.vector_metadata import F_CREATED_US
 from adapters.pinecone.vector_metadata import memory_filter
 from adapters.times import to_micros

@@ -27,8 +27,8 @@ from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
 from adapters.qdrant.layout import IndexKind
 from adapters.qdrant.server.client_requests import DENSE
+from adapters.qdrant.server.client_requests import INDEX_PARAMS
 from adapters.qdrant.server.client_requests import IndexParams
-from adapters.qdrant.server.client_requests import index_params
 
 T = TypeVar("T")
 Page = tuple[list[models.Record], models.ExtendedPointId | None]
@@ -179,7 +179,7 @@ class QdrantConnection:
             return
         for field, kind in wanted.items():
             if field not in present:
-                await self.call(_index_creator(collection, field, index_params(kind)))
+                await self.call(_index_creator(collection, field, INDEX_PARAMS[kind]))
 
     async def ensure_collection(
         self,

@@ -15,8 +15,8 @@ from adapters.errors import BackendMisconfigured
 from adapters.qdrant import wordpieces
 from adapters.qdrant.ranking import KEYWORDS_VECTOR
 from adapters.qdrant.ranking import TOKENS_VECTOR
-from adapters.qdrant.server.client_ranking import sparse
 from adapters.qdrant.server.client_requests import DENSE
+from adapters.qdrant.server.client_requests import sparse
 from adapters.qdrant.server.connection import Call
 from adapters.qdrant.server.connection import CollectionMissing
 from adapters.qdrant.wordpieces import WORDPIECES_VECTOR

@@ -8,53 +8,52 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections.abc import Awaitable
+from collections.abc import Callable
 from collections.abc import Sequence
-from dataclasses import replace
-from datetime import datetime
 from functools import cached_property
 from functools import partial
-from typing import Unpack
+from typing import TypeVar
 
+from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
 from adapters.base import AnsweredBy
 from adapters.errors import BackendError
-from adapters.qdrant import filters
+from adapters.errors import BackendRejected
+from adapters.errors import NamespaceGone
+from adapters.qdrant import layout
+from adapters.qdrant.ranking import TOKENS_VECTOR
 from adapters.qdrant.server import token_vectors
-from adapters.qdrant.server.client_requests import DENSE
-from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.client_requests import Query
-from adapters.qdrant.server.client_requests import side_requests
 from adapters.qdrant.server.connection import NO_VECTOR
-from adapters.qdrant.server.connection_owner import ServerOptions
-from adapters.qdrant.server.connection_owner import start_step
+from adapters.qdrant.server.connection import CollectionMissing
+from adapters.qdrant.server.keyword_vectors import PointVectors
 from adapters.qdrant.server.namespace_collections_records import CollectionNamespaces
 from adapters.qdrant.server.namespace_collections_records import CollectionStoreMeta
-from adapters.qdrant.server.namespace_collections_transfer import CollectionsTransfer
-from adapters.qdrant.server.namespace_collections_transfer import memory_of
-from adapters.qdrant.server.namespace_collections_transfer import point_id_of
-from adapters.qdrant.server.namespace_collections_transfer import stored_of
 from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from adapters.qdrant.server.server_layouts import Sides
+from adapters.qdrant.server.server_layouts import start_step
 from adapters.qdrant.server.vector_fill import ServerVectorFill
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
-from adapters.values import SearchQuery
-from adapters.values import StoredMemory
 from adapters.values import VectorKind
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class QdrantCollectionsBackend(QdrantServerLayout):
-    """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace."""
+    """Memories in a Qdrant server (or qdrant-client local mode), one collection per namespace,
+    each point's id its memory's (a UUID)."""
 
     name = "qdrant-collections"
 
-    def __init__(self, dimension: int, **options: Unpack[ServerOptions]) -> None:
-        super().__init__(dimension, **options)
-        # the namespace collections and their records: the namespace calls' part
-        self.records = CollectionNamespaces(self._server)
+    @cached_property
+    def records(self) -> CollectionNamespaces:
+        """The namespace collections and their records: the namespace calls' part."""
+        return CollectionNamespaces(self)
 
     # -- the optional parts (adapters/parts.py) --------------------------------------
 
@@ -64,12 +63,7 @@ class QdrantCollectionsBackend(QdrantServerLayout):
 
     @cached_property
     def vector_fill(self) -> ServerVectorFill:
-        found = self.records
-        return ServerVectorFill(found.call, found.namespace_collections, found.token_dimension)
-
-    @cached_property
-    def transfer(self) -> CollectionsTransfer:
-        return CollectionsTransfer(self.records)
+        return ServerVectorFill(self._call, self._listed, self.token_dimension)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -94,55 +88,31 @@ class QdrantCollectionsBackend(QdrantServerLayout):
     delete_namespace = AnsweredBy("records")
     list_namespaces = AnsweredBy("records")
 
-    # -- memories --------------------------------------------------------------------
+    # -- the layout (server_layouts.py) ----------------------------------------------
 
-    async def _retrieve(self, namespace: str, memory_id: str) -> models.Record | None:
-        point_id = point_id_of(memory_id)
-        if point_id is None:
-            return None
-        collection = self.records.collection(namespace)
-        none: list[models.Record] = []
-        found = await self.records.read(
-            lambda c: c.retrieve(collection, [point_id], with_vectors=[DENSE]), none
-        )
-        return found[0] if found else None
+    async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
+        return await self.connection.call(op)
 
-    async def get_memory(self, namespace: str, memory_id: str) -> MemoryRecord | None:
-        point = await self._retrieve(namespace, memory_id)
-        return None if point is None else memory_of(namespace, point)
+    def _collection(self, namespace: str) -> str:
+        return self.records.collection(namespace)
 
-    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
-        point = await self._retrieve(namespace, memory_id)
-        return None if point is None else stored_of(namespace, point)
-
-    def _memory(self, namespace: str, point: models.ScoredPoint) -> MemoryRecord:
-        return memory_of(namespace, point)
-
-    async def _asked(
-        self,
-        namespace: str,
-        memory_filter: MemoryFilter,
-        limit: int,
-        query: Query,
-    ) -> list[list[models.ScoredPoint]]:
-        """Each pin side's best `limit` in one namespace: one query_batch_points request."""
-        collection = self.records.collection(namespace)
-        mass = None
-        if isinstance(query, SearchQuery):
-            query, mass = await token_vectors.weighed_query(self.records.call, collection, query)
-        requests = side_requests(memory_filter, limit, query, mass=mass)
-        none: list[models.QueryResponse] = []
+    def _point_id(self, namespace: str, memory_id: str) -> str | None:
+        """Canonical UUID text, or None: a server answers 400 to a non-UUID id."""
         try:
-            responses = await self.records.read(
-                lambda c: c.query_batch_points(collection, requests), none
-            )
-        except BackendError as exc:
-            if not isinstance(query, SearchQuery) or not query.tokens or NO_VECTOR not in str(exc):
-                raise
-            # No token vectors here yet (made by an older replica meanwhile): MaxSim is 0
-            # for every memory, which ranks and scores as the fused stage alone.
-            return await self._asked(namespace, memory_filter, limit, replace(query, tokens=None))
-        return [response.points for response in responses]
+            return str(uuid.UUID(memory_id))
+        except ValueError:
+            return None
+
+    async def _listed(self) -> list[str]:
+        return await self.records.namespace_collections()
+
+    async def _live_place(self, namespace: str) -> tuple[str, None] | None:
+        if await self.records.get_namespace(namespace) is None:
+            return None
+        return self._collection(namespace), None
+
+    def _memory(self, namespace: str, point: models.Record | models.ScoredPoint) -> MemoryRecord:
+        return layout.memory_from_payload(str(point.id), namespace, point.payload or {})
 
     async def _sides(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int, query: Query
@@ -153,35 +123,42 @@ class QdrantCollectionsBackend(QdrantServerLayout):
             return []
         wanted = list(dict.fromkeys(namespaces))
         found = await asyncio.gather(
-            *(self._asked(name, memory_filter, limit, query) for name in wanted)
+            *(self._asked(self._collection(name), memory_filter, limit, query) for name in wanted)
         )
         return [(name, side) for name, sides in zip(wanted, found, strict=True) for side in sides]
 
-    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
-        point = await self._retrieve(namespace, memory_id)
-        if point is None:
-            return False
-        collection, selector = (
-            self.records.collection(namespace),
-            models.PointIdsList(points=[point.id]),
-        )
-        deleted = await self.records.read(lambda c: c.delete(collection, selector, wait=True), None)
-        return deleted is not None
+    async def _write_points(self, points: Sequence[tuple[MemoryRecord, PointVectors]]) -> int:
+        """One upsert request per namespace (collection) in the batch."""
+        by_collection: dict[str, list[models.PointStruct]] = {}
+        names: dict[str, str] = {}
+        for memory, vectors in points:
+            point_id = self._point_id(memory.namespace, memory.id)
+            if point_id is None:
+                raise BackendRejected(f"memory id {memory.id!r} is not a UUID")
+            collection = self._collection(memory.namespace)
+            names[collection] = memory.namespace
+            payload = layout.memory_to_payload(memory)
+            point = models.PointStruct(id=point_id, vector=vectors, payload=payload)
+            by_collection.setdefault(collection, []).append(point)
+        for collection, written in by_collection.items():
+            try:
+                await self._upsert(collection, written)
+            except CollectionMissing as exc:
+                raise NamespaceGone(f"namespace {names[collection]} not found") from exc
+        return sum(len(written) for written in by_collection.values())
 
-    async def delete_expired_memories(self, now: datetime) -> int:
-        """One count and delete per namespace collection: this layout's cost."""
-        expired = filters.expired(DIALECT, now)
-        swept = [
-            await self._sweep(name, expired) for name in await self.records.namespace_collections()
-        ]
-        return sum(swept)
-
-    async def _sweep(self, collection: str, expired: models.Filter) -> int:
-        found = await self.records.read(
-            lambda c: c.count(collection, expired, exact=True), models.CountResult(count=0)
-        )
-        if found.count == 0:
-            return 0
-        selector = models.FilterSelector(filter=expired)
-        deleted = await self.records.read(lambda c: c.delete(collection, selector, wait=True), None)
-        return 0 if deleted is None else found.count
+    async def _upsert(self, collection: str, points: list[models.PointStruct]) -> None:
+        """Upsert; a collection made before keyword (or token) vectors existed gains the
+        vector on the first write that carries one (and the write is sent again)."""
+        try:
+            await self._call(lambda c: c.upsert(collection, points, wait=True))
+        except CollectionMissing:
+            raise
+        except BackendError as exc:
+            if NO_VECTOR not in str(exc):
+                raise
+            info = await self._call(lambda c: c.get_collection(collection))
+            tokens = any(isinstance(p.vector, dict) and TOKENS_VECTOR in p.vector for p in points)
+            dimension = self.token_dimension if tokens else None
+            await token_vectors.ensure_vectors(self._call, collection, info, dimension)
+            await self._call(lambda c: c.upsert(collection, points, wait=True))

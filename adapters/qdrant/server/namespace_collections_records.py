@@ -20,7 +20,7 @@ from adapters.qdrant import layout
 from adapters.qdrant import names
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.connection import CollectionMissing
-from adapters.qdrant.server.connection_owner import ServerConnectionOwner
+from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from adapters.values import NamespaceRecord
 
 T = TypeVar("T")
@@ -34,20 +34,15 @@ STORE_META_SUFFIX = "store"
 class CollectionNamespaces:
     """The namespace collections of one prefix, and the record each one keeps."""
 
-    def __init__(self, server: ServerConnectionOwner) -> None:
+    def __init__(self, server: QdrantServerLayout) -> None:
         self.connection = server.connection
         self.prefix = server.prefix
-        self.dimension = server.dimension
-        self.token_dimension = server.token_dimension
-        self._tokens = server.keep_tokens  # rerank: give an older collection its token vectors
-
-    async def call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
-        return await self.connection.call(op)
+        self._server = server
 
     async def read(self, op: Callable[[AsyncQdrantClient], Awaitable[T]], missing: T) -> T:
         """A read on a namespace whose collection is missing answers `missing`."""
         try:
-            return await self.call(op)
+            return await self.connection.call(op)
         except CollectionMissing:
             return missing
 
@@ -75,7 +70,7 @@ class CollectionNamespaces:
         return record
 
     async def namespace_collections(self) -> list[str]:
-        listing = await self.call(lambda c: c.get_collections())
+        listing = await self.connection.call(lambda c: c.get_collections())
         found = (d.name for d in listing.collections)
         return sorted(name for name in found if names.is_namespace_collection(name, self.prefix))
 
@@ -89,7 +84,8 @@ class CollectionNamespaces:
         metadata: dict[str, Any] = {RECORD_KEY: layout.namespace_to_json(record)}
         info = await self.info(collection)
         if info is None:
-            vectors = token_vectors.collection_vectors(self.dimension, self.token_dimension)
+            server = self._server
+            vectors = token_vectors.collection_vectors(server.dimension, server.token_dimension)
             if await self.connection.create_collection(
                 collection, vectors, sparse=token_vectors.SPARSE_VECTORS, metadata=metadata
             ):
@@ -100,9 +96,9 @@ class CollectionNamespaces:
                 raise BackendError(f"collection {collection!r} vanished while saving")
         self.record(info, record.name, collection)
         await self.connection.ensure_indexes(collection, layout.MEMORY_INDEXES, info.payload_schema)
-        tokens = self.token_dimension if self._tokens else None
-        await token_vectors.ensure_vectors(self.call, collection, info, tokens)
-        await self.call(lambda c: c.update_collection(collection, metadata=metadata))
+        tokens = self._server.kept_token_dimension  # rerank: an older collection gains them
+        await token_vectors.ensure_vectors(self.connection.call, collection, info, tokens)
+        await self.connection.call(lambda c: c.update_collection(collection, metadata=metadata))
 
     async def delete_namespace(self, name: str) -> bool:
         collection = self.collection(name)

@@ -16,7 +16,6 @@ from typing import TypeVar
 from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
-from adapters.errors import BackendError
 from adapters.errors import BackendMisconfigured
 from adapters.errors import BackendUnavailable
 from adapters.qdrant import layout
@@ -24,10 +23,9 @@ from adapters.qdrant import names
 from adapters.qdrant.layout import FIELD_EPOCH
 from adapters.qdrant.layout import FIELD_EXPIRES_US
 from adapters.qdrant.layout import IndexKind
-from adapters.qdrant.server import keyword_vectors
 from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.connection import CollectionMissing
-from adapters.qdrant.server.connection_owner import ServerConnectionOwner
+from adapters.qdrant.server.server_layouts import QdrantServerLayout
 
 T = TypeVar("T")
 
@@ -51,14 +49,11 @@ class TenantCollections:
     """Both collections of one prefix, set up once per process on first use (and again
     when one vanished); a request only ever sees a 503 for the setup."""
 
-    def __init__(self, server: ServerConnectionOwner) -> None:
+    def __init__(self, server: QdrantServerLayout) -> None:
         self.connection = server.connection
-        self.dimension = server.dimension
-        self.token_dimension = server.token_dimension
-        self._tokens = server.keep_tokens
+        self._server = server
         self.memories = names.memories_store_name(server.prefix)
         self.records = names.records_store_name(server.prefix)
-        self._prefix = server.prefix
         self._ready = False
         self._lock = asyncio.Lock()
 
@@ -71,28 +66,24 @@ class TenantCollections:
 
     async def _set_up(self, allow_namespace_collections: bool) -> None:
         """Create or check both collections (a lost race is fine) and heal their indexes."""
-        connection = self.connection
+        connection, server = self.connection, self._server
         listing = await connection.call(lambda c: c.get_collections())
         present = {description.name for description in listing.collections}
-        legacy = sorted(n for n in present if names.is_namespace_collection(n, self._prefix))
+        legacy = sorted(n for n in present if names.is_namespace_collection(n, server.prefix))
         if legacy and not allow_namespace_collections:
             raise BackendMisconfigured(legacy_layout_line(legacy))
         info = await connection.ensure_collection(
             self.memories,
             present,
-            token_vectors.collection_vectors(self.dimension, self.token_dimension),
+            token_vectors.collection_vectors(server.dimension, server.token_dimension),
             MEMORY_STORE_INDEXES,
             sparse=token_vectors.SPARSE_VECTORS,
             hnsw=TENANT_HNSW,
         )
         if info is not None:
-            tokens = self.token_dimension if self._tokens else None
+            tokens = server.kept_token_dimension
             await token_vectors.ensure_vectors(connection.call, self.memories, info, tokens)
         await connection.ensure_collection(self.records, present, {}, RECORD_INDEXES)
-
-    async def listed(self) -> list[str]:
-        """The memory collections, as the `collections` layout lists its namespace ones."""
-        return [self.memories]
 
     async def ready(self) -> None:
         if not self._ready:
@@ -109,13 +100,6 @@ class TenantCollections:
         except CollectionMissing as exc:  # dropped behind our back: set up again next time
             self._ready = False
             raise BackendUnavailable(f"qdrant collection vanished: {exc}") from exc
-
-
-def stored_vector(point: models.Record) -> list[float]:
-    vector = keyword_vectors.dense_of(point)
-    if vector is None:
-        raise BackendError(f"point {point.id} has no plain dense vector")
-    return vector
 
 
 def owner(point: models.Record) -> tuple[Any, Any]:

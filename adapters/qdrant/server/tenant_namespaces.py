@@ -88,8 +88,8 @@ def _decode(point: models.Record) -> tuple[NamespaceRecord, str] | None:
 
 class TenantNamespaces:
     """The namespace half of the shared layout: record and purge points of the records
-    collection. `QdrantServerBackend` (tenants.py) answers its namespace calls with it;
-    its other parts (tenant_parts.py, `TenantStoreMeta`) read the epochs through it."""
+    collection. `QdrantServerBackend` (tenants.py) answers its namespace calls with it and
+    reads the epochs through it, as `TenantStoreMeta` does its points."""
 
     def __init__(self, collections: TenantCollections) -> None:
         self._collections = collections

@@ -8,53 +8,59 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
+from collections.abc import Callable
 from collections.abc import Sequence
-from datetime import datetime
 from functools import cached_property
-from typing import Unpack
+from typing import TypeVar
 
+from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
 from adapters.base import AnsweredBy
 from adapters.errors import BackendError
+from adapters.errors import NamespaceGone
 from adapters.qdrant import filters
 from adapters.qdrant import layout
-from adapters.qdrant.server import token_vectors
 from adapters.qdrant.server.client_requests import DENSE
 from adapters.qdrant.server.client_requests import DIALECT
 from adapters.qdrant.server.client_requests import Query
-from adapters.qdrant.server.client_requests import side_requests
-from adapters.qdrant.server.connection_owner import ServerOptions
-from adapters.qdrant.server.connection_owner import start_step
+from adapters.qdrant.server.keyword_vectors import PointVectors
 from adapters.qdrant.server.server_layouts import QdrantServerLayout
 from adapters.qdrant.server.server_layouts import Sides
+from adapters.qdrant.server.server_layouts import start_step
 from adapters.qdrant.server.tenant_collections import TenantCollections
 from adapters.qdrant.server.tenant_collections import owner
-from adapters.qdrant.server.tenant_collections import stored_vector
 from adapters.qdrant.server.tenant_namespaces import TenantNamespaces
 from adapters.qdrant.server.tenant_namespaces import TenantStoreMeta
 from adapters.qdrant.server.tenant_namespaces import epoch_of
 from adapters.qdrant.server.tenant_namespaces import purge_id
-from adapters.qdrant.server.tenant_parts import TenantTransfer
 from adapters.qdrant.server.vector_fill import ServerVectorFill
 from adapters.values import MemoryFilter
 from adapters.values import MemoryRecord
-from adapters.values import SearchQuery
-from adapters.values import StoredMemory
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class QdrantServerBackend(QdrantServerLayout):
-    """Memories of every namespace in one Qdrant collection, partitioned by tenant."""
+    """Memories of every namespace in one Qdrant collection, partitioned by tenant; a point's
+    payload names its namespace and incarnation (epoch), and only the current one is read."""
 
     name = "qdrant"
 
-    def __init__(self, dimension: int, **options: Unpack[ServerOptions]) -> None:
-        super().__init__(dimension, **options)
-        self._collections = TenantCollections(self._server)
-        self._memories = self._collections.memories
-        self.records = TenantNamespaces(self._collections)  # the namespace calls' part
+    @cached_property
+    def _collections(self) -> TenantCollections:
+        return TenantCollections(self)
+
+    @cached_property
+    def records(self) -> TenantNamespaces:
+        """The namespace calls' part (tenant_namespaces.py)."""
+        return TenantNamespaces(self._collections)
+
+    @property
+    def _memories(self) -> str:
+        return self._collections.memories
 
     # -- the optional parts (adapters/parts.py) --------------------------------------
 
@@ -64,13 +70,8 @@ class QdrantServerBackend(QdrantServerLayout):
         return TenantStoreMeta(self.records)
 
     @cached_property
-    def transfer(self) -> TenantTransfer:
-        return TenantTransfer(self._collections, self.records)
-
-    @cached_property
     def vector_fill(self) -> ServerVectorFill:
-        collections = self._collections
-        return ServerVectorFill(collections.call, collections.listed, collections.token_dimension)
+        return ServerVectorFill(self._call, self._listed, self.token_dimension)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -90,7 +91,7 @@ class QdrantServerBackend(QdrantServerLayout):
                 await self._purge(list(dead.values()), list(dead))
 
     async def ping(self) -> None:
-        await self._ready()
+        await self._collections.ready()
         await self.connection.ping()
 
     # -- namespaces (their records: tenant_namespaces.py) ----------------------------
@@ -111,55 +112,43 @@ class QdrantServerBackend(QdrantServerLayout):
             log.warning("namespace %s deleted, its memories are purged later: %s", name, exc)
         return True
 
-    # -- memories --------------------------------------------------------------------
-
-    async def get_stored_memory(self, namespace: str, memory_id: str) -> StoredMemory | None:
-        point = await self._visible_point(namespace, memory_id)
-        if point is None:
-            return None
-        return layout.memory_from_shared(point.payload or {}), stored_vector(point)
-
-    async def delete_memory(self, namespace: str, memory_id: str) -> bool:
-        point = await self._visible_point(namespace, memory_id)
-        if point is None:
-            return False
-        selector = models.PointIdsList(points=[point.id])
-        await self._collections.call(lambda c: c.delete(self._memories, selector, wait=True))
-        return True
-
-    async def delete_expired_memories(self, now: datetime) -> int:
-        expired = filters.expired(DIALECT, now)
-        found = await self._collections.call(lambda c: c.count(self._memories, expired, exact=True))
-        if found.count == 0:
-            return 0
-        selector = models.FilterSelector(filter=expired)
-        await self._collections.call(lambda c: c.delete(self._memories, selector, wait=True))
-        return found.count
-
-    # -- internals -------------------------------------------------------------------
-
-    async def _ready(self) -> None:
-        await self._collections.ready()
-
     async def _purge(self, epochs: list[str], purge_ids: list[models.ExtendedPointId]) -> None:
         """Delete the memories of dead incarnations, then their purge points."""
         dead = models.FilterSelector(filter=filters.incarnations(DIALECT, epochs))
-        await self._collections.call(lambda c: c.delete(self._memories, dead, wait=True))
+        await self._call(lambda c: c.delete(self._memories, dead, wait=True))
         await self.records.forget(purge_ids)
 
-    async def _visible_point(self, namespace: str, memory_id: str) -> models.Record | None:
+    # -- the layout (server_layouts.py) ----------------------------------------------
+
+    async def _call(self, op: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
+        return await self._collections.call(op)
+
+    def _collection(self, namespace: str) -> str:
+        return self._memories
+
+    def _point_id(self, namespace: str, memory_id: str) -> str:
+        return layout.point_id(namespace, memory_id)
+
+    async def _listed(self) -> list[str]:
+        return [self._memories]
+
+    async def _live_place(self, namespace: str) -> tuple[str, layout.Scope] | None:
+        epoch = epoch_of(await self.records.live([namespace]), namespace)
+        return None if epoch is None else (self._memories, layout.Scope((namespace,), (epoch,)))
+
+    def _memory(self, namespace: str, point: models.Record | models.ScoredPoint) -> MemoryRecord:
+        return layout.memory_from_shared(point.payload or {})  # the payload names its namespace
+
+    async def _point(self, namespace: str, memory_id: str) -> models.Record | None:
         """The memory's point if it belongs to the namespace's current incarnation."""
         ids: list[models.ExtendedPointId] = [layout.point_id(namespace, memory_id)]
         live, points = await asyncio.gather(
             self.records.live([namespace]),
-            self._collections.call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
+            self._call(lambda c: c.retrieve(self._memories, ids, with_vectors=[DENSE])),
         )
         current = (namespace, epoch_of(live, namespace))
         found = [p for p in points if owner(p) == current]
         return found[0] if found else None
-
-    def _memory(self, namespace: str, point: models.ScoredPoint) -> MemoryRecord:
-        return layout.memory_from_shared(point.payload or {})  # the payload names its namespace
 
     async def _sides(
         self, namespaces: Sequence[str], memory_filter: MemoryFilter, limit: int, query: Query
@@ -169,12 +158,21 @@ class QdrantServerBackend(QdrantServerLayout):
         if not live or limit <= 0:
             return []
         scope = layout.Scope(tuple(live), tuple(epoch for _, epoch in live.values()))
-        mass = None
-        if isinstance(query, SearchQuery):
-            call, memories = self._collections.call, self._memories
-            query, mass = await token_vectors.weighed_query(call, memories, query)
-        requests = side_requests(memory_filter, limit, query, scope, mass)
-        responses = await self._collections.call(
-            lambda c: c.query_batch_points(self._memories, requests)
-        )
-        return [("", response.points) for response in responses]
+        sides = await self._asked(self._memories, memory_filter, limit, query, scope)
+        return [("", side) for side in sides]
+
+    async def _write_points(self, points: Sequence[tuple[MemoryRecord, PointVectors]]) -> int:
+        """Every memory of the current epochs in one request."""
+        live = await self.records.live([memory.namespace for memory, _ in points])
+        written: dict[str, models.PointStruct] = {}
+        for memory, vectors in points:
+            epoch = epoch_of(live, memory.namespace)
+            if epoch is None:
+                raise NamespaceGone(f"namespace {memory.namespace} not found")
+            point_id = layout.point_id(memory.namespace, memory.id)
+            payload = layout.memory_to_payload(memory, epoch)
+            written[point_id] = models.PointStruct(id=point_id, vector=vectors, payload=payload)
+        if written:
+            writes = list(written.values())
+            await self._call(lambda c: c.upsert(self._memories, writes, wait=True))
+        return len(written)

@@ -63,34 +63,35 @@ def has_token_vector(info: models.CollectionInfo) -> bool:
     return _tokens_of(info) is not None
 
 
-def misplaced(info: models.CollectionInfo) -> bool:
-    """`tokens` is there with a graph of its own: an upgrade cut short between its two
-    requests (`ensure_token_vector` places it then)."""
-    found = _tokens_of(info)
-    graph = None if found is None else found.hnsw_config
-    return found is not None and (graph is None or graph.m != 0 or graph.payload_m != 0)
-
-
-def has_wordpieces(info: models.CollectionInfo) -> bool:
-    return WORDPIECES_VECTOR in (info.config.params.sparse_vectors or {})
-
-
 async def ensure_token_vector(
     call: Call, collection: str, dimension: int, info: models.CollectionInfo
 ) -> None:
-    """Add `tokens` and `wordpieces` where `info` lacks them, place a misplaced `tokens`. Token
-    vectors of another size or compared by cosine are dropped first, with the wordpieces the
-    fill finds memories by (plugin/upgrades/vector_fill.py): it gives every memory its own again."""
-    found, pieces = _tokens_of(info), has_wordpieces(info)
+    """Add `tokens` and `wordpieces` where `info` lacks them (in place: Qdrant 1.18+), and give
+    `tokens` its placement (no graph, int8, on disk) where it has a graph of its own: added
+    just now, or an upgrade cut short between its two requests. Token vectors of another size
+    or compared by cosine are dropped first, with the wordpieces the fill finds memories by
+    (plugin/upgrades/vector_fill.py): it gives every memory its own again."""
+    found = _tokens_of(info)
+    pieces = WORDPIECES_VECTOR in (info.config.params.sparse_vectors or {})
     if found is not None and (found.size != dimension or found.distance != models.Distance.DOT):
         await call(lambda c: c.delete_vector_name(collection, TOKENS_VECTOR))
         if pieces:
             await call(lambda c: c.delete_vector_name(collection, WORDPIECES_VECTOR))
         found, pieces = None, False
     if found is None:
-        await add_token_vector(call, collection, dimension)
-    elif misplaced(info):
-        await _place(call, collection)
+        config = models.DenseVectorNameConfig(
+            dense=models.DenseVectorConfig(
+                size=dimension,
+                distance=models.Distance.DOT,
+                multivector_config=_MAX_SIM,
+                datatype=models.VectorStorageDatatype.FLOAT16,
+            )
+        )
+        await keyword_vectors.add_vector(call, collection, TOKENS_VECTOR, config, _NEW_TOKENS_LINE)
+    graph = None if found is None else found.hnsw_config
+    if graph is None or graph.m != 0 or graph.payload_m != 0:
+        placement = {TOKENS_VECTOR: _PLACEMENT}
+        await call(lambda c: c.update_collection(collection, vectors_config=placement))
     if not pieces:
         idf = keyword_vectors.NEW_IDF_SPARSE
         await keyword_vectors.add_vector(call, collection, WORDPIECES_VECTOR, idf, _NEW_TOKENS_LINE)
@@ -115,26 +116,6 @@ _NEW_TOKENS_LINE = (
     " it set, `memory-plugin-vector export` and `import` into a new"
     " MEMORY_PLUGIN_COLLECTION_PREFIX make collections that have them"
 )
-
-
-async def add_token_vector(call: Call, collection: str, dimension: int) -> None:
-    """Give an existing collection its token vectors' multivector, in place (Qdrant 1.18+),
-    then their placement: no graph, int8, on disk."""
-    config = models.DenseVectorNameConfig(
-        dense=models.DenseVectorConfig(
-            size=dimension,
-            distance=models.Distance.DOT,
-            multivector_config=_MAX_SIM,
-            datatype=models.VectorStorageDatatype.FLOAT16,
-        )
-    )
-    await keyword_vectors.add_vector(call, collection, TOKENS_VECTOR, config, _NEW_TOKENS_LINE)
-    await _place(call, collection)
-
-
-async def _place(call: Call, collection: str) -> None:
-    placement = {TOKENS_VECTOR: _PLACEMENT}
-    await call(lambda c: c.update_collection(collection, vectors_config=placement))
 
 
 async def weighed_query(

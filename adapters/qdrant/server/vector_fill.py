@@ -11,9 +11,7 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 
-from qdrant_client import AsyncQdrantClient
 from qdrant_client.http import models
 
 from adapters.errors import BackendError
@@ -27,52 +25,6 @@ from adapters.values import VectorKind
 from adapters.walk import Page
 from adapters.walk import by_place
 from adapters.walk import walk
-
-
-async def missing_page(
-    call: Call, collection: str, kind: VectorKind, offset: str | None, limit: int
-) -> Page[str]:
-    """(point id, content) of points without vectors of `kind`, and the next page's offset."""
-    wanted = _lacking(kind)
-    points, after = await call(
-        lambda c: c.scroll(collection, wanted, limit, offset=offset, with_payload=["content"])
-    )
-    found = [
-        (str(point.id), content)
-        for point in points
-        if isinstance(content := (point.payload or {}).get("content"), str)
-    ]
-    return found, None if after is None else str(after)
-
-
-async def fill_page(
-    call: Call, collection: str, kind: VectorKind, items: Sequence[tuple[str, FillVector]]
-) -> None:
-    """Set the vectors of `kind` of the points still without, in one request: a point rewritten
-    since it was listed keeps its new content's. A point deleted since makes the server refuse
-    the whole request: then once more without the gone."""
-    vectors = [
-        models.PointVectors(id=point_id, vector=keyword_vectors.fill_vectors(vector))
-        for point_id, vector in items
-    ]
-    unset = _lacking(kind)
-    try:
-        await _update(call, collection, vectors, unset)
-    except BackendError:
-        ids: list[models.ExtendedPointId] = [vector.id for vector in vectors]
-        found = await call(lambda c: c.retrieve(collection, ids, with_payload=False))
-        present = {str(point.id) for point in found}
-        remaining = [vector for vector in vectors if str(vector.id) in present]
-        if len(remaining) == len(vectors):
-            raise
-        if remaining:
-            await _update(call, collection, remaining, unset)
-
-
-async def _update(
-    call: Call, collection: str, vectors: list[models.PointVectors], unset: models.Filter
-) -> None:
-    await call(lambda c: c.update_vectors(collection, vectors, update_filter=unset))
 
 
 def _lacking(kind: VectorKind) -> models.Filter:
@@ -94,7 +46,7 @@ class ServerVectorFill:
         (token_vectors.py)."""
         for collection in await self.collections():
             try:
-                info = await self.call(partial(_info, collection))
+                info = await self._info(collection)
             except CollectionMissing:
                 continue
             keywords = keyword_vectors.has_keyword_vector(info)
@@ -106,23 +58,60 @@ class ServerVectorFill:
             elif not keywords:
                 await keyword_vectors.add_keyword_vector(self.call, collection)
 
+    async def _info(self, collection: str) -> models.CollectionInfo:
+        return await self.call(lambda c: c.get_collection(collection))
+
     async def missing(self, kind: VectorKind, cursor: str | None, limit: int) -> Page[str]:
+        """(point id, content) of points without vectors of `kind`, a page at a time."""
+        wanted = _lacking(kind)
+
         async def page(collection: str, offset: str | None) -> Page[str]:
             try:
-                return await missing_page(self.call, collection, kind, offset, limit)
+                points, after = await self.call(
+                    lambda c: c.scroll(
+                        collection, wanted, limit, offset=offset, with_payload=["content"]
+                    )
+                )
             except CollectionMissing:
                 return [], None
+            found = [
+                (str(point.id), content)
+                for point in points
+                if isinstance(content := (point.payload or {}).get("content"), str)
+            ]
+            return found, None if after is None else str(after)
 
         return await walk(await self.collections(), cursor, page)
 
     async def fill(self, kind: VectorKind, items: Sequence[tuple[str, FillVector]]) -> int:
         for collection, found in by_place(items).items():
             try:
-                await fill_page(self.call, collection, kind, found)
+                await self.fill_page(collection, kind, found)
             except CollectionMissing:
                 continue
         return len(items)
 
-
-async def _info(collection: str, client: AsyncQdrantClient) -> models.CollectionInfo:
-    return await client.get_collection(collection)
+    async def fill_page(
+        self, collection: str, kind: VectorKind, items: Sequence[tuple[str, FillVector]]
+    ) -> None:
+        """Set the vectors of `kind` of the points still without, in one request: a point
+        rewritten since it was listed keeps its new content's. A point deleted since makes the
+        server refuse the whole request: then once more without the gone."""
+        vectors = [
+            models.PointVectors(id=point_id, vector=keyword_vectors.fill_vectors(vector))
+            for point_id, vector in items
+        ]
+        unset = _lacking(kind)
+        try:
+            await self.call(lambda c: c.update_vectors(collection, vectors, update_filter=unset))
+        except BackendError:
+            ids: list[models.ExtendedPointId] = [vector.id for vector in vectors]
+            found = await self.call(lambda c: c.retrieve(collection, ids, with_payload=False))
+            present = {str(point.id) for point in found}
+            remaining = [vector for vector in vectors if str(vector.id) in present]
+            if len(remaining) == len(vectors):
+                raise
+            if remaining:
+                await self.call(
+                    lambda c: c.update_vectors(collection, remaining, update_filter=unset)
+                )
