@@ -54,9 +54,9 @@ from plugin.observability.instrumented import instrumented
 from plugin.observability.metrics import Metrics
 from plugin.observability.store_size_gauges import StoreSizeGauges
 from plugin.scheduling.admission import Admission
+from plugin.scheduling.admission import ServiceTime
 from plugin.scheduling.admission import Shares
 from plugin.scheduling.dimmer import RerankDimmer
-from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings
 from plugin.sizing import engine_workers_of
