@@ -1,8 +1,8 @@
 """Who a backend call is for, so a backend serialising its calls takes them tenant by tenant.
 
-Admission makes one `Caller` per request and acts for it (`acting_for`) while the request runs:
-the engine workers' read queue reads it there (`current_caller`), so no backend call carries
-it; the model's queue is handed its `Waiting`. See docs/behaviour.md, "Fair sharing".
+Admission acts for one `Caller` per request (`acting_for`); the engine workers' read queue
+reads it there (`current_caller`), and the model's queue is handed its `Waiting`. See
+docs/behaviour.md, "Fair sharing".
 """
 
 from __future__ import annotations
@@ -23,27 +23,22 @@ class Queue(Protocol):
     @property
     def served(self) -> int:
         """How much work it has let through and seen finish, since it was made."""
-        ...
 
 
 @dataclass(slots=True)
 class Waiting:
     """Where the current request's work waits for its turn, if it does.
 
-    A queue sets it (`joined`) when the work joins it and clears it (`left`) when the
-    work's turn comes or the queue fails it; work cancelled while it waits (its
-    request ran out of time) leaves it set. So when a request's deadline passes, the
-    plugin can tell a request that was still waiting behind others' work, served as
-    it waited (the plugin is full: answered 429, which the platform's breaker ignores),
-    from one whose work was under way or whose queue stood still (something is stuck:
-    503).
-
-    `deadline`: when the request's time runs out, on the event loop's clock (set by the
-    request's deadline, plugin/core/service_errors.py, `within`); None: no deadline. A
-    queue refuses work whose turn comes too late to finish by then (`TooLate`)."""
+    A queue sets it (`joined`) when the work joins and clears it (`left`) when its turn
+    comes or the queue fails it; work cancelled while it waits leaves it set. So at a
+    request's deadline the plugin tells one still waiting behind others' work, served as it
+    waited (the plugin is full: 429, which the platform's breaker ignores), from one whose
+    work was under way or whose queue stood still (something is stuck: 503)."""
 
     queue: Queue | None = None
     served_before: int = 0
+    # When the request's time runs out, on the event loop's clock (None: never); a queue
+    # refuses work whose turn comes too late to finish by then (`TooLate`).
     deadline: float | None = None
 
     def joined(self, queue: Queue) -> None:
@@ -58,9 +53,8 @@ class Waiting:
 
 
 class TooLate(BackendUnavailable):
-    """Work refused when its turn came: too little of its request's time was left to
-    finish it. The queue was serving others meanwhile, so the plugin is full, not broken:
-    admission answers 429 (plugin/scheduling/admission.py)."""
+    """Work refused when its turn came, too late to finish in its request's time: the queue
+    served others meanwhile, so the plugin is full, not broken (admission answers 429)."""
 
 
 @dataclass(frozen=True, slots=True)

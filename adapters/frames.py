@@ -1,8 +1,5 @@
-"""The messages between the server process and its engine worker, over a socket pair.
-
-A frame is a length and a pickle of plain values: a private format of the two ends. The messages
-are listed in docs/development.md, "The request path".
-"""
+"""The messages between the server process and its engine worker, over a socket pair: a
+frame is a length and a pickle of plain values, a private format of the two ends."""
 
 from __future__ import annotations
 
@@ -26,10 +23,9 @@ PARTS = frozenset(parts.PARTS)
 
 
 class Outbox:
-    """The frames for one stream, written together once the event loop's turn is over.
-
-    The answers one group commit releases, or the calls one batch of the model makes,
-    reach the socket in one write and wake the other side once, instead of once each."""
+    """The frames for one stream, written together once the event loop's turn is over: the
+    answers one group commit releases reach the socket in one write, waking the other side
+    once instead of once each."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
@@ -65,10 +61,8 @@ async def read(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
 
 
 def portable(error: BaseException) -> BaseException:
-    """`error` itself when it survives a pickle round trip, else a `BackendError` naming it.
-
-    Why: an engine's own exception types may not pickle, and a reply that fails to
-    encode would leave its caller waiting."""
+    """`error` itself when it survives a pickle round trip, else a `BackendError` naming it:
+    a reply that fails to encode would leave its caller waiting."""
     try:
         pickle.loads(pickle.dumps(error))
     except Exception:

@@ -1,9 +1,5 @@
-"""The backends by name, and the one way each is built: `build(name, options)`.
-
-Each name maps to a "module:callable" imported only when asked for, so a deployment loads only
-its own backend's SDK (docs/development.md, "Adding a backend"); an engine worker may also be
-given a "module:callable" itself (a test's fault hook, harness/crashing_store.py).
-"""
+"""The backends by name, each a "module:callable" imported only when asked for, so a
+deployment loads only its own backend's SDK (docs/development.md, "Adding a backend")."""
 
 from __future__ import annotations
 
@@ -31,7 +27,7 @@ BACKENDS: dict[str, str] = {
 
 def target_of(name: str) -> str:
     """The `module:callable` that builds the backend registered as `name`, or `name` itself
-    where it is one (a backend of one's own, or a test's)."""
+    where it is one (a test's fault hook, harness/crashing_store.py)."""
     target = name if ":" in name else BACKENDS.get(name)
     if target is None:
         known = ", ".join(BACKENDS)
@@ -50,6 +46,5 @@ def build(name: str, options: Mapping[str, Any]) -> VectorBackend:
     """The backend `name` (see `target_of`), built with `options` as keyword arguments."""
     backend = load(name)(**options)
     if not isinstance(backend, VectorBackend):
-        target = target_of(name)
-        raise TypeError(f"{target} built {type(backend).__name__}, not a VectorBackend")
+        raise TypeError(f"{target_of(name)} built {type(backend).__name__}, not a VectorBackend")
     return backend

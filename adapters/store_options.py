@@ -21,8 +21,7 @@ ENGINE_BACKEND = "qdrant-edge"
 @dataclass(frozen=True, slots=True)
 class StoreOptions:
     """What one engine worker's part of the store is opened with: `data_dir` is the part's
-    directory, `partitions` how many parts the store is split into; `token_dimension` is
-    each token vector's size, already resolved (the encoder's)."""
+    directory, `partitions` how many parts the store is split into."""
 
     dimension: int
     data_dir: Path

@@ -1,8 +1,5 @@
-"""Time on the wire and in stores, shared by every backend.
-
-Every store keeps a time twice: the RFC 3339 string the API returns, and integer microseconds
-since the epoch for range filters and ordering (floats lose microseconds).
-"""
+"""Time on the wire and in stores: the RFC 3339 string the API returns, and integer
+microseconds since the epoch for range filters and ordering (floats lose microseconds)."""
 
 from __future__ import annotations
 

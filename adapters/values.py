@@ -1,8 +1,5 @@
-"""The values backends take and return: plain dataclasses, never SDK objects.
-
-Kept apart from the interface (`adapters.base`) and its optional parts
-(`adapters.parts`), so that each reads on its own; import them from here.
-"""
+"""The values backends take and return: plain dataclasses, never SDK objects; the
+interface is `adapters.base`, its optional parts `adapters.parts`."""
 
 from __future__ import annotations
 
@@ -27,23 +24,19 @@ JsonObject = dict[str, Any]
 # kernel's page cache, surviving a killed process but not a power cut (`async`).
 Durability = Literal["sync", "async"]
 
-# A memory with the vector the store keeps for it (export, import, migrations);
-# on Qdrant that vector is normalised, for cosine.
+# A memory with the vector the store keeps for it (export, import; normalised on Qdrant).
 StoredMemory = tuple["MemoryRecord", list[float]]
 # A text's token vectors, one unit-length row per token (plugin/embedding/embedding_tokens.py).
 TokenVectors = Sequence[Sequence[float]]
 
 
 class PackedTokens(Sequence[list[float]]):
-    """Token vectors as the model computed them: one float32 array, not lists of floats,
-    and the vocabulary id of each row's wordpiece where the model's tokenizer said it.
+    """Token vectors as the model computed them: one float32 array, and the vocabulary id
+    of each row's wordpiece where the tokenizer said it (adapters/qdrant/wordpieces.py).
 
-    Why: a memory's are about ten thousand numbers, and as Python floats they cost a
-    commit more to make, to send to the engine worker (a pickle of this is its bytes)
-    and to read there than the engine's own write. `rows()` gives them as the engines
-    take them; indexing and iterating give rows as lists, as any `TokenVectors`. The ids
-    (`ids`) let the store keep its wordpieces' document frequencies and weigh a query's
-    rows by them (adapters/qdrant/wordpieces.py).
+    Why: a memory's are about ten thousand numbers; as Python floats they cost a commit
+    more to make, pickle to the engine worker and read there than the engine's own write.
+    Indexing and iterating give rows as lists, as any `TokenVectors`.
     """
 
     __slots__ = ("_array", "_ids")
@@ -77,14 +70,13 @@ class PackedTokens(Sequence[list[float]]):
         return found
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, PackedTokens):
-            mine, theirs = self._ids, other._ids
-            if mine is None or theirs is None:
-                same_ids = mine is theirs
-            else:
-                same_ids = np.array_equal(mine, theirs)
-            return same_ids and np.array_equal(self._array, other._array)
-        return NotImplemented
+        if not isinstance(other, PackedTokens):
+            return NotImplemented
+        mine, theirs = self._ids, other._ids
+        same_ids = (
+            mine is theirs if mine is None or theirs is None else np.array_equal(mine, theirs)
+        )
+        return same_ids and np.array_equal(self._array, other._array)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -128,8 +120,7 @@ class NamespaceRecord:
         return self.expires_at is not None and self.expires_at <= now
 
     def to_json_object(self) -> JsonObject:
-        """The contract's `Namespace` object: the one JSON form of a record, on the wire,
-        in the Qdrant records and in export files."""
+        """The contract's `Namespace` object: on the wire, in Qdrant records and export files."""
         return {
             "name": self.name,
             "kind": self.kind,
@@ -162,8 +153,7 @@ class MemoryRecord:
     pin: bool = False
     expires_at: datetime | None = None
     propagation: JsonObject | None = None
-    # Its place in its namespace's write order (plugin/core/write_order.py); None where the
-    # store has not placed it yet.
+    # Its place in its namespace's write order (plugin/core/write_order.py); None: none yet.
     position: int | None = None
 
     def is_expired(self, now: datetime) -> bool:
@@ -172,13 +162,9 @@ class MemoryRecord:
 
 @dataclass(frozen=True, slots=True)
 class ScoredMemory:
-    """A memory with its ranking score: higher is better, within one answer.
-
-    Cosine similarity for a dense query, BM25 for a keyword query, and for a hybrid
-    query the fused score (adapters/qdrant/ranking.py, docs/backends.md "Hybrid search").
-    None where no query ranked it (a search without one lists newest first): backends
-    always score, the service's answer to a listing does not.
-    """
+    """A memory with its ranking score, higher better within one answer: cosine, BM25, or
+    the fused score of a hybrid query (docs/backends.md "Hybrid search"); None where no
+    query ranked it (a listing, newest first)."""
 
     memory: MemoryRecord
     score: float | None
@@ -204,8 +190,7 @@ class MemoryVectors:
     dense: Sequence[float]
     keywords: SparseVector | None = None
     tokens: TokenVectors | None = None
-    # No `keywords`: the store makes them from the memory's content (a store that
-    # `makes_keywords`); else it keeps none until they are filled in.
+    # No `keywords`: a store that `makes_keywords` makes them; else none until filled in.
     make_keywords: bool = False
 
 
@@ -220,8 +205,7 @@ class SearchMode(enum.StrEnum):
 
 
 class VectorKind(enum.StrEnum):
-    """The vectors a store fills in place for memories written without them
-    (adapters/parts.py, `VectorFill`)."""
+    """The vectors a store fills in place for memories written without them (`VectorFill`)."""
 
     KEYWORDS = "keywords"  # BM25 term weights: a `SparseVector`
     TOKENS = "tokens"  # the model's token vectors (`TokenVectors`), their wordpieces beside
@@ -233,16 +217,11 @@ FillVector = SparseVector | TokenVectors
 
 @dataclass(frozen=True, slots=True)
 class SearchQuery:
-    """What a search with a query sends the store: a dense vector, a keyword vector, or both.
-
-    Both is a hybrid search; with `feedback`, its keyword vector is first widened by
-    the top results' words (keyword feedback, adapters/qdrant/feedback.py); with
-    `tokens` too (the query's token vectors, from the same model call as `dense`),
-    its candidates are reranked by them (MaxSim), each token weighed by its wordpiece's
-    rarity in the store with `weigh_tokens` (set once the store holds every memory's
-    wordpieces: adapters/qdrant/wordpieces.py), else all alike. The plugin computes only
-    what the mode needs (a keyword search costs no model call). `text`, in place of the
-    keyword vector: the store makes it (a store that `makes_keywords`).
+    """What a search with a query sends the store: a dense vector, a keyword vector, or both
+    (hybrid). With `feedback`, the keyword vector is first widened by the top results' words
+    (adapters/qdrant/feedback.py); with `tokens`, the candidates are reranked by them
+    (MaxSim), each token weighed by its wordpiece's rarity with `weigh_tokens`, else all
+    alike. `text`, in place of the keyword vector: the store makes it (`makes_keywords`).
     """
 
     dense: Sequence[float] | None = None
@@ -262,39 +241,31 @@ class SearchQuery:
 
 @dataclass(frozen=True, slots=True)
 class MemoryFilter:
-    """Which memories a query or listing may return.
+    """Which memories a query or listing may return."""
 
-    `now`: memories with `expires_at <= now` are excluded.
-    `pinned`: None for both sides (pinned first), True or False for one side only.
-    `kinds`: None for all kinds, else only these.
-    """
-
-    now: datetime
-    pinned: bool | None = None
-    kinds: frozenset[str] | None = None
+    now: datetime  # those with `expires_at <= now` are excluded
+    pinned: bool | None = None  # None: both sides (pinned first); else that side only
+    kinds: frozenset[str] | None = None  # None: all kinds
 
 
 # Upper bounds, in seconds, of the buckets `DiskWrites` counts syncs in (and +Inf).
 SYNC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0)
-# Why the disk refused a write: the volume full (the disk guard), the write's deadline
-# passed while it waited for its sync, the sync it waited for failed, a sync under way
-# had waited too long for the write to be let in (the disk stalled).
+# Why the disk refused a write: the volume full (the disk guard), the write's deadline passed
+# as it waited for its sync, that sync failed, a sync under way had waited too long to let
+# the write in (the disk stalled).
 DISK_REFUSALS = ("volume_full", "sync_timeout", "sync_failed", "disk_stalled")
 
 
 @dataclass(frozen=True, slots=True)
 class DiskWrites:
-    """How a store's writes reach its own disk (the embedded store), for the metrics.
+    """How a store's writes reach its own disk (the embedded store), for the metrics; the counts
+    grow for as long as the store's process lives."""
 
-    `sync_waiting_s`: how long the oldest pending sync has waited (0: none). `sync_buckets`:
-    syncs done, cumulative per bound of `SYNC_BUCKETS` and last +Inf; `sync_seconds`: their
-    time. `refused`: writes refused because of the disk, per reason of `DISK_REFUSALS`. The
-    counts grow for as long as the store's process lives."""
-
-    sync_waiting_s: float = 0.0
+    sync_waiting_s: float = 0.0  # how long the oldest pending sync has waited (0: none)
+    # Syncs done, cumulative per bound of `SYNC_BUCKETS` and last +Inf; then their time.
     sync_buckets: tuple[int, ...] = (0,) * (len(SYNC_BUCKETS) + 1)
     sync_seconds: float = 0.0
-    refused: tuple[int, ...] = (0,) * len(DISK_REFUSALS)
+    refused: tuple[int, ...] = (0,) * len(DISK_REFUSALS)  # per reason of `DISK_REFUSALS`
 
     @staticmethod
     def merged(parts: Sequence[DiskWrites]) -> DiskWrites:
@@ -309,17 +280,12 @@ class DiskWrites:
 
 @dataclass(frozen=True, slots=True)
 class StoreCondition:
-    """What a backend that still serves wants an operator to know (health, metrics).
+    """What a backend that still serves wants an operator to know (health, metrics)."""
 
-    `unreadable_namespaces`: names whose stored data cannot be read; requests for
-    them answer 503 while the rest are served. `problems`: one line each, naming
-    no file path (e.g. "the data volume is full ...", "writes cannot reach the disk
-    ..."). `disk`: how writes reach a disk of the backend's own; None without one.
-    """
-
+    # Names whose stored data cannot be read: they answer 503 while the rest are served.
     unreadable_namespaces: tuple[str, ...] = ()
-    problems: tuple[str, ...] = ()
-    disk: DiskWrites | None = None
+    problems: tuple[str, ...] = ()  # one line each, naming no file path
+    disk: DiskWrites | None = None  # how writes reach a disk of the backend's own
 
     @property
     def degraded(self) -> bool:
@@ -337,9 +303,8 @@ def with_keywords(
 
 @dataclass(frozen=True, slots=True)
 class StoreSize:
-    """How big a store is (adapters/parts.py, `StoreSizes`). Memories are those stored,
-    expired ones included until the janitor deletes them; bytes are None where the store
-    has no volume of the plugin's."""
+    """How big a store is (`StoreSizes`), expired memories included until the janitor deletes
+    them; bytes are None where the store has no volume of the plugin's."""
 
     namespaces: int
     memories: int

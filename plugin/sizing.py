@@ -1,8 +1,5 @@
-"""The CPUs this process may use, and the sizes the plugin chose from them.
-
-Its CPU affinity capped by its cgroup's CPU limit, or fewer where MEMORY_PLUGIN_CPUS says so;
-the encoder's sessions and the engine workers are sized from it (docs/settings.md).
-"""
+"""The CPUs this process may use (its affinity capped by its cgroup's CPU limit, or fewer
+where MEMORY_PLUGIN_CPUS says so), that the sessions and workers are sized from."""
 
 from __future__ import annotations
 

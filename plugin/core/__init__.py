@@ -1,3 +1,2 @@
-"""The contract's rules: the service, searches, names, domain errors, the fingerprint rule.
-
-No aiohttp and no wire models here (tests/house/test_layering.py checks the imports)."""
+"""The contract's rules: the service, searches, names, domain errors, the fingerprint rule;
+no aiohttp and no wire models (tests/house/test_layering.py checks the imports)."""

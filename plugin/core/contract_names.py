@@ -1,8 +1,4 @@
-"""The contract's rules for names and ids, shared by the HTTP layer and bulk import.
-
-A namespace name matches `^[a-z]+:[A-Za-z0-9_:.\\-]+$` in at most 256 characters; a
-memory id is a hyphenated UUID in any case, kept in canonical lower-case form.
-"""
+"""The contract's rules for names and ids, shared by the HTTP layer and bulk import."""
 
 from __future__ import annotations
 
@@ -11,9 +7,7 @@ import uuid
 
 NAMESPACE_PATTERN = re.compile(r"[a-z]+:[A-Za-z0-9_:.\-]+")
 NAMESPACE_MAX = 256
-UUID_PATTERN = re.compile(
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-)
+UUID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
 def check_namespace_name(value: str) -> str:

@@ -1,8 +1,5 @@
-"""What the service reads of a request: the fields, not the wire models that carry them.
-
-The wire models (plugin/http/wire.py) satisfy these protocols as they are, so the service
-never imports them, and any object with the same read-only fields will do.
-"""
+"""What the service reads of a request: the fields, which the wire models (plugin/http/wire.py)
+carry as they are, so that the service never imports them."""
 
 from __future__ import annotations
 

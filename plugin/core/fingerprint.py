@@ -1,8 +1,5 @@
-"""The store's embedding fingerprint: recorded once, checked at every start.
-
-A store's vectors compare only with query vectors of the same space, so start-up refuses an
-encoder of another space; the rules: docs/embedding.md, "The fingerprint rule".
-"""
+"""The store's embedding fingerprint: recorded once, checked at every start, so that an
+encoder of another vector space is refused (docs/embedding.md, "The fingerprint rule")."""
 
 from __future__ import annotations
 
@@ -37,21 +34,9 @@ def same_vector_space(a: str, b: str) -> bool:
     return vector_space(a) == vector_space(b)
 
 
-def mismatch_line(recorded: str, configured: str) -> str:
-    runtime = recorded.rpartition("/")[2]
-    return (
-        f"the store holds vectors of {recorded}, but the configured encoder is {configured}: "
-        f"set MEMORY_PLUGIN_EMBEDDING_BACKEND={runtime} (and the same "
-        "MEMORY_PLUGIN_EMBEDDING_MODEL) back, or re-embed into a new store with "
-        "`memory-plugin-vector export` then `import` (import re-embeds when fingerprints differ)"
-    )
-
-
 async def check_store(backend: VectorBackend, fingerprint: str) -> str:
     """Record the fingerprint in a store without one; raise `FingerprintMismatch` on another.
-
-    Returns what the store records (which may be a fingerprint of the same space).
-    """
+    Returns what the store records (which may be a fingerprint of the same space)."""
     meta = backend.store_meta
     if meta is None:
         raise NotImplementedError(f"the {backend.name} backend keeps no store metadata")
@@ -61,39 +46,42 @@ async def check_store(backend: VectorBackend, fingerprint: str) -> str:
         await meta.write_store_meta(META_KEY, recorded)
         log.info("embedding fingerprint recorded", extra={"fingerprint": recorded})
     if not same_vector_space(recorded, fingerprint):
-        raise FingerprintMismatch(mismatch_line(recorded, fingerprint))
+        raise FingerprintMismatch(
+            f"the store holds vectors of {recorded}, but the configured encoder is {fingerprint}: "
+            f"set MEMORY_PLUGIN_EMBEDDING_BACKEND={recorded.rpartition('/')[2]} (and the same "
+            "MEMORY_PLUGIN_EMBEDDING_MODEL) back, or re-embed into a new store with "
+            "`memory-plugin-vector export` then `import` (import re-embeds when fingerprints "
+            "differ)"
+        )
     return recorded
 
 
-def _unheard() -> None:
-    """The default `verified` callback: nobody is told."""
-
-
 async def check_at_start(
-    backend: VectorBackend,
-    fingerprint: str,
-    timeout_s: float,
-    verified: Callable[[], None] = _unheard,
+    backend: VectorBackend, fingerprint: str, timeout_s: float, verified: Callable[[], None]
 ) -> asyncio.Task[None] | None:
-    """Check now; when the store does not answer, a task that checks once it does
-    (and raises `FingerprintMismatch` when it finds one).
-
-    `verified` is called once the store is known to hold vectors of the configured
-    space: only then may a stored vector stand for a new one (plugin/core/service.py)."""
+    """Check now; when the store does not answer, a task that checks once it does (and raises
+    `FingerprintMismatch` when it finds one). `verified` is called once the store is known to
+    hold vectors of the configured space: only then may a stored vector stand for a new one."""
     try:
-        async with asyncio.timeout(timeout_s):
-            await check_store(backend, fingerprint)
-        verified()
+        await _check(backend, fingerprint, timeout_s, verified)
         return None
     except NotImplementedError:
         log.warning("this backend keeps no embedding fingerprint: not checked")
         return None
+    except FingerprintMismatch:  # a BackendError too, but no retry mends it
+        raise
     except (BackendError, TimeoutError) as error:
-        if isinstance(error, FingerprintMismatch):
-            raise
         log.warning("embedding fingerprint not checked yet, store unavailable: %s", error)
     checking = _check_later(backend, fingerprint, timeout_s, verified)
     return asyncio.create_task(checking, name="fingerprint")
+
+
+async def _check(
+    backend: VectorBackend, fingerprint: str, timeout_s: float, verified: Callable[[], None]
+) -> None:
+    async with asyncio.timeout(timeout_s):
+        await check_store(backend, fingerprint)
+    verified()
 
 
 async def _check_later(
@@ -102,11 +90,8 @@ async def _check_later(
     while True:
         await asyncio.sleep(RETRY_S)
         try:
-            async with asyncio.timeout(timeout_s):
-                await check_store(backend, fingerprint)
-            verified()
-            return
-        except FingerprintMismatch:  # a BackendError too, but no retry mends it
+            return await _check(backend, fingerprint, timeout_s, verified)
+        except FingerprintMismatch:
             raise
         except (BackendError, TimeoutError):
             continue

@@ -1,8 +1,5 @@
-"""One asyncio lock per key, created on demand and dropped when nobody holds it.
-
-Thousands of namespaces must not mean thousands of idle locks: an entry lives
-only while some task holds or waits for it.
-"""
+"""One asyncio lock per key, living only while some task holds or waits for it: thousands
+of namespaces must not mean thousands of idle locks."""
 
 from __future__ import annotations
 
@@ -28,6 +25,3 @@ class KeyedLock:
                 del self._locks[key]
             else:
                 self._locks[key] = (lock, users - 1)
-
-    def __len__(self) -> int:
-        return len(self._locks)

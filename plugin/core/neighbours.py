@@ -1,10 +1,7 @@
 """A memory's neighbours in its namespace's write order lift it toward their score.
 
 The evidence for a question often stands beside what its words match: the turn before names
-the topic, the turn after answers it. A ranked memory whose neighbour (the memories one and
-two places before and after its own, plugin/core/write_order.py) is in the same answer's
-pool and scores higher rises by a share of the gap between them, the share by distance; see
-docs/backends.md, "Neighbours in the write order".
+the topic, the turn after answers it. See docs/backends.md, "Neighbours in the write order".
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ SHARES = (0.5, 0.2)
 def lift(hits: Sequence[ScoredMemory], shares: Sequence[float] | None = None) -> list[ScoredMemory]:
     """`hits` (pinned first, each side best first), each scored memory raised to the most of
     score + shares[d-1] x (its best neighbour's score at distance d - its own) where that is
-    positive, each side best first again (stable). A memory with no place, or with no better
-    neighbour on its side, keeps its score; with shares below 1 none passes the one lifting
-    it, so the best stays first. `shares`: `SHARES` unless given."""
+    positive, each side best first again (stable). With shares below 1 none passes the one
+    lifting it, so the best stays first."""
     shares = SHARES if shares is None else shares
     pinned = [hit for hit in hits if hit.memory.pin]
     unpinned = [hit for hit in hits if not hit.memory.pin]

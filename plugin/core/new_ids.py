@@ -1,10 +1,9 @@
 """The ids a namespace created by this process has never held: a commit with one of them
-skips the store's lookup (plugin/core/service.py, docs/behaviour.md "Commits").
+skips the store's lookup (docs/behaviour.md "Commits").
 
-Only where this process is the store's one writer (the embedded store holds a lock on its data
-directory): a namespace created anew then holds nothing but what this process sent it since.
-Each id is remembered before its write is sent, in a Bloom filter: a false "maybe held" costs
-the lookup it would have made anyway, never a wrong answer.
+Only where this process is the store's one writer (the embedded store's lock on its data
+directory). Each id is remembered before its write is sent, in a Bloom filter: a false
+"maybe held" costs the lookup it would have made anyway, never a wrong answer.
 """
 
 from __future__ import annotations

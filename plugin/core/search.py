@@ -1,8 +1,5 @@
-"""Searches: one backend read over every live namespace asked for, ranked as configured.
-
-`MemorySearch` answers the handler's searches; a damaged namespace is left out of a search over
-several rather than failing it (docs/behaviour.md, "Faults").
-"""
+"""Searches: one backend read over every live namespace asked for, ranked as configured; a
+damaged namespace is left out of a search over several (docs/behaviour.md, "Faults")."""
 
 from __future__ import annotations
 
@@ -36,8 +33,7 @@ from plugin.scheduling.work import Work
 from plugin.scheduling.work import search_tenant
 
 log = logging.getLogger(__name__)
-# The modes whose keyword query is widened by the first results (docs/backends.md,
-# "Keyword feedback").
+# The modes whose keyword query is widened by the first results (keyword feedback).
 _FEEDBACK = frozenset({SearchMode.FEEDBACK, SearchMode.RERANK})
 NEWEST = "newest"  # the ranking's name of a search without a query: newest first
 
@@ -45,9 +41,8 @@ NEWEST = "newest"  # the ranking's name of a search without a query: newest firs
 class Embedder(Protocol):
     dimension: int
 
-    # An awaitable: BatchingEmbedder's future, queued for the model when this returns;
-    # `work` is its place in the fair queues (plugin/scheduling/work.py); `tokens`, whether
-    # the text's token vectors are wanted (None: as the embedder keeps them).
+    # Queued for the model when this returns; `work` is its place in the fair queues;
+    # `tokens`, whether the text's token vectors are wanted (None: as the embedder keeps them).
     def embed(
         self, text: str, work: Work = ..., *, tokens: bool | None = None
     ) -> Awaitable[Embedding]: ...
@@ -77,7 +72,6 @@ class MemorySearch:
     clock: Callable[[], datetime]
     deadline_s: float
     embedder: Embedder
-    # Namespaces a search found unreadable (left out of its answer), for health.
     unreadable: set[str] = field(default_factory=set)
 
     async def search(self, request: SearchFields, caller: Caller) -> Found:
@@ -98,19 +92,14 @@ class MemorySearch:
             query = None if text is None or mode is None else await self._query(text, mode, work)
             # A ranked search reads the pool its memories' neighbours are found in.
             pool = limit if query is None else max(limit, neighbours.POOL)
-            try:
-                hits = await self._read(live, query, memory_filter, pool)
-            except StorageDamaged:
-                hits = await self._read_around_damage(live, query, memory_filter, pool)
+            hits = await self._read(live, query, memory_filter, pool)
             hits = [hit for hit in hits if not hit.memory.is_expired(now)]
             if query is not None:
                 hits = neighbours.lift(hits)
             return Found(hits[:limit], mode)
 
     async def _query(self, text: str, mode: SearchMode, work: Work) -> SearchQuery:
-        """What `mode` ranks by; a keyword search costs no model call, a rerank no second one
-        (the token vectors come with the sentence vector), keyword feedback none at all (the
-        store lends the words)."""
+        """What `mode` ranks by: a keyword search costs no model call, a rerank no second one."""
         keyed = mode is not SearchMode.DENSE
         made_there = keyed and self.backend.makes_keywords  # the store makes its own
         keywords = self.keywords.query(text) if keyed and not made_there else None
@@ -138,25 +127,23 @@ class MemorySearch:
         query: SearchQuery | None,
         wanted: MemoryFilter,
         limit: int,
+        alone: bool = False,
     ) -> list[ScoredMemory]:
-        """The backend's read: ranked by `query`, or newest first without one."""
-        if query is None:
+        """The backend's read: ranked by `query`, or newest first without one. Where stored
+        data is damaged, each namespace is read `alone`: those that fail are left out (and
+        remembered), 503 if all do."""
+        try:
+            if query is not None:
+                return await self.backend.query_memories(namespaces, query, wanted, limit)
             listed = await self.backend.list_memories(namespaces, wanted, limit)
             return [ScoredMemory(memory, None) for memory in listed]
-        return await self.backend.query_memories(namespaces, query, wanted, limit)
-
-    async def _read_around_damage(
-        self,
-        namespaces: Sequence[str],
-        query: SearchQuery | None,
-        wanted: MemoryFilter,
-        limit: int,
-    ) -> list[ScoredMemory]:
-        """Read each namespace alone; leave out (and remember) those that fail; 503 if all do."""
+        except StorageDamaged:
+            if alone:
+                raise
         parts: list[list[ScoredMemory]] = []
         for name in namespaces:
             try:
-                parts.append(await self._read([name], query, wanted, limit))
+                parts.append(await self._read([name], query, wanted, limit, alone=True))
             except StorageDamaged as error:
                 if name not in self.unreadable:
                     log.error("namespace unreadable, left out of searches: %s (%s)", name, error)

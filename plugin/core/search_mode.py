@@ -1,8 +1,5 @@
-"""How searches with a query rank: MEMORY_PLUGIN_SEARCH against what the store answers.
-
-Unset, the backend's best ranking; a value forces one, and one the backend cannot answer stops
-start-up with one line. The modes: docs/backends.md, "Hybrid search".
-"""
+"""How searches with a query rank: MEMORY_PLUGIN_SEARCH, unset the backend's best, against
+what the store answers (docs/backends.md, "Hybrid search")."""
 
 from __future__ import annotations
 
@@ -23,16 +20,6 @@ def may_rerank(configured: str | None) -> bool:
     return configured is None or configured == SearchMode.RERANK
 
 
-def never_dimmed() -> bool:
-    """Every search gets its ranking's best: where nothing dims it."""
-    return True
-
-
-def never_weighed() -> bool:
-    """A rerank weighs every query token alike: where no fill has completed the wordpieces."""
-    return False
-
-
 @dataclass(frozen=True, slots=True)
 class Ranking:
     """What a search with a query ranks by: `best`, or `dimmed` when `best_now` (the rerank
@@ -40,10 +27,10 @@ class Ranking:
 
     best: SearchMode
     dimmed: SearchMode | None = None  # None: always `best`
-    best_now: Callable[[], bool] = field(default=never_dimmed, compare=False, repr=False)
+    best_now: Callable[[], bool] = field(default=lambda: True, compare=False, repr=False)
     # Whether a rerank weighs the query's tokens by rarity: once the store holds every
     # memory's wordpieces (plugin/upgrades/vector_fill.py); until then all alike.
-    weighs_tokens: Callable[[], bool] = field(default=never_weighed, compare=False, repr=False)
+    weighs_tokens: Callable[[], bool] = field(default=lambda: False, compare=False, repr=False)
 
     @property
     def reranks(self) -> bool:

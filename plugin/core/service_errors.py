@@ -1,8 +1,5 @@
-"""The service's own failures, in domain terms; the HTTP layer maps them to statuses.
-
-`plugin/core/service.py` raises these, and `plugin/http/middleware.py` turns each into the
-contract's envelope (`NotFound` 404, `InvalidRequest` 400, `BackendUnavailable` 503).
-"""
+"""The service's own failures, in domain terms; plugin/http/middleware.py maps them to
+statuses (`NotFound` 404, `InvalidRequest` 400, `BackendUnavailable` 503)."""
 
 from __future__ import annotations
 

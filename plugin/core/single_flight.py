@@ -1,8 +1,5 @@
-"""One call in flight at a time; callers that arrive while it runs share its outcome.
-
-Health uses it so that a burst of checks makes one backend ping, not one each; see
-docs/behaviour.md, the "Health" entry.
-"""
+"""One call in flight at a time; callers that arrive while it runs share its outcome: a
+burst of health checks makes one backend ping (docs/behaviour.md, "Health")."""
 
 from __future__ import annotations
 
@@ -23,18 +20,14 @@ class SingleFlight:
         self._started = 0.0
 
     async def __call__(self) -> None:
-        now = time.monotonic()
-        if (
-            self._running is None
-            or self._running.done()
-            or now - self._started >= self._join_within_s
-        ):
-            self._running = asyncio.get_running_loop().create_task(self._call())
-            self._running.add_done_callback(_retrieve)
+        now, running = time.monotonic(), self._running
+        if running is None or running.done() or now - self._started >= self._join_within_s:
+            running = self._running = asyncio.get_running_loop().create_task(self._call())
+            running.add_done_callback(_retrieve)
             self._started = now
         # A caller that gives up (its deadline, a closed connection) leaves the call
         # running for the others.
-        await asyncio.shield(self._running)
+        await asyncio.shield(running)
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:

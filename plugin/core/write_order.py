@@ -1,9 +1,6 @@
 """Each namespace's write order: the place a new memory takes (docs/backends.md,
-"Neighbours in the write order").
-
-A namespace's places count up from its newest stored memory's, one per commit, in the order
-commits arrive; a namespace created anew starts at 0. The count lives in this process and is
-read back from the store on a namespace's first commit after a start.
+"Neighbours in the write order"): one per commit in the order commits arrive, counted in
+this process from the newest stored memory's, read back on a namespace's first commit.
 """
 
 from __future__ import annotations
@@ -54,8 +51,9 @@ class WriteOrder:
         """One read of the namespace's newest places, however many commits wait on it."""
         reading = self._reading.get(namespace)
         if reading is None:
-            reading = asyncio.ensure_future(self._after_newest(namespace))
-            self._reading[namespace] = reading
+            reading = self._reading[namespace] = asyncio.ensure_future(
+                self._after_newest(namespace)
+            )
             reading.add_done_callback(lambda done: self._read(namespace, done))
         return reading
 

@@ -1,8 +1,5 @@
-"""The aiohttp application: routes, middleware, and resources in `cleanup_ctx`.
-
-Resources start in order (model, backend and its fingerprint, ranking, batcher, background
-tasks) and stop in reverse; the server boots while the backend is down, answering 503.
-"""
+"""The aiohttp application: routes, middleware, and resources in `cleanup_ctx`, started in
+order and stopped in reverse; the server boots while the backend is down, answering 503."""
 
 from __future__ import annotations
 
@@ -13,7 +10,9 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Callable
+from collections.abc import Coroutine
 from dataclasses import replace
+from typing import Any
 
 from aiohttp import web
 
@@ -30,7 +29,6 @@ from plugin.core.service import utc_now
 from plugin.embedding.embedder import BatchingEmbedder
 from plugin.embedding.encoders import Encoder
 from plugin.embedding.encoders import load_encoder
-from plugin.http.admin import admin_routes
 from plugin.http.handlers import routes
 from plugin.http.keys import ADMISSION
 from plugin.http.keys import BACKEND
@@ -54,9 +52,9 @@ from plugin.observability.instrumented import instrumented
 from plugin.observability.metrics import Metrics
 from plugin.observability.store_size_gauges import StoreSizeGauges
 from plugin.scheduling.admission import Admission
+from plugin.scheduling.admission import ServiceTime
 from plugin.scheduling.admission import Shares
 from plugin.scheduling.dimmer import RerankDimmer
-from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.thread_priority import at_low_priority
 from plugin.settings import Settings
 from plugin.sizing import engine_workers_of
@@ -86,7 +84,7 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
         metrics.observe_embedding(texts, seconds)
         service_time.observe_model(texts, seconds)
 
-    embedder = BatchingEmbedder(
+    embedder = app[EMBEDDER] = BatchingEmbedder(
         app[ENCODER],
         observer=observe_batch,
         wait_observer=metrics.sharing.observe_wait,
@@ -96,31 +94,31 @@ async def _embedder(app: web.Application) -> AsyncIterator[None]:
         keep_tokens=app[RANKING].reranks,  # only a rerank reads them
     )
     await embedder.start()
-    app[EMBEDDER] = embedder
     metrics.sharing.watch(admission, embedder.queued_by_priority)
     yield
     await embedder.close()
 
 
 async def _backend(app: web.Application) -> AsyncIterator[None]:
+    encoder, settings = app[ENCODER], app[SETTINGS]
     if BACKEND not in app:
-        encoder = app[ENCODER]
-        tokens = encoder.token_dimension
-        app[BACKEND] = build_backend(app[SETTINGS], encoder.dimension, tokens, cpus=app[CPUS])
+        dimensions = encoder.dimension, encoder.token_dimension
+        app[BACKEND] = build_backend(settings, *dimensions, cpus=app[CPUS])
+    backend = app[BACKEND]
     app[SIZES] = {
         "cpus": app[CPUS],
-        "embedding_sessions": app[ENCODER].parallelism,
-        "engine_workers": engine_workers_of(app[BACKEND]),
+        "embedding_sessions": encoder.parallelism,
+        "engine_workers": engine_workers_of(backend),
     }
-    await app[BACKEND].start()
-    verified = app[VECTORS_VERIFIED]
+    await backend.start()
     try:  # vectors of another space are never mixed in (plugin/core/fingerprint.py)
+        verified = app[VECTORS_VERIFIED].set
         later = await check_at_start(
-            app[BACKEND], app[ENCODER].fingerprint, app[SETTINGS].backend_timeout_s, verified.set
+            backend, encoder.fingerprint, settings.backend_timeout_s, verified
         )
-        app[RANKING] = choose_ranking(app[SETTINGS].search, app[BACKEND])
+        app[RANKING] = choose_ranking(settings.search, backend)
     except BaseException:
-        await app[BACKEND].close()
+        await backend.close()
         raise
     if later is not None:  # a mismatch found once the store answers stops the server
         later.add_done_callback(lambda task: _stop_on_mismatch(app, task))
@@ -128,18 +126,13 @@ async def _backend(app: web.Application) -> AsyncIterator[None]:
     if later is not None:
         later.cancel()
         await asyncio.gather(later, return_exceptions=True)
-    await app[BACKEND].close()
+    await backend.close()
 
 
 def _stop_on_mismatch(app: web.Application, check: asyncio.Task[None]) -> None:
     error = None if check.cancelled() else check.exception()
     if isinstance(error, FingerprintMismatch):
         app[STOP](str(error))
-
-
-def _unstoppable(reason: str) -> None:
-    """`STOP` when nobody runs the app who could stop it: the reason is logged."""
-    log.error("should stop: %s", reason)
 
 
 def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
@@ -163,38 +156,34 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
             on_reused=metrics.observe_vector_reused,
         )
         metrics.watch_condition(app[SERVICE].condition)
-        tasks = [
-            asyncio.create_task(
-                run_janitor(app[SERVICE], settings.janitor_interval_s, metrics.observe_sweep),
-                name="janitor",
+        tasks: list[asyncio.Task[None]] = []
+
+        def start(name: str, work: Coroutine[Any, Any, None]) -> None:
+            tasks.append(asyncio.create_task(work, name=name))
+
+        start(
+            "janitor", run_janitor(app[SERVICE], settings.janitor_interval_s, metrics.observe_sweep)
+        )
+        start(  # app[BACKEND], as the fingerprint check: not timed as requests
+            "keyword index",
+            vector_fill.maintain_in_background(
+                app[BACKEND], vector_fill.keywords(app[KEYWORDS]), metrics.observe_keywords_indexed
             ),
-            asyncio.create_task(
-                vector_fill.maintain_in_background(  # as the fingerprint check: not requests
-                    app[BACKEND],
-                    vector_fill.keywords(app[KEYWORDS]),
-                    metrics.observe_keywords_indexed,
-                ),
-                name="keyword index",
-            ),
-            asyncio.create_task(
-                place_upgrade.maintain_in_background(app[BACKEND], clock), name="write order"
-            ),
-        ]
+        )
+        start("write order", place_upgrade.maintain_in_background(app[BACKEND], clock))
         if backend.store_size is not None:
             app[STORE_SIZES] = StoreSizeGauges(backend.store_size, metrics.registry)
-            tasks.append(asyncio.create_task(app[STORE_SIZES].run(), name="store size"))
+            start("store size", app[STORE_SIZES].run())
         if ranking.reranks:  # no other ranking reads token vectors
-            tasks.append(
-                asyncio.create_task(
-                    vector_fill.maintain_in_background(
-                        app[BACKEND],
-                        vector_fill.tokens(app[SERVICE].embedder.embed),
-                        metrics.observe_tokens_indexed,
-                        ready=app[VECTORS_VERIFIED].is_set,
-                        complete=app[TOKENS_WEIGHED],
-                    ),
-                    name="token index",
-                )
+            start(
+                "token index",
+                vector_fill.maintain_in_background(
+                    app[BACKEND],
+                    vector_fill.tokens(app[SERVICE].embedder.embed),
+                    metrics.observe_tokens_indexed,
+                    ready=app[VECTORS_VERIFIED].is_set,
+                    complete=app[TOKENS_WEIGHED],
+                ),
             )
         yield
         for task in tasks:
@@ -206,14 +195,9 @@ def _service(clock: Clock) -> Callable[[web.Application], AsyncIterator[None]]:
 
 async def _frozen_heap(app: web.Application) -> AsyncIterator[None]:
     """Leave what start-up built (the model, its sessions, the libraries) out of the
-    garbage collector's full passes.
-
-    Why: a full pass walks every tracked object, and the event loop runs none of its
-    requests meanwhile; with the model's objects in the heap a pass took tens of ms,
-    often enough under load to delay refusals past their 50 ms (benchmarks/README.md,
-    "Fair sharing"). Frozen objects are never collected while the app runs, garbage
-    among them included: no collection first, which would cost each test's app a full
-    pass for the little start-up leaves behind.
+    garbage collector's full passes: with them in the heap a pass stalled the event loop
+    for tens of ms, delaying refusals past their 50 ms (benchmarks/README.md, "Fair
+    sharing"). No collection first: it would cost each test's app a full pass.
     """
     gc.freeze()
     yield
@@ -230,9 +214,8 @@ def create_app(
     ticks: Callable[[], float] = time.monotonic,
     cpus: int | None = None,
 ) -> web.Application:
-    """Build the app. Tests pass a loaded `encoder` (loading takes seconds), a `backend`,
-    a keyword encoder of another configuration, a hand-moved `ticks` (the monotonic
-    seconds admission measures the plugin's busy time by), or the `cpus` to size for."""
+    """Build the app. Tests pass a loaded `encoder` (loading takes seconds), a `backend`, other
+    `keywords`, hand-moved `ticks` (admission's clock), or the `cpus` to size for."""
     app = web.Application(
         client_max_size=settings.max_body_bytes, middlewares=[request_context, envelope]
     )
@@ -243,12 +226,11 @@ def create_app(
     app[KEYWORDS] = KeywordEncoder() if keywords is None else keywords
     app[VECTORS_VERIFIED] = threading.Event()  # the store holds the encoder's vector space
     app[TOKENS_WEIGHED] = threading.Event()  # every memory has its wordpieces
-    app[STOP] = _unstoppable  # `serve` replaces it
+    app[STOP] = lambda reason: log.error("should stop: %s", reason)  # `serve` replaces it
     if encoder is not None:
         app[ENCODER] = encoder
     if backend is not None:
         app[BACKEND] = backend
     app.cleanup_ctx.extend([_encoder, _backend, _embedder, _service(clock), _frozen_heap])
     app.add_routes(routes)
-    app.add_routes(admin_routes)  # GET /admin/export, outside the contract
     return app

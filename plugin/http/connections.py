@@ -1,8 +1,6 @@
-"""Connections: read deadlines, a cap on open connections, and aiohttp's own errors.
-
-On top of aiohttp's connection protocol, which alone waits for a request forever and accepts
-connections until file descriptors run out; see docs/behaviour.md, "Connections".
-"""
+"""Connections: read deadlines, a cap on open connections, and aiohttp's own errors, on top
+of aiohttp's connection protocol, which alone waits for a request forever and accepts
+connections until file descriptors run out (docs/behaviour.md, "Connections")."""
 
 from __future__ import annotations
 
@@ -11,7 +9,6 @@ import logging
 import resource
 from collections.abc import Awaitable
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -31,35 +28,18 @@ _Handler = Callable[[BaseRequest], Awaitable[web.StreamResponse]]
 
 
 class BodyTimeout(TimeoutError):
-    """The request body did not arrive in time.
-
-    A `TimeoutError`, so that aiohttp's lingering read after the answer stops on it
-    quietly instead of logging an unhandled exception.
-    """
-
-
-@dataclass(frozen=True)
-class ConnectionLimits:
-    header_timeout_s: float
-    body_timeout_s: float
-    max_connections: int
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ConnectionLimits:
-        return cls(settings.header_timeout_s, settings.body_timeout_s, settings.max_connections)
+    """The request body did not arrive in time: a `TimeoutError`, so that aiohttp's lingering
+    read after the answer stops on it quietly instead of logging an unhandled exception."""
 
 
 class PluginRequestHandler(RequestHandler):
     """aiohttp's connection protocol with read deadlines and the contract's error envelope.
-
-    It relies on what `RequestHandler` keeps per connection (`_messages`,
-    `_request_count`, `_waiter`) as of aiohttp 3.14; tests/http/test_connections.py
-    drives every path over real sockets, so an upgrade that changes them fails there.
-    """
+    It relies on `RequestHandler`'s `_messages`, `_request_count`, `_waiter` (aiohttp 3.14);
+    tests/http/test_connections.py drives every path over real sockets."""
 
     __slots__ = ("_body", "_deadline", "_limits")
 
-    def __init__(self, manager: PluginServer, *, limits: ConnectionLimits, **kwargs: Any):
+    def __init__(self, manager: PluginServer, *, limits: Settings, **kwargs: Any):
         super().__init__(manager, **kwargs)
         self._limits = limits
         self._deadline: asyncio.TimerHandle | None = None
@@ -114,9 +94,7 @@ class PluginRequestHandler(RequestHandler):
             )
         if request.writer.output_size > 0:  # as aiohttp: too late for another answer
             raise ConnectionError("response already started; cannot answer the error")
-        response = web.json_response(failure.body(), status=failure.status)
-        response.force_close()
-        return response
+        return failure.response(close=True)
 
     def _arm(self, delay_s: float, callback: Callable[[], None]) -> None:
         self._disarm()
@@ -152,13 +130,15 @@ class PluginRequestHandler(RequestHandler):
         self.close()
 
     def _peer(self) -> str | None:
-        peer = self.peername
-        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else None
+        return _address(self.peername)
+
+
+def _address(peer: object) -> str | None:
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else None
 
 
 def _enveloped(handler: _Handler) -> _Handler:
-    """The application's handler, with the HTTP errors raised before its middleware
-    (an `Expect` other than 100-continue: 417) turned into the envelope."""
+    """The app's handler, with the errors raised before its middleware (417) in the envelope."""
 
     async def guarded(request: BaseRequest) -> web.StreamResponse:
         try:
@@ -166,10 +146,7 @@ def _enveloped(handler: _Handler) -> _Handler:
         except web.HTTPException as error:
             if error.status < 400:
                 raise
-            failure = from_protocol(error.status, None, 0)
-            response = web.json_response(failure.body(), status=failure.status)
-            response.force_close()
-            return response
+            return from_protocol(error.status, None, 0).response(close=True)
 
     return guarded
 
@@ -177,7 +154,7 @@ def _enveloped(handler: _Handler) -> _Handler:
 class PluginServer(Server):
     """aiohttp's `Server` that builds `PluginRequestHandler`s and counts open connections."""
 
-    def __init__(self, plain: Server, limits: ConnectionLimits) -> None:
+    def __init__(self, plain: Server, limits: Settings) -> None:
         super().__init__(
             _enveloped(plain.request_handler),
             request_factory=plain.request_factory,
@@ -193,12 +170,11 @@ class PluginServer(Server):
     def admit(self, transport: asyncio.BaseTransport) -> bool:
         if self.open_connections < self.limits.max_connections:
             return True
-        peer = transport.get_extra_info("peername")
         log.warning(
             "refused a connection: too many open connections",
             extra={
                 "max_connections": self.limits.max_connections,
-                "peer": f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else None,
+                "peer": _address(transport.get_extra_info("peername")),
             },
         )
         return False
@@ -213,24 +189,18 @@ class PluginServer(Server):
 
 
 class PluginAppRunner(web.AppRunner):
-    """`web.AppRunner` serving through `PluginServer`."""
-
-    def __init__(self, app: web.Application, limits: ConnectionLimits, **kwargs: Any) -> None:
-        super().__init__(app, **kwargs)
-        self._limits = limits
+    """`web.AppRunner` serving through `PluginServer`, limited by the app's settings."""
 
     async def _make_server(self) -> Server:
-        return PluginServer(await super()._make_server(), self._limits)
+        return PluginServer(await super()._make_server(), self.app[SETTINGS])
 
 
 def make_runner(app: web.Application, shutdown_timeout: float) -> PluginAppRunner:
     """The runner `serve` uses: the limits and keep-alive from the app's settings."""
     settings = app[SETTINGS]
-    limits = ConnectionLimits.from_settings(settings)
-    warn_if_few_descriptors(limits.max_connections)
+    warn_if_few_descriptors(settings.max_connections)
     return PluginAppRunner(
         app,
-        limits,
         access_log=None,
         shutdown_timeout=shutdown_timeout,
         keepalive_timeout=settings.keepalive_timeout_s,

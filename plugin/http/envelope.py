@@ -1,8 +1,6 @@
-"""The contract's error envelope and the exceptions that produce it.
-
-Every non-2xx answer is `{"code", "message"}` (plus `details` for validation); the platform's
-breaker counts 5xx, so a caller's mistake must never become one.
-"""
+"""The contract's error envelope, `{"code", "message"}` (plus `details` for validation), and
+the exceptions that produce it; the platform's breaker counts 5xx, so a caller's mistake must
+never become one."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ from http import HTTPStatus
 from typing import Any
 from typing import Literal
 
+from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMethod
 from aiohttp.http_exceptions import BadStatusLine
 from aiohttp.http_exceptions import InvalidHeader
@@ -44,6 +43,13 @@ class ApiError(Exception):
             body["details"] = self.details
         return body
 
+    def response(self, close: bool = False) -> web.Response:
+        """The answer; `close`: the connection is closed after it."""
+        response = web.json_response(self.body(), status=self.status, headers=self.headers)
+        if close:
+            response.force_close()
+        return response
+
 
 def bad_request(message: str, details: dict[str, Any] | None = None) -> ApiError:
     return ApiError(400, "bad_request", message, details)
@@ -70,12 +76,9 @@ def from_validation(error: ValidationError, where: str = "body") -> ApiError:
 
 
 def from_protocol(status: int, error: BaseException | None, line_limit: int) -> ApiError:
-    """An error aiohttp answers itself, before any middleware: a request it cannot parse,
-    an `Expect` it does not know, a failure outside the middleware.
-
-    The message names the kind of problem only: aiohttp's own text quotes the offending
-    bytes (part of the URL, a header), which the answer must never echo.
-    """
+    """An error aiohttp answers itself, before any middleware (a request it cannot parse, an
+    `Expect` it does not know, a failure outside the middleware), named by its kind only:
+    aiohttp's own text quotes the offending bytes, which the answer must never echo."""
     if status >= 500:
         code: ErrorCode = "unavailable" if status in (503, 504) else "internal"
         return ApiError(status, code, f"internal error ({_phrase(status)})")

@@ -36,8 +36,7 @@ STORE_SIZES = web.AppKey("store_sizes", StoreSizeGauges)
 ADMISSION = web.AppKey("admission", Admission)
 # Monotonic seconds, as admission measures the plugin's busy time (tests move them).
 TICKS: web.AppKey[Callable[[], float]] = web.AppKey("ticks")
-# Asks whoever runs the app to stop it, saying why (a late fingerprint mismatch);
-# `serve` stops as on SIGTERM, `create_app`'s default only logs.
+# Asks whoever runs the app to stop it, saying why (`serve`; `create_app`'s default logs).
 STOP: web.AppKey[Callable[[str], None]] = web.AppKey("stop")
 # The CPUs the plugin may use (plugin/sizing.py), and what start-up sized from them.
 CPUS = web.AppKey("cpus", int)

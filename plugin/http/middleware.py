@@ -1,8 +1,5 @@
-"""Request ids, one log line and metrics per request, and the error envelope.
-
-Whatever goes wrong, the answer is the contract's `{"code","message"}`: 503 for the plugin's
-own trouble, 429 for a tenant over its share, 500 only for a bug (docs/behaviour.md).
-"""
+"""Request ids, one log line and metrics per request, and the error envelope for whatever goes
+wrong: 503 for the plugin's own trouble, 429 for a tenant over its share, 500 only for a bug."""
 
 from __future__ import annotations
 
@@ -50,7 +47,7 @@ REFUSED_KEY = web.RequestKey("refused", bool)
 # The message of a 5xx answer, for its access line: the plugin's own words, never the
 # caller's input (a 4xx message may quote it), so an operator sees why without a trace.
 FAILURE_KEY = web.RequestKey("failure", str)
-# How long the connection of a refused request is not read (module docstring).
+# How long the connection of a refused request is not read.
 REFUSED_PAUSE_S = 0.2
 
 
@@ -59,12 +56,8 @@ def _from_http(error: web.HTTPException) -> ApiError:
         return not_found("no such route")
     if isinstance(error, web.HTTPMethodNotAllowed):
         allowed = ", ".join(sorted(error.allowed_methods))
-        return ApiError(
-            405,
-            "bad_request",
-            f"method {error.method} not allowed on this route; allowed: {allowed}",
-            headers={"Allow": allowed},
-        )
+        message = f"method {error.method} not allowed on this route; allowed: {allowed}"
+        return ApiError(405, "bad_request", message, headers={"Allow": allowed})
     if error.status == 413:
         return ApiError(413, "bad_request", "request body too large")
     if error.status < 500:
@@ -73,7 +66,10 @@ def _from_http(error: web.HTTPException) -> ApiError:
 
 
 def _from_backend(error: BackendError, request_id: str) -> ApiError:
+    """The answer; logged where an operator must look into it (no outage, no caller mistake)."""
     if isinstance(error, StorageDamaged):
+        if error.__cause__ is not None:  # an engine failure, not a record known bad
+            log.error("backend error", exc_info=error, extra={"request_id": request_id})
         return unavailable(str(error))
     if isinstance(error, BackendUnavailable):
         return unavailable(f"backend unavailable: {error}")
@@ -82,33 +78,26 @@ def _from_backend(error: BackendError, request_id: str) -> ApiError:
     if isinstance(error, NamespaceGone):
         return not_found(str(error))
     # The adapter's own trouble, whatever it is: 503, details only in the log.
+    log.error("backend error", exc_info=error, extra={"request_id": request_id})
     return unavailable(f"backend error; see the plugin log for request {request_id}")
 
 
-def _from_service(error: ServiceError) -> ApiError:
-    """`NotFound` is 404; every other service error (`InvalidRequest`) the caller's 400."""
-    if isinstance(error, NotFound):
-        return not_found(str(error))
-    return bad_request(str(error))
-
-
-def _from_refusal(refusal: OverShare, request_id: str) -> ApiError:
+def _from_refusal(refusal: OverShare, request: web.Request) -> ApiError:
+    """Logged apart (no access line); the connection rests a moment."""
+    request[REFUSED_KEY] = True
+    rest_connection(request.transport)
     refusals.warning(
         "refused: namespace over its share of requests in flight",
         extra={
-            "request_id": request_id,
+            "request_id": request[REQUEST_ID_KEY],
             "namespace": refusal.tenant,
             "reason": refusal.reason,
             "in_flight": refusal.in_flight,
             "share": refusal.share,
         },
     )
-    return ApiError(
-        429,
-        "unavailable",
-        str(refusal),
-        headers={"Retry-After": str(refusal.retry_after_s)},
-    )
+    retry = {"Retry-After": str(refusal.retry_after_s)}
+    return ApiError(429, "unavailable", str(refusal), headers=retry)
 
 
 def rest_connection(transport: asyncio.BaseTransport | None) -> None:
@@ -124,13 +113,6 @@ def _resume_reading_of(transport: asyncio.ReadTransport) -> None:
         transport.resume_reading()
 
 
-def _logged(error: BackendError) -> bool:
-    """Errors an operator must look into; outages and caller mistakes are not."""
-    if isinstance(error, StorageDamaged):
-        return error.__cause__ is not None  # an engine failure, not a record known bad
-    return not isinstance(error, BackendUnavailable | BackendRejected | NamespaceGone)
-
-
 @web.middleware
 async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Turn every failure into the contract's error envelope."""
@@ -139,38 +121,28 @@ async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse
         return await handler(request)
     except ApiError as error:
         failure = error
-    except ServiceError as error:
-        failure = _from_service(error)
+    except ServiceError as error:  # NotFound 404, any other (InvalidRequest) the caller's 400
+        failure = not_found(str(error)) if isinstance(error, NotFound) else bad_request(str(error))
     except OverShare as refusal:
-        failure = _from_refusal(refusal, request_id)
-        request[REFUSED_KEY] = True
-        rest_connection(request.transport)
+        failure = _from_refusal(refusal, request)
     except web.HTTPException as error:
         if error.status < 400:
             raise
         failure = _from_http(error)
     except BackendError as error:
         failure = _from_backend(error, request_id)
-        if _logged(error):
-            log.error("backend error", exc_info=error, extra={"request_id": request_id})
     except BodyTimeout as error:  # logged where the deadline passed
         failure = ApiError(408, "bad_request", str(error))
     except ConnectionResetError:  # the client hung up mid-body: nobody to answer
         log.info("client closed the connection", extra={"request_id": request_id})
         failure = ApiError(CLIENT_CLOSED, "bad_request", "client closed the connection")
     except Exception as error:
-        log.error("unhandled error", exc_info=error, extra={"request_id": request[REQUEST_ID_KEY]})
-        failure = ApiError(
-            500,
-            "internal",
-            f"internal error; see the plugin log for request {request[REQUEST_ID_KEY]}",
-        )
+        log.error("unhandled error", exc_info=error, extra={"request_id": request_id})
+        message = f"internal error; see the plugin log for request {request_id}"
+        failure = ApiError(500, "internal", message)
     if failure.status >= 500:
         request[FAILURE_KEY] = failure.message
-    response = web.json_response(failure.body(), status=failure.status, headers=failure.headers)
-    if failure.status == 408:  # the connection layer closes it: say so
-        response.force_close()
-    return response
+    return failure.response(close=failure.status == 408)  # 408: the connection layer closes it
 
 
 def _route(request: web.Request) -> str | None:
@@ -206,18 +178,14 @@ def _finish(request: web.Request, status: int, started: float) -> None:
         request.app[METRICS].observe_probe(_route(request), status)
     else:
         request.app[METRICS].observe_request(_route(request), request.method, status, seconds)
-    if request.get(REFUSED_KEY):
-        return
-    log.info("request", extra=_log_fields(request, status, seconds))
+    if not request.get(REFUSED_KEY):
+        log.info("request", extra=_log_fields(request, status, seconds))
 
 
 @web.middleware
 async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Honour or mint `X-Request-ID`, echo it; log and count the request once it is done.
-
-    Runs outside `envelope`, so it sees the final status of every answer. A
-    handler cancelled at shutdown sends nothing: it is logged, not counted.
-    """
+    """Honour or mint `X-Request-ID`, echo it; log and count the request once it is done
+    (outside `envelope`: the final status). One cancelled at shutdown is logged, not counted."""
     given = request.headers.get(REQUEST_ID, "")
     request_id = given if 0 < len(given) <= MAX_REQUEST_ID and given.isprintable() else ""
     request[REQUEST_ID_KEY] = request_id or uuid.uuid4().hex

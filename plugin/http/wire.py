@@ -1,8 +1,5 @@
-"""Request and response bodies of the v1 contract, validated strictly.
-
-Mirrors `components/schemas` of memory-plugin-v1.yaml and the client-side rules in NOTES.md;
-see docs/behaviour.md, the "Validation", "Times" and "Numbers in opaque JSON" entries.
-"""
+"""Request and response bodies of the v1 contract (memory-plugin-v1.yaml and NOTES.md),
+validated strictly; docs/behaviour.md, "Validation", "Times", "Numbers in opaque JSON"."""
 
 from __future__ import annotations
 
@@ -24,7 +21,6 @@ from pydantic import Field
 from adapters.times import format_optional_time
 from adapters.times import format_time
 from adapters.values import MemoryRecord
-from adapters.values import NamespaceRecord
 from plugin.core.contract_names import canonical_uuid
 from plugin.core.contract_names import check_namespace_name
 
@@ -55,10 +51,9 @@ def _rfc3339(value: Any) -> Any:
         raise ValueError(f"not a valid date-time: {error}") from None
     try:
         return moment.astimezone(UTC)
-    except OverflowError:  # within a day of year 1 or 9999: clamp (module docstring)
-        return (datetime.max if moment.year == datetime.max.year else datetime.min).replace(
-            tzinfo=UTC
-        )
+    except OverflowError:  # within a day of year 1 or 9999: clamp
+        edge = datetime.max if moment.year == datetime.max.year else datetime.min
+        return edge.replace(tzinfo=UTC)
 
 
 def _finite_json(value: dict[str, Any]) -> dict[str, Any]:
@@ -136,11 +131,6 @@ class SearchRequest(_Request):
 
 class ForgetRequest(_Request):
     requested_by_namespace: NamespaceName
-
-
-def namespace_body(record: NamespaceRecord) -> JsonObject:
-    """The contract's `Namespace` object."""
-    return record.to_json_object()
 
 
 def memory_body(memory: MemoryRecord, score: float | None) -> JsonObject:

@@ -1,8 +1,5 @@
-"""The rerank dimmer: the share of searches reranked, steered by the queue a search faces.
-
-A rerank is optional work, so the share reranked is turned down when reranking would make
-callers wait; see docs/backends.md, "The rerank dimmer".
-"""
+"""The rerank dimmer: a rerank is optional work, so the share of searches reranked is turned
+down when reranking would make callers wait (docs/backends.md, "The rerank dimmer")."""
 
 from __future__ import annotations
 
@@ -24,15 +21,13 @@ log = logging.getLogger(__name__)
 class RerankDimmer:
     """Says, per search, whether it is reranked; `share` is the part of searches that are.
 
-    - A window closes after `WINDOW_S`, or sooner once `WINDOW_SEARCHES` searches arrived in
-      it (a step on as much evidence whatever the rate). Each moves the share by its mean
-      queue's distance from `target`, relative to it: `DOWN` times it (at most `MOST_DOWN`)
-      when over, `UP` times it (at most `MOST_UP`) when under. Near the setpoint the steps
-      are small, so it settles without flapping; from none reranked it is back to all
-      within four windows of the queue emptying. A time window in which no search arrived
-      counts with the queue seen now.
+    - A window closes after `WINDOW_S`, or once `WINDOW_SEARCHES` searches arrived in it.
+      Each moves the share by its mean queue's distance from `target`, relative to it:
+      `DOWN` times it (at most `MOST_DOWN`) when over, `UP` times it (at most `MOST_UP`)
+      when under, so it settles without flapping. A time window in which no search
+      arrived counts with the queue seen now.
     - Which searches are reranked follows the share evenly (error diffusion, not a coin).
-    - A search that arrives to a queue over `SPIKE` times the target is ranked by hybrid
+    - A search that arrives to a queue over `SPIKE` times the target is not reranked
       whatever the share: a sudden burst is not reranked while the windows catch up.
     """
 
@@ -80,8 +75,7 @@ class RerankDimmer:
         return False
 
     def _advance(self, queue_now: float) -> None:
-        """Close the time windows that have ended: the first by its searches' mean queue,
-        any after it (no search arrived) by `queue_now`."""
+        """Close the windows that have ended: the first by its searches' queue, others by now's."""
         now = self._clock()
         windows = int((now - self._window_start) / WINDOW_S)
         if windows < 1:

@@ -1,8 +1,6 @@
 """A queue per tenant, served in turn: one tenant's backlog never delays another's item.
-
 Deficit round robin, one item a turn, with FQ-CoDel's rule for sparse flows (RFC 8290, 4.1);
-an `overdue` item goes first. See docs/behaviour.md, "Fair sharing".
-"""
+an `overdue` item goes first. See docs/behaviour.md, "Fair sharing"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The model's threads give way to the event loop and the engine when cores are short.
-
-A thread preempted while it holds the GIL stalls every request; the model's threads hold none
-while they compute, so they run at a lower priority (Linux only; docs/behaviour.md).
-"""
+"""The model's threads give way to the event loop and the engine when cores are short: a
+thread preempted while it holds the GIL stalls every request, and the model's threads hold
+none while they compute, so they run at a lower priority (Linux only; docs/behaviour.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +11,6 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Any
 from typing import TypeVar
 
@@ -42,8 +39,6 @@ def low_priority_pool(workers: int, name: str) -> ThreadPoolExecutor:
 
 
 async def at_low_priority(func: Callable[..., T], *args: Any) -> T:
-    """`func(*args)` on a thread of its own at the lower priority: threads it starts
-    (ONNX Runtime's own pool) inherit it."""
-    loop = asyncio.get_running_loop()
+    """`func(*args)` on a thread of its own at the lower priority (its threads inherit it)."""
     with low_priority_pool(1, "model-load") as pool:
-        return await loop.run_in_executor(pool, partial(func, *args))
+        return await asyncio.get_running_loop().run_in_executor(pool, func, *args)

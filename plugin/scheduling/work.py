@@ -1,8 +1,5 @@
-"""Who a request works for (its tenant) and how urgent it is (its priority).
-
-The tenant is the unit of fairness: the namespace a request names, or for a search the caller's
-own `workspace:` namespace; why: docs/behaviour.md, "Fair sharing".
-"""
+"""Who a request works for (its tenant, the unit of fairness: docs/behaviour.md, "Fair
+sharing") and how urgent it is (its priority)."""
 
 from __future__ import annotations
 
@@ -38,7 +35,7 @@ UNATTRIBUTED = Work("", Priority.WRITE)
 
 
 def search_tenant(namespaces: Sequence[str]) -> str:
-    """The tenant of a search over `namespaces` (module docstring)."""
+    """The tenant of a search: the caller's own `workspace:` namespace, else the first."""
     for name in namespaces:
         if name.startswith(OWN_NAMESPACE_KIND):
             return name
@@ -46,7 +43,6 @@ def search_tenant(namespaces: Sequence[str]) -> str:
 
 
 def tenant_kind(tenant: str) -> str:
-    """A bounded label for metrics: the namespace's kind (`workspace`, `team`, `org`), or
-    `other`. Never the name itself."""
+    """A bounded label for metrics, never the name itself: the namespace's kind, or `other`."""
     kind, _, _ = tenant.partition(":")
     return kind if kind in ("workspace", "team", "org") else "other"

@@ -25,7 +25,7 @@ from harness.platform_client import surfaced
 from plugin.http import middleware
 from plugin.http.app import create_app
 from plugin.http.keys import ADMISSION
-from plugin.scheduling.service_time import INITIAL_S
+from plugin.scheduling.admission import INITIAL_S
 from plugin.settings import Settings
 from tests.support.app import ContractClient
 from tests.support.app import Reply

@@ -12,14 +12,14 @@ import pytest
 
 from harness.clocks import ManualClock
 from plugin.scheduling.admission import FAIR_SHARE
+from plugin.scheduling.admission import INITIAL_S
+from plugin.scheduling.admission import LEAST_S
+from plugin.scheduling.admission import MODEL_WINDOW_TEXTS
 from plugin.scheduling.admission import TENANT_MAX
 from plugin.scheduling.admission import Admission
 from plugin.scheduling.admission import OverShare
+from plugin.scheduling.admission import ServiceTime
 from plugin.scheduling.admission import Shares
-from plugin.scheduling.service_time import INITIAL_S
-from plugin.scheduling.service_time import LEAST_S
-from plugin.scheduling.service_time import MODEL_WINDOW_TEXTS
-from plugin.scheduling.service_time import ServiceTime
 from plugin.scheduling.work import search_tenant
 from plugin.scheduling.work import tenant_kind
 
