@@ -13,6 +13,8 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 from adapters import frames
@@ -46,6 +48,20 @@ from adapters.walk import walk
 Upsert = tuple[MemoryRecord, MemoryVectors]
 
 
+@dataclass(slots=True)
+class Turn:
+    """The upserts for one worker in one turn of the loop, their answers, and the call
+    that sends them (`EnginePool.upsert_memory`)."""
+
+    upserts: list[Upsert] = field(default_factory=list)
+    answers: list[asyncio.Future[BackendError | None]] = field(default_factory=list)
+    sending: asyncio.Task[None] | None = None
+
+    def given_up(self) -> bool:
+        """Whether every caller stopped waiting (their deadlines passed)."""
+        return all(answer.cancelled() for answer in self.answers)
+
+
 class EnginePool(EngineStub):
     """`workers` as one backend; `route(name)` is the index of a name's worker."""
 
@@ -68,7 +84,7 @@ class EnginePool(EngineStub):
         self._known: dict[str, tuple[NamespaceRecord, int]] = {}
         self._changes = 0  # namespace saves and deletes begun
         # The upserts of this turn of the loop, by worker (`upsert_memory`), and those sent.
-        self._turn: dict[int, list[tuple[Upsert, asyncio.Future[BackendError | None]]]] = {}
+        self._turn: dict[int, Turn] = {}
         self._sending: set[asyncio.Task[None]] = set()
 
     def owner(self, name: str) -> EngineProcess:
@@ -102,8 +118,9 @@ class EnginePool(EngineStub):
             raise
 
     async def close(self) -> None:
-        await asyncio.gather(*self._sending, return_exceptions=True)
-        answered(await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True))
+        closed = await asyncio.gather(*(w.close() for w in self.workers), return_exceptions=True)
+        await asyncio.gather(*self._sending, return_exceptions=True)  # answered or failed
+        answered(closed)
 
     async def ping(self) -> None:
         """Every worker's ping, each one's condition read afresh with it; answered as its
@@ -201,37 +218,44 @@ class EnginePool(EngineStub):
         index = self.route(memory.namespace)
         turn = self._turn.get(index)
         if turn is None:
-            turn = self._turn[index] = []
+            turn = self._turn[index] = Turn()
             asyncio.get_running_loop().call_soon(self._send_turn, index)
         answer: asyncio.Future[BackendError | None] = asyncio.get_running_loop().create_future()
-        turn.append(((memory, vectors), answer))
-        failed = await answer
+        turn.upserts.append((memory, vectors))
+        turn.answers.append(answer)
+        try:
+            failed = await answer
+        except asyncio.CancelledError:  # its deadline passed: so has the call's, once all have
+            if turn.sending is not None and turn.given_up():
+                turn.sending.cancel()
+            raise
         if failed is not None:
             raise failed
 
     def _send_turn(self, index: int) -> None:
         turn = self._turn.pop(index)
-        sending = asyncio.create_task(self._deliver(index, turn), name="upserts of a turn")
-        self._sending.add(sending)
-        sending.add_done_callback(self._sending.discard)
+        if turn.given_up():  # none of them waits any more: none is written
+            return
+        turn.sending = asyncio.create_task(self._deliver(index, turn), name="upserts of a turn")
+        self._sending.add(turn.sending)
+        turn.sending.add_done_callback(self._sending.discard)
 
-    async def _deliver(
-        self, index: int, turn: list[tuple[Upsert, asyncio.Future[BackendError | None]]]
-    ) -> None:
+    async def _deliver(self, index: int, turn: Turn) -> None:
+        waiting = [n for n, answer in enumerate(turn.answers) if not answer.cancelled()]
         try:
-            failed = await self._upsert_batch(index, [upsert for upsert, _ in turn])
+            failed = await self._upsert_batch(index, [turn.upserts[n] for n in waiting])
         except asyncio.CancelledError:
-            for _, answer in turn:
+            for answer in turn.answers:
                 answer.cancel()
             raise
         except BaseException as error:  # the call failed (its worker gone): each fails so
-            for _, answer in turn:
+            for answer in turn.answers:
                 if not answer.done():
                     answer.set_exception(error)
             return
-        for (_, answer), one in zip(turn, failed, strict=True):
-            if not answer.done():
-                answer.set_result(one)
+        for n, one in zip(waiting, failed, strict=True):
+            if not turn.answers[n].done():
+                turn.answers[n].set_result(one)
 
     async def upsert_batch(self, batch: Sequence[Upsert]) -> list[BackendError | None]:
         shares = self.shares(memory.namespace for memory, _ in batch)

@@ -134,6 +134,36 @@ async def test_the_upserts_of_one_turn_cross_to_each_worker_as_one_call(
         assert await store.get_memory(a, lone.id) == lone
 
 
+async def test_a_turns_call_is_cancelled_once_every_caller_in_it_gave_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a lone upsert's call would be: the worker then stops waiting for its sync."""
+    async with started(embedded_store(DIM, tmp_path, WORKERS)) as store:
+        (a, b), *_ = names_of_each_worker(store, 2)
+        for name in (a, b):
+            await store.save_namespace(NamespaceRecord(name=name, kind="workspace", created_at=T0))
+        calls: list[asyncio.Task[Any]] = []
+
+        async def stalled(*_: Any) -> Any:  # a sync that does not end
+            task = asyncio.current_task()
+            assert task is not None
+            calls.append(task)
+            await asyncio.sleep(10)
+
+        monkeypatch.setattr(store.workers[0], "call", stalled)
+        first, second = (
+            asyncio.create_task(store.upsert_memory(memory(n), MemoryVectors(unit(1))))
+            for n in (a, b)
+        )
+        await until(lambda: len(calls) == 1, 5.0)
+        first.cancel()
+        await asyncio.sleep(0.05)
+        assert not calls[0].done()  # the other caller still waits for it
+        second.cancel()
+        await until(lambda: calls[0].done(), 5.0)
+        assert calls[0].cancelled()
+
+
 async def test_a_queued_read_waits_as_the_caller_the_request_acts_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
