@@ -10,25 +10,28 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 
 from adapters.base import DEFAULT_PREFIX
 from adapters.base import AnsweredBy
 from adapters.base import VectorBackend
+from adapters.errors import BackendMisconfigured
 from adapters.pinecone import vector_metadata
 from adapters.pinecone.index_connection import PineconeConnection
 from adapters.pinecone.index_connection import PineconeMissing
 from adapters.pinecone.index_connection import Shared
-from adapters.pinecone.keywords import PineconeVectorFill
 from adapters.pinecone.overlay import FreshnessOverlay
 from adapters.pinecone.pinecone_transfer import PineconeTransfer
 from adapters.pinecone.reads import MemoryReads
 from adapters.pinecone.reserved_records import NamespaceRecords
 from adapters.pinecone.reserved_records import PineconeStoreMeta
 from adapters.times import to_micros
+from adapters.values import FillVector
 from adapters.values import SearchMode
 from adapters.values import StoredMemory
+from adapters.values import VectorKind
 
 # Namespaces the janitor sweeps at once: enough to hide latency, few enough not to be throttled.
 EXPIRY_CONCURRENCY = 8
@@ -199,3 +202,32 @@ class PineconeBackend(VectorBackend):
         for memory_id in gone:
             self.overlay.memory_deleted(namespace, memory_id, epoch)
         return len(gone)
+
+
+class PineconeVectorFill:
+    """`VectorFill` as far as Pinecone allows: keyword vectors only, on a dotproduct index,
+    as memories are written; Pinecone can neither list the records without one nor drop
+    them in place."""
+
+    def __init__(self, connection: PineconeConnection) -> None:
+        self._connection = connection
+
+    async def prepare(self, kind: VectorKind, *, reset: bool = False) -> None:
+        await self._connection.index()
+        if kind is not VectorKind.KEYWORDS or self._connection.metric != "dotproduct":
+            raise NotImplementedError(f"this Pinecone index keeps no {kind} vectors")
+        if reset:
+            raise BackendMisconfigured(
+                "the Pinecone index holds keyword vectors of another encoder configuration and"
+                " cannot re-index them in place: copy the memories into a new index with"
+                " `memory-plugin-vector export` and `import`"
+            )
+
+    async def missing(
+        self, kind: VectorKind, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        return [], None  # not findable on Pinecone
+
+    async def fill(self, kind: VectorKind, items: Sequence[tuple[str, FillVector]]) -> int:
+        """Never asked: `missing` finds nothing to fill."""
+        raise NotImplementedError("the pinecone backend writes keyword vectors as it writes")

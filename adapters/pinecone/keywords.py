@@ -6,17 +6,9 @@ and Pinecone adds their dot product to the cosine. See docs/backends.md, "Hybrid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from typing import Any
 
-from adapters.errors import BackendMisconfigured
-from adapters.values import FillVector
 from adapters.values import SparseVector
-from adapters.values import VectorKind
-
-if TYPE_CHECKING:
-    from adapters.pinecone.index_connection import PineconeConnection
 
 KEYWORD_WEIGHT = 0.12
 
@@ -41,32 +33,3 @@ def keyword_score(query: SparseVector | None, stored: SparseVector | None) -> fl
     return KEYWORD_WEIGHT * sum(
         w * weights.get(i, 0.0) for i, w in zip(query.indices, query.values, strict=True)
     )
-
-
-class PineconeVectorFill:
-    """`VectorFill` as far as Pinecone allows: keyword vectors only, on a dotproduct index,
-    as memories are written; Pinecone can neither list the records without one nor drop
-    them in place."""
-
-    def __init__(self, connection: PineconeConnection) -> None:
-        self._connection = connection
-
-    async def prepare(self, kind: VectorKind, *, reset: bool = False) -> None:
-        await self._connection.index()
-        if kind is not VectorKind.KEYWORDS or self._connection.metric != "dotproduct":
-            raise NotImplementedError(f"this Pinecone index keeps no {kind} vectors")
-        if reset:
-            raise BackendMisconfigured(
-                "the Pinecone index holds keyword vectors of another encoder configuration and"
-                " cannot re-index them in place: copy the memories into a new index with"
-                " `memory-plugin-vector export` and `import`"
-            )
-
-    async def missing(
-        self, kind: VectorKind, cursor: str | None, limit: int
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        return [], None  # not findable on Pinecone
-
-    async def fill(self, kind: VectorKind, items: Sequence[tuple[str, FillVector]]) -> int:
-        """Never asked: `missing` finds nothing to fill."""
-        raise NotImplementedError("the pinecone backend writes keyword vectors as it writes")
